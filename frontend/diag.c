@@ -1,0 +1,140 @@
+/*
+ * diag.c — the one path for user errors ("file:line: error: msg", exit 1),
+ * one for internal bugs (die: abort with __FILE__:__LINE__), near-miss
+ * suggestions, and checked allocation.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "recipe.h"
+
+static void
+vreport(const char *kind, const char *file, int line, const char *fmt, va_list ap)
+{
+	if (file && line > 0)
+		fprintf(stderr, "%s:%d: %s: ", file, line, kind);
+	else if (file)
+		fprintf(stderr, "%s: %s: ", file, kind);
+	else
+		fprintf(stderr, "precc: %s: ", kind);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void
+errorf(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("error", file, line, fmt, ap);
+	va_end(ap);
+	exit(1);
+}
+
+void
+warnf(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("warning", file, line, fmt, ap);
+	va_end(ap);
+}
+
+void
+die_(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "precc: internal error at %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	abort();
+}
+
+/* Damerau-Levenshtein (optimal string alignment) distance. */
+static int
+distance(const char *a, const char *b)
+{
+	int la = strlen(a), lb = strlen(b);
+	int d[64][64];
+
+	if (la >= 63 || lb >= 63)
+		return 99;
+	for (int i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (int j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (int i = 1; i <= la; i++)
+		for (int j = 1; j <= lb; j++) {
+			int c = a[i - 1] != b[j - 1];
+			int m = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < m) m = d[i][j - 1] + 1;
+			if (d[i - 1][j - 1] + c < m) m = d[i - 1][j - 1] + c;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]
+			    && d[i - 2][j - 2] + 1 < m)
+				m = d[i - 2][j - 2] + 1;
+			d[i][j] = m;
+		}
+	return d[la][lb];
+}
+
+/* The closest candidate within a third of the word's length, or NULL. */
+const char *
+suggest(const char *word, const char *const *cands, int n)
+{
+	const char *best = NULL;
+	int bestd = 99, limit = (int)strlen(word) / 3 + 1;
+
+	for (int i = 0; i < n; i++) {
+		if (!cands[i])
+			continue;
+		int d = distance(word, cands[i]);
+		if (d < bestd) {
+			bestd = d;
+			best = cands[i];
+		}
+	}
+	return bestd <= limit ? best : NULL;
+}
+
+void *
+xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		die("out of memory (%zu bytes)", n);
+	return p;
+}
+
+void *
+xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz ? sz : 1);
+
+	if (!p)
+		die("out of memory (%zu x %zu bytes)", n, sz);
+	return p;
+}
+
+void *
+xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		die("out of memory (%zu bytes)", n);
+	return p;
+}
+
+char *
+xstrdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	return memcpy(xmalloc(n), s, n);
+}

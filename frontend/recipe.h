@@ -1,0 +1,218 @@
+/*
+ * recipe.h — what a precision recipe says, as C structs, and the per-layer
+ * plan the frontend resolves from a recipe and a model.
+ *
+ * recipe.c (Lua side) fills Recipe; model.c fills Model; plan.c resolves
+ * both into Plan (rules, overrides, fallbacks with reasons). Lowering to IR
+ * (ir/lower.c is not here: frontend/lower.c) reads Plan only.
+ */
+#ifndef PRECC_RECIPE_H
+#define PRECC_RECIPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include "precc/numerics.h"
+
+/* ---- vocabulary -------------------------------------------------------- */
+
+typedef enum Role { ROLE_INPUT, ROLE_WEIGHT, ROLE_GRAD_OUTPUT, NROLE } Role;
+/* fprop: Y = X·Wᵀ (input, weight); dgrad: dX = dY·W (grad_output, weight);
+ * wgrad: dW = dYᵀ·X (grad_output, input). */
+typedef enum Gemm { GEMM_FPROP, GEMM_DGRAD, GEMM_WGRAD, NGEMM } Gemm;
+
+typedef enum ScalingKind {
+	SCALING_NONE,     /* high-precision operand: no scale */
+	SCALING_CURRENT,  /* tensorwise, just-in-time amax of this tensor */
+	SCALING_DELAYED,  /* tensorwise, scale from amax history */
+	SCALING_ROWWISE,  /* one scale per row along the GEMM's K (axiswise) */
+	SCALING_BLOCK,    /* block tiles, e.g. 1x128 activations, 128x128 weights */
+	SCALING_MX,       /* OCP MX: 1x32 blocks, e8m0 scale */
+	SCALING_NVFP4,    /* 1x16 blocks, e4m3 scale, fp32 global scale */
+	NSCALING
+} ScalingKind;
+
+typedef enum AmaxAlgo { AMAX_MAX, AMAX_MOST_RECENT } AmaxAlgo;
+
+/* What happens when an operand's amax is inf or NaN. */
+typedef enum NonfinitePolicy {
+	NONFINITE_KEEP_SCALE, /* TE: keep the previous scale, propagate values */
+	NONFINITE_SKIP_STEP,  /* report overflow to the loss scaler, skip update */
+	NONFINITE_ERROR,      /* stop training with an error */
+	NNONFINITE
+} NonfinitePolicy;
+
+typedef enum Accum {
+	ACCUM_FP32,     /* exact fp32 accumulation ("split" in torchao terms) */
+	ACCUM_FAST,     /* hardware fast accumulation (reduced-precision sum) */
+	ACCUM_PROMOTE,  /* fp32 promotion every promote_every K-elements */
+	NACCUM
+} Accum;
+
+typedef enum Fallback {
+	FALLBACK_HIGH,   /* use fallback_format for the whole GEMM */
+	FALLBACK_PAD,    /* pad the misaligned dims up to the multiple */
+	FALLBACK_ERROR,  /* refuse: precc check reports an error */
+	NFALLBACK
+} Fallback;
+
+typedef enum LossScale { LOSS_NONE, LOSS_STATIC, LOSS_DYNAMIC, NLOSS } LossScale;
+
+/* How one operand of one GEMM is cast. */
+typedef struct Cast {
+	precc_format format;
+	ScalingKind scaling;
+	int block[2];             /* tile rows x cols in the operand's own
+	                             layout (0 = whole extent); set for BLOCK,
+	                             MX (1x32), NVFP4 (1x16), ROWWISE (1x0) */
+	precc_format scale_format;/* fp32, e8m0 (MX), e4m3 (NVFP4) */
+	int history;              /* DELAYED: amax history length */
+	AmaxAlgo amax_algo;       /* DELAYED: max or most_recent */
+	int margin;
+	bool pow2_scale;
+	float amax_eps;
+	precc_round round;        /* RNE, RZ or SR */
+	bool saturate;
+	NonfinitePolicy nonfinite;
+} Cast;
+
+typedef struct GemmPolicy {
+	Cast operand[2];          /* [0] = A (left), [1] = B (right) */
+	Role role[2];             /* which role each operand is */
+	Accum accum;
+	int promote_every;        /* ACCUM_PROMOTE: K-elements (DeepSeek: 128) */
+	int accum_bits;           /* ACCUM_FAST: mantissa bits kept (14) */
+	precc_format out_format;  /* Y / dX / dW */
+	bool bias;                /* fprop only */
+	bool out_amax;            /* emit amax of the output for the next layer */
+} GemmPolicy;
+
+typedef struct TrainingPolicy {
+	LossScale loss_scale;
+	float loss_scale_init;    /* static value or dynamic initial (2^16) */
+	float growth_factor;      /* 2.0 */
+	float backoff_factor;     /* 0.5 */
+	int growth_interval;      /* 2000 steps */
+	precc_format master_weights;   /* fp32 */
+	precc_format optimizer_state;  /* fp32 */
+	bool stochastic_round_updates;
+} TrainingPolicy;
+
+/* A user's settings table, partially specified: `set` bits say which
+ * fields the user wrote, so layering (defaults < recipe < role < gemm <
+ * gemm.role, and rule tables on top) only overrides what was said. */
+enum {
+	SET_FORMAT = 1 << 0, SET_SCALING = 1 << 1, SET_BLOCK = 1 << 2,
+	SET_SCALE_FORMAT = 1 << 3, SET_HISTORY = 1 << 4, SET_AMAX_ALGO = 1 << 5,
+	SET_MARGIN = 1 << 6, SET_POW2 = 1 << 7, SET_EPS = 1 << 8,
+	SET_ROUND = 1 << 9, SET_SATURATE = 1 << 10, SET_NONFINITE = 1 << 11,
+};
+enum {
+	SET_ACCUM = 1 << 0, SET_PROMOTE = 1 << 1, SET_ACCUM_BITS = 1 << 2,
+	SET_OUT_FORMAT = 1 << 3, SET_BIAS = 1 << 4, SET_OUT_AMAX = 1 << 5,
+};
+typedef struct CastSpec { unsigned set; Cast v; } CastSpec;
+typedef struct GemmSpec {
+	unsigned set; GemmPolicy v;       /* accum/out fields only */
+	CastSpec all;                     /* gemm-wide cast settings */
+	CastSpec role[NROLE];             /* gemm.role overrides */
+} GemmSpec;
+
+/* One settings level: a recipe's top level, or one rule's table. */
+typedef struct Settings {
+	CastSpec all;                     /* top-level format/scaling/... */
+	CastSpec role[NROLE];             /* input = {...}, weight = {...} */
+	GemmSpec gemm[NGEMM];             /* fprop = {...}, ... */
+	unsigned gemm_set; GemmPolicy gemm_all; /* top-level accum/output */
+	bool has_fallback; Fallback fallback; precc_format fallback_format;
+	bool hybrid;                      /* format = "hybrid" was written */
+} Settings;
+
+/* Where something was written, for file:line messages. */
+typedef struct SrcLoc { const char *file; int line; } SrcLoc;
+
+typedef struct Rule {
+	char *pattern;            /* Lua pattern on the FQN, or NULL */
+	int predicate_ref;        /* luaL_ref of a Lua predicate, or LUA_NOREF */
+	char *label;              /* what `precc check` shows as the reason */
+	Settings settings;
+	SrcLoc loc;
+} Rule;
+
+typedef struct Recipe {
+	char *name;
+	char *description;
+	char *path;
+	Settings base;
+	Rule *rules; int nrules;  /* first match wins */
+	TrainingPolicy training;
+	SrcLoc loc;
+	void *lua;                /* live lua_State for predicates (frontend only) */
+} Recipe;
+
+/* ---- model -------------------------------------------------------------- */
+
+typedef struct Linear {
+	char *fqn;                /* model.layers.0.self_attn.q_proj */
+	long in_features;         /* K of fprop */
+	long out_features;        /* N of fprop */
+	bool tied;                /* weight tied to an embedding (lm_head) */
+} Linear;
+
+typedef struct Model {
+	char *name;
+	char *path;
+	Linear *linears; int nlinears;
+} Model;
+
+/* ---- resolved plan ------------------------------------------------------ */
+
+typedef struct LayerPlan {
+	const Linear *linear;
+	GemmPolicy gemm[NGEMM];
+	const char *rule;         /* label of the matched rule, or NULL */
+	char *reason[NGEMM];      /* fallback reason per GEMM, or NULL:
+	                             "out_features 50257 % 16 != 0 → bf16" */
+	long pad[2];              /* FALLBACK_PAD: padded in/out features */
+} LayerPlan;
+
+typedef struct Plan {
+	const Recipe *recipe;
+	const Model *model;
+	LayerPlan *layers; int nlayers;
+} Plan;
+
+/* ---- entry points, grouped by file ------------------------------------- */
+
+/* diag.c — the one user-error path: "file:line: error: msg", exit 1 */
+_Noreturn void errorf(const char *file, int line, const char *fmt, ...);
+void warnf(const char *file, int line, const char *fmt, ...);
+_Noreturn void die_(const char *file, int line, const char *fmt, ...);
+#define die(...) die_(__FILE__, __LINE__, __VA_ARGS__)
+const char *suggest(const char *word, const char *const *cands, int n);
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t sz);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* recipe.c — sandboxed Lua 5.4, recipe language */
+Recipe *recipe_load(const char *path);
+void recipe_free(Recipe *);
+/* Run a rule's predicate on an FQN (for rules written as functions). */
+bool recipe_rule_matches(const Recipe *, const Rule *, const Linear *);
+const char *role_name(Role);
+const char *gemm_name(Gemm);
+const char *scaling_name(ScalingKind);
+const char *accum_name(Accum);
+
+/* model.c — Lua model files and HuggingFace config.json */
+Model *model_load(const char *path);   /* by extension: .lua or .json */
+void model_free(Model *);
+
+/* plan.c — resolve recipe x model into per-layer policies */
+Plan *plan_resolve(const Recipe *, const Model *);
+void plan_free(Plan *);
+void plan_print_table(const Plan *, FILE *);
+void plan_print_json(const Plan *, FILE *);
+
+#endif
