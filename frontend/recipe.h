@@ -157,6 +157,7 @@ typedef struct Linear {
 	long in_features;         /* K of fprop */
 	long out_features;        /* N of fprop */
 	bool tied;                /* weight tied to an embedding (lm_head) */
+	bool bias;                /* the module has a bias vector (Qwen2 q/k/v) */
 } Linear;
 
 typedef struct Model {
