@@ -118,6 +118,9 @@ typedef struct GemmSpec {
 	CastSpec role[NROLE];             /* gemm.role overrides */
 } GemmSpec;
 
+/* Where something was written, for file:line messages. */
+typedef struct SrcLoc { const char *file; int line; } SrcLoc;
+
 /* One settings level: a recipe's top level, or one rule's table. */
 typedef struct Settings {
 	CastSpec all;                     /* top-level format/scaling/... */
@@ -125,11 +128,11 @@ typedef struct Settings {
 	GemmSpec gemm[NGEMM];             /* fprop = {...}, ... */
 	unsigned gemm_set; GemmPolicy gemm_all; /* top-level accum/output */
 	bool has_fallback; Fallback fallback; precc_format fallback_format;
+	SrcLoc fallback_loc;              /* where fallback = ... was written
+	                                     (line 0: unknown; plan.c then
+	                                     points at the rule or recipe) */
 	bool hybrid;                      /* format = "hybrid" was written */
 } Settings;
-
-/* Where something was written, for file:line messages. */
-typedef struct SrcLoc { const char *file; int line; } SrcLoc;
 
 typedef struct Rule {
 	char *pattern;            /* Lua pattern on the FQN, or NULL */
