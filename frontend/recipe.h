@@ -216,7 +216,8 @@ void model_free(Model *);
 /* plan.c — resolve recipe x model into per-layer policies */
 Plan *plan_resolve(const Recipe *, const Model *);
 void plan_free(Plan *);
-void plan_print_table(const Plan *, FILE *);
+void plan_print_table(const Plan *, FILE *);      /* plan_print.c: grouped */
+void plan_print_table_flat(const Plan *, FILE *); /* one row per layer */
 void plan_print_json(const Plan *, FILE *);
 
 #endif
