@@ -7,6 +7,8 @@
  * Types carry format and shape; dims are static, or the dynamic token count
  * M (optionally divided by a block: M/128). Scale tensors also carry their
  * granularity: the tile of data elements each scale element covers.
+ * Semantics of every op, the text grammar and the verifier rules are in
+ * docs/ir.md.
  *
  * Depends on libc, libm and precc/numerics.h only (precc_ir layer).
  */
@@ -14,109 +16,153 @@
 #define PRECC_IR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include "precc/numerics.h"
 
 enum {
-	A_PARAM  = 1 << 0,  /* param kind: in, weight, grad, state, bias */
-	A_FMT    = 1 << 1,  /* target format of a scale computation */
-	A_MARGIN = 1 << 2,
-	A_POW2   = 1 << 3,
-	A_EPS    = 1 << 4,
-	A_ALGO   = 1 << 5,  /* history reduce: max | most_recent */
-	A_ROUND  = 1 << 6,  /* rne | rz | sr */
-	A_SAT    = 1 << 7,  /* satfinite */
-	A_STREAM = 1 << 8,  /* SR random stream id (per tensor) */
-	A_ACCUM  = 1 << 9,  /* fp32 | promote:N | fast:B */
+	A_PARAM     = 1 << 0,  /* param kind: in, weight, grad, state, bias */
+	A_FMT       = 1 << 1,  /* the quantized format a scale is computed for */
+	A_BLOCKFMT  = 1 << 2,  /* two-level scaling: format of the block scales */
+	A_MARGIN    = 1 << 3,  /* scale /= 2^margin */
+	A_POW2      = 1 << 4,  /* round the scale down to a power of two */
+	A_EPS       = 1 << 5,  /* amax lower clamp */
+	A_NONFINITE = 1 << 6,  /* inf/NaN amax: keep | skip | error */
+	A_ALGO      = 1 << 7,  /* history reduce: max | most_recent */
+	A_ROUND     = 1 << 8,  /* rne | rz | sr */
+	A_SAT       = 1 << 9,  /* satfinite */
+	A_STREAM    = 1 << 10, /* SR random stream id (per tensor) */
+	A_ACCUM     = 1 << 11, /* fp32 | promote:N | fast:B */
 };
 
 typedef enum Op {
-#define OP(name, nargs, attrs) OP_##name,
+#define OP(name, min, max, res, attrs) OP_##name,
 #include "ops.def"
 #undef OP
 	NOP
 } Op;
 
-typedef struct OpInfo { const char *name; int nargs; unsigned attrs; } OpInfo;
+typedef struct OpInfo {
+	const char *name;
+	int minargs, maxargs;     /* maxargs -1: any number */
+	bool result;              /* defines a value */
+	unsigned attrs;
+} OpInfo;
 extern const OpInfo opinfo[NOP];
 
-/* A dim: >= 0 static extent; < 0 is ceil(M / -d), so DIM_M == -1 is M. */
+/* A dim: >= 0 static extent; < 0 is ceil(M / -d), so DIM_M == -1 is M
+ * and -128 is M/128. */
 #define DIM_M (-1L)
 #define MAXRANK 2
 
 typedef struct Type {
 	precc_format fmt;
-	int rank;                 /* 0 (scalar) .. 2 */
+	int rank;                 /* 1 or 2 */
 	long dim[MAXRANK];
-	long block[MAXRANK];      /* scale tensors: data tile per element,
-	                             0 = whole extent; both 0 for plain data
-	                             (printed as {1x128}, {*x*}, {1x*}) */
 	bool is_scale;            /* carries a granularity */
+	long block[MAXRANK];      /* scale tensors: data tile per element,
+	                             0 = the whole extent ({1x128}, {*x*}) */
 } Type;
 
 typedef enum ParamKind { PARAM_IN, PARAM_WEIGHT, PARAM_GRAD, PARAM_STATE,
                          PARAM_BIAS, NPARAMKIND } ParamKind;
 typedef enum AccumKind { ACC_FP32, ACC_PROMOTE, ACC_FAST, NACCKIND } AccumKind;
+typedef enum HistAlgo { HIST_MAX, HIST_MOST_RECENT, NHISTALGO } HistAlgo;
+typedef enum Nonfinite { NF_KEEP, NF_SKIP, NF_ERROR, NNONFINITE_IR } Nonfinite;
 
 typedef struct Ins {
 	Op op;
 	int res;                  /* value number (index into Func.val), -1 */
 	int *arg; int narg;       /* value numbers */
-	Type type;                /* result type */
+	Type type;                /* result type (ops with a result) */
 	/* attributes; opinfo[op].attrs says which are meaningful */
 	ParamKind param;
 	precc_format fmt;
+	bool has_blockfmt; precc_format blockfmt;
 	int margin;
 	bool pow2;
 	float eps;
-	int algo;                 /* 0 max, 1 most_recent */
-	precc_round round;
+	Nonfinite nonfinite;
+	HistAlgo algo;
+	precc_round round;        /* PRECC_RNE, PRECC_RZ or PRECC_SR */
 	bool sat;
 	int stream;
 	AccumKind accum; int accum_n;   /* promote:N or fast:B */
-	int line;                 /* source line when parsed, else 0 */
+	int line, col;            /* source position when parsed, else 0 */
+	char *comment;            /* '#' lines printed before it, or NULL */
 } Ins;
 
 typedef struct Value {
 	char *name;               /* without the '%' */
-	Type type;
-	int def;                  /* index of defining Ins in Func.ins */
+	Type type;                /* type of the defining instruction */
+	int def;                  /* first defining Ins in Func.ins, -1 none */
 } Value;
 
 typedef struct Func {
 	char *name;               /* "model.layers.0.mlp.up_proj.fprop" */
 	Ins *ins; int nins, cins;
 	Value *val; int nval, cval;
+	int line, col;            /* of 'func' when parsed */
+	char *comment;            /* '#' lines before 'func', or NULL */
+	char *endcomment;         /* '#' lines before the closing '}' */
 } Func;
 
 typedef struct Module {
+	char *name;               /* source name for messages, or NULL */
 	Func **fn; int nfn, cfn;
+	char *endcomment;         /* '#' lines after the last func */
 } Module;
 
-/* ---- ir.c: construction ------------------------------------------------ */
+/* ---- ir.c: construction, types, names ----------------------------------- */
 Module *ir_module_new(void);
 void ir_module_free(Module *);
 Func *ir_func_new(Module *, const char *name);
-int ir_value(Func *, const char *name, Type);         /* new value */
+int ir_value(Func *, const char *name, Type);      /* new value, no def */
+int ir_find_value(const Func *, const char *name); /* -1 if none */
+/* Append an instruction; res >= 0 becomes defined by it (its type is set
+ * on both). Attributes start at their defaults (docs/ir.md). */
 Ins *ir_emit(Func *, Op, int res, const int *args, int nargs);
-Type ir_tensor(precc_format, long d0, long d1);
+/* Convenience: new value named `name` with type t, defined by op(args). */
+int ir_def(Func *, const char *name, Type t, Op, const int *args, int nargs);
+Ins *ir_def_ins(const Func *, int value);          /* defining Ins or NULL */
+/* Append the line "# <fmt...>" to a comment slot (Ins/Func.comment). */
+void ir_comment(char **slot, const char *fmt, ...);
+Type ir_tensor(precc_format, long d0, long d1);    /* rank 2 data */
+Type ir_vector(precc_format, long d0);             /* rank 1 */
 Type ir_scale_type(precc_format, long d0, long d1, long b0, long b1);
+/* Scale type of granularity b0 x b1 (0 = whole) over data type d. */
+Type ir_scale_of(precc_format, const Type *d, long b0, long b1);
+/* The extent a scale dim must have over data dim d with block b. */
+long ir_scaled_dim(long d, long b);
 bool ir_type_eq(const Type *, const Type *);
+bool ir_fmt_quantized(precc_format);   /* e4m3 e5m2 e2m1 e3m2 e2m3 */
+bool ir_fmt_high(precc_format);        /* f32 tf32 f16 bf16 */
+const char *ir_fmt_name(precc_format); /* IR spelling: f32, bf16, e4m3 */
+int ir_fmt_by_name(const char *);      /* -1 if unknown */
+float ir_fmt_max(precc_format);        /* largest finite value */
 const char *param_kind_name(ParamKind);
+const char *accum_kind_name(AccumKind);
+const char *hist_algo_name(HistAlgo);
+const char *nonfinite_name(Nonfinite);
+const char *round_name(precc_round);
 
 /* ---- print.c: text form ------------------------------------------------- */
+void ir_print_dim(FILE *, long);
 void ir_print_type(FILE *, const Type *);
+void ir_print_ins(FILE *, const Func *, const Ins *);
 void ir_print_func(FILE *, const Func *);
 void ir_print_module(FILE *, const Module *);
-char *ir_module_to_string(const Module *);            /* malloc'ed */
+char *ir_module_to_string(const Module *);         /* malloc'ed */
 
 /* ---- parse.c: text form back to IR (print(parse(t)) == t) --------------- */
 /* Returns NULL and writes "name:line:col: error: ..." into err on failure. */
 Module *ir_parse(const char *text, const char *name, char *err, size_t errsz);
 
 /* ---- verify.c ----------------------------------------------------------- */
-/* Returns the number of errors; each is "func: %v: message" into err. */
+/* Returns the number of errors. Each is one line in err:
+ *   [name:line:col: ]error: @func: %v = op: message
+ * (no "%v = " for update/ret; position only for parsed IR). */
 int ir_verify(const Module *, char *err, size_t errsz);
 
 #endif

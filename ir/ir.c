@@ -1,0 +1,324 @@
+/*
+ * ir.c — the op table, construction of modules/funcs/values/instructions,
+ * and the small vocabulary of types and names the printer, parser and
+ * verifier share.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+const OpInfo opinfo[NOP] = {
+#define OP(n, min, max, res, attrs) [OP_##n] = {#n, min, max, res, attrs},
+#include "ops.def"
+#undef OP
+};
+
+static void *
+alloc(size_t n)
+{
+	void *p = calloc(1, n ? n : 1);
+
+	if (!p) {
+		fprintf(stderr, "precc: out of memory\n");
+		abort();
+	}
+	return p;
+}
+
+static void *
+grow(void *p, int *cap, int need, size_t sz)
+{
+	if (need <= *cap)
+		return p;
+	*cap = *cap ? *cap * 2 : 16;
+	if (*cap < need)
+		*cap = need;
+	p = realloc(p, (size_t)*cap * sz);
+	if (!p) {
+		fprintf(stderr, "precc: out of memory\n");
+		abort();
+	}
+	return p;
+}
+
+static char *
+dupstr(const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	return memcpy(alloc(n), s, n);
+}
+
+Module *
+ir_module_new(void)
+{
+	return alloc(sizeof(Module));
+}
+
+static void
+func_free(Func *f)
+{
+	for (int i = 0; i < f->nins; i++) {
+		free(f->ins[i].arg);
+		free(f->ins[i].comment);
+	}
+	for (int i = 0; i < f->nval; i++)
+		free(f->val[i].name);
+	free(f->ins);
+	free(f->val);
+	free(f->name);
+	free(f->comment);
+	free(f->endcomment);
+	free(f);
+}
+
+void
+ir_module_free(Module *m)
+{
+	if (!m)
+		return;
+	for (int i = 0; i < m->nfn; i++)
+		func_free(m->fn[i]);
+	free(m->fn);
+	free(m->name);
+	free(m->endcomment);
+	free(m);
+}
+
+Func *
+ir_func_new(Module *m, const char *name)
+{
+	Func *f = alloc(sizeof(Func));
+
+	f->name = dupstr(name);
+	m->fn = grow(m->fn, &m->cfn, m->nfn + 1, sizeof *m->fn);
+	m->fn[m->nfn++] = f;
+	return f;
+}
+
+int
+ir_value(Func *f, const char *name, Type t)
+{
+	Value *v;
+
+	f->val = grow(f->val, &f->cval, f->nval + 1, sizeof *f->val);
+	v = &f->val[f->nval];
+	v->name = dupstr(name);
+	v->type = t;
+	v->def = -1;
+	return f->nval++;
+}
+
+int
+ir_find_value(const Func *f, const char *name)
+{
+	for (int i = 0; i < f->nval; i++)
+		if (!strcmp(f->val[i].name, name))
+			return i;
+	return -1;
+}
+
+Ins *
+ir_emit(Func *f, Op op, int res, const int *args, int nargs)
+{
+	Ins *i;
+
+	f->ins = grow(f->ins, &f->cins, f->nins + 1, sizeof *f->ins);
+	i = &f->ins[f->nins];
+	memset(i, 0, sizeof *i);
+	i->op = op;
+	i->res = res;
+	i->narg = nargs;
+	i->arg = alloc(sizeof(int) * (size_t)(nargs ? nargs : 1));
+	if (nargs)
+		memcpy(i->arg, args, sizeof(int) * (size_t)nargs);
+	if (res >= 0) {
+		i->type = f->val[res].type;
+		if (f->val[res].def < 0)
+			f->val[res].def = f->nins;
+	}
+	f->nins++;
+	return i;
+}
+
+int
+ir_def(Func *f, const char *name, Type t, Op op, const int *args, int nargs)
+{
+	int v = ir_value(f, name, t);
+
+	ir_emit(f, op, v, args, nargs);
+	return v;
+}
+
+Ins *
+ir_def_ins(const Func *f, int v)
+{
+	if (v < 0 || v >= f->nval || f->val[v].def < 0)
+		return NULL;
+	return &f->ins[f->val[v].def];
+}
+
+void
+ir_comment(char **slot, const char *fmt, ...)
+{
+	char line[512];
+	size_t old, n;
+	va_list ap;
+
+	line[0] = ' ';
+	va_start(ap, fmt);
+	vsnprintf(line + 1, sizeof line - 1, fmt, ap);
+	va_end(ap);
+	old = *slot ? strlen(*slot) : 0;
+	n = strlen(line);
+	*slot = realloc(*slot, old + n + 2);
+	if (!*slot)
+		abort();
+	if (old)
+		(*slot)[old++] = '\n';
+	memcpy(*slot + old, line, n + 1);
+}
+
+Type
+ir_tensor(precc_format fmt, long d0, long d1)
+{
+	Type t = {.fmt = fmt, .rank = 2, .dim = {d0, d1}};
+
+	return t;
+}
+
+Type
+ir_vector(precc_format fmt, long d0)
+{
+	Type t = {.fmt = fmt, .rank = 1, .dim = {d0, 0}};
+
+	return t;
+}
+
+Type
+ir_scale_type(precc_format fmt, long d0, long d1, long b0, long b1)
+{
+	Type t = {.fmt = fmt, .rank = 2, .dim = {d0, d1}, .is_scale = true,
+	          .block = {b0, b1}};
+
+	return t;
+}
+
+long
+ir_scaled_dim(long d, long b)
+{
+	if (b == 0)
+		return 1;
+	if (d >= 0)
+		return (d + b - 1) / b;
+	return d * b;       /* M/c blocked by b is M/(c*b) */
+}
+
+Type
+ir_scale_of(precc_format fmt, const Type *d, long b0, long b1)
+{
+	return ir_scale_type(fmt, ir_scaled_dim(d->dim[0], b0),
+	                     ir_scaled_dim(d->dim[1], b1), b0, b1);
+}
+
+bool
+ir_type_eq(const Type *a, const Type *b)
+{
+	if (a->fmt != b->fmt || a->rank != b->rank || a->is_scale != b->is_scale)
+		return false;
+	for (int i = 0; i < a->rank; i++) {
+		if (a->dim[i] != b->dim[i])
+			return false;
+		if (a->is_scale && a->block[i] != b->block[i])
+			return false;
+	}
+	return true;
+}
+
+static const struct { const char *name; float max; } fmts[PRECC_NFORMAT] = {
+	[PRECC_FP32] = {"f32", 3.40282347e38f},
+	[PRECC_TF32] = {"tf32", 3.40282347e38f},
+	[PRECC_FP16] = {"f16", 65504.0f},
+	[PRECC_BF16] = {"bf16", 3.38953139e38f},
+	[PRECC_E4M3] = {"e4m3", 448.0f},
+	[PRECC_E5M2] = {"e5m2", 57344.0f},
+	[PRECC_E8M0] = {"e8m0", 1.70141183e38f},
+	[PRECC_E2M1] = {"e2m1", 6.0f},
+	[PRECC_E3M2] = {"e3m2", 28.0f},
+	[PRECC_E2M3] = {"e2m3", 7.5f},
+};
+
+bool
+ir_fmt_quantized(precc_format f)
+{
+	return f == PRECC_E4M3 || f == PRECC_E5M2 || f == PRECC_E2M1
+	    || f == PRECC_E3M2 || f == PRECC_E2M3;
+}
+
+bool
+ir_fmt_high(precc_format f)
+{
+	return f == PRECC_FP32 || f == PRECC_TF32 || f == PRECC_FP16 || f == PRECC_BF16;
+}
+
+const char *
+ir_fmt_name(precc_format f)
+{
+	return (unsigned)f < PRECC_NFORMAT ? fmts[f].name : "?";
+}
+
+int
+ir_fmt_by_name(const char *s)
+{
+	for (int i = 0; i < PRECC_NFORMAT; i++)
+		if (!strcmp(fmts[i].name, s))
+			return i;
+	return -1;
+}
+
+float
+ir_fmt_max(precc_format f)
+{
+	return (unsigned)f < PRECC_NFORMAT ? fmts[f].max : 0;
+}
+
+const char *
+param_kind_name(ParamKind k)
+{
+	static const char *n[NPARAMKIND] = {"in", "weight", "grad", "state", "bias"};
+
+	return (unsigned)k < NPARAMKIND ? n[k] : "?";
+}
+
+const char *
+accum_kind_name(AccumKind k)
+{
+	static const char *n[NACCKIND] = {"fp32", "promote", "fast"};
+
+	return (unsigned)k < NACCKIND ? n[k] : "?";
+}
+
+const char *
+hist_algo_name(HistAlgo a)
+{
+	static const char *n[NHISTALGO] = {"max", "most_recent"};
+
+	return (unsigned)a < NHISTALGO ? n[a] : "?";
+}
+
+const char *
+nonfinite_name(Nonfinite k)
+{
+	static const char *n[NNONFINITE_IR] = {"keep", "skip", "error"};
+
+	return (unsigned)k < NNONFINITE_IR ? n[k] : "?";
+}
+
+const char *
+round_name(precc_round r)
+{
+	static const char *n[PRECC_NROUND] = {"rne", "rz", "ru", "sr"};
+
+	return (unsigned)r < PRECC_NROUND ? n[r] : "?";
+}

@@ -1,0 +1,604 @@
+/*
+ * parse.c — the IR's text form back into a Module (grammar in docs/ir.md).
+ * Line oriented: one instruction per line, '#' lines are kept as comments
+ * of what follows them so that print(parse(t)) == t. Structure and syntax
+ * are checked here; meaning (arity, types, order of definitions) is
+ * verify.c's job, so that a parsed text can show every verifier error.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+typedef struct Parser {
+	const char *src, *p, *bol;   /* text, cursor, beginning of line */
+	const char *name;
+	int line;
+	char *err; size_t errsz;
+	jmp_buf fail;
+	Module *m;
+	char *pending;               /* comment lines not yet attached */
+} Parser;
+
+static int
+col(const Parser *ps, const char *at)
+{
+	return (int)(at - ps->bol) + 1;
+}
+
+static _Noreturn void
+errat(Parser *ps, const char *at, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	n = snprintf(ps->err, ps->errsz, "%s:%d:%d: error: ", ps->name, ps->line, col(ps, at));
+	if (n < 0)
+		n = 0;
+	va_start(ap, fmt);
+	if ((size_t)n < ps->errsz)
+		vsnprintf(ps->err + n, ps->errsz - (size_t)n, fmt, ap);
+	va_end(ap);
+	longjmp(ps->fail, 1);
+}
+
+static void
+skipws(Parser *ps)
+{
+	while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\r')
+		ps->p++;
+}
+
+static bool
+eol(Parser *ps)
+{
+	skipws(ps);
+	return *ps->p == '\n' || *ps->p == '\0';
+}
+
+static void
+nextline(Parser *ps)
+{
+	while (*ps->p && *ps->p != '\n')
+		ps->p++;
+	if (*ps->p == '\n') {
+		ps->p++;
+		ps->line++;
+	}
+	ps->bol = ps->p;
+}
+
+/* What is at the cursor, for messages: the next word or a character. */
+static const char *
+what(Parser *ps, char *buf, size_t n)
+{
+	const char *s = ps->p;
+	size_t k = 0;
+
+	if (*s == '\n' || *s == '\0')
+		return "end of line";
+	while (s[k] && !isspace((unsigned char)s[k]) && s[k] != ',' && k + 1 < n)
+		k++;
+	if (k == 0)
+		k = 1;
+	snprintf(buf, n, "'%.*s'", (int)k, s);
+	return buf;
+}
+
+static void
+expect_eol(Parser *ps)
+{
+	char b[64];
+
+	if (!eol(ps))
+		errat(ps, ps->p, "expected end of line, got %s", what(ps, b, sizeof b));
+}
+
+static bool
+namechar(int c)
+{
+	return isalnum(c) || c == '_' || c == '.' || c == '-';
+}
+
+/* Copy a name at the cursor into buf; returns its length (0: none). */
+static size_t
+name(Parser *ps, char *buf, size_t n)
+{
+	size_t k = 0;
+
+	while (namechar((unsigned char)ps->p[k]))
+		k++;
+	if (k >= n)
+		errat(ps, ps->p, "name too long (%zu characters, at most %zu)", k, n - 1);
+	memcpy(buf, ps->p, k);
+	buf[k] = 0;
+	ps->p += k;
+	return k;
+}
+
+static void
+take_comment(Parser *ps, char **slot)
+{
+	*slot = ps->pending;
+	ps->pending = NULL;
+}
+
+/* The cursor is at '#': add the rest of the line to the pending comment. */
+static void
+add_comment(Parser *ps)
+{
+	const char *s = ps->p + 1, *e = s;
+	size_t old, n;
+
+	while (*e && *e != '\n')
+		e++;
+	n = (size_t)(e - s);
+	old = ps->pending ? strlen(ps->pending) : 0;
+	ps->pending = realloc(ps->pending, old + n + 2);
+	if (!ps->pending)
+		abort();
+	if (old)
+		ps->pending[old++] = '\n';
+	memcpy(ps->pending + old, s, n);
+	ps->pending[old + n] = 0;
+}
+
+static long
+number(Parser *ps, const char *what_)
+{
+	const char *s = ps->p;
+	long v = 0;
+
+	if (!isdigit((unsigned char)*s))
+		errat(ps, s, "expected %s", what_);
+	while (isdigit((unsigned char)*ps->p)) {
+		if (v > 100000000000L)
+			errat(ps, s, "%s is too large", what_);
+		v = v * 10 + (*ps->p++ - '0');
+	}
+	return v;
+}
+
+static long
+dim(Parser *ps)
+{
+	const char *s = ps->p;
+	long b;
+
+	if (*ps->p == 'M') {
+		ps->p++;
+		if (*ps->p != '/')
+			return DIM_M;
+		ps->p++;
+		b = number(ps, "a block size after 'M/'");
+		if (b < 1)
+			errat(ps, s, "M/0 is not a dim");
+		return -b;
+	}
+	return number(ps, "a dim (a number, M or M/B)");
+}
+
+static long
+blockdim(Parser *ps)
+{
+	long b;
+
+	if (*ps->p == '*') {
+		ps->p++;
+		return 0;
+	}
+	b = number(ps, "a block size (a number or *)");
+	if (b == 0)
+		errat(ps, ps->p - 1, "block size 0 (write * for the whole extent)");
+	return b;
+}
+
+static precc_format
+format(Parser *ps)
+{
+	const char *s = ps->p;
+	char buf[32];
+	int f;
+	size_t k = 0;
+
+	while (isalnum((unsigned char)s[k]) && k + 1 < sizeof buf)
+		k++;
+	memcpy(buf, s, k);
+	buf[k] = 0;
+	if (!k)
+		errat(ps, s, "expected a format");
+	if ((f = ir_fmt_by_name(buf)) < 0)
+		errat(ps, s, "unknown format '%s'", buf);
+	ps->p += k;
+	return (precc_format)f;
+}
+
+static Type
+type(Parser *ps)
+{
+	Type t = {0};
+	const char *s;
+
+	t.fmt = format(ps);
+	if (*ps->p != '[')
+		errat(ps, ps->p, "expected '[' after the format");
+	ps->p++;
+	for (;;) {
+		s = ps->p;
+		if (t.rank == MAXRANK)
+			errat(ps, s, "at most %d dims", MAXRANK);
+		t.dim[t.rank++] = dim(ps);
+		if (*ps->p == ']')
+			break;
+		if (*ps->p != ',')
+			errat(ps, ps->p, "expected ',' or ']' in the shape");
+		ps->p++;
+	}
+	ps->p++;
+	if (*ps->p != '{')
+		return t;
+	ps->p++;
+	t.is_scale = true;
+	for (int i = 0; i < t.rank; i++) {
+		if (i) {
+			if (*ps->p != 'x')
+				errat(ps, ps->p, "expected 'x' between block sizes");
+			ps->p++;
+		}
+		t.block[i] = blockdim(ps);
+	}
+	if (*ps->p != '}')
+		errat(ps, ps->p, "expected '}' after %d block sizes", t.rank);
+	ps->p++;
+	return t;
+}
+
+static int
+lookup_name(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(names[i], s))
+			return i;
+	return -1;
+}
+
+static int
+enumval(Parser *ps, const char *at, const char *attr, const char *v,
+        const char *const *names, int n)
+{
+	char list[128] = "";
+	int k = lookup_name(names, n, v);
+
+	if (k >= 0)
+		return k;
+	for (int i = 0; i < n; i++)
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+		         i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+	errat(ps, at, "bad %s '%s' (expected %s)", attr, v, list);
+}
+
+static long
+intval(Parser *ps, const char *at, const char *attr, const char *v, long lo, long hi)
+{
+	char *end;
+	long x;
+
+	errno = 0;
+	x = strtol(v, &end, 10);
+	if (!*v || *end || errno || x < lo || x > hi)
+		errat(ps, at, "bad %s '%s' (expected an integer in %ld..%ld)", attr, v, lo, hi);
+	return x;
+}
+
+static const char *const round_names[] = {"rne", "rz", "sr"};
+static const precc_round round_vals[] = {PRECC_RNE, PRECC_RZ, PRECC_SR};
+
+static void
+attribute(Parser *ps, Ins *i, unsigned *seen)
+{
+	static const char *const nf[] = {"keep", "skip", "error"};
+	static const char *const algo[] = {"max", "most_recent"};
+	static const char *const acc[] = {"fp32", "promote", "fast"};
+	const char *at = ps->p, *vat;
+	char key[32], val[64], *colon;
+	unsigned a = opinfo[i->op].attrs, bit;
+	size_t k = 0;
+	int f;
+
+	while ((isalnum((unsigned char)ps->p[k]) || ps->p[k] == '_') && k + 1 < sizeof key)
+		k++;
+	if (!k) {
+		char b[64];
+		errat(ps, at, "expected an attribute or ':', got %s", what(ps, b, sizeof b));
+	}
+	memcpy(key, ps->p, k);
+	key[k] = 0;
+	ps->p += k;
+	val[0] = 0;
+	vat = ps->p;
+	if (*ps->p == '=') {
+		vat = ++ps->p;
+		k = 0;
+		while (ps->p[k] && !isspace((unsigned char)ps->p[k]) && k + 1 < sizeof val)
+			k++;
+		memcpy(val, ps->p, k);
+		val[k] = 0;
+		ps->p += k;
+		if (!k)
+			errat(ps, vat, "expected a value after '%s='", key);
+	}
+#define IS(s, b) (!strcmp(key, s) && (bit = b))
+	if (IS("fmt", A_FMT) || IS("block_fmt", A_BLOCKFMT) || IS("margin", A_MARGIN)
+	    || IS("pow2", A_POW2) || IS("eps", A_EPS) || IS("nonfinite", A_NONFINITE)
+	    || IS("algo", A_ALGO) || IS("round", A_ROUND) || IS("sat", A_SAT)
+	    || IS("stream", A_STREAM) || IS("accum", A_ACCUM)) {
+		if (!(a & bit))
+			errat(ps, at, "%s takes no attribute '%s'", opinfo[i->op].name, key);
+	} else
+		errat(ps, at, "unknown attribute '%s'", key);
+#undef IS
+	if (*seen & bit)
+		errat(ps, at, "attribute '%s' given twice", key);
+	*seen |= bit;
+	if ((bit == A_POW2 || bit == A_SAT) != !val[0])
+		errat(ps, vat, bit == A_POW2 || bit == A_SAT ? "'%s' is a flag and takes no value"
+		                                              : "'%s' needs a value: %s=...", key, key);
+	switch (bit) {
+	case A_FMT:
+	case A_BLOCKFMT:
+		if ((f = ir_fmt_by_name(val)) < 0)
+			errat(ps, vat, "unknown format '%s'", val);
+		if (bit == A_FMT)
+			i->fmt = (precc_format)f;
+		else {
+			i->blockfmt = (precc_format)f;
+			i->has_blockfmt = true;
+		}
+		break;
+	case A_MARGIN: i->margin = (int)intval(ps, vat, key, val, -127, 127); break;
+	case A_POW2: i->pow2 = true; break;
+	case A_SAT: i->sat = true; break;
+	case A_EPS: {
+		char *end;
+		i->eps = strtof(val, &end);
+		if (*end || !(i->eps >= 0) || i->eps > 3.4e38f)
+			errat(ps, vat, "bad eps '%s' (expected a finite number >= 0)", val);
+		break;
+	}
+	case A_NONFINITE: i->nonfinite = enumval(ps, vat, key, val, nf, 3); break;
+	case A_ALGO: i->algo = enumval(ps, vat, key, val, algo, 2); break;
+	case A_ROUND: i->round = round_vals[enumval(ps, vat, key, val, round_names, 3)]; break;
+	case A_STREAM: i->stream = (int)intval(ps, vat, key, val, 0, 1 << 30); break;
+	case A_ACCUM:
+		if ((colon = strchr(val, ':')))
+			*colon = 0;
+		i->accum = enumval(ps, vat, key, val, acc, 3);
+		if ((i->accum == ACC_FP32) != !colon)
+			errat(ps, vat, i->accum == ACC_FP32 ? "accum=fp32 takes no ':N'"
+			               : "accum=%s needs a count: accum=%s:N", val, val);
+		if (colon)
+			i->accum_n = (int)intval(ps, vat + (colon - val) + 1, "accum count",
+			                         colon + 1, 1, 1 << 20);
+		break;
+	}
+}
+
+static int
+operand(Parser *ps, Func *f)
+{
+	char buf[128];
+	int v;
+
+	ps->p++;    /* '%' */
+	if (!name(ps, buf, sizeof buf))
+		errat(ps, ps->p, "expected a value name after '%%'");
+	if ((v = ir_find_value(f, buf)) < 0)
+		v = ir_value(f, buf, (Type){0});
+	return v;
+}
+
+static void
+instruction(Parser *ps, Func *f)
+{
+	char res[128] = "", opname[32], b[64];
+	const char *start = ps->p, *resat = NULL, *opat;
+	int args[16], nargs = 0, op = -1, v, k;
+	unsigned seen = 0;
+	Type t = {0};
+	Ins *i;
+
+	if (*ps->p == '%') {
+		resat = ps->p++;
+		if (!name(ps, res, sizeof res))
+			errat(ps, ps->p, "expected a value name after '%%'");
+		skipws(ps);
+		if (*ps->p != '=')
+			errat(ps, ps->p, "expected '=' after %%%s", res);
+		ps->p++;
+		skipws(ps);
+	}
+	opat = ps->p;
+	for (k = 0; (isalnum((unsigned char)ps->p[k]) || ps->p[k] == '_') && k + 1 < (int)sizeof opname; k++)
+		opname[k] = ps->p[k];
+	opname[k] = 0;
+	if (!k)
+		errat(ps, opat, "expected an instruction, got %s", what(ps, b, sizeof b));
+	for (int o = 0; o < NOP; o++)
+		if (!strcmp(opinfo[o].name, opname))
+			op = o;
+	if (op < 0)
+		errat(ps, opat, "unknown op '%s'", opname);
+	ps->p += k;
+	if (opinfo[op].result && !resat)
+		errat(ps, start, "%s defines a value: write %%name = %s ...", opname, opname);
+	if (!opinfo[op].result && resat)
+		errat(ps, resat, "%s defines no value", opname);
+
+	/* Emit now (with no operands) so attributes land in place. */
+	i = ir_emit(f, (Op)op, -1, NULL, 0);
+	i->line = ps->line;
+	i->col = col(ps, start);
+	take_comment(ps, &i->comment);
+	if (opinfo[op].attrs & A_PARAM) {
+		static const char *const kinds[] = {"in", "weight", "grad", "state", "bias"};
+		char kind[32];
+		const char *kat;
+		skipws(ps);
+		kat = ps->p;
+		for (k = 0; isalpha((unsigned char)ps->p[k]) && k + 1 < (int)sizeof kind; k++)
+			kind[k] = ps->p[k];
+		kind[k] = 0;
+		if (!k)
+			errat(ps, kat, "expected a param kind (in, weight, grad, state or bias)");
+		ps->p += k;
+		i->param = enumval(ps, kat, "param kind", kind, kinds, NPARAMKIND);
+	}
+	skipws(ps);
+	while (*ps->p == '%') {
+		if (nargs == (int)(sizeof args / sizeof args[0]))
+			errat(ps, ps->p, "too many operands");
+		v = operand(ps, f);
+		i = &f->ins[f->nins - 1];    /* ir_value does not move ins, but be safe */
+		args[nargs++] = v;
+		skipws(ps);
+		if (*ps->p != ',')
+			break;
+		ps->p++;
+		skipws(ps);
+		if (*ps->p != '%')
+			errat(ps, ps->p, "expected an operand after ','");
+	}
+	i = &f->ins[f->nins - 1];
+	free(i->arg);
+	i->arg = malloc(sizeof(int) * (size_t)(nargs ? nargs : 1));
+	if (!i->arg)
+		abort();
+	memcpy(i->arg, args, sizeof(int) * (size_t)nargs);
+	i->narg = nargs;
+	while (!eol(ps) && *ps->p != ':')
+		attribute(ps, i, &seen);
+	if (*ps->p == ':') {
+		if (!opinfo[op].result)
+			errat(ps, ps->p, "%s has no result type", opname);
+		ps->p++;
+		skipws(ps);
+		t = type(ps);
+	} else if (opinfo[op].result)
+		errat(ps, ps->p, "expected ':' and the result type of %s", opname);
+	expect_eol(ps);
+	if ((opinfo[op].attrs & A_STREAM) && (seen & A_STREAM) && i->round != PRECC_SR)
+		errat(ps, opat, "stream= is only for round=sr");
+	if ((opinfo[op].attrs & A_STREAM) && !(seen & A_STREAM) && i->round == PRECC_SR)
+		errat(ps, opat, "round=sr needs a random stream: stream=N");
+	if ((opinfo[op].attrs & A_FMT) && !(seen & A_FMT))
+		errat(ps, opat, "%s needs fmt=FORMAT", opname);
+	if ((opinfo[op].attrs & A_ALGO) && !(seen & A_ALGO))
+		errat(ps, opat, "%s needs algo=max or algo=most_recent", opname);
+	if ((opinfo[op].attrs & A_ACCUM) && !(seen & A_ACCUM))
+		errat(ps, opat, "%s needs accum=fp32, accum=promote:N or accum=fast:B", opname);
+	i->type = t;
+	if (resat) {
+		v = ir_find_value(f, res);
+		if (v < 0 || f->val[v].def >= 0)    /* new, or a redefinition */
+			v = ir_value(f, res, t);
+		i = &f->ins[f->nins - 1];
+		i->res = v;
+		f->val[v].type = t;
+		f->val[v].def = f->nins - 1;
+	}
+}
+
+static void
+function(Parser *ps)
+{
+	char fname[256];
+	const char *at = ps->p;
+	Func *f;
+
+	ps->p += 4;
+	skipws(ps);
+	if (*ps->p != '@')
+		errat(ps, ps->p, "expected '@' and a function name");
+	ps->p++;
+	if (!name(ps, fname, sizeof fname))
+		errat(ps, ps->p, "expected a function name after '@'");
+	for (int k = 0; k < ps->m->nfn; k++)
+		if (!strcmp(ps->m->fn[k]->name, fname))
+			errat(ps, at, "function @%s is defined twice (first at line %d)",
+			      fname, ps->m->fn[k]->line);
+	skipws(ps);
+	if (*ps->p != '{')
+		errat(ps, ps->p, "expected '{' after @%s", fname);
+	ps->p++;
+	expect_eol(ps);
+	f = ir_func_new(ps->m, fname);
+	f->line = ps->line;
+	f->col = col(ps, at);
+	take_comment(ps, &f->comment);
+	for (;;) {
+		nextline(ps);
+		skipws(ps);
+		if (*ps->p == '\0') {
+			ps->line = f->line;
+			ps->bol = at - (f->col - 1);
+			errat(ps, at, "@%s is not closed: missing '}'", fname);
+		}
+		if (*ps->p == '\n')
+			continue;
+		if (*ps->p == '#') {
+			add_comment(ps);
+			continue;
+		}
+		if (*ps->p == '}') {
+			ps->p++;
+			expect_eol(ps);
+			take_comment(ps, &f->endcomment);
+			return;
+		}
+		instruction(ps, f);
+	}
+}
+
+Module *
+ir_parse(const char *text, const char *name_, char *err, size_t errsz)
+{
+	Parser *ps = calloc(1, sizeof *ps);   /* not a local: survives longjmp */
+	Module *m;
+	char b[64];
+
+	if (!ps)
+		abort();
+	*ps = (Parser){.src = text, .p = text, .bol = text, .name = name_ ? name_ : "<input>",
+	               .line = 1, .err = err, .errsz = errsz};
+	ps->m = ir_module_new();
+	if (setjmp(ps->fail)) {
+		ir_module_free(ps->m);
+		free(ps->pending);
+		free(ps);
+		return NULL;
+	}
+	if (name_) {
+		ps->m->name = strdup(name_);
+		if (!ps->m->name)
+			abort();
+	}
+	for (;;) {
+		skipws(ps);
+		if (*ps->p == '\0')
+			break;
+		if (*ps->p == '#')
+			add_comment(ps);
+		else if (!strncmp(ps->p, "func", 4) && !namechar((unsigned char)ps->p[4]))
+			function(ps);
+		else if (*ps->p != '\n')
+			errat(ps, ps->p, "expected 'func' or a '#' comment, got %s", what(ps, b, sizeof b));
+		nextline(ps);
+	}
+	take_comment(ps, &ps->m->endcomment);
+	m = ps->m;
+	free(ps);
+	return m;
+}

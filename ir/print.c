@@ -1,0 +1,170 @@
+/*
+ * print.c — the IR's text form (grammar in docs/ir.md). The printer is
+ * canonical: parse.c accepts what it prints, and print(parse(t)) == t for
+ * every printed t. Attributes at their defaults are left out.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+void
+ir_print_dim(FILE *f, long d)
+{
+	if (d >= 0)
+		fprintf(f, "%ld", d);
+	else if (d == DIM_M)
+		fputc('M', f);
+	else
+		fprintf(f, "M/%ld", -d);
+}
+
+static void
+print_block(FILE *f, long b)
+{
+	if (b == 0)
+		fputc('*', f);
+	else
+		fprintf(f, "%ld", b);
+}
+
+void
+ir_print_type(FILE *f, const Type *t)
+{
+	fprintf(f, "%s[", ir_fmt_name(t->fmt));
+	for (int i = 0; i < t->rank; i++) {
+		if (i)
+			fputc(',', f);
+		ir_print_dim(f, t->dim[i]);
+	}
+	fputc(']', f);
+	if (t->is_scale) {
+		fputc('{', f);
+		for (int i = 0; i < t->rank; i++) {
+			if (i)
+				fputc('x', f);
+			print_block(f, t->block[i]);
+		}
+		fputc('}', f);
+	}
+}
+
+/* Shortest %g form that reads back as the same float. */
+static void
+print_float(FILE *f, float x)
+{
+	char buf[32];
+
+	for (int p = 1; p <= 9; p++) {
+		snprintf(buf, sizeof buf, "%.*g", p, (double)x);
+		if (strtof(buf, NULL) == x)
+			break;
+	}
+	fputs(buf, f);
+}
+
+static void
+print_comment(FILE *f, const char *indent, const char *c)
+{
+	const char *nl;
+
+	while (c) {
+		nl = strchr(c, '\n');
+		fprintf(f, "%s#%.*s\n", indent, nl ? (int)(nl - c) : (int)strlen(c), c);
+		c = nl ? nl + 1 : NULL;
+	}
+}
+
+static const char *
+vname(const Func *fn, int v)
+{
+	return v >= 0 && v < fn->nval ? fn->val[v].name : "?";
+}
+
+void
+ir_print_ins(FILE *f, const Func *fn, const Ins *i)
+{
+	unsigned a = opinfo[i->op].attrs;
+
+	if (i->res >= 0)
+		fprintf(f, "%%%s = ", vname(fn, i->res));
+	fputs(opinfo[i->op].name, f);
+	if (a & A_PARAM)
+		fprintf(f, " %s", param_kind_name(i->param));
+	for (int k = 0; k < i->narg; k++)
+		fprintf(f, "%s%%%s", k ? ", " : " ", vname(fn, i->arg[k]));
+	if (a & A_FMT)
+		fprintf(f, " fmt=%s", ir_fmt_name(i->fmt));
+	if ((a & A_BLOCKFMT) && i->has_blockfmt)
+		fprintf(f, " block_fmt=%s", ir_fmt_name(i->blockfmt));
+	if ((a & A_MARGIN) && i->margin)
+		fprintf(f, " margin=%d", i->margin);
+	if ((a & A_POW2) && i->pow2)
+		fputs(" pow2", f);
+	if ((a & A_EPS) && i->eps != 0) {
+		fputs(" eps=", f);
+		print_float(f, i->eps);
+	}
+	if ((a & A_NONFINITE) && i->nonfinite != NF_KEEP)
+		fprintf(f, " nonfinite=%s", nonfinite_name(i->nonfinite));
+	if (a & A_ALGO)
+		fprintf(f, " algo=%s", hist_algo_name(i->algo));
+	if ((a & A_ROUND) && i->round != PRECC_RNE)
+		fprintf(f, " round=%s", round_name(i->round));
+	if ((a & A_SAT) && i->sat)
+		fputs(" sat", f);
+	if ((a & A_STREAM) && i->round == PRECC_SR)
+		fprintf(f, " stream=%d", i->stream);
+	if (a & A_ACCUM) {
+		fprintf(f, " accum=%s", accum_kind_name(i->accum));
+		if (i->accum != ACC_FP32)
+			fprintf(f, ":%d", i->accum_n);
+	}
+	if (opinfo[i->op].result) {
+		fputs(" : ", f);
+		ir_print_type(f, &i->type);
+	}
+}
+
+void
+ir_print_func(FILE *f, const Func *fn)
+{
+	print_comment(f, "", fn->comment);
+	fprintf(f, "func @%s {\n", fn->name);
+	for (int k = 0; k < fn->nins; k++) {
+		print_comment(f, "  ", fn->ins[k].comment);
+		fputs("  ", f);
+		ir_print_ins(f, fn, &fn->ins[k]);
+		fputc('\n', f);
+	}
+	print_comment(f, "  ", fn->endcomment);
+	fputs("}\n", f);
+}
+
+void
+ir_print_module(FILE *f, const Module *m)
+{
+	for (int k = 0; k < m->nfn; k++) {
+		if (k)
+			fputc('\n', f);
+		ir_print_func(f, m->fn[k]);
+	}
+	if (m->endcomment) {
+		if (m->nfn)
+			fputc('\n', f);
+		print_comment(f, "", m->endcomment);
+	}
+}
+
+char *
+ir_module_to_string(const Module *m)
+{
+	char *s = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&s, &n);
+
+	if (!f)
+		abort();
+	ir_print_module(f, m);
+	fclose(f);
+	return s;
+}
