@@ -1,0 +1,548 @@
+/*
+ * plan_print.c — a resolved plan for people (an aligned table, identical
+ * layers grouped across layer indices) and for programs (JSON, one object
+ * per layer, every resolved field).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cJSON.h>
+#include "recipe.h"
+
+static const char *const round_names[PRECC_NROUND] = {"rne", "rz", "ru", "sr"};
+static const char *const nonfinite_names[NNONFINITE] = {"keep_scale", "skip_step", "error"};
+static const char *const fallback_names[NFALLBACK] = {"high", "pad", "error"};
+static const char *const loss_names[NLOSS] = {"none", "static", "dynamic"};
+static const char *const algo_names[] = {"max", "most_recent"};
+
+static const char *
+fmt_name(precc_format f)
+{
+	const precc_format_info *fi = precc_format_get(f);
+
+	return fi ? fi->name : "?";
+}
+
+#define NAME(tab, i) ((unsigned)(i) < sizeof tab / sizeof tab[0] && tab[i] ? tab[i] : "?")
+
+/* ---- equality, for grouping -------------------------------------------- */
+
+static bool
+cast_eq(const Cast *a, const Cast *b)
+{
+	return a->format == b->format && a->scaling == b->scaling &&
+	       a->block[0] == b->block[0] && a->block[1] == b->block[1] &&
+	       a->scale_format == b->scale_format && a->history == b->history &&
+	       a->amax_algo == b->amax_algo && a->margin == b->margin &&
+	       a->pow2_scale == b->pow2_scale && a->amax_eps == b->amax_eps &&
+	       a->round == b->round && a->saturate == b->saturate &&
+	       a->nonfinite == b->nonfinite;
+}
+
+static bool
+gemm_eq(const GemmPolicy *a, const GemmPolicy *b)
+{
+	return cast_eq(&a->operand[0], &b->operand[0]) &&
+	       cast_eq(&a->operand[1], &b->operand[1]) &&
+	       a->role[0] == b->role[0] && a->role[1] == b->role[1] &&
+	       a->accum == b->accum && a->promote_every == b->promote_every &&
+	       a->accum_bits == b->accum_bits && a->out_format == b->out_format &&
+	       a->bias == b->bias && a->out_amax == b->out_amax;
+}
+
+static bool
+str_eq(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+static bool
+layer_eq(const LayerPlan *a, const LayerPlan *b)
+{
+	const Linear *x = a->linear, *y = b->linear;
+
+	if (x->in_features != y->in_features || x->out_features != y->out_features ||
+	    x->tied != y->tied || x->bias != y->bias || !str_eq(a->rule, b->rule) ||
+	    a->pad[0] != b->pad[0] || a->pad[1] != b->pad[1])
+		return false;
+	for (int g = 0; g < NGEMM; g++)
+		if (!gemm_eq(&a->gemm[g], &b->gemm[g]) || !str_eq(a->reason[g], b->reason[g]))
+			return false;
+	return true;
+}
+
+/* ---- grouping: model.layers.[0-31].mlp.up_proj ------------------------- */
+
+/* The first dot-separated component that is all digits: its offset and
+ * length in fqn, and its value. False if there is none. */
+static bool
+index_part(const char *fqn, size_t *at, size_t *len, long *val)
+{
+	for (const char *p = fqn; *p;) {
+		const char *e = strchr(p, '.');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (n > 0 && n < 10 && strspn(p, "0123456789") == n) {
+			*at = p - fqn;
+			*len = n;
+			*val = strtol(p, NULL, 10);
+			return true;
+		}
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return false;
+}
+
+typedef struct Group {
+	int first;               /* representative layer */
+	long *idx; int nidx;     /* layer indices, in model order */
+} Group;
+
+static bool
+same_key(const char *a, const char *b)
+{
+	size_t aa, al, ba, bl;
+	long v;
+
+	if (!index_part(a, &aa, &al, &v) || !index_part(b, &ba, &bl, &v))
+		return false;
+	return aa == ba && !strncmp(a, b, aa) && !strcmp(a + aa + al, b + ba + bl);
+}
+
+static Group *
+group_layers(const Plan *plan, bool group, int *ngroups)
+{
+	Group *gs = xcalloc(plan->nlayers, sizeof *gs);
+	int n = 0;
+
+	for (int i = 0; i < plan->nlayers; i++) {
+		const LayerPlan *lp = &plan->layers[i];
+		size_t at, len;
+		long v = 0;
+		int k = n;
+		bool indexed = index_part(lp->linear->fqn, &at, &len, &v);
+		if (group && indexed)
+			for (k = 0; k < n; k++) {
+				const LayerPlan *rep = &plan->layers[gs[k].first];
+				if (gs[k].idx && same_key(rep->linear->fqn, lp->linear->fqn) &&
+				    layer_eq(rep, lp))
+					break;
+			}
+		if (k == n) {
+			gs[n].first = i;
+			gs[n].idx = indexed ? xmalloc(plan->nlayers * sizeof(long)) : NULL;
+			n++;
+		}
+		if (gs[k].idx)
+			gs[k].idx[gs[k].nidx++] = v;
+	}
+	*ngroups = n;
+	return gs;
+}
+
+static int
+cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* "model.layers.[0-3,5-31].mlp.up_proj" (or the plain name for one). */
+static char *
+group_name(const Plan *plan, const Group *g)
+{
+	const char *fqn = plan->layers[g->first].linear->fqn;
+	size_t at, len, cap = strlen(fqn) + 16, k;
+	long v;
+
+	if (g->nidx <= 1)
+		return xstrdup(fqn);
+	index_part(fqn, &at, &len, &v);
+	qsort(g->idx, g->nidx, sizeof *g->idx, cmp_long);
+	cap += (size_t)g->nidx * 24;
+	char *s = xmalloc(cap);
+	k = snprintf(s, cap, "%.*s[", (int)at, fqn);
+	for (int i = 0; i < g->nidx;) {
+		int j = i;
+		while (j + 1 < g->nidx && g->idx[j + 1] == g->idx[j] + 1)
+			j++;
+		k += snprintf(s + k, cap - k, i ? ",%ld" : "%ld", g->idx[i]);
+		if (j > i)
+			k += snprintf(s + k, cap - k, "-%ld", g->idx[j]);
+		i = j + 1;
+	}
+	snprintf(s + k, cap - k, "]%s", fqn + at + len);
+	return s;
+}
+
+/* ---- table -------------------------------------------------------------- */
+
+static void
+scaling_text(const Cast *c, char *buf, size_t n)
+{
+	size_t k;
+
+	if (c->format == PRECC_FP32 || c->format == PRECC_TF32 ||
+	    c->format == PRECC_FP16 || c->format == PRECC_BF16) {
+		snprintf(buf, n, "-");
+		return;
+	}
+	switch (c->scaling) {
+	case SCALING_NONE: k = snprintf(buf, n, "unscaled"); break;
+	case SCALING_CURRENT: k = snprintf(buf, n, "current"); break;
+	case SCALING_DELAYED:
+		k = snprintf(buf, n, "delayed/%d%s", c->history,
+		             c->amax_algo == AMAX_MOST_RECENT ? "/recent" : "");
+		break;
+	case SCALING_ROWWISE: k = snprintf(buf, n, "rowwise"); break;
+	case SCALING_BLOCK: k = snprintf(buf, n, "%dx%d", c->block[0], c->block[1]); break;
+	case SCALING_MX:
+		k = c->block[1] == 32 ? snprintf(buf, n, "mx")
+		                      : snprintf(buf, n, "mx/%d", c->block[1]);
+		break;
+	case SCALING_NVFP4: k = snprintf(buf, n, "nvfp4"); break;
+	default: k = snprintf(buf, n, "?"); break;
+	}
+	if (c->pow2_scale && k < n)
+		snprintf(buf + k, n - k, "/pow2");
+}
+
+enum { COL_LAYER, COL_SHAPE, COL_GEMM0, COL_RULE = COL_GEMM0 + 3 * NGEMM, COL_NOTE, NCOL };
+
+typedef struct Row { char *cell[NCOL]; } Row;
+
+static void
+gemm_cells(const GemmPolicy *p, char *cell[3])
+{
+	char a[48], b[48], buf[160];
+
+	snprintf(buf, sizeof buf, "%s·%s", fmt_name(p->operand[0].format),
+	         fmt_name(p->operand[1].format));
+	cell[0] = xstrdup(buf);
+	scaling_text(&p->operand[0], a, sizeof a);
+	scaling_text(&p->operand[1], b, sizeof b);
+	if (!strcmp(a, b))
+		snprintf(buf, sizeof buf, "%s", a);
+	else
+		snprintf(buf, sizeof buf, "%s·%s", a, b);
+	cell[1] = xstrdup(buf);
+	size_t k = 0;
+	switch (p->accum) {
+	case ACCUM_FAST: k = snprintf(buf, sizeof buf, "fast"); break;
+	case ACCUM_PROMOTE: k = snprintf(buf, sizeof buf, "fp32/%d", p->promote_every); break;
+	default: k = snprintf(buf, sizeof buf, "fp32"); break;
+	}
+	snprintf(buf + k, sizeof buf - k, "→%s%s%s", fmt_name(p->out_format),
+	         p->bias ? "+bias" : "", p->out_amax ? "+amax" : "");
+	cell[2] = xstrdup(buf);
+}
+
+static char *
+note_text(const LayerPlan *lp)
+{
+	char buf[1400];
+	size_t k = 0;
+	bool same = true;
+
+	buf[0] = 0;
+	if (lp->linear->tied)
+		k += snprintf(buf + k, sizeof buf - k, "tied");
+	if (lp->linear->bias)
+		k += snprintf(buf + k, sizeof buf - k, "%sbias", k ? ", " : "");
+	for (int g = 1; g < NGEMM; g++)
+		same &= str_eq(lp->reason[g], lp->reason[0]);
+	for (int g = 0; g < NGEMM && k < sizeof buf; g++) {
+		if (!lp->reason[g] || (same && g > 0))
+			continue;
+		k += snprintf(buf + k, sizeof buf - k, "%s%s%s", k ? "; " : "",
+		              same && NGEMM > 1 ? "" : gemm_name(g), same ? "" : ": ");
+		k += snprintf(buf + k, sizeof buf - k, "%s", lp->reason[g]);
+	}
+	return xstrdup(k ? buf : "");
+}
+
+/* Display width of UTF-8 text: code points, not bytes. */
+static int
+width(const char *s)
+{
+	int w = 0;
+
+	for (; *s; s++)
+		w += ((unsigned char)*s & 0xc0) != 0x80;
+	return w;
+}
+
+static void
+pad(FILE *f, const char *s, int w)
+{
+	fputs(s, f);
+	for (int i = width(s); i < w; i++)
+		fputc(' ', f);
+}
+
+static void
+training_line(const TrainingPolicy *t, FILE *f)
+{
+	fprintf(f, "training: loss scaling %s", NAME(loss_names, t->loss_scale));
+	if (t->loss_scale == LOSS_STATIC)
+		fprintf(f, " (%g)", t->loss_scale_init);
+	else if (t->loss_scale == LOSS_DYNAMIC)
+		fprintf(f, " (init %g, x%g every %d steps, x%g on overflow)", t->loss_scale_init,
+		        t->growth_factor, t->growth_interval, t->backoff_factor);
+	fprintf(f, "; master weights %s, optimizer state %s%s\n",
+	        fmt_name(t->master_weights), fmt_name(t->optimizer_state),
+	        t->stochastic_round_updates ? "; stochastic rounding of updates" : "");
+}
+
+static void
+print_table(const Plan *plan, bool group, FILE *f)
+{
+	int ng, nblocks = 0;
+	Group *gs = group_layers(plan, group, &ng);
+	Row *rows = xcalloc(ng + 1, sizeof *rows);
+	int w[NCOL] = {0};
+	static const char *const head[NCOL] = {
+		"layer", "shape", "fprop", "", "", "dgrad", "", "", "wgrad", "", "", "rule", "",
+	};
+	long maxidx = -1;
+
+	for (int i = 0; i < NCOL; i++)
+		rows[0].cell[i] = xstrdup(head[i]);
+	for (int i = 0; i < ng; i++) {
+		const LayerPlan *lp = &plan->layers[gs[i].first];
+		Row *r = &rows[i + 1];
+		char buf[64];
+		r->cell[COL_LAYER] = group_name(plan, &gs[i]);
+		snprintf(buf, sizeof buf, "%ld→%ld", lp->linear->in_features,
+		         lp->linear->out_features);
+		r->cell[COL_SHAPE] = xstrdup(buf);
+		for (int g = 0; g < NGEMM; g++)
+			gemm_cells(&lp->gemm[g], &r->cell[COL_GEMM0 + 3 * g]);
+		r->cell[COL_RULE] = xstrdup(lp->rule ? lp->rule : "-");
+		r->cell[COL_NOTE] = note_text(lp);
+		for (int j = 0; j < gs[i].nidx; j++)
+			if (gs[i].idx[j] > maxidx)
+				maxidx = gs[i].idx[j];
+	}
+	/* Distinct layer indices: "32 layers". */
+	if (maxidx >= 0 && maxidx < (1 << 20)) {
+		char *seen = xcalloc(maxidx + 1, 1);
+		for (int i = 0; i < ng; i++)
+			for (int j = 0; j < gs[i].nidx; j++)
+				nblocks += !seen[gs[i].idx[j]]++;
+		free(seen);
+	}
+	for (int i = 1; i <= ng; i++)
+		for (int c = 0; c < NCOL; c++)
+			if (width(rows[i].cell[c]) > w[c])
+				w[c] = width(rows[i].cell[c]);
+	w[COL_LAYER] = w[COL_LAYER] > 5 ? w[COL_LAYER] : 5;
+	w[COL_SHAPE] = w[COL_SHAPE] > 5 ? w[COL_SHAPE] : 5;
+
+	const Recipe *rc = plan->recipe;
+	fprintf(f, "recipe %s", rc->name ? rc->name : "?");
+	if (rc->path)
+		fprintf(f, " (%s)", rc->path);
+	fprintf(f, " × model %s: ", plan->model->name ? plan->model->name : "?");
+	if (nblocks)
+		fprintf(f, "%d layers, ", nblocks);
+	fprintf(f, "%d linears\n", plan->model->nlinears);
+	if (rc->description && *rc->description)
+		fprintf(f, "  %s\n", rc->description);
+	fputc('\n', f);
+	for (int i = 0; i <= ng; i++) {
+		Row *r = &rows[i];
+		int last = NCOL - 1;
+		while (last > 0 && !*r->cell[last])
+			last--;
+		for (int c = 0; c <= last; c++) {
+			if (i == 0 && c >= COL_GEMM0 && c < COL_RULE) {
+				/* One heading over each GEMM's three sub-columns. */
+				if ((c - COL_GEMM0) % 3 == 0) {
+					int span = w[c] + 1 + w[c + 1] + 1 + w[c + 2];
+					pad(f, r->cell[c], span);
+					fputs("  ", f);
+				}
+				continue;
+			}
+			bool end_of_gemm = c >= COL_GEMM0 && c < COL_RULE && (c - COL_GEMM0) % 3 == 2;
+			bool in_gemm = c >= COL_GEMM0 && c < COL_RULE && !end_of_gemm;
+			if (c == last)
+				fputs(r->cell[c], f);
+			else
+				pad(f, r->cell[c], w[c]);
+			if (c != last)
+				fputs(in_gemm ? " " : "  ", f);
+		}
+		fputc('\n', f);
+	}
+	fputc('\n', f);
+	training_line(&rc->training, f);
+	fprintf(f, "columns per GEMM: A·B operand formats (fprop input·weight, dgrad "
+	           "grad_output·weight, wgrad grad_output·input), scaling, accumulation→output\n"
+	           "scaling: current = tensorwise just-in-time, delayed/N = tensorwise from an "
+	           "N-step amax history, RxC = blockwise tiles, mx = 1x32 e8m0, nvfp4 = 1x16 e4m3; "
+	           "fp32/N = promote to fp32 every N K-elements\n");
+
+	for (int i = 0; i <= ng; i++)
+		for (int c = 0; c < NCOL; c++)
+			free(rows[i].cell[c]);
+	free(rows);
+	for (int i = 0; i < ng; i++)
+		free(gs[i].idx);
+	free(gs);
+}
+
+void
+plan_print_table(const Plan *plan, FILE *f)
+{
+	print_table(plan, true, f);
+}
+
+void
+plan_print_table_flat(const Plan *plan, FILE *f)
+{
+	print_table(plan, false, f);
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+static cJSON *
+cast_json(const Cast *c, Role r)
+{
+	cJSON *o = cJSON_CreateObject(), *b = cJSON_CreateArray();
+
+	cJSON_AddStringToObject(o, "role", role_name(r));
+	cJSON_AddStringToObject(o, "format", fmt_name(c->format));
+	cJSON_AddStringToObject(o, "scaling", scaling_name(c->scaling));
+	cJSON_AddItemToArray(b, cJSON_CreateNumber(c->block[0]));
+	cJSON_AddItemToArray(b, cJSON_CreateNumber(c->block[1]));
+	cJSON_AddItemToObject(o, "block", b);
+	cJSON_AddStringToObject(o, "scale_format", fmt_name(c->scale_format));
+	cJSON_AddNumberToObject(o, "history", c->history);
+	cJSON_AddStringToObject(o, "amax_algo", NAME(algo_names, c->amax_algo));
+	cJSON_AddNumberToObject(o, "margin", c->margin);
+	cJSON_AddBoolToObject(o, "pow2", c->pow2_scale);
+	cJSON_AddNumberToObject(o, "amax_eps", c->amax_eps);
+	cJSON_AddStringToObject(o, "round", NAME(round_names, c->round));
+	cJSON_AddBoolToObject(o, "saturate", c->saturate);
+	cJSON_AddStringToObject(o, "nonfinite", NAME(nonfinite_names, c->nonfinite));
+	return o;
+}
+
+static cJSON *
+gemm_json(const GemmPolicy *p, const char *reason)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddItemToObject(o, "a", cast_json(&p->operand[0], p->role[0]));
+	cJSON_AddItemToObject(o, "b", cast_json(&p->operand[1], p->role[1]));
+	cJSON_AddStringToObject(o, "accum", accum_name(p->accum));
+	cJSON_AddNumberToObject(o, "promote_every", p->promote_every);
+	cJSON_AddNumberToObject(o, "accum_bits", p->accum_bits);
+	cJSON_AddStringToObject(o, "out", fmt_name(p->out_format));
+	cJSON_AddBoolToObject(o, "bias", p->bias);
+	cJSON_AddBoolToObject(o, "out_amax", p->out_amax);
+	if (reason)
+		cJSON_AddStringToObject(o, "fallback", reason);
+	else
+		cJSON_AddNullToObject(o, "fallback");
+	return o;
+}
+
+static cJSON *
+layer_json(const LayerPlan *lp)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "fqn", lp->linear->fqn);
+	cJSON_AddNumberToObject(o, "in_features", lp->linear->in_features);
+	cJSON_AddNumberToObject(o, "out_features", lp->linear->out_features);
+	cJSON_AddBoolToObject(o, "tied", lp->linear->tied);
+	cJSON_AddBoolToObject(o, "bias", lp->linear->bias);
+	if (lp->rule)
+		cJSON_AddStringToObject(o, "rule", lp->rule);
+	else
+		cJSON_AddNullToObject(o, "rule");
+	if (lp->pad[0] || lp->pad[1]) {
+		cJSON *p = cJSON_CreateObject();
+		cJSON_AddNumberToObject(p, "in_features", lp->pad[0] ? lp->pad[0]
+		                                          : lp->linear->in_features);
+		cJSON_AddNumberToObject(p, "out_features", lp->pad[1] ? lp->pad[1]
+		                                           : lp->linear->out_features);
+		cJSON_AddItemToObject(o, "pad", p);
+	} else
+		cJSON_AddNullToObject(o, "pad");
+	for (int g = 0; g < NGEMM; g++)
+		cJSON_AddItemToObject(o, gemm_name(g), gemm_json(&lp->gemm[g], lp->reason[g]));
+	return o;
+}
+
+static void
+emit(FILE *f, const char *key, cJSON *o, bool comma)
+{
+	char *s = cJSON_PrintUnformatted(o);
+
+	fprintf(f, "\"%s\": %s%s\n", key, s, comma ? "," : "");
+	free(s);
+	cJSON_Delete(o);
+}
+
+static cJSON *
+str_or_null(const char *s)
+{
+	return s ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+/* One top-level object; each layer on its own line, so tests can grep. */
+void
+plan_print_json(const Plan *plan, FILE *f)
+{
+	const Recipe *rc = plan->recipe;
+	const TrainingPolicy *t = &rc->training;
+	cJSON *o;
+
+	fputs("{\n", f);
+	o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "name", str_or_null(rc->name));
+	cJSON_AddItemToObject(o, "path", str_or_null(rc->path));
+	cJSON_AddItemToObject(o, "description", str_or_null(rc->description));
+	cJSON_AddNumberToObject(o, "rules", rc->nrules);
+	emit(f, "recipe", o, true);
+
+	o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "name", str_or_null(plan->model->name));
+	cJSON_AddNumberToObject(o, "linears", plan->model->nlinears);
+	emit(f, "model", o, true);
+
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "loss_scale", NAME(loss_names, t->loss_scale));
+	cJSON_AddNumberToObject(o, "loss_scale_init", t->loss_scale_init);
+	cJSON_AddNumberToObject(o, "growth_factor", t->growth_factor);
+	cJSON_AddNumberToObject(o, "backoff_factor", t->backoff_factor);
+	cJSON_AddNumberToObject(o, "growth_interval", t->growth_interval);
+	cJSON_AddStringToObject(o, "master_weights", fmt_name(t->master_weights));
+	cJSON_AddStringToObject(o, "optimizer_state", fmt_name(t->optimizer_state));
+	cJSON_AddBoolToObject(o, "stochastic_round_updates", t->stochastic_round_updates);
+	emit(f, "training", o, true);
+
+	o = cJSON_CreateObject();
+	const Settings *s = &rc->base;
+	cJSON_AddStringToObject(o, "on_misaligned",
+	                        s->has_fallback ? NAME(fallback_names, s->fallback) : "high");
+	cJSON_AddStringToObject(o, "format",
+	                        fmt_name(s->has_fallback ? s->fallback_format : PRECC_BF16));
+	emit(f, "fallback", o, true);
+
+	fputs("\"layers\": [\n", f);
+	for (int i = 0; i < plan->nlayers; i++) {
+		cJSON *l = layer_json(&plan->layers[i]);
+		char *txt = cJSON_PrintUnformatted(l);
+		fprintf(f, "%s%s\n", txt, i + 1 < plan->nlayers ? "," : "");
+		free(txt);
+		cJSON_Delete(l);
+	}
+	fputs("]\n}\n", f);
+}
