@@ -1,0 +1,239 @@
+/*
+ * precc/interp.h — the interpreter's compute core: buffer-level kernels.
+ *
+ * These are the reference semantics of every precc kernel (amax, scale,
+ * quantize, transpose, GEMM + epilogue) on host buffers. GPU kernels are
+ * checked against them; the runtime's CPU backend calls them directly.
+ * docs/interpreter.md gives the exact arithmetic of each.
+ *
+ * Part of precc_ir: libc, libm and pthreads only.
+ *
+ * Conventions
+ *   - Tensors are row-major [rows, cols]; element (r, c) is at r*cols + c.
+ *   - Storage of a format (precc_interp_elem_bytes): fp32/tf32 in 4 bytes
+ *     (float), fp16/bf16 in 2 bytes (uint16_t code), every 8-bit-or-less
+ *     format one code per byte (uint8_t, low bits; fp4/fp6 unpacked).
+ *   - A granularity is a block (br, bc) of data elements sharing one scale
+ *     or amax; 0 means the whole extent. Tensorwise {0,0}, rowwise {1,0},
+ *     columnwise {0,1}, 1x128 tiles {1,128}, 128x128 blocks {128,128},
+ *     MX {1,32}, NVFP4 {1,16}. Blocks at the right/bottom edge may be
+ *     partial. The scale/amax array is row-major over blocks:
+ *     [ceil(rows/br), ceil(cols/bc)].
+ *   - Every function returns PRECC_IOK (0) or a negative precc_istatus;
+ *     on error precc_interp_error() describes it. Inputs are checked
+ *     (zero or negative sizes, shape mismatch, size overflow, sizes beyond
+ *     physical memory) before anything is allocated or written.
+ */
+#ifndef PRECC_INTERP_H
+#define PRECC_INTERP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "precc/numerics.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum precc_istatus {
+	PRECC_IOK = 0,
+	PRECC_IEINVAL = -1,   /* bad argument: NULL buffer, unsupported format */
+	PRECC_IESHAPE = -2,   /* shapes disagree, or a block does not fit */
+	PRECC_IEEMPTY = -3,   /* a zero-size tensor */
+	PRECC_IETOOBIG = -4,  /* size overflows, or exceeds physical memory */
+	PRECC_IENOMEM = -5,   /* allocation failed */
+	PRECC_IENONFINITE = -6, /* inf/NaN amax under PRECC_NF_ERROR */
+} precc_istatus;
+
+/* The message of the last failing call on this thread ("" if none). */
+const char *precc_interp_error(void);
+
+/* Bytes per element in interpreter buffers (see Conventions); 0 if bad. */
+size_t precc_interp_elem_bytes(precc_format f);
+
+/* Number of worker threads `threads` means (0 = all online cores). */
+int precc_interp_threads(int threads);
+
+/* A granularity: br x bc data elements per scale; 0 = whole extent. */
+typedef struct precc_block {
+	long br, bc;
+} precc_block;
+
+/* Number of blocks along each dim of a [rows, cols] tensor; returns the
+ * total ceil(rows/br)*ceil(cols/bc), or a negative status. */
+long precc_block_count(long rows, long cols, precc_block blk,
+                       long *nbr, long *nbc);
+
+/* ---- amax -------------------------------------------------------------
+ * out[b] = max |x| over block b. NaN anywhere in a block makes that block's
+ * amax NaN; inf gives inf. x: fp32, tf32, bf16, fp16, or any 8-bit format
+ * (decoded exactly). global (may be NULL) receives the max over the whole
+ * tensor (same NaN rule). */
+int precc_amax(const void *x, precc_format xf, long rows, long cols,
+               precc_block blk, float *out, float *global);
+
+/* ---- scales -----------------------------------------------------------
+ * What to do when an amax is inf or NaN. */
+typedef enum precc_nonfinite {
+	PRECC_NF_PROPAGATE, /* scale = scale_inv = NaN for that block */
+	PRECC_NF_KEEP_PREV, /* keep prev[b] (1.0 if prev is NULL), as TE does */
+	PRECC_NF_ERROR,     /* fill as KEEP_PREV, then return PRECC_IENONFINITE */
+} precc_nonfinite;
+
+/* Per-block scale and scale_inv from n amax values:
+ *   scale[b] = precc_compute_scale(amax[b], p)   (fmax / amax / 2^margin,
+ *              eps clamp, optional pow2 round-down, amax 0 -> 1.0)
+ *   scale_inv[b] = 1.0f / scale[b]   (fp32 division)
+ * Quantize multiplies by scale, dequantize/GEMM by scale_inv. prev is the
+ * previous scale array (for KEEP_PREV; may be NULL). scale_inv may be
+ * NULL. *n_nonfinite (may be NULL) counts inf/NaN amax values. */
+int precc_scales(const float *amax, long n, const precc_scale_params *p,
+                 precc_nonfinite nf, const float *prev, float *scale,
+                 float *scale_inv, long *n_nonfinite);
+
+/* MX shared exponent rounding. */
+typedef enum precc_mx_mode {
+	PRECC_MX_FLOOR, /* OCP MX v1.0: e = floor(log2 amax) - emax_elem */
+	PRECC_MX_RCEIL, /* NVIDIA/cuBLAS: e = ceil(log2(amax / fmax_elem)),
+	                   amax/fmax in fp32 */
+} precc_mx_mode;
+
+/* MX (OCP microscaling) scales for element format elem (e4m3, e5m2, e2m1,
+ * e3m2, e2m3) from n block amaxes. emax_elem = floor(log2(fmax)): e4m3 8,
+ * e5m2 15, e2m1 2, e3m2 4, e2m3 2. e is clamped to [-127, 127]; amax 0 (or
+ * subnormal below the range) gives -127. inf/NaN amax gives the NaN code
+ * 0xff (scale and scale_inv NaN) and counts in *n_nonfinite.
+ *   e8m0[b] = e + 127, scale[b] = 2^-e, scale_inv[b] = 2^e (exact fp32).
+ * scale and scale_inv may be NULL. */
+int precc_mx_scales(const float *amax, long n, precc_format elem,
+                    precc_mx_mode mode, uint8_t *e8m0, float *scale,
+                    float *scale_inv, long *n_nonfinite);
+
+/* NVFP4 two-level scales (16-element blocks, e2m1 elements), fp32:
+ *   genc = 448*6 / global_amax  (1.0 if global_amax is 0 or not finite)
+ *   *global_scale_inv = 1 / genc          (= global_amax / 2688)
+ *   e4m3[b]   = e4m3_rne_sat(amax[b] / 6 * genc)
+ *   scale[b]  = genc / decode(e4m3[b])     (0 if decode(e4m3[b]) == 0)
+ *   scale_inv[b] = decode(e4m3[b]) * *global_scale_inv
+ * Quantize with scale, dequantize with scale_inv (one fp32 multiply).
+ * Any output pointer except e4m3 may be NULL. */
+int precc_nvfp4_scales(const float *amax, long n, float global_amax,
+                       uint8_t *e4m3, float *global_scale_inv, float *scale,
+                       float *scale_inv);
+
+/* ---- delayed scaling history -----------------------------------------
+ * A ring of len slots, each holding n amax values (n = number of scale
+ * blocks; 1 for tensorwise), caller-owned: buf has len*n floats, slot s at
+ * buf + s*n. pos is the slot the next push writes. Init zeroes buf (TE
+ * starts from a zero history). */
+typedef struct precc_amax_history {
+	float *buf;
+	int len;
+	long n;
+	int pos;
+} precc_amax_history;
+
+typedef enum precc_history_algo {
+	PRECC_HIST_MAX,         /* max over all len slots (NaN propagates) */
+	PRECC_HIST_MOST_RECENT, /* the slot written by the last push */
+} precc_history_algo;
+
+int precc_history_init(precc_amax_history *h, float *buf, int len, long n);
+int precc_history_push(precc_amax_history *h, const float *amax);
+int precc_history_reduce(const precc_amax_history *h, precc_history_algo a,
+                         float *out);
+
+/* ---- quantize / dequantize --------------------------------------------
+ * q[i] = precc_encode(qf, x[i] * scale[b(i)], round, saturate, rbits(i))
+ * with x decoded to fp32 first and the product in fp32. scale NULL = 1.
+ *
+ * SR random bits: rbits(i) for linear element index i = r*cols + c is
+ * word (i & 3) of philox4x32_10(counter, key) with
+ *   counter = { (uint32)(i >> 2), (uint32)(i >> 34), stream, 0 }
+ *   key     = { (uint32)seed, (uint32)(seed >> 32) }
+ * so one Philox call serves 4 consecutive elements. */
+typedef struct precc_quant_opts {
+	precc_format qf;
+	precc_round round;     /* RNE, RZ or SR (RU too, for completeness) */
+	bool saturate;
+	precc_block blk;       /* granularity of scale */
+	const float *scale;    /* per block, or NULL */
+	uint64_t seed;         /* SR only */
+	uint32_t stream;       /* SR only: tensor/stream id */
+} precc_quant_opts;
+
+int precc_quantize(const void *x, precc_format xf, long rows, long cols,
+                   const precc_quant_opts *o, void *q);
+
+/* y[i] = decode(qf, q[i]) * scale_inv[b(i)] (fp32; scale_inv NULL = 1). */
+int precc_dequantize(const void *q, precc_format qf, long rows, long cols,
+                     precc_block blk, const float *scale_inv, float *y);
+
+/* ---- Philox-4x32-10 (Salmon et al., SC'11; Random123 constants) ------- */
+void precc_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
+                         uint32_t out[4]);
+/* The SR bits of element i under (seed, stream), as documented above. */
+uint32_t precc_sr_bits(uint64_t seed, uint32_t stream, uint64_t i);
+
+/* ---- transpose ---------------------------------------------------------
+ * y[c*rows + r] = x[r*cols + c] for elements of elem_bytes (1, 2, 4 or 8)
+ * bytes; cache-blocked. x and y must not overlap. */
+int precc_transpose(const void *x, size_t elem_bytes, long rows, long cols,
+                    void *y);
+
+/* ---- GEMM --------------------------------------------------------------
+ * C[M,N] = epilogue(A[M,K] . B[N,K]^T)   (TN: both operands K-contiguous)
+ *
+ * Operands: fp32, tf32 (as fp32), bf16, fp16, e4m3, e5m2; decoded exactly
+ * to fp32 (8-bit codes through 256-entry tables). scale_inv: per-block
+ * dequant factors over the operand's own [rows, K] shape with granularity
+ * blk (NULL = 1.0).
+ *
+ * Accumulation (exact arithmetic in docs/interpreter.md):
+ *   K is cut into chunks of P elements, P = promote_every, or, when 0,
+ *   the operands' scale block along K (K when the scales do not vary
+ *   along K). Each scale block along K must be a multiple of P.
+ *   For each chunk, in ascending k:
+ *     inner = 0; for k: inner = acc_round(fl(inner + fl(a*b)))
+ *   where every fl is one fp32 RNE operation (no FMA, ever), and
+ *   acc_round keeps acc_mbits explicit mantissa bits by truncation toward
+ *   zero (acc_mbits 0 or >= 23: identity, i.e. exact fp32).
+ *   Then  outer = fl(outer + fl(inner * fl(sa * sb))),  outer starting 0.
+ * Epilogue: y = fl(fl(outer * alpha) + bias[j]) (bias NULL = none);
+ *   *out_amax = max |y| (NaN propagates); then
+ *   C[i,j] = precc_encode(out_fmt, fl(y * out_scale), RNE, out_saturate).
+ * Results are bit-identical for any thread count and any run: threads
+ * own output tiles and K is never split across threads. */
+typedef struct precc_gemm_operand {
+	const void *data;
+	precc_format fmt;
+	const float *scale_inv;
+	precc_block blk;
+} precc_gemm_operand;
+
+typedef struct precc_gemm_desc {
+	long m, n, k;
+	precc_gemm_operand a;  /* [m, k] */
+	precc_gemm_operand b;  /* [n, k] */
+	int promote_every;     /* P, 0 = see above */
+	int acc_mbits;         /* inner accumulator mantissa bits; 0 = fp32 */
+	float alpha;           /* de-scale; the caller sets 1.0 for none */
+	const float *bias;     /* [n] or NULL */
+	float out_scale;       /* output quantization scale; 1.0 for none */
+	precc_format out_fmt;  /* storage per precc_interp_elem_bytes */
+	bool out_saturate;
+	void *c;               /* [m, n] */
+	float *out_amax;       /* or NULL */
+	int threads;           /* 0 = all online cores */
+} precc_gemm_desc;
+
+/* Fill d with defaults: alpha 1, out_scale 1, out_fmt fp32, threads 0. */
+void precc_gemm_desc_init(precc_gemm_desc *d);
+int precc_gemm(const precc_gemm_desc *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

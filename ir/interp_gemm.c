@@ -1,0 +1,412 @@
+/*
+ * interp_gemm.c — C[M,N] = epilogue(A[M,K] . B[N,K]^T) on the CPU, with
+ * precc's accumulation models (exact fp32, promotion every P K-elements
+ * with block scales, a B-bit truncating inner accumulator).
+ *
+ * Structure (BLIS-like): each task owns one MC x NC tile of C. For each
+ * K-chunk of P elements and each KC panel inside it, the task packs A
+ * (MR-row micro-panels) and B (NR-column micro-panels) decoded to fp32 and
+ * runs a 6x16 register-blocked microkernel. Every element of C sees the
+ * same operation sequence (ascending k, one fp32 mul then one fp32 add,
+ * never FMA) whatever the tile, thread or vector width, so results are
+ * bit-identical for any thread count and on any x86-64 or other machine.
+ * The macro kernel is compiled twice (default and AVX2, no FMA) through
+ * target_clones where the compiler supports it.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interp_util.h"
+
+enum { MR = 6, NR = 16, KC = 256, MC = 192, NC = 256 };
+
+/* 8-float GNU vectors: two SSE registers by default, one in the AVX2
+ * clone. Static and always inlined, so the -Wpsabi note does not apply. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float v8 __attribute__((vector_size(32)));
+typedef int32_t vi8 __attribute__((vector_size(32)));
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#define MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#else
+#define MULTIVERSION
+#endif
+
+typedef struct Gemm {
+	const precc_gemm_desc *d;
+	long P;                     /* promotion chunk along K */
+	long abr, abc, anbc;        /* A scale blocks (resolved) */
+	long bbr, bbc, bnbc;        /* B scale blocks */
+	uint32_t accmask;           /* inner accumulator mask, ~0 = fp32 */
+	long nmc, nnc, ntasks;
+	atomic_long next;
+} Gemm;
+
+typedef struct Worker {
+	Gemm *g;
+	float *ap, *bp, *inner, *outer, *row;
+	float amax;
+	int nan;
+} Worker;
+
+static inline __attribute__((always_inline)) v8
+vload(const float *p)
+{
+	v8 v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+static inline __attribute__((always_inline)) void
+vstore(float *p, v8 v)
+{
+	memcpy(p, &v, sizeof v);
+}
+
+static inline __attribute__((always_inline)) v8
+vsplat(float x)
+{
+	v8 v = { x, x, x, x, x, x, x, x };
+	return v;
+}
+
+/* Truncate toward zero to the bits of mask, leaving inf/NaN alone. */
+static inline __attribute__((always_inline)) v8
+vtrunc(v8 x, vi8 mask)
+{
+	vi8 u, expo = { 0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000,
+	                0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000 };
+	memcpy(&u, &x, sizeof u);
+	vi8 special = (u & expo) == expo;     /* -1 where inf/NaN */
+	u &= mask | special;
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
+
+/*
+ * c[MR x NR] (row stride ldc) = (load ? c : 0) + sum over kc of a (x) b,
+ * one fl(mul) then one fl(add) per k, ascending; trunc after each add when
+ * trunc is set. a: kc x MR, b: kc x NR, both packed.
+ */
+static inline __attribute__((always_inline)) void
+microkernel(long kc, const float *restrict a, const float *restrict b,
+            float *restrict c, long ldc, int load, int trunc, vi8 mask)
+{
+	/* MR = 6 rows x 2 vectors, spelled out so they stay in registers */
+	v8 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+	long k;
+
+#define LD(i) do { \
+	c##i##0 = load ? vload(c + i * ldc) : vsplat(0.0f); \
+	c##i##1 = load ? vload(c + i * ldc + 8) : vsplat(0.0f); \
+} while (0)
+	LD(0); LD(1); LD(2); LD(3); LD(4); LD(5);
+#undef LD
+	for (k = 0; k < kc; k++) {
+		v8 b0 = vload(b + k * NR), b1 = vload(b + k * NR + 8);
+		float as;
+#define STEP(i) do { \
+	as = a[k * MR + i]; \
+	c##i##0 = c##i##0 + as * b0; \
+	c##i##1 = c##i##1 + as * b1; \
+	if (trunc) { \
+		c##i##0 = vtrunc(c##i##0, mask); \
+		c##i##1 = vtrunc(c##i##1, mask); \
+	} \
+} while (0)
+		STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5);
+#undef STEP
+	}
+#define ST(i) do { \
+	vstore(c + i * ldc, c##i##0); \
+	vstore(c + i * ldc + 8, c##i##1); \
+} while (0)
+	ST(0); ST(1); ST(2); ST(3); ST(4); ST(5);
+#undef ST
+}
+
+/* All micro-tiles of one packed panel pair into inner (stride NC). */
+MULTIVERSION static void
+macro_kernel(long mc, long nc, long kc, const float *ap, const float *bp,
+             float *inner, int load, uint32_t accmask)
+{
+	vi8 mask = { (int32_t)accmask, (int32_t)accmask, (int32_t)accmask,
+	             (int32_t)accmask, (int32_t)accmask, (int32_t)accmask,
+	             (int32_t)accmask, (int32_t)accmask };
+	long ir, jr;
+
+	for (jr = 0; jr < nc; jr += NR) {
+		const float *b = bp + jr * kc;
+		for (ir = 0; ir < mc; ir += MR) {
+			const float *a = ap + ir * kc;
+			float *c = inner + ir * NC + jr;
+			if (accmask == 0xffffffffu)
+				microkernel(kc, a, b, c, NC, load, 0, mask);
+			else
+				microkernel(kc, a, b, c, NC, load, 1, mask);
+		}
+	}
+}
+
+/* Pack rows [r0, r0+nr) x k-range [k0, k0+kc) of an operand into panels
+ * of w rows: dst[p*w*kc + k*w + ii]; rows past the edge are zero. */
+static void
+pack(const precc_gemm_operand *op, long K, long r0, long nr, long rows,
+     long k0, long kc, int w, float *dst, float *row)
+{
+	long p, ii, k;
+
+	for (p = 0; p < nr; p += w) {
+		float *panel = dst + p * kc;
+		for (ii = 0; ii < w; ii++) {
+			long r = r0 + p + ii;
+			if (p + ii >= nr || r >= rows) {
+				for (k = 0; k < kc; k++)
+					panel[k * w + ii] = 0.0f;
+				continue;
+			}
+			interp_load(op->data, op->fmt, (size_t)r * (size_t)K
+			            + (size_t)k0, kc, row);
+			for (k = 0; k < kc; k++)
+				panel[k * w + ii] = row[k];
+		}
+	}
+}
+
+static void
+run_tile(Worker *w, long t)
+{
+	Gemm *g = w->g;
+	const precc_gemm_desc *d = g->d;
+	long ic = (t % g->nmc) * MC, jc = (t / g->nmc) * NC;
+	long mc = d->m - ic < MC ? d->m - ic : MC;
+	long nc = d->n - jc < NC ? d->n - jc : NC;
+	long mcp = (mc + MR - 1) / MR * MR, ncp = (nc + NR - 1) / NR * NR;
+	long kq, pc, i, j;
+	float sa[MC], sb[NC];
+
+	for (kq = 0; kq < d->k; kq += g->P) {
+		long kend = kq + g->P < d->k ? kq + g->P : d->k;
+		for (pc = kq; pc < kend; pc += KC) {
+			long kc = kend - pc < KC ? kend - pc : KC;
+			pack(&d->b, d->k, jc, ncp, d->n, pc, kc, NR, w->bp, w->row);
+			pack(&d->a, d->k, ic, mcp, d->m, pc, kc, MR, w->ap, w->row);
+			macro_kernel(mcp, ncp, kc, w->ap, w->bp, w->inner, pc != kq,
+			             g->accmask);
+		}
+		/* promotion: outer += inner * (sa * sb) */
+		for (i = 0; i < mc; i++)
+			sa[i] = d->a.scale_inv ? d->a.scale_inv[((ic + i) / g->abr)
+			        * g->anbc + kq / g->abc] : 1.0f;
+		for (j = 0; j < nc; j++)
+			sb[j] = d->b.scale_inv ? d->b.scale_inv[((jc + j) / g->bbr)
+			        * g->bnbc + kq / g->bbc] : 1.0f;
+		for (i = 0; i < mc; i++) {
+			float *o = w->outer + i * NC, *in = w->inner + i * NC;
+			float s = sa[i];
+			if (kq == 0)
+				for (j = 0; j < nc; j++)
+					o[j] = 0.0f + in[j] * (s * sb[j]);
+			else
+				for (j = 0; j < nc; j++)
+					o[j] = o[j] + in[j] * (s * sb[j]);
+		}
+	}
+	/* epilogue */
+	size_t oes = precc_interp_elem_bytes(d->out_fmt);
+	for (i = 0; i < mc; i++) {
+		float *o = w->outer + i * NC;
+		size_t off = (size_t)(ic + i) * (size_t)d->n + (size_t)jc;
+		float m = w->amax;
+		int nan = 0;
+		for (j = 0; j < nc; j++) {
+			float y = o[j] * d->alpha;
+			if (d->bias)
+				y = y + d->bias[jc + j];
+			float a = fabsf(y);
+			nan |= a != a;
+			m = a > m ? a : m;
+			o[j] = y * d->out_scale;
+		}
+		w->amax = m;
+		w->nan |= nan;
+		if (d->out_fmt == PRECC_FP32 && !d->out_saturate) {
+			memcpy((float *)d->c + off, o, (size_t)nc * sizeof *o);
+		} else if (d->out_fmt == PRECC_E4M3 && d->out_saturate) {
+			precc_encode_e4m3_rne_sat(o, (uint8_t *)d->c + off, nc);
+		} else if (d->out_fmt == PRECC_E5M2 && d->out_saturate) {
+			precc_encode_e5m2_rne_sat(o, (uint8_t *)d->c + off, nc);
+		} else {
+			for (j = 0; j < nc; j++) {
+				uint32_t code = precc_encode(d->out_fmt, o[j], PRECC_RNE,
+				                             d->out_saturate, 0);
+				if (oes == 1)
+					((uint8_t *)d->c)[off + j] = (uint8_t)code;
+				else if (oes == 2)
+					((uint16_t *)d->c)[off + j] = (uint16_t)code;
+				else
+					((uint32_t *)d->c)[off + j] = code;
+			}
+		}
+	}
+}
+
+static void *
+worker_main(void *arg)
+{
+	Worker *w = arg;
+	long t;
+
+	while ((t = atomic_fetch_add(&w->g->next, 1)) < w->g->ntasks)
+		run_tile(w, t);
+	return NULL;
+}
+
+static int
+gemm_format(precc_format f)
+{
+	return f == PRECC_FP32 || f == PRECC_TF32 || f == PRECC_BF16
+	       || f == PRECC_FP16 || f == PRECC_E4M3 || f == PRECC_E5M2;
+}
+
+/* Resolve an operand's scale blocks; *varies set if they vary along K. */
+static int
+operand_blocks(const char *name, const precc_gemm_operand *op, long rows,
+               long K, long *br, long *bc, long *nbc, int *varies)
+{
+	int e;
+
+	*varies = 0;
+	*br = rows;
+	*bc = K;
+	*nbc = 1;
+	if (!op->scale_inv)
+		return PRECC_IOK;
+	if ((e = interp_block(name, rows, K, op->blk, br, bc)) != 0)
+		return e;
+	*nbc = (K + *bc - 1) / *bc;
+	*varies = *bc < K;
+	return PRECC_IOK;
+}
+
+void
+precc_gemm_desc_init(precc_gemm_desc *d)
+{
+	memset(d, 0, sizeof *d);
+	d->alpha = 1.0f;
+	d->out_scale = 1.0f;
+	d->out_fmt = PRECC_FP32;
+	d->a.fmt = d->b.fmt = PRECC_FP32;
+}
+
+int
+precc_gemm(const precc_gemm_desc *d)
+{
+	Gemm g;
+	Worker *w;
+	pthread_t *tid;
+	size_t per, total;
+	int e, va, vb, nt, started, i;
+	float amax = 0.0f;
+	int nan = 0;
+
+	if (!d || !d->a.data || !d->b.data || !d->c)
+		return interp_fail(PRECC_IEINVAL, "gemm: NULL operand");
+	if (!gemm_format(d->a.fmt) || !gemm_format(d->b.fmt))
+		return interp_fail(PRECC_IEINVAL, "gemm: operands must be fp32, "
+		                   "tf32, bf16, fp16, e4m3 or e5m2");
+	if (precc_interp_elem_bytes(d->out_fmt) == 0)
+		return interp_fail(PRECC_IEINVAL, "gemm: bad output format");
+	if ((e = interp_check_tensor("gemm A", d->m, d->k,
+	                             precc_interp_elem_bytes(d->a.fmt))) != 0
+	    || (e = interp_check_tensor("gemm B", d->n, d->k,
+	                                precc_interp_elem_bytes(d->b.fmt))) != 0
+	    || (e = interp_check_tensor("gemm C", d->m, d->n,
+	                                precc_interp_elem_bytes(d->out_fmt))) != 0)
+		return e;
+	if (d->promote_every < 0)
+		return interp_fail(PRECC_IEINVAL, "gemm: promote_every %d < 0",
+		                   d->promote_every);
+	if (d->acc_mbits < 0)
+		return interp_fail(PRECC_IEINVAL, "gemm: acc_mbits %d < 0",
+		                   d->acc_mbits);
+	memset(&g, 0, sizeof g);
+	g.d = d;
+	if ((e = operand_blocks("gemm A scale", &d->a, d->m, d->k, &g.abr,
+	                        &g.abc, &g.anbc, &va)) != 0
+	    || (e = operand_blocks("gemm B scale", &d->b, d->n, d->k, &g.bbr,
+	                           &g.bbc, &g.bnbc, &vb)) != 0)
+		return e;
+	g.P = d->promote_every > 0 ? d->promote_every : d->k;
+	if (d->promote_every == 0) {
+		if (va)
+			g.P = g.abc;
+		if (vb && g.bbc < g.P)
+			g.P = g.bbc;
+	}
+	if (g.P > d->k)
+		g.P = d->k;
+	if ((va && g.abc % g.P) || (vb && g.bbc % g.P))
+		return interp_fail(PRECC_IESHAPE, "gemm: promotion every %ld "
+		                   "K-elements does not divide the scale blocks "
+		                   "along K (A: %ld, B: %ld)", g.P,
+		                   va ? g.abc : d->k, vb ? g.bbc : d->k);
+	g.accmask = d->acc_mbits == 0 || d->acc_mbits >= 23 ? 0xffffffffu
+	            : ~((1u << (23 - d->acc_mbits)) - 1u);
+	g.nmc = (d->m + MC - 1) / MC;
+	g.nnc = (d->n + NC - 1) / NC;
+	g.ntasks = g.nmc * g.nnc;
+	atomic_init(&g.next, 0);
+
+	nt = precc_interp_threads(d->threads);
+	if (nt > g.ntasks)
+		nt = (int)g.ntasks;
+	per = (size_t)(MC * KC + NC * KC + 2 * MC * NC + KC) * sizeof(float);
+	if (interp_mul(per, (size_t)nt, &total) != 0
+	    || total > interp_phys_bytes())
+		return interp_fail(PRECC_IETOOBIG, "gemm: %d threads need too much "
+		                   "scratch", nt);
+	w = calloc((size_t)nt, sizeof *w);
+	tid = calloc((size_t)nt, sizeof *tid);
+	float *scratch = malloc(total);
+	if (!w || !tid || !scratch) {
+		free(w);
+		free(tid);
+		free(scratch);
+		return interp_fail(PRECC_IENOMEM, "gemm: out of memory (%zu bytes)",
+		                   total);
+	}
+	for (i = 0; i < nt; i++) {
+		float *s = scratch + (size_t)i * (per / sizeof(float));
+		w[i].g = &g;
+		w[i].ap = s;
+		w[i].bp = s + MC * KC;
+		w[i].inner = w[i].bp + NC * KC;
+		w[i].outer = w[i].inner + MC * NC;
+		w[i].row = w[i].outer + MC * NC;
+	}
+	/* workers 1..nt-1 on threads; worker 0 on this one. A thread that
+	 * fails to start just leaves its tiles to the others. */
+	started = 0;
+	for (i = 1; i < nt; i++) {
+		if (pthread_create(&tid[i], NULL, worker_main, &w[i]) != 0)
+			break;
+		started = i;
+	}
+	worker_main(&w[0]);
+	for (i = 1; i <= started; i++)
+		pthread_join(tid[i], NULL);
+	for (i = 0; i < nt; i++) {
+		nan |= w[i].nan;
+		amax = w[i].amax > amax ? w[i].amax : amax;
+	}
+	if (d->out_amax)
+		*d->out_amax = nan ? NAN : amax;
+	free(scratch);
+	free(w);
+	free(tid);
+	return PRECC_IOK;
+}

@@ -1,0 +1,154 @@
+/*
+ * interp_quant.c — quantize (fp32 -> any format, RNE/RZ/RU/SR, per-block
+ * scale) and dequantize (any format -> fp32, per-block scale_inv).
+ * SR bits come from Philox-4x32-10 keyed by (seed, stream, element index).
+ */
+#include <string.h>
+
+#include "interp_util.h"
+
+enum { CHUNK = 512 };
+
+static void
+store(void *q, size_t esize, size_t off, long n, const uint32_t *codes)
+{
+	long i;
+
+	if (esize == 1) {
+		uint8_t *d = (uint8_t *)q + off;
+		for (i = 0; i < n; i++)
+			d[i] = (uint8_t)codes[i];
+	} else if (esize == 2) {
+		uint16_t *d = (uint16_t *)q + off;
+		for (i = 0; i < n; i++)
+			d[i] = (uint16_t)codes[i];
+	} else {
+		memcpy((uint32_t *)q + off, codes, (size_t)n * 4);
+	}
+}
+
+/* Random bits for elements [i0, i0+n) (see precc_sr_bits). */
+static void
+sr_bits(uint64_t seed, uint32_t stream, uint64_t i0, long n, uint32_t *rb)
+{
+	uint32_t key[2] = { (uint32_t)seed, (uint32_t)(seed >> 32) };
+	uint32_t out[4];
+	uint64_t g = UINT64_MAX;
+	long j;
+
+	for (j = 0; j < n; j++) {
+		uint64_t i = i0 + (uint64_t)j;
+		if (i >> 2 != g) {
+			uint32_t ctr[4] = { (uint32_t)(i >> 2), (uint32_t)(i >> 34),
+			                    stream, 0 };
+			g = i >> 2;
+			precc_philox4x32_10(ctr, key, out);
+		}
+		rb[j] = out[i & 3];
+	}
+}
+
+int
+precc_quantize(const void *x, precc_format xf, long rows, long cols,
+               const precc_quant_opts *o, void *q)
+{
+	float buf[CHUNK];
+	uint32_t codes[CHUNK], rb[CHUNK];
+	size_t qes;
+	long br, bc, nbc, r, c0;
+	int e, fast;
+
+	if (!x || !o || !q)
+		return interp_fail(PRECC_IEINVAL, "quantize: NULL argument");
+	if (!interp_input_format(xf))
+		return interp_fail(PRECC_IEINVAL, "quantize: unsupported input "
+		                   "format");
+	if ((qes = precc_interp_elem_bytes(o->qf)) == 0)
+		return interp_fail(PRECC_IEINVAL, "quantize: unsupported output "
+		                   "format");
+	if ((unsigned)o->round >= PRECC_NROUND)
+		return interp_fail(PRECC_IEINVAL, "quantize: unknown rounding %d",
+		                   (int)o->round);
+	if ((e = interp_check_tensor("quantize", rows, cols,
+	                             precc_interp_elem_bytes(xf))) != 0)
+		return e;
+	if ((e = interp_block("quantize", rows, cols, o->blk, &br, &bc)) != 0)
+		return e;
+	precc_block_count(rows, cols, o->blk, NULL, &nbc);
+	fast = o->round == PRECC_RNE && o->saturate
+	       && (o->qf == PRECC_E4M3 || o->qf == PRECC_E5M2);
+	for (r = 0; r < rows; r++) {
+		const float *srow = o->scale ? o->scale + (r / br) * nbc : NULL;
+		for (c0 = 0; c0 < cols; c0 += CHUNK) {
+			long n = cols - c0 < CHUNK ? cols - c0 : CHUNK, j;
+			size_t off = (size_t)r * (size_t)cols + (size_t)c0;
+			interp_load(x, xf, off, n, buf);
+			if (srow) {
+				for (j = 0; j < n;) {
+					long c = c0 + j, end = (c / bc + 1) * bc - c0;
+					float s = srow[c / bc];
+					if (end > n)
+						end = n;
+					for (; j < end; j++)
+						buf[j] *= s;
+				}
+			}
+			if (fast) {
+				uint8_t *d = (uint8_t *)q + off;
+				if (o->qf == PRECC_E4M3)
+					precc_encode_e4m3_rne_sat(buf, d, n);
+				else
+					precc_encode_e5m2_rne_sat(buf, d, n);
+				continue;
+			}
+			if (o->round == PRECC_SR)
+				sr_bits(o->seed, o->stream, off, n, rb);
+			else
+				memset(rb, 0, (size_t)n * sizeof *rb);
+			for (j = 0; j < n; j++)
+				codes[j] = precc_encode(o->qf, buf[j], o->round,
+				                        o->saturate, rb[j]);
+			store(q, qes, off, n, codes);
+		}
+	}
+	return PRECC_IOK;
+}
+
+int
+precc_dequantize(const void *q, precc_format qf, long rows, long cols,
+                 precc_block blk, const float *scale_inv, float *y)
+{
+	long br, bc, nbc, r, c0;
+	int e;
+
+	if (!q || !y)
+		return interp_fail(PRECC_IEINVAL, "dequantize: NULL argument");
+	if (!interp_input_format(qf))
+		return interp_fail(PRECC_IEINVAL, "dequantize: unsupported format");
+	if ((e = interp_check_tensor("dequantize", rows, cols,
+	                             precc_interp_elem_bytes(qf))) != 0)
+		return e;
+	if ((e = interp_block("dequantize", rows, cols, blk, &br, &bc)) != 0)
+		return e;
+	precc_block_count(rows, cols, blk, NULL, &nbc);
+	for (r = 0; r < rows; r++) {
+		const float *srow = scale_inv ? scale_inv + (r / br) * nbc : NULL;
+		for (c0 = 0; c0 < cols; c0 += CHUNK) {
+			long n = cols - c0 < CHUNK ? cols - c0 : CHUNK, j;
+			size_t off = (size_t)r * (size_t)cols + (size_t)c0;
+			float *d = y + off;
+			interp_load(q, qf, off, n, d);
+			if (!srow)
+				continue;
+			for (j = 0; j < n;) {
+				long c = c0 + j, end = (c / bc + 1) * bc - c0;
+				float s = srow[c / bc];
+				if (end > n)
+					end = n;
+				for (; j < end; j++)
+					d[j] *= s;
+			}
+		}
+	}
+	return PRECC_IOK;
+}

@@ -1,0 +1,182 @@
+/*
+ * interp_util.c — error messages, size checks and element loading for the
+ * interpreter's kernels.
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "interp_util.h"
+
+static _Thread_local char errmsg[256];
+
+const char *
+precc_interp_error(void)
+{
+	return errmsg;
+}
+
+int
+interp_fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+size_t
+precc_interp_elem_bytes(precc_format f)
+{
+	switch (f) {
+	case PRECC_FP32: case PRECC_TF32: return 4;
+	case PRECC_FP16: case PRECC_BF16: return 2;
+	case PRECC_E4M3: case PRECC_E5M2: case PRECC_E8M0:
+	case PRECC_E2M1: case PRECC_E3M2: case PRECC_E2M3: return 1;
+	default: return 0;
+	}
+}
+
+int
+precc_interp_threads(int threads)
+{
+	long n;
+
+	if (threads > 0)
+		return threads;
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)(n > 1024 ? 1024 : n) : 1;
+}
+
+int
+interp_mul(size_t a, size_t b, size_t *r)
+{
+	if (a != 0 && b > SIZE_MAX / a)
+		return -1;
+	*r = a * b;
+	return 0;
+}
+
+size_t
+interp_phys_bytes(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	size_t r;
+
+	if (pages <= 0 || psize <= 0
+	    || interp_mul((size_t)pages, (size_t)psize, &r) != 0)
+		return SIZE_MAX;
+	return r;
+}
+
+int
+interp_check_tensor(const char *name, long rows, long cols, size_t esize)
+{
+	size_t n, bytes;
+
+	if (rows < 0 || cols < 0)
+		return interp_fail(PRECC_IESHAPE, "%s: negative shape [%ld, %ld]",
+		                   name, rows, cols);
+	if (rows == 0 || cols == 0)
+		return interp_fail(PRECC_IEEMPTY, "%s: zero-size tensor [%ld, %ld]",
+		                   name, rows, cols);
+	if (esize == 0)
+		return interp_fail(PRECC_IEINVAL, "%s: unsupported format", name);
+	if (interp_mul((size_t)rows, (size_t)cols, &n) != 0
+	    || interp_mul(n, esize, &bytes) != 0 || n > (size_t)INT64_MAX / 8)
+		return interp_fail(PRECC_IETOOBIG,
+		                   "%s: [%ld, %ld] overflows the address space",
+		                   name, rows, cols);
+	if (bytes > interp_phys_bytes())
+		return interp_fail(PRECC_IETOOBIG,
+		                   "%s: [%ld, %ld] needs %zu bytes, more than the "
+		                   "%zu bytes of physical memory", name, rows, cols,
+		                   bytes, interp_phys_bytes());
+	return PRECC_IOK;
+}
+
+int
+interp_input_format(precc_format f)
+{
+	switch (f) {
+	case PRECC_FP32: case PRECC_TF32: case PRECC_FP16: case PRECC_BF16:
+	case PRECC_E4M3: case PRECC_E5M2: case PRECC_E8M0:
+	case PRECC_E2M1: case PRECC_E3M2: case PRECC_E2M3:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+void
+interp_load(const void *x, precc_format f, size_t off, long n, float *dst)
+{
+	long i;
+
+	switch (f) {
+	case PRECC_FP32: case PRECC_TF32:
+		memcpy(dst, (const float *)x + off, (size_t)n * sizeof *dst);
+		return;
+	case PRECC_BF16: {
+		const uint16_t *s = (const uint16_t *)x + off;
+		for (i = 0; i < n; i++) {
+			uint32_t u = (uint32_t)s[i] << 16;
+			memcpy(&dst[i], &u, 4);
+		}
+		return;
+	}
+	case PRECC_FP16: {
+		const uint16_t *s = (const uint16_t *)x + off;
+		for (i = 0; i < n; i++)
+			dst[i] = precc_decode(PRECC_FP16, s[i]);
+		return;
+	}
+	default: {
+		const uint8_t *s = (const uint8_t *)x + off;
+		const float *t = precc_decode_table8(f);
+		if (t == NULL) {
+			for (i = 0; i < n; i++)
+				dst[i] = precc_decode(f, s[i]);
+			return;
+		}
+		for (i = 0; i < n; i++)
+			dst[i] = t[s[i]];
+		return;
+	}
+	}
+}
+
+int
+interp_block(const char *name, long rows, long cols, precc_block blk,
+             long *br, long *bc)
+{
+	if (blk.br < 0 || blk.bc < 0)
+		return interp_fail(PRECC_IESHAPE, "%s: negative block {%ld x %ld}",
+		                   name, blk.br, blk.bc);
+	*br = blk.br == 0 || blk.br > rows ? rows : blk.br;
+	*bc = blk.bc == 0 || blk.bc > cols ? cols : blk.bc;
+	return PRECC_IOK;
+}
+
+long
+precc_block_count(long rows, long cols, precc_block blk, long *nbr, long *nbc)
+{
+	long br = 1, bc = 1, r, c;
+	int e;
+
+	if ((e = interp_check_tensor("block count", rows, cols, 1)) != 0)
+		return e;
+	if ((e = interp_block("block count", rows, cols, blk, &br, &bc)) != 0)
+		return e;
+	r = (rows + br - 1) / br;
+	c = (cols + bc - 1) / bc;
+	if (nbr)
+		*nbr = r;
+	if (nbc)
+		*nbc = c;
+	return r * c;
+}

@@ -1,0 +1,38 @@
+/*
+ * interp_util.h — helpers shared by the interpreter's kernel files
+ * (interp_*.c, philox.c); private to precc_ir, not installed.
+ */
+#ifndef PRECC_INTERP_UTIL_H
+#define PRECC_INTERP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "precc/interp.h"
+
+/* Record a message for precc_interp_error() and return code. */
+int interp_fail(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Check a [rows, cols] tensor of esize-byte elements: sizes > 0, the byte
+ * count fits size_t and physical memory. name is used in messages. */
+int interp_check_tensor(const char *name, long rows, long cols, size_t esize);
+
+/* a*b without overflow; returns 0 and sets *r, or -1. */
+int interp_mul(size_t a, size_t b, size_t *r);
+
+/* Physical memory in bytes (sysconf), or SIZE_MAX if unknown. */
+size_t interp_phys_bytes(void);
+
+/* True if f can be read as an input (fp32, tf32, fp16, bf16, 8-bit). */
+int interp_input_format(precc_format f);
+
+/* Decode n elements of format f starting at element off of x to fp32. */
+void interp_load(const void *x, precc_format f, size_t off, long n, float *dst);
+
+/* Resolve a block against a [rows, cols] extent (0 -> whole extent) and
+ * check it; *br, *bc receive the effective sizes. */
+int interp_block(const char *name, long rows, long cols, precc_block blk,
+                 long *br, long *bc);
+
+#endif
