@@ -30,6 +30,7 @@ cmd_check(int argc, char **argv)
 {
 	const char *recipe = NULL, *model = NULL;
 	bool json = false, group = true;
+	static const char *const opts[] = {"--model", "--json", "--no-group", "--help"};
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -46,8 +47,13 @@ cmd_check(int argc, char **argv)
 			model = argv[i];
 		} else if (!strncmp(a, "--model=", 8))
 			model = a + 8;
-		else if (a[0] == '-' && a[1])
+		else if (a[0] == '-' && a[1]) {
+			const char *s = suggest(a, opts, sizeof opts / sizeof opts[0]);
+			if (s)
+				return usage_error("check", "unknown option '%s' (did you mean '%s'?)",
+				                   a, s);
 			return usage_error("check", "unknown option '%s'", a);
+		}
 		else if (recipe)
 			return usage_error("check", "one recipe at a time ('%s' and '%s')", recipe, a);
 		else

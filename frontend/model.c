@@ -28,6 +28,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include "recipe.h"
+#include "sandbox.h"
 
 enum {
 	MAX_FEATURES = 1 << 24,     /* 16M: larger than any real hidden/vocab */
@@ -35,10 +36,6 @@ enum {
 	MAX_LINEARS = 1 << 16,
 	MAX_FILE = 16 << 20,
 };
-/* Sandbox limits for Lua model files (a 32-layer model needs ~10^4). */
-#define MODEL_MEM_CAP (64u << 20)
-#define MODEL_INSN_BUDGET 50000000L
-#define MODEL_HOOK_EVERY 1000
 
 static void
 add_linear(Model *m, const char *fqn, long in, long out, bool tied, bool bias)
@@ -94,65 +91,19 @@ model_fail(Model *m, const char *file, int line, const char *fmt, ...)
 /* ---- Lua model files ---------------------------------------------------- */
 
 /*
- * A minimal sandbox: base (without dofile/loadfile/load/require),
- * string, table, math, utf8; text chunks only; an instruction budget and a
- * memory cap. TODO: share frontend/sandbox.c's setup once it lands, so
- * recipes and models run under one definition of "sandboxed".
+ * Model files run in the recipes' sandbox (sandbox.c): the same libraries,
+ * instruction budget and memory cap, plus two functions, linear and model.
  */
 typedef struct LuaModel {
 	Model *m;
 	int *line;              /* source line of each linear, for duplicates */
-	size_t mem;
-	long insns;
 	bool named;
 } LuaModel;
-
-static void *
-capped_alloc(void *ud, void *p, size_t osize, size_t nsize)
-{
-	LuaModel *lm = ud;
-
-	if (!p)
-		osize = 0;
-	if (nsize == 0) {
-		free(p);
-		lm->mem -= osize;
-		return NULL;
-	}
-	if (nsize > osize && lm->mem + (nsize - osize) > MODEL_MEM_CAP)
-		return NULL;
-	void *q = realloc(p, nsize);
-	if (q)
-		lm->mem += nsize - osize;
-	return q;
-}
 
 static LuaModel *
 getlm(lua_State *L)
 {
 	return lua_touserdata(L, lua_upvalueindex(1));
-}
-
-static void
-count_hook(lua_State *L, lua_Debug *ar)
-{
-	LuaModel *lm;
-
-	lua_getallocf(L, (void **)&lm);
-	lm->insns += MODEL_HOOK_EVERY;
-	if (lm->insns > MODEL_INSN_BUDGET)
-		luaL_error(L, "instruction budget exhausted (%d million; an endless loop?)",
-		           (int)(MODEL_INSN_BUDGET / 1000000));
-}
-
-static int
-current_line(lua_State *L)
-{
-	lua_Debug ar;
-
-	if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar))
-		return ar.currentline;
-	return 0;
 }
 
 static long
@@ -163,12 +114,14 @@ check_features(lua_State *L, int arg, const char *what)
 
 	if (!isnum) {
 		if (lua_type(L, arg) == LUA_TNUMBER)
-			luaL_error(L, "%s must be an integer, got %s", what,
-			           lua_tostring(L, arg));
-		luaL_error(L, "%s must be an integer, got %s", what, luaL_typename(L, arg));
+			return sandbox_raise(L, sandbox_caller_line(L), "%s must be an integer, "
+			                     "got %s", what, lua_tostring(L, arg));
+		return sandbox_raise(L, sandbox_caller_line(L), "%s must be an integer, got %s",
+		                     what, luaL_typename(L, arg));
 	}
 	if (v <= 0 || v > MAX_FEATURES)
-		luaL_error(L, "%s %I out of range (1..%d)", what, v, MAX_FEATURES);
+		return sandbox_raise(L, sandbox_caller_line(L), "%s %I out of range (1..%d)",
+		                     what, v, MAX_FEATURES);
 	return (long)v;
 }
 
@@ -180,42 +133,46 @@ l_linear(lua_State *L)
 {
 	LuaModel *lm = getlm(L);
 	bool flag[2] = {false, false};
+	int line = sandbox_caller_line(L);
 
 	if (lua_type(L, 1) != LUA_TSTRING)
-		return luaL_error(L, "linear: the first argument must be the layer's name "
-		                     "(a string), got %s", luaL_typename(L, 1));
+		return sandbox_raise(L, line, "linear: the first argument must be the layer's "
+		                     "name (a string), got %s", luaL_typename(L, 1));
 	const char *fqn = lua_tostring(L, 1);
 	if (!*fqn || strspn(fqn, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 	                         "0123456789._-") != strlen(fqn))
-		return luaL_error(L, "linear: bad layer name '%s' (letters, digits, '.', "
-		                     "'_' and '-' only)", fqn);
+		return sandbox_raise(L, line, "linear: bad layer name '%s' (letters, digits, "
+		                     "'.', '_' and '-' only)", fqn);
 	long in = check_features(L, 2, "in_features");
 	long out = check_features(L, 3, "out_features");
 	if (!lua_isnoneornil(L, 4)) {
-		luaL_checktype(L, 4, LUA_TTABLE);
+		if (!lua_istable(L, 4))
+			return sandbox_raise(L, line, "linear: the fourth argument must be a table "
+			                     "of options ({tied = true}), got %s", luaL_typename(L, 4));
 		lua_pushnil(L);
 		while (lua_next(L, 4)) {
 			if (lua_type(L, -2) != LUA_TSTRING)
-				return luaL_error(L, "linear: option names must be strings");
+				return sandbox_raise(L, line, "linear: option names must be strings");
 			const char *k = lua_tostring(L, -2);
 			int i = !strcmp(k, "tied") ? 0 : !strcmp(k, "bias") ? 1 : -1;
 			if (i < 0) {
-				const char *s = suggest(k, linear_opts, 2);
-				return luaL_error(L, "linear: unknown option '%s'%s%s%s", k,
-				                  s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
+				const char *sg = suggest(k, linear_opts, 2);
+				return sandbox_raise(L, line, "linear: unknown option '%s'%s%s%s", k,
+				                     sg ? " (did you mean '" : "", sg ? sg : "",
+				                     sg ? "'?)" : "");
 			}
 			if (!lua_isboolean(L, -1))
-				return luaL_error(L, "linear: option '%s' must be true or false, got %s",
-				                  k, luaL_typename(L, -1));
+				return sandbox_raise(L, line, "linear: option '%s' must be true or "
+				                     "false, got %s", k, luaL_typename(L, -1));
 			flag[i] = lua_toboolean(L, -1);
 			lua_pop(L, 1);
 		}
 	}
 	if (lm->m->nlinears >= MAX_LINEARS)
-		return luaL_error(L, "too many linear layers (limit %d)", MAX_LINEARS);
+		return sandbox_raise(L, line, "too many linear layers (limit %d)", MAX_LINEARS);
 	if (lm->m->nlinears % 64 == 0)
 		lm->line = xrealloc(lm->line, (lm->m->nlinears + 64) * sizeof *lm->line);
-	lm->line[lm->m->nlinears] = current_line(L);
+	lm->line[lm->m->nlinears] = line;
 	add_linear(lm->m, fqn, in, out, flag[0], flag[1]);
 	return 0;
 }
@@ -225,81 +182,20 @@ static int
 l_model(lua_State *L)
 {
 	LuaModel *lm = getlm(L);
-	const char *name = luaL_checkstring(L, 1);
+	int line = sandbox_caller_line(L);
 
+	if (lua_type(L, 1) != LUA_TSTRING)
+		return sandbox_raise(L, line, "model: the name must be a string, got %s",
+		                     luaL_typename(L, 1));
+	const char *name = lua_tostring(L, 1);
 	if (lm->named)
-		return luaL_error(L, "model name given twice");
+		return sandbox_raise(L, line, "model name given twice");
 	if (!*name)
-		return luaL_error(L, "model name must not be empty");
+		return sandbox_raise(L, line, "model name must not be empty");
 	free(lm->m->name);
 	lm->m->name = xstrdup(name);
 	lm->named = true;
 	return 0;
-}
-
-static void
-open_sandbox(lua_State *L, LuaModel *lm)
-{
-	static const luaL_Reg libs[] = {
-		{LUA_GNAME, luaopen_base}, {LUA_STRLIBNAME, luaopen_string},
-		{LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
-		{LUA_UTF8LIBNAME, luaopen_utf8},
-	};
-	static const char *const unsafe[] = {
-		"dofile", "loadfile", "load", "require", "collectgarbage",
-	};
-
-	for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
-		luaL_requiref(L, libs[i].name, libs[i].func, 1);
-		lua_pop(L, 1);
-	}
-	for (size_t i = 0; i < sizeof unsafe / sizeof unsafe[0]; i++) {
-		lua_pushnil(L);
-		lua_setglobal(L, unsafe[i]);
-	}
-	lua_pushlightuserdata(L, lm);
-	lua_pushcclosure(L, l_linear, 1);
-	lua_setglobal(L, "linear");
-	lua_pushlightuserdata(L, lm);
-	lua_pushcclosure(L, l_model, 1);
-	lua_setglobal(L, "model");
-	lua_sethook(L, count_hook, LUA_MASKCOUNT, MODEL_HOOK_EVERY);
-}
-
-/* Split "path:12: msg" (Lua's own location prefix) into line and msg. */
-static int
-split_location(const char *path, const char *msg, const char **rest)
-{
-	size_t n = strlen(path);
-
-	*rest = msg;
-	if (strncmp(msg, path, n) || msg[n] != ':' || !isdigit((unsigned char)msg[n + 1]))
-		return 0;
-	char *end;
-	long line = strtol(msg + n + 1, &end, 10);
-	if (*end != ':')
-		return 0;
-	*rest = end + 1 + (end[1] == ' ');
-	return (int)line;
-}
-
-/* "attempt to call a nil value (global 'linaer')" -> " (did you mean 'linear'?)" */
-static void
-name_hint(const char *msg, char *hint, size_t n)
-{
-	static const char *const globals[] = {
-		"linear", "model", "string", "table", "math", "utf8", "ipairs", "pairs",
-		"tostring", "tonumber", "print", "error", "assert", "select", "type",
-	};
-	const char *g = strstr(msg, "(global '");
-	char word[64];
-
-	*hint = 0;
-	if (!g || sscanf(g, "(global '%63[^']'", word) != 1)
-		return;
-	const char *s = suggest(word, globals, sizeof globals / sizeof globals[0]);
-	if (s)
-		snprintf(hint, n, " (did you mean '%s'?)", s);
 }
 
 static const Model *sort_model;
@@ -313,37 +209,31 @@ cmp_idx(const void *a, const void *b)
 	return c ? c : i - j;
 }
 
+static char *read_file(Model *m);
+
 static void
 load_lua(Model *m)
 {
 	LuaModel lm = {.m = m};
-	lua_State *L = lua_newstate(capped_alloc, &lm);
-	char err[1024] = "", hint[96] = "";
-	int status, line = 0;
+	char *text = read_file(m);
+	Sandbox *sb = sandbox_new(m->path);
+	SandboxError err = {.line = 0};
+	lua_State *L = sb->L;
+	bool ok;
 
-	if (!L)
-		model_fail(m, m->path, 0, "cannot create a Lua state");
-	open_sandbox(L, &lm);
-	status = luaL_loadfilex(L, m->path, "t");
-	if (status == LUA_OK)
-		status = lua_pcall(L, 0, 0, 0);
-	if (status != LUA_OK) {
-		const char *msg = lua_tostring(L, -1), *rest;
-		if (status == LUA_ERRMEM)
-			snprintf(err, sizeof err, "memory limit exhausted (%u MiB)",
-			         MODEL_MEM_CAP >> 20);
-		else if (!msg)
-			snprintf(err, sizeof err, "error object is not a string");
-		else {
-			line = split_location(m->path, msg, &rest);
-			name_hint(rest, hint, sizeof hint);
-			snprintf(err, sizeof err, "%s%s", rest, hint);
-		}
-	}
-	lua_close(L);
-	if (*err) {
+	lua_pushlightuserdata(L, &lm);
+	lua_pushcclosure(L, l_linear, 1);
+	lua_setglobal(L, "linear");
+	lua_pushlightuserdata(L, &lm);
+	lua_pushcclosure(L, l_model, 1);
+	lua_setglobal(L, "model");
+	ok = sandbox_load(sb, text, strlen(text), &err) &&
+	     sandbox_call(sb, 0, 0, SANDBOX_LOAD_STEPS, &err);
+	sandbox_free(sb);
+	free(text);
+	if (!ok) {
 		free(lm.line);
-		model_fail(m, m->path, line, "%s", err);
+		model_fail(m, err.file, err.line, "%s", err.msg);
 	}
 	if (m->nlinears == 0) {
 		free(lm.line);
@@ -361,7 +251,7 @@ load_lua(Model *m)
 			char what[600];
 			snprintf(what, sizeof what, "layer '%s' declared twice (first on line %d)",
 			         m->linears[idx[i]].fqn, lm.line[idx[i - 1]]);
-			line = lm.line[idx[i]];
+			int line = lm.line[idx[i]];
 			free(idx);
 			free(lm.line);
 			model_fail(m, m->path, line, "%s", what);

@@ -168,6 +168,11 @@ resolve_gemm(const Recipe *rc, const Rule *rule, Gemm g)
 	for (int i = 0; i < 2; i++)
 		derive_cast(&p.operand[i], set[i], p.role[i]);
 	derive_gemm(&p, set[2]);
+	if (!lowp(p.operand[0].format) && !lowp(p.operand[1].format)) {
+		/* promote/fast are modes of fp8 tensor-core GEMMs only */
+		p.accum = ACCUM_FP32;
+		p.promote_every = p.accum_bits = 0;
+	}
 	return p;
 }
 

@@ -1,0 +1,1 @@
+linear("lm_head", 64, 0)

@@ -1,0 +1,2 @@
+model "typo"
+linaer("lm_head", 64, 256)
