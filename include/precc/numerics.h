@@ -1,9 +1,11 @@
 /*
  * precc/numerics.h — number formats, conversions and scale helpers.
  *
- * Part of precc_ir: depends on libc and libm only. Every conversion is
- * bit-exact with NVIDIA's semantics (the PTX cvt instructions and the host
- * code in cuda_fp8.h / cuda_fp16.h / cuda_bf16.h / cuda_fp6.h / cuda_fp4.h).
+ * Part of precc_ir: depends on libc and libm only. Conversions are
+ * bit-exact with NVIDIA's semantics: the PTX cvt instructions the kernels
+ * use, as implemented by the host code in cuda_fp8.h / cuda_fp16.h /
+ * cuda_bf16.h / cuda_fp6.h / cuda_fp4.h (tests/numerics checks every fp32
+ * bit pattern against those headers). docs/numerics.md has the tables.
  */
 #ifndef PRECC_NUMERICS_H
 #define PRECC_NUMERICS_H
@@ -35,7 +37,8 @@ typedef enum precc_round {
 	PRECC_RNE, /* round to nearest, ties to even (cvt.rn) */
 	PRECC_RZ,  /* round toward zero (cvt.rz) */
 	PRECC_RU,  /* round toward +inf (cvt.rp; used for e8m0 scales) */
-	PRECC_SR,  /* stochastic: caller supplies random bits */
+	PRECC_SR,  /* stochastic: caller supplies random bits (see precc_encode) */
+	PRECC_RNA, /* round to nearest, ties away from zero (cvt.rna.tf32.f32) */
 	PRECC_NROUND
 } precc_round;
 
@@ -52,56 +55,114 @@ typedef struct precc_format_info {
 	float min_subnormal;/* smallest positive value (== min_normal if none) */
 } precc_format_info;
 
-/* Table lookups. precc_format_by_name returns -1 for an unknown name. */
+/* The row of f in the format table; NULL when f is out of range. */
 const precc_format_info *precc_format_get(precc_format f);
+/* The format called `name` ("fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2",
+ * "e8m0", "e2m1", "e3m2", "e2m3"; exact, case-sensitive), or -1. */
 int precc_format_by_name(const char *name);
+/* "rne", "rz", "ru", "sr", "rna"; precc_round_by_name returns -1 for any
+ * other string. */
+const char *precc_round_name(precc_round r);
+int precc_round_by_name(const char *name);
 
 /*
- * Encode fp32 -> f. The result is the code in the low `bits` bits
- * (tf32 and fp32 return the fp32 bit pattern).
+ * Encode fp32 -> f. The result is the code in the low `bits` bits (sign in
+ * the top one); tf32 and fp32 return an fp32 bit pattern (tf32's low 13
+ * bits are zero).
  *
- * saturate: finite values beyond max clamp to ±max (PTX .satfinite);
- *   otherwise they become inf where the format has one, else NaN
- *   (e4m3) or — for formats with neither (fp6/fp4/e8m0) — saturate anyway,
- *   since those formats cannot express overflow.
- * NaN input gives the format's canonical NaN (positive, 0x7f for e4m3,
- *   0x7f for e5m2? no: e5m2 NaN is 0x7f; fp16 0x7fff; bf16 0x7fff) or,
- *   for formats without NaN, the saturated... see numerics.c.
- * rbits: random bits for PRECC_SR (ignored otherwise). The low
- *   (23 - mbits) bits... see precc_encode's comment in numerics.c for the
- *   exact rule; it matches cvt.rs (add random bits below the kept
- *   mantissa, then truncate).
+ * r: PRECC_RNE, RZ, RU, RNA or SR, for every format. The finite result is
+ *   the representable value that rounding the exact x in that mode gives
+ *   (subnormals included, -0 kept: a negative x that rounds to zero gives
+ *   the sign bit alone). For e8m0, which has no zero and no subnormals,
+ *   every |x| <= 2^-127 (zero included) gives code 0 (2^-127), in every
+ *   mode.
+ *
+ * saturate: finite results beyond ±max, and ±inf inputs, become ±max
+ *   (PTX .satfinite). Without it, overflow gives:
+ *   - ±inf for fp16, bf16, tf32, e5m2 (fp32: the input unchanged);
+ *   - NaN for e4m3, which has no inf: 0x7f, or 0xff for negative x (the
+ *     sign is kept, as the header's __NV_NOSAT does);
+ *   - 0xff (NaN) for e8m0;
+ *   - ±max anyway for e2m1, e3m2, e2m3, which can express neither.
+ *   Overflow follows the rounding mode as IEEE 754 does: under RZ, and RU
+ *   for negative x, a finite x gives ±max, never inf or NaN (RNE, RNA, SR
+ *   and RU for positive x overflow as listed).
+ *
+ * NaN input (any payload, either sign) gives the positive canonical NaN:
+ *   e4m3 0x7f, e5m2 0x7f, fp16 0x7fff, bf16 0x7fff, tf32 0x7fffffff,
+ *   e8m0 0xff; e2m1/e3m2/e2m3 have no NaN and give +max (0x7 / 0x1f /
+ *   0x1f), as cvt.rn.satfinite does. fp32 returns x's bits unchanged.
+ *
+ * e8m0 has no sign: the sign of x is ignored (encodes |x|), as the
+ *   header's __nv_cvt_float_to_e8m0 does.
+ *
+ * rbits (PRECC_SR only; ignored otherwise): let s be the number of bits
+ *   of x's 24-bit significand (implicit bit included) that the target
+ *   drops at x's magnitude: s = 23 - mbits for targets in their normal
+ *   range, more for subnormal targets (s = 23 - mbits + (emin - e), with
+ *   e = x's exponent, emin = 1 - bias). With D the dropped bits as an
+ *   integer (0 <= D < 2^s): if s <= 32, the result rounds away from zero
+ *   iff D + (rbits mod 2^s) >= 2^s, i.e. with probability exactly D / 2^s
+ *   for uniform rbits, so SR is unbiased; if s > 32 (x below 2^-32 of the
+ *   target's smallest step), D is first truncated to its top 32 bits and
+ *   all 32 rbits are used (bias below 2^-32 of one step). Then saturation
+ *   and overflow apply as above. The interpreter and the GPU kernels use
+ *   this same rule.
  */
 uint32_t precc_encode(precc_format f, float x, precc_round r, bool saturate,
                       uint32_t rbits);
 
-/* Decode a code of format f back to fp32 (exact: every format here
- * embeds in fp32). */
+/* Decode a code of format f back to fp32; exact, since every format here
+ * embeds in fp32. Bits above the format's width are ignored. fp32 and tf32
+ * return the bits as a float; bf16 is code << 16 (NaN payload kept); every
+ * other format's NaN codes (e4m3 S.1111.111, e5m2/fp16 exponent all ones
+ * with mantissa != 0, e8m0 0xff) decode to the canonical NaN 0x7fffffff,
+ * as the CUDA headers' host conversions do. e8m0 code 0 is 2^-127. */
 float precc_decode(precc_format f, uint32_t code);
 
-/* The defaults the kernels use: fp8/fp6/fp4 -> .rn.satfinite,
- * fp16/bf16 -> .rn (overflow to inf), tf32 -> .rna? no: precc uses rn. */
+/*
+ * The defaults the kernels use:
+ *   fp8 (e4m3, e5m2), fp6 (e3m2, e2m3), fp4 (e2m1): RNE, saturate
+ *     (cvt.rn.satfinite);
+ *   fp16, bf16: RNE, no saturation: overflow to inf (cvt.rn);
+ *   tf32: RNA, no saturation (cvt.rna.tf32.f32, the form every target
+ *     from sm_80 has; PRECC_RNE gives cvt.rn.tf32.f32 instead);
+ *   e8m0: RU, saturate (cvt.rp.satfinite.ue8m0x2.f32, as the
+ *     __nv_fp8_e8m0 constructor does);
+ *   fp32: the identity.
+ */
 uint32_t precc_encode_default(precc_format f, float x);
+precc_round precc_default_round(precc_format f);
 bool precc_default_saturate(precc_format f);
 
-/* Fast paths for the interpreter's hot loops (same results as
- * precc_encode(f, x, PRECC_RNE, true, 0)). */
+/* Fast paths for the interpreter's hot loops: out[i] =
+ * precc_encode(f, x[i], PRECC_RNE, true, 0) for i < n, bit for bit
+ * (assumes the default fp32 rounding mode, round to nearest even). */
 void precc_encode_e4m3_rne_sat(const float *x, uint8_t *out, long n);
 void precc_encode_e5m2_rne_sat(const float *x, uint8_t *out, long n);
-/* Decode tables: 256 entries, filled on first use (thread-safe). */
+
+/* Decode table for a format of at most 8 bits (e4m3, e5m2, e8m0, e2m1,
+ * e3m2, e2m3): 256 floats, entry c = precc_decode(f, c) (so entries at or
+ * above 2^bits repeat, the high bits being ignored). NULL for wider
+ * formats. All tables are filled on the first call, once (thread-safe). */
 const float *precc_decode_table8(precc_format f);
 
 /*
  * Scale helpers (tensorwise/delayed/blockwise all use these).
  *
- *   scale = fmax / amax / 2^margin, optionally rounded down to a power of
- *   two; amax is first clamped below by eps (eps = 0: no clamp).
+ *   a     = |amax|, then max(a, eps) when eps > 0
+ *   scale = fmax / a / 2^margin, computed in double and rounded once to
+ *           fp32 (margin may be negative)
+ *   pow2:   scale rounded down to a power of two (the fp32 scale's
+ *           mantissa bits cleared, as Transformer Engine does)
  *
- * Defined results for degenerate amax (documented in docs/numerics.md):
- *   amax == 0 (after eps) -> 1.0
- *   amax inf or NaN       -> NaN is returned and *nonfinite is set, so the
- *                            caller applies the recipe's inf/NaN policy.
- *   scale overflows fp32  -> FLT_MAX (or 2^127 with pow2).
+ * Defined results for degenerate amax (docs/numerics.md):
+ *   amax == 0 (after eps)  -> 1.0
+ *   amax inf or NaN        -> NaN, and *nonfinite is set, so the caller
+ *                             applies the recipe's inf/NaN policy
+ *   scale beyond fp32      -> FLT_MAX, or 2^127 with pow2
+ * *nonfinite (when nonfinite is not NULL) is set to false otherwise.
+ * fmax must be positive and finite (a format's max).
  */
 typedef struct precc_scale_params {
 	float fmax;    /* the quantized format's max (448 for e4m3) */

@@ -1,0 +1,371 @@
+/*
+ * numerics.c — the format table, fp32 <-> format conversions in every
+ * rounding mode, the fast fp8 paths and the scale helpers
+ * (include/precc/numerics.h documents the semantics; docs/numerics.md
+ * the tables and how tests/numerics checks them against CUDA's headers).
+ *
+ * One integer rounding routine serves every format: x's 24-bit
+ * significand is shifted right by the number of bits the target drops at
+ * x's magnitude, the dropped bits decide the increment, and the code is
+ * built as ((exponent + bias - 1) << mbits) + significand so that a carry
+ * out of the mantissa moves into the exponent and subnormal targets need
+ * no special case.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+#include <threads.h>
+#include "precc/numerics.h"
+
+static const precc_format_info formats[PRECC_NFORMAT] = {
+	/* name    bits eb mb bias  sign   inf    nan    max                   min_normal     min_subnormal */
+	[PRECC_FP32] = {"fp32", 32, 8, 23, 127, true, true, true, FLT_MAX, 0x1p-126f, 0x1p-149f},
+	[PRECC_TF32] = {"tf32", 32, 8, 10, 127, true, true, true, 0x1.ffcp127f, 0x1p-126f, 0x1p-136f},
+	[PRECC_FP16] = {"fp16", 16, 5, 10, 15, true, true, true, 65504.0f, 0x1p-14f, 0x1p-24f},
+	[PRECC_BF16] = {"bf16", 16, 8, 7, 127, true, true, true, 0x1.fep127f, 0x1p-126f, 0x1p-133f},
+	[PRECC_E4M3] = {"e4m3", 8, 4, 3, 7, true, false, true, 448.0f, 0x1p-6f, 0x1p-9f},
+	[PRECC_E5M2] = {"e5m2", 8, 5, 2, 15, true, true, true, 57344.0f, 0x1p-14f, 0x1p-16f},
+	[PRECC_E8M0] = {"e8m0", 8, 8, 0, 127, false, false, true, 0x1p127f, 0x1p-127f, 0x1p-127f},
+	[PRECC_E2M1] = {"e2m1", 4, 2, 1, 1, true, false, false, 6.0f, 1.0f, 0.5f},
+	[PRECC_E3M2] = {"e3m2", 6, 3, 2, 3, true, false, false, 28.0f, 0x1p-2f, 0x1p-4f},
+	[PRECC_E2M3] = {"e2m3", 6, 2, 3, 1, true, false, false, 7.5f, 1.0f, 0x1p-3f},
+};
+
+/* Per-format encoding constants, in the format's own code space (tf32:
+ * 19 bits, moved into fp32 position at the end). */
+typedef struct Enc {
+	int mbits, bias;
+	int sign_shift;     /* where the sign bit goes in the result */
+	int code_shift;     /* magnitude code << code_shift (tf32: 13) */
+	uint32_t maxcode;   /* largest finite magnitude code */
+	uint32_t infcode;   /* magnitude code of inf, 0 = none */
+	uint32_t nancode;   /* full result for NaN input */
+} Enc;
+
+static const Enc enc[PRECC_NFORMAT] = {
+	[PRECC_TF32] = {10, 127, 31, 13, 0x3fbff, 0x3fc00, 0x7fffffff},
+	[PRECC_FP16] = {10, 15, 15, 0, 0x7bff, 0x7c00, 0x7fff},
+	[PRECC_BF16] = {7, 127, 15, 0, 0x7f7f, 0x7f80, 0x7fff},
+	[PRECC_E4M3] = {3, 7, 7, 0, 0x7e, 0, 0x7f},
+	[PRECC_E5M2] = {2, 15, 7, 0, 0x7b, 0x7c, 0x7f},
+	[PRECC_E2M1] = {1, 1, 3, 0, 0x7, 0, 0x7},
+	[PRECC_E3M2] = {2, 3, 5, 0, 0x1f, 0, 0x1f},
+	[PRECC_E2M3] = {3, 1, 5, 0, 0x1f, 0, 0x1f},
+};
+
+static const char *const round_names[PRECC_NROUND] = {
+	[PRECC_RNE] = "rne", [PRECC_RZ] = "rz", [PRECC_RU] = "ru",
+	[PRECC_SR] = "sr", [PRECC_RNA] = "rna",
+};
+
+static uint32_t
+f2u(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof u);
+	return u;
+}
+
+static float
+u2f(uint32_t u)
+{
+	float x;
+
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
+
+const precc_format_info *
+precc_format_get(precc_format f)
+{
+	return (unsigned)f < PRECC_NFORMAT ? &formats[f] : NULL;
+}
+
+int
+precc_format_by_name(const char *name)
+{
+	for (int i = 0; name && i < PRECC_NFORMAT; i++)
+		if (!strcmp(name, formats[i].name))
+			return i;
+	return -1;
+}
+
+const char *
+precc_round_name(precc_round r)
+{
+	return (unsigned)r < PRECC_NROUND ? round_names[r] : "?";
+}
+
+int
+precc_round_by_name(const char *name)
+{
+	for (int i = 0; name && i < PRECC_NROUND; i++)
+		if (!strcmp(name, round_names[i]))
+			return i;
+	return -1;
+}
+
+/* Whether to add one to the truncated magnitude `code`, given the s
+ * dropped bits `rem` (s >= 1). */
+static int
+round_up(precc_round r, uint64_t rem, int s, uint32_t code, bool neg, uint32_t rbits)
+{
+	uint64_t half = (uint64_t)1 << (s - 1);
+
+	switch (r) {
+	case PRECC_RNE: return rem > half || (rem == half && (code & 1));
+	case PRECC_RNA: return rem >= half;
+	case PRECC_RU:  return rem != 0 && !neg;
+	case PRECC_SR:
+		if (s <= 32)
+			return (rem + (rbits & (uint32_t)(((uint64_t)1 << s) - 1))) >> s != 0;
+		return ((rem >> (s - 32)) + rbits) >> 32 != 0;
+	default:        return 0;     /* RZ */
+	}
+}
+
+static uint32_t
+encode_e8m0(float x, precc_round r, bool saturate, uint32_t rbits)
+{
+	uint32_t a = f2u(x) & 0x7fffffff, code;
+
+	if (a > 0x7f800000)
+		return 0xff;
+	if (a == 0x7f800000)
+		return saturate ? 0xfe : 0xff;
+	if (a < 0x00800000) {
+		/* Between 0 and 2^-126: code 0 (2^-127) or code 1 (2^-126). */
+		if (a <= 0x00400000)
+			return 0;
+		uint64_t rem = a - 0x00400000;     /* 22 bits past 2^-127 */
+		code = (uint32_t)round_up(r, rem, 22, 0, false, rbits);
+	} else {
+		code = a >> 23;
+		code += (uint32_t)round_up(r, a & 0x7fffff, 23, code, false, rbits);
+	}
+	if (code == 0xff && saturate)
+		code = 0xfe;
+	return code;
+}
+
+uint32_t
+precc_encode(precc_format f, float x, precc_round r, bool saturate, uint32_t rbits)
+{
+	uint32_t u = f2u(x), a = u & 0x7fffffff;
+	bool neg = u >> 31;
+
+	if (f == PRECC_FP32) {
+		if (saturate && a == 0x7f800000)
+			return f2u(neg ? -FLT_MAX : FLT_MAX);
+		return u;
+	}
+	if (f == PRECC_E8M0)
+		return encode_e8m0(x, r, saturate, rbits);
+	if ((unsigned)f >= PRECC_NFORMAT)
+		return 0;
+
+	const Enc *e = &enc[f];
+	if (a > 0x7f800000)
+		return e->nancode;
+
+	uint32_t sign = (uint32_t)neg << e->sign_shift, code;
+	bool toward_zero = r == PRECC_RZ || (r == PRECC_RU && neg);
+	if (a == 0x7f800000) {
+		code = e->maxcode + 1;        /* overflow, handled below */
+		toward_zero = false;
+	} else {
+		int ex = (int)(a >> 23);
+		uint64_t sig = a & 0x7fffff;
+		if (ex)
+			sig |= 0x800000;
+		else
+			ex = 1;                   /* fp32 subnormal: 2^-126 scale */
+		ex -= 127;
+		int emin = 1 - e->bias, et = ex > emin ? ex : emin;
+		int s = 23 - e->mbits + (et - ex);
+		if (s > 63)
+			s = 63;                   /* everything dropped, sig < 2^24 */
+		uint64_t k = sig >> s, rem = sig & (((uint64_t)1 << s) - 1);
+		/* code = ((et + bias - 1) << mbits) + k, in 64 bits: et may be
+		 * far above the format's range. */
+		int64_t c = ((int64_t)(et + e->bias - 1) << e->mbits) + (int64_t)k;
+		c += round_up(r, rem, s, (uint32_t)k, neg, rbits);
+		code = c > (int64_t)e->maxcode ? e->maxcode + 1 : (uint32_t)c;
+	}
+	if (code > e->maxcode) {
+		if (saturate || toward_zero || (!e->infcode && f != PRECC_E4M3))
+			code = e->maxcode;
+		else if (e->infcode)
+			code = e->infcode;
+		else
+			return sign | e->nancode; /* e4m3: no inf; NaN keeps x's sign */
+	}
+	return sign | code << e->code_shift;
+}
+
+float
+precc_decode(precc_format f, uint32_t code)
+{
+	switch (f) {
+	case PRECC_FP32:
+	case PRECC_TF32:
+		return u2f(code);
+	case PRECC_BF16:
+		return u2f((code & 0xffff) << 16);
+	case PRECC_E8M0:
+		code &= 0xff;
+		if (code == 0xff)
+			return u2f(0x7fffffff);
+		return code ? u2f(code << 23) : 0x1p-127f;
+	default:
+		break;
+	}
+	if ((unsigned)f >= PRECC_NFORMAT)
+		return u2f(0x7fffffff);
+
+	const precc_format_info *fi = &formats[f];
+	int m = fi->mbits, eb = fi->ebits;
+	uint32_t mag = code & ((1u << (fi->bits - 1)) - 1);
+	bool neg = code >> (fi->bits - 1) & 1;
+	uint32_t ef = mag >> m, mf = mag & ((1u << m) - 1);
+
+	if (f == PRECC_E4M3 && mag == 0x7f)
+		return u2f(0x7fffffff);
+	if (fi->has_inf && ef == (1u << eb) - 1) {
+		if (mf)
+			return u2f(0x7fffffff);
+		return neg ? -INFINITY : INFINITY;
+	}
+	/* value = (ef ? 2^m + mf : mf) * 2^(max(ef,1) - bias - m), exact */
+	float v = ldexpf((float)(ef ? (1u << m) + mf : mf), (ef ? (int)ef : 1) - fi->bias - m);
+	return neg ? -v : v;
+}
+
+precc_round
+precc_default_round(precc_format f)
+{
+	switch (f) {
+	case PRECC_TF32: return PRECC_RNA;
+	case PRECC_E8M0: return PRECC_RU;
+	default:         return PRECC_RNE;
+	}
+}
+
+bool
+precc_default_saturate(precc_format f)
+{
+	switch (f) {
+	case PRECC_E4M3: case PRECC_E5M2: case PRECC_E8M0:
+	case PRECC_E2M1: case PRECC_E3M2: case PRECC_E2M3:
+		return true;
+	default:
+		return false;
+	}
+}
+
+uint32_t
+precc_encode_default(precc_format f, float x)
+{
+	return precc_encode(f, x, precc_default_round(f), precc_default_saturate(f), 0);
+}
+
+/*
+ * Fast fp8 paths. Normal targets: rebias the fp32 pattern and round the
+ * dropped bits with the usual "add half-ulp-minus-one plus the kept LSB"
+ * trick. Subnormal targets: |x| + 2^(q+23), where 2^q is the target's
+ * subnormal step, makes the FPU round |x| to a multiple of 2^q (ties to
+ * even); the low bits of the sum are the code. Branches become selects.
+ */
+static inline uint8_t
+fast_e4m3(float x)
+{
+	uint32_t u = f2u(x), a = u & 0x7fffffff, sign = (u >> 24) & 0x80;
+	uint32_t n = (a - (120u << 23) + 0x7ffff + ((a >> 20) & 1)) >> 20;
+	uint32_t d = f2u(u2f(a) + 16384.0f) - 0x46800000u;
+	uint32_t c = a < 0x3c800000 ? d : n;
+	c = a > 0x43e00000 ? 0x7e : c;     /* > 448 (and inf): satfinite */
+	c = a > 0x7f800000 ? 0x7f : c | sign;
+	return (uint8_t)c;
+}
+
+static inline uint8_t
+fast_e5m2(float x)
+{
+	uint32_t u = f2u(x), a = u & 0x7fffffff, sign = (u >> 24) & 0x80;
+	uint32_t n = (a - (112u << 23) + 0xfffff + ((a >> 21) & 1)) >> 21;
+	uint32_t d = f2u(u2f(a) + 128.0f) - 0x43000000u;
+	uint32_t c = a < 0x38800000 ? d : n;
+	c = a > 0x47600000 ? 0x7b : c;     /* > 57344 (and inf): satfinite */
+	c = a > 0x7f800000 ? 0x7f : c | sign;
+	return (uint8_t)c;
+}
+
+void
+precc_encode_e4m3_rne_sat(const float *x, uint8_t *out, long n)
+{
+	for (long i = 0; i < n; i++)
+		out[i] = fast_e4m3(x[i]);
+}
+
+void
+precc_encode_e5m2_rne_sat(const float *x, uint8_t *out, long n)
+{
+	for (long i = 0; i < n; i++)
+		out[i] = fast_e5m2(x[i]);
+}
+
+static float tables8[PRECC_NFORMAT][256];
+static once_flag tables8_once = ONCE_FLAG_INIT;
+
+static void
+fill_tables8(void)
+{
+	for (int f = 0; f < PRECC_NFORMAT; f++)
+		if (formats[f].bits <= 8)
+			for (uint32_t c = 0; c < 256; c++)
+				tables8[f][c] = precc_decode((precc_format)f, c);
+}
+
+const float *
+precc_decode_table8(precc_format f)
+{
+	if ((unsigned)f >= PRECC_NFORMAT || formats[f].bits > 8)
+		return NULL;
+	call_once(&tables8_once, fill_tables8);
+	return tables8[f];
+}
+
+float
+precc_compute_scale(float amax, const precc_scale_params *p, bool *nonfinite)
+{
+	float a = fabsf(amax);
+
+	if (nonfinite)
+		*nonfinite = false;
+	if (!isfinite(a)) {
+		if (nonfinite)
+			*nonfinite = true;
+		return NAN;
+	}
+	if (p->eps > 0 && a < p->eps)
+		a = p->eps;
+	if (a == 0)
+		return 1.0f;
+
+	double d = ldexp((double)p->fmax / (double)a, -p->margin);
+	if (d > FLT_MAX)
+		return p->pow2 ? 0x1p127f : FLT_MAX;
+	float s = (float)d;
+	if (p->pow2 && s > 0) {
+		uint32_t b = f2u(s);
+		if (b >= 0x00800000)
+			b &= 0xff800000;
+		else {
+			while (b & (b - 1))    /* subnormal: keep the top bit */
+				b &= b - 1;
+		}
+		s = u2f(b);
+	}
+	return s;
+}
