@@ -220,4 +220,9 @@ void plan_print_table(const Plan *, FILE *);      /* plan_print.c: grouped */
 void plan_print_table_flat(const Plan *, FILE *); /* one row per layer */
 void plan_print_json(const Plan *, FILE *);
 
+/* lower.c — Plan to IR (ir/ir.h): one Func per layer x GEMM, for layers
+ * whose FQN matches layer_pattern (a glob when it has * ? or [, else a
+ * substring; NULL: all). Free with ir_module_free. */
+struct Module *lower_plan(const Plan *, const char *layer_pattern);
+
 #endif

@@ -316,6 +316,14 @@ nonfinite_name(Nonfinite k)
 }
 
 const char *
+mx_mode_name(MxMode k)
+{
+	static const char *n[NMXMODE] = {"rceil", "floor"};
+
+	return (unsigned)k < NMXMODE ? n[k] : "?";
+}
+
+const char *
 round_name(precc_round r)
 {
 	static const char *n[PRECC_NROUND] = {"rne", "rz", "ru", "sr"};

@@ -34,6 +34,7 @@ enum {
 	A_SAT       = 1 << 9,  /* satfinite */
 	A_STREAM    = 1 << 10, /* SR random stream id (per tensor) */
 	A_ACCUM     = 1 << 11, /* fp32 | promote:N | fast:B */
+	A_MXMODE    = 1 << 12, /* MX shared exponent: rceil | floor */
 };
 
 typedef enum Op {
@@ -70,6 +71,7 @@ typedef enum ParamKind { PARAM_IN, PARAM_WEIGHT, PARAM_GRAD, PARAM_STATE,
 typedef enum AccumKind { ACC_FP32, ACC_PROMOTE, ACC_FAST, NACCKIND } AccumKind;
 typedef enum HistAlgo { HIST_MAX, HIST_MOST_RECENT, NHISTALGO } HistAlgo;
 typedef enum Nonfinite { NF_KEEP, NF_SKIP, NF_ERROR, NNONFINITE_IR } Nonfinite;
+typedef enum MxMode { MX_RCEIL, MX_FLOOR, NMXMODE } MxMode;
 
 typedef struct Ins {
 	Op op;
@@ -89,6 +91,7 @@ typedef struct Ins {
 	bool sat;
 	int stream;
 	AccumKind accum; int accum_n;   /* promote:N or fast:B */
+	MxMode mxmode;
 	int line, col;            /* source position when parsed, else 0 */
 	char *comment;            /* '#' lines printed before it, or NULL */
 } Ins;
@@ -146,6 +149,7 @@ const char *accum_kind_name(AccumKind);
 const char *hist_algo_name(HistAlgo);
 const char *nonfinite_name(Nonfinite);
 const char *round_name(precc_round);
+const char *mx_mode_name(MxMode);
 
 /* ---- print.c: text form ------------------------------------------------- */
 void ir_print_dim(FILE *, long);

@@ -334,7 +334,7 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 	if (IS("fmt", A_FMT) || IS("block_fmt", A_BLOCKFMT) || IS("margin", A_MARGIN)
 	    || IS("pow2", A_POW2) || IS("eps", A_EPS) || IS("nonfinite", A_NONFINITE)
 	    || IS("algo", A_ALGO) || IS("round", A_ROUND) || IS("sat", A_SAT)
-	    || IS("stream", A_STREAM) || IS("accum", A_ACCUM)) {
+	    || IS("stream", A_STREAM) || IS("accum", A_ACCUM) || IS("mode", A_MXMODE)) {
 		if (!(a & bit))
 			errat(ps, at, "%s takes no attribute '%s'", opinfo[i->op].name, key);
 	} else
@@ -371,6 +371,11 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 	case A_NONFINITE: i->nonfinite = enumval(ps, vat, key, val, nf, 3); break;
 	case A_ALGO: i->algo = enumval(ps, vat, key, val, algo, 2); break;
 	case A_ROUND: i->round = round_vals[enumval(ps, vat, key, val, round_names, 3)]; break;
+	case A_MXMODE: {
+		static const char *const mm[] = {"rceil", "floor"};
+		i->mxmode = enumval(ps, vat, key, val, mm, 2);
+		break;
+	}
 	case A_STREAM: i->stream = (int)intval(ps, vat, key, val, 0, 1 << 30); break;
 	case A_ACCUM:
 		if ((colon = strchr(val, ':')))
@@ -497,6 +502,8 @@ instruction(Parser *ps, Func *f)
 		errat(ps, opat, "%s needs fmt=FORMAT", opname);
 	if ((opinfo[op].attrs & A_ALGO) && !(seen & A_ALGO))
 		errat(ps, opat, "%s needs algo=max or algo=most_recent", opname);
+	if ((opinfo[op].attrs & A_MXMODE) && !(seen & A_MXMODE))
+		errat(ps, opat, "%s needs mode=rceil or mode=floor", opname);
 	if ((opinfo[op].attrs & A_ACCUM) && !(seen & A_ACCUM))
 		errat(ps, opat, "%s needs accum=fp32, accum=promote:N or accum=fast:B", opname);
 	i->type = t;

@@ -119,6 +119,8 @@ ir_print_ins(FILE *f, const Func *fn, const Ins *i)
 		if (i->accum != ACC_FP32)
 			fprintf(f, ":%d", i->accum_n);
 	}
+	if (a & A_MXMODE)
+		fprintf(f, " mode=%s", mx_mode_name(i->mxmode));
 	if (opinfo[i->op].result) {
 		fputs(" : ", f);
 		ir_print_type(f, &i->type);

@@ -182,7 +182,8 @@ tensorwise(Ctx *c, int k, const char *role)
 	return true;
 }
 
-/* Does scale type s have the granularity it claims over data type d? */
+/* Does scale type s have the granularity it claims over data type d?
+ * Edge blocks may be partial: the scale shape is ceil(dims / block). */
 static bool
 covers(Ctx *c, const Type *d, const char *dname, const Type *s, const char *sname)
 {
@@ -194,10 +195,6 @@ covers(Ctx *c, const Type *d, const char *dname, const Type *s, const char *snam
 	if (d->rank != 2 || s->rank != 2)
 		return bad(c, "%%%s %s and its scale %%%s %s must both be rank 2", dname, tstr(d),
 		           sname, tstr(s));
-	for (int i = 0; i < 2; i++)
-		if (s->block[i] > 0 && d->dim[i] >= 0 && d->dim[i] % s->block[i])
-			return bad(c, "granularity %s of %%%s does not divide %%%s's shape %s",
-			           blockstr(s), sname, dname, shape(d));
 	want = ir_scale_of(s->fmt, d, s->block[0], s->block[1]);
 	if (!same_shape(&want, s))
 		return bad(c, "%%%s has shape %s, but granularity %s over %%%s %s needs %s", sname,
@@ -266,6 +263,14 @@ check_op(Ctx *c)
 			return bad(c, "previous scale %%%s must have the result's type %s, got %s",
 			           vn(c, 1), tstr(rt), tstr(at(c, 1)));
 		return true;
+	case OP_mx_scale:
+		if (!f32_scale(c, 0, "amax"))
+			return false;
+		if (!ir_fmt_quantized(i->fmt))
+			return bad(c, "fmt=%s is not a quantized format", ir_fmt_name(i->fmt));
+		want = *at(c, 0);
+		want.fmt = PRECC_E8M0;
+		return result_is(c, &want);
 	case OP_block_scale:
 		if (!f32_scale(c, 0, "block amax") || !tensorwise(c, 1, "global scale"))
 			return false;
@@ -387,6 +392,13 @@ check_op(Ctx *c)
 			if (!covers(c, A, vn(c, 0), at(c, 2), vn(c, 2))
 			    || !covers(c, B, vn(c, 1), at(c, 3), vn(c, 3)))
 				return false;
+			for (int k = 2; k <= 3; k++) {
+				long kb = at(c, k)->block[1];
+				if (kb > 0 && A->dim[1] >= 0 && A->dim[1] % kb)
+					return bad(c, "K=%ld is not a multiple of the K block of %%%s %s: "
+					              "blocks along K may not be partial", A->dim[1], vn(c, k),
+					           blockstr(at(c, k)));
+			}
 			if (two && (!tensorwise(c, 4, "global scale_inv")
 			            || !tensorwise(c, 5, "global scale_inv")))
 				return false;
