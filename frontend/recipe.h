@@ -98,6 +98,34 @@ typedef struct TrainingPolicy {
 	bool stochastic_round_updates;
 } TrainingPolicy;
 
+/*
+ * Defaults — what a field is when no level wrote it. recipe.c documents
+ * these in docs/recipes.md and plan.c applies them; keep the three equal:
+ *   format bf16, scaling none, accumulate fp32, output bf16, bias false,
+ *   out_amax false, round rne, saturate true for fp8/fp6/fp4 (false for
+ *   fp16/bf16: overflow goes to inf, as cvt.rn), margin 0, pow2 false,
+ *   amax_eps 0, history 1 with algo max, nonfinite keep_scale,
+ *   fallback bf16 (FALLBACK_HIGH), loss scale none (dynamic: init 65536,
+ *   growth 2, backoff 0.5, interval 2000), master weights fp32,
+ *   optimizer state fp32, stochastic_round_updates false.
+ * Implied by a scaling (recipe.c sets SET_BLOCK/SET_SCALE_FORMAT with
+ * them whenever a scaling is written, unless the recipe gave its own):
+ *   current/delayed block 0x0 scale fp32; rowwise 1x0 fp32; mx 1x32 e8m0;
+ *   nvfp4 1x16 e4m3 (+ fp32 global); blockwise fp32, and its dims only
+ *   when written (blockwise{1,128}); bare `blockwise` leaves SET_BLOCK
+ *   clear, so plan.c's role default applies (128x128 weights, else 1x128).
+ * Implied by accumulate: promote -> promote_every 128 unless written,
+ *   fast -> accum_bits 14 unless written (plan.c derives both).
+ * A high-precision operand (fp32/tf32/fp16/bf16) carries no scale: a
+ * scaling inherited from a less specific level does not apply to it
+ * (recipe.c rejects one written at the same or a more specific level).
+ * recipe.c has validated every combination before plan.c sees it:
+ * MX needs an fp8/fp6/fp4 element format and e8m0 scales, NVFP4 e2m1 with
+ * e4m3 scales, history/algo only with delayed, promote_every only with
+ * promote, accum_bits only with fast, and both operands of a GEMM are
+ * low precision or neither.
+ */
+
 /* A user's settings table, partially specified: `set` bits say which
  * fields the user wrote, so layering (defaults < recipe < role < gemm <
  * gemm.role, and rule tables on top) only overrides what was said. */
@@ -111,11 +139,15 @@ enum {
 	SET_ACCUM = 1 << 0, SET_PROMOTE = 1 << 1, SET_ACCUM_BITS = 1 << 2,
 	SET_OUT_FORMAT = 1 << 3, SET_BIAS = 1 << 4, SET_OUT_AMAX = 1 << 5,
 };
-typedef struct CastSpec { unsigned set; Cast v; } CastSpec;
+enum { NSET_CAST = 12, NSET_GEMM = 6 };  /* number of SET_ bits above */
+/* line[i]: the source line where the field of bit 1<<i was written (0 when
+ * not written or not known), for messages that point at a setting. */
+typedef struct CastSpec { unsigned set; Cast v; int line[NSET_CAST]; } CastSpec;
 typedef struct GemmSpec {
 	unsigned set; GemmPolicy v;       /* accum/out fields only */
 	CastSpec all;                     /* gemm-wide cast settings */
 	CastSpec role[NROLE];             /* gemm.role overrides */
+	int line[NSET_GEMM];              /* as CastSpec.line, for v */
 } GemmSpec;
 
 /* Where something was written, for file:line messages. */
@@ -131,7 +163,13 @@ typedef struct Settings {
 	SrcLoc fallback_loc;              /* where fallback = ... was written
 	                                     (line 0: unknown; plan.c then
 	                                     points at the rule or recipe) */
-	bool hybrid;                      /* format = "hybrid" was written */
+	bool hybrid;                      /* format = "hybrid" was written at
+	                                     this level's top: e4m3 for input and
+	                                     weight, e5m2 for grad_output, applied
+	                                     right after `all` (all.format is not
+	                                     set by it) */
+	int gemm_line[NSET_GEMM];         /* as CastSpec.line, for gemm_all */
+	int line;                         /* line of the recipe / rule table */
 } Settings;
 
 typedef struct Rule {
@@ -150,7 +188,8 @@ typedef struct Recipe {
 	Rule *rules; int nrules;  /* first match wins */
 	TrainingPolicy training;
 	SrcLoc loc;
-	void *lua;                /* live lua_State for predicates (frontend only) */
+	void *lua;                /* the live Sandbox (sandbox.h) that runs
+	                             predicates and patterns; frontend only */
 } Recipe;
 
 /* ---- model -------------------------------------------------------------- */

@@ -1,0 +1,392 @@
+/*
+ * sandbox.c — the Lua 5.4 state recipes run in. Only base (without
+ * dofile/loadfile/collectgarbage, with a text-only load), string (without
+ * dump), table, math and utf8; no io, os, package or debug. Reading an
+ * unknown global is an error with a suggestion. Every run has an
+ * instruction budget (count hook), the heap a cap (lua_Alloc), and a
+ * watchdog bounds the wall time of C code the hooks cannot see (runaway
+ * pattern matching). Errors come back as file:line + message.
+ */
+#include <ctype.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include "recipe.h"
+#include "sandbox.h"
+
+static const char *const banned[] = {
+	"os", "io", "package", "debug", "require", "dofile", "loadfile",
+};
+#define NBANNED (int)(sizeof banned / sizeof banned[0])
+
+static void *
+sb_alloc(void *ud, void *p, size_t osize, size_t nsize)
+{
+	Sandbox *sb = ud;
+
+	if (!p)
+		osize = 0;
+	if (nsize == 0) {
+		sb->mem -= osize;
+		free(p);
+		return NULL;
+	}
+	if (nsize > osize && sb->mem - osize + nsize > sb->mem_limit) {
+		sb->over_mem = true;
+		return NULL;
+	}
+	void *q = realloc(p, nsize);
+	if (q)
+		sb->mem = sb->mem - osize + nsize;
+	return q;
+}
+
+Sandbox *
+sandbox_of(lua_State *L)
+{
+	void *ud;
+
+	lua_getallocf(L, &ud);
+	return ud;
+}
+
+static bool
+is_recipe_source(const Sandbox *sb, const char *source)
+{
+	return source && source[0] == '@' && !strcmp(source + 1, sb->path);
+}
+
+static void
+hook(lua_State *L, lua_Debug *ar)
+{
+	Sandbox *sb = sandbox_of(L);
+
+	if (ar->event == LUA_HOOKLINE) {
+		lua_getinfo(L, "S", ar);
+		if (is_recipe_source(sb, ar->source))
+			sb->line = ar->currentline;
+		return;
+	}
+	sb->steps += 1000;
+	if (sb->steps > sb->step_limit) {
+		sb->over_steps = true;
+		sandbox_raise(L, sb->line, "recipe exceeded its instruction budget "
+		              "(%lld instructions): an infinite loop?", sb->step_limit);
+	}
+}
+
+int
+sandbox_raise(lua_State *L, int line, const char *fmt, ...)
+{
+	Sandbox *sb = sandbox_of(L);
+	va_list ap;
+
+	if (line <= 0)
+		line = sb->line;
+	lua_pushfstring(L, "%s:%d: ", sb->path, line);
+	va_start(ap, fmt);
+	lua_pushvfstring(L, fmt, ap);
+	va_end(ap);
+	lua_concat(L, 2);
+	return lua_error(L);
+}
+
+int
+sandbox_caller_line(lua_State *L)
+{
+	lua_Debug ar;
+
+	if (!lua_getstack(L, 1, &ar) || !lua_getinfo(L, "Sl", &ar))
+		return 0;
+	return is_recipe_source(sandbox_of(L), ar.source) ? ar.currentline : 0;
+}
+
+/* A limit, once hit, stays hit: pcall in the recipe cannot swallow it. */
+static int
+limit_error(lua_State *L)
+{
+	Sandbox *sb = sandbox_of(L);
+
+	if (sb->over_steps)
+		return sandbox_raise(L, 0, "recipe exceeded its instruction budget "
+		                     "(%lld instructions): an infinite loop?", sb->step_limit);
+	return sandbox_raise(L, 0, "recipe exceeded the memory limit (%d MiB)",
+	                     (int)(sb->mem_limit >> 20));
+}
+
+static int
+sb_pcall(lua_State *L)
+{
+	Sandbox *sb = sandbox_of(L);
+
+	luaL_checkany(L, 1);
+	int base = lua_gettop(L);
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	lua_call(L, base, LUA_MULTRET);
+	if (sb->over_steps || sb->over_mem)
+		return limit_error(L);
+	return lua_gettop(L);
+}
+
+/* load(chunk [, name [, mode [, env]]]): text only, sandbox globals. */
+static int
+sb_load(lua_State *L)
+{
+	int top = lua_gettop(L);
+	const char *mode = luaL_optstring(L, 3, "t");
+
+	luaL_checkany(L, 1);
+	if (strcmp(mode, "t"))
+		return luaL_error(L, "load: recipes may load text chunks only (mode 't'), not '%s'", mode);
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_pushvalue(L, 1);
+	if (top >= 2)
+		lua_pushvalue(L, 2);
+	else
+		lua_pushnil(L);
+	lua_pushliteral(L, "t");
+	if (top >= 4)
+		lua_pushvalue(L, 4);
+	else
+		lua_pushglobaltable(L);
+	lua_call(L, 4, LUA_MULTRET);
+	return lua_gettop(L) - top;
+}
+
+/* print goes to stderr as a note, so it never mixes with precc's output. */
+static int
+sb_print(lua_State *L)
+{
+	Sandbox *sb = sandbox_of(L);
+	int n = lua_gettop(L), line = sandbox_caller_line(L);
+
+	fprintf(stderr, "%s:%d: note: ", sb->path, line ? line : sb->line);
+	for (int i = 1; i <= n; i++) {
+		size_t len;
+		const char *s = luaL_tolstring(L, i, &len);
+		if (i > 1)
+			fputc('\t', stderr);
+		fwrite(s, 1, len, stderr);
+		lua_pop(L, 1);
+	}
+	fputc('\n', stderr);
+	return 0;
+}
+
+static int
+env_index(lua_State *L)
+{
+	const char *cands[512];
+	int n = 0;
+
+	if (lua_type(L, 2) != LUA_TSTRING)
+		return 0;
+	const char *k = lua_tostring(L, 2);
+	for (int i = 0; i < NBANNED; i++)
+		if (!strcmp(k, banned[i]))
+			return luaL_error(L, "'%s' is not available in recipes "
+			                  "(sandboxed: no io, os, package or debug)", k);
+	lua_pushnil(L);
+	while (lua_next(L, 1)) {
+		lua_pop(L, 1);
+		if (lua_type(L, -1) == LUA_TSTRING && n < 512)
+			cands[n++] = lua_tostring(L, -1);
+	}
+	const char *s = suggest(k, cands, n);
+	if (s)
+		return luaL_error(L, "unknown name '%s' (did you mean '%s'?)", k, s);
+	return luaL_error(L, "unknown name '%s'", k);
+}
+
+static void
+open_libs(lua_State *L)
+{
+	static const luaL_Reg libs[] = {
+		{LUA_GNAME, luaopen_base}, {LUA_STRLIBNAME, luaopen_string},
+		{LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+		{LUA_UTF8LIBNAME, luaopen_utf8},
+	};
+	for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+		luaL_requiref(L, libs[i].name, libs[i].func, 1);
+		lua_pop(L, 1);
+	}
+	lua_pushglobaltable(L);
+	for (int i = 0; i < NBANNED; i++) {
+		lua_pushnil(L);
+		lua_setfield(L, -2, banned[i]);
+	}
+	lua_pushnil(L);
+	lua_setfield(L, -2, "collectgarbage");
+	lua_getfield(L, -1, "string");
+	lua_pushnil(L);
+	lua_setfield(L, -2, "dump");
+	lua_pop(L, 1);
+	lua_getfield(L, -1, "load");
+	lua_pushcclosure(L, sb_load, 1);
+	lua_setfield(L, -2, "load");
+	lua_getfield(L, -1, "pcall");
+	lua_pushcclosure(L, sb_pcall, 1);
+	lua_setfield(L, -2, "pcall");
+	lua_getfield(L, -1, "xpcall");
+	lua_pushcclosure(L, sb_pcall, 1);
+	lua_setfield(L, -2, "xpcall");
+	lua_pushcfunction(L, sb_print);
+	lua_setfield(L, -2, "print");
+	lua_newtable(L);
+	lua_pushcfunction(L, env_index);
+	lua_setfield(L, -2, "__index");
+	lua_pushboolean(L, 0);
+	lua_setfield(L, -2, "__metatable");
+	lua_setmetatable(L, -2);
+	lua_pop(L, 1);
+}
+
+Sandbox *
+sandbox_new(const char *path)
+{
+	Sandbox *sb = xcalloc(1, sizeof *sb);
+
+	sb->path = xstrdup(path);
+	sb->mem_limit = SANDBOX_MEM_LIMIT;
+	sb->step_limit = SANDBOX_LOAD_STEPS;
+	sb->L = lua_newstate(sb_alloc, sb);
+	if (!sb->L)
+		die("cannot create a Lua state");
+	open_libs(sb->L);
+	lua_sethook(sb->L, hook, LUA_MASKCOUNT | LUA_MASKLINE, 1000);
+	return sb;
+}
+
+void
+sandbox_free(Sandbox *sb)
+{
+	if (!sb)
+		return;
+	lua_close(sb->L);
+	free(sb->path);
+	free(sb);
+}
+
+/* Split "where:N: message" into err; a message without a position is
+ * placed at the last recipe line that ran. */
+static void
+fill_error(Sandbox *sb, const char *m, SandboxError *err)
+{
+	snprintf(err->file, sizeof err->file, "%s", sb->path);
+	err->line = sb->line;
+	for (const char *c = strchr(m, ':'); c; c = strchr(c + 1, ':')) {
+		const char *d = c + 1;
+		if (!isdigit((unsigned char)*d))
+			continue;
+		while (isdigit((unsigned char)*d))
+			d++;
+		if (d[0] != ':' || d[1] != ' ')
+			continue;
+		size_t n = c - m, plen = strlen(sb->path);
+		bool ours = (n == plen && !memcmp(m, sb->path, n)) ||
+		            (n > 3 && !memcmp(m, "...", 3) && n - 3 <= plen &&
+		             !memcmp(m + 3, sb->path + plen - (n - 3), n - 3));
+		if (!ours)
+			snprintf(err->file, sizeof err->file, "%.*s", (int)n, m);
+		err->line = atoi(c + 1);
+		m = d + 2;
+		break;
+	}
+	snprintf(err->msg, sizeof err->msg, "%s", m);
+	if (!strcmp(err->msg, "stack overflow") || strstr(err->msg, "stack overflow ("))
+		snprintf(err->msg, sizeof err->msg, "stack overflow (recursion too deep?)");
+}
+
+bool
+sandbox_load(Sandbox *sb, const char *text, size_t len, SandboxError *err)
+{
+	char name[1100];
+
+	if (len >= 4 && !memcmp(text, LUA_SIGNATURE, 4)) {
+		snprintf(err->file, sizeof err->file, "%s", sb->path);
+		err->line = 1;
+		snprintf(err->msg, sizeof err->msg, "precompiled Lua bytecode is not accepted: "
+		         "a recipe must be Lua source text");
+		return false;
+	}
+	snprintf(name, sizeof name, "@%s", sb->path);
+	int st = luaL_loadbufferx(sb->L, text, len, name, "t");
+	if (st == LUA_OK)
+		return true;
+	if (st == LUA_ERRMEM)
+		snprintf(err->msg, sizeof err->msg, "recipe exceeded the memory limit");
+	fill_error(sb, st == LUA_ERRMEM ? "" : lua_tostring(sb->L, -1), err);
+	lua_pop(sb->L, 1);
+	return false;
+}
+
+static int
+msgh(lua_State *L)
+{
+	if (lua_type(L, 1) == LUA_TSTRING)
+		return 1;
+	if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+		return 1;
+	lua_pushfstring(L, "%s:%d: recipe raised an error object of type %s",
+	                sandbox_of(L)->path, sandbox_of(L)->line, luaL_typename(L, 1));
+	return 1;
+}
+
+/* The watchdog: C code (a runaway pattern match) cannot be interrupted
+ * by hooks, so past the wall-clock limit precc reports and exits. */
+static Sandbox *watched;
+
+static void
+on_alarm(int sig)
+{
+	char buf[1400];
+	int n;
+
+	(void)sig;
+	n = snprintf(buf, sizeof buf, "%s:%d: error: recipe ran for more than %d seconds "
+	             "(a runaway pattern match?)\n", watched->path, watched->line, SANDBOX_WALL_S);
+	if (n > 0)
+		(void)!write(2, buf, n < (int)sizeof buf ? n : (int)sizeof buf - 1);
+	_exit(1);
+}
+
+bool
+sandbox_call(Sandbox *sb, int nargs, int nresults, long long steps, SandboxError *err)
+{
+	lua_State *L = sb->L;
+	struct sigaction sa = {0}, old;
+	int base = lua_gettop(L) - nargs;
+
+	sb->steps = 0;
+	sb->step_limit = steps;
+	sb->over_steps = sb->over_mem = false;
+	lua_pushcfunction(L, msgh);
+	lua_insert(L, base);
+	watched = sb;
+	sa.sa_handler = on_alarm;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, &old);
+	unsigned prev = alarm(SANDBOX_WALL_S);
+	int st = lua_pcall(L, nargs, nresults, base);
+	alarm(prev);
+	sigaction(SIGALRM, &old, NULL);
+	watched = NULL;
+	lua_remove(L, base);
+	if (st == LUA_OK)
+		return true;
+	if (st == LUA_ERRMEM || sb->over_mem) {
+		fill_error(sb, "", err);
+		snprintf(err->msg, sizeof err->msg, "recipe exceeded the memory limit (%d MiB)",
+		         (int)(sb->mem_limit >> 20));
+	} else {
+		fill_error(sb, lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "error", err);
+	}
+	lua_pop(L, 1);
+	return false;
+}

@@ -1,0 +1,78 @@
+/*
+ * sandbox.h — frontend-internal: the Lua sandbox recipes run in
+ * (sandbox.c) and the source index that turns a table key back into the
+ * line it was written on (srcpos.c). Only recipe.c includes this.
+ */
+#ifndef PRECC_SANDBOX_H
+#define PRECC_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <lua.h>
+
+/* ---- sandbox.c ---------------------------------------------------------- */
+
+enum {
+	SANDBOX_MEM_LIMIT = 64 << 20,        /* bytes of Lua heap */
+	SANDBOX_LOAD_STEPS = 20000000,       /* VM instructions to load a recipe */
+	SANDBOX_CALL_STEPS = 1000000,        /* ... per predicate call */
+	SANDBOX_WALL_S = 10,                 /* watchdog: seconds per run */
+};
+
+typedef struct Sandbox {
+	lua_State *L;
+	char *path;               /* the recipe file, as given */
+	size_t mem, mem_limit;
+	long long steps, step_limit;
+	bool over_steps, over_mem;
+	int line;                 /* last line run in the recipe (line hook) */
+} Sandbox;
+
+/* A failed run: where and what, ready for errorf(file, line, "%s", msg). */
+typedef struct SandboxError {
+	char file[1024];
+	int line;
+	char msg[1024];
+} SandboxError;
+
+Sandbox *sandbox_new(const char *path);
+void sandbox_free(Sandbox *);
+Sandbox *sandbox_of(lua_State *L);
+/* Load the recipe text as a text-only chunk named "@path" with the
+ * sandbox's globals; pushes the chunk. Returns false and fills err on a
+ * syntax error or a binary (bytecode) chunk. */
+bool sandbox_load(Sandbox *, const char *text, size_t len, SandboxError *err);
+/* lua_pcall with a fresh instruction budget and the watchdog armed. */
+bool sandbox_call(Sandbox *, int nargs, int nresults, long long steps, SandboxError *err);
+/* Raise a Lua error "path:line: msg" (line 0: the line now running). */
+int sandbox_raise(lua_State *L, int line, const char *fmt, ...);
+/* The line of the recipe code that called the running C function, or 0. */
+int sandbox_caller_line(lua_State *L);
+
+/* ---- srcpos.c ----------------------------------------------------------- */
+
+typedef struct SrcTok { int kind; int line; const char *s; int len; } SrcTok;
+enum { TOK_EOF, TOK_NAME, TOK_STRING, TOK_NUMBER, TOK_PUNCT };
+
+typedef struct Src { SrcTok *tok; int ntok; } Src;
+
+void src_index(Src *, const char *text, size_t len);
+void src_free(Src *);
+/* The '{' that opens the table argument of the nth (0-based) call to
+ * `name` on `line`: name{...}, name "x" {...}, name(...) {...},
+ * name("x", {...}). -1 if there is none. */
+int src_call_table(const Src *, int line, const char *name, int nth);
+/* In the table opened at token `open`, the `key =` at its top level (or
+ * ["key"] =): returns the token index of the key, -1 if not found. */
+int src_find_key(const Src *, int open, const char *key);
+/* The '{' directly after `key =` (token index from src_find_key), or -1. */
+int src_value_table(const Src *, int keytok);
+/* The nth (0-based) positional (unkeyed) item of the table at `open`:
+ * its first token, or -1. */
+int src_find_item(const Src *, int open, int nth);
+static inline int src_line(const Src *s, int tok, int dflt)
+{
+	return tok >= 0 && tok < s->ntok ? s->tok[tok].line : dflt;
+}
+
+#endif

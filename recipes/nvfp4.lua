@@ -1,0 +1,23 @@
+-- nvfp4.lua — NVIDIA's NVFP4 training recipe: Transformer Engine's
+-- NVFP4BlockScaling(fp4_format=Format.E2M1) (TE docs, "Common API") and
+-- NVIDIA, "Pretraining Large Language Models with NVFP4" (arXiv:2509.25147):
+--  * e2m1 elements in 16-element blocks, each with an e4m3 scale, plus
+--    one fp32 scale per tensor (the two-level NVFP4 scaling);
+--  * weights quantized in 2D 16x16 blocks so the forward and backward
+--    passes see the same quantized weight; activations and gradients 1x16;
+--  * stochastic rounding for gradients, round-to-nearest-even elsewhere;
+--  * a few sensitive layers stay in high precision — here the output head.
+-- Not expressed: the random Hadamard transform applied to wgrad inputs.
+recipe "nvfp4" {
+  description = "NVFP4: e2m1, 1x16 blocks with e4m3 scales + fp32 tensor scale, 16x16 weights, SR gradients",
+  format = e2m1,
+  scaling = nvfp4,
+  weight = { scaling = nvfp4 { 16, 16 } },
+  grad_output = { round = "sr" },
+  accumulate = fp32,
+  output = bf16,
+  fallback = bf16,
+  rules = {
+    rule "^lm_head$" { format = bf16, reason = "output head kept in bf16 (NVFP4 recipe)" },
+  },
+}

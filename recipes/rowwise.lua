@@ -1,0 +1,16 @@
+-- rowwise.lua — torchao's Float8LinearRecipeName.ROWWISE
+-- (Float8LinearConfig.from_recipe_name("rowwise"), torchao/float8/config.py):
+-- CastConfig(scaling_granularity=AXISWISE, target_dtype=e4m3) for input,
+-- weight and grad_output, and round_scales_to_power_of_2=True. Every
+-- operand of every GEMM is e4m3 with one scale per row along the GEMM's
+-- reduction dim (torchao calls it axiswise); scales are powers of two.
+-- GEMM configs are Float8LinearConfig's defaults: fast accumulation for
+-- the output GEMM, fp32 for grad_input and grad_weight.
+recipe "rowwise" {
+  description = "torchao ROWWISE: e4m3 everywhere, rowwise (axiswise) power-of-two scales",
+  format = e4m3,
+  scaling = rowwise { pow2 = true, amax_eps = 1e-12 },
+  fprop = { accumulate = "fast" },
+  output = bf16,
+  fallback = bf16,
+}

@@ -1,0 +1,24 @@
+-- te_delayed_hybrid.lua — NVIDIA Transformer Engine's delayed scaling:
+--   transformer_engine.common.recipe.DelayedScaling(
+--       margin=0, fp8_format=Format.HYBRID,
+--       amax_history_len=1024, amax_compute_algo="max")
+-- (TE docs, "Common API"; these are DelayedScaling's defaults in TE 2.x).
+-- HYBRID: e4m3 for activations and weights (forward), e5m2 for the
+-- gradients (backward). Each tensor gets one fp32 scale computed from the
+-- largest amax of its last 1024 steps, so no extra pass over the data is
+-- needed before the cast. As in TE's Linear, the forward GEMM uses the
+-- Hopper fast fp8 accumulator and dgrad/wgrad use the split (fp32)
+-- accumulator (TE's _2X_ACC_FPROP=False, _2X_ACC_DGRAD/_WGRAD=True).
+-- When an amax is inf/NaN, TE keeps the previous scale.
+-- Not expressed here: reduce_amax (the all-reduce of amaxes across data-
+-- parallel ranks) is a property of the runtime, not of the kernels.
+recipe "te_delayed_hybrid" {
+  description = "TE DelayedScaling, HYBRID (e4m3 fwd / e5m2 grads), amax history 1024, max",
+  format = hybrid,
+  scaling = delayed { history = 1024, algo = "max", margin = 0 },
+  nonfinite = "keep_scale",
+  accumulate = fp32,
+  fprop = { accumulate = "fast" },
+  output = bf16,
+  fallback = bf16,
+}
