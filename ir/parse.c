@@ -312,6 +312,8 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 		k++;
 	if (!k) {
 		char b[64];
+		if (*at == '#')
+			errat(ps, at, "a comment must be on a line of its own");
 		errat(ps, at, "expected an attribute or ':', got %s", what(ps, b, sizeof b));
 	}
 	memcpy(key, ps->p, k);

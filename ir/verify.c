@@ -514,7 +514,9 @@ verify_func(Ctx *c)
 			check_op(c);
 	}
 	c->i = NULL;
-	if (f->nins == 0 || f->ins[f->nins - 1].op != OP_ret) {
+	for (k = 0; k < f->nins && f->ins[k].op != OP_ret; k++)
+		;
+	if (k == f->nins) {
 		c->line = f->line, c->col = f->col;
 		bad(c, "missing ret at the end of the function");
 	}
