@@ -60,11 +60,7 @@ vload(const float *p)
 	return v;
 }
 
-static inline __attribute__((always_inline)) void
-vstore(float *p, v8 v)
-{
-	memcpy(p, &v, sizeof v);
-}
+#define VSTORE(p, v) memcpy((p), &(v), sizeof(v))
 
 static inline __attribute__((always_inline)) v8
 vsplat(float x)
@@ -73,18 +69,15 @@ vsplat(float x)
 	return v;
 }
 
-/* Truncate toward zero to the bits of mask, leaving inf/NaN alone. */
-static inline __attribute__((always_inline)) v8
-vtrunc(v8 x, vi8 mask)
-{
-	vi8 u, expo = { 0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000,
-	                0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000 };
-	memcpy(&u, &x, sizeof u);
-	vi8 special = (u & expo) == expo;     /* -1 where inf/NaN */
-	u &= mask | special;
-	memcpy(&x, &u, sizeof x);
-	return x;
-}
+/* Truncate v toward zero to the bits of mask, leaving inf/NaN alone
+ * (a macro: GCC notes an ABI change for vector parameters). */
+#define VTRUNC(v) do { \
+	vi8 u_, sp_; \
+	memcpy(&u_, &(v), sizeof u_); \
+	sp_ = (u_ & expo) == expo;          /* -1 where inf/NaN */ \
+	u_ &= mask | sp_; \
+	memcpy(&(v), &u_, sizeof u_); \
+} while (0)
 
 /*
  * c[MR x NR] (row stride ldc) = (load ? c : 0) + sum over kc of a (x) b,
@@ -93,8 +86,12 @@ vtrunc(v8 x, vi8 mask)
  */
 static inline __attribute__((always_inline)) void
 microkernel(long kc, const float *restrict a, const float *restrict b,
-            float *restrict c, long ldc, int load, int trunc, vi8 mask)
+            float *restrict c, long ldc, int load, int trunc, uint32_t m32)
 {
+	vi8 mask = { (int32_t)m32, (int32_t)m32, (int32_t)m32, (int32_t)m32,
+	             (int32_t)m32, (int32_t)m32, (int32_t)m32, (int32_t)m32 };
+	vi8 expo = { 0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000,
+	             0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000 };
 	/* MR = 6 rows x 2 vectors, spelled out so they stay in registers */
 	v8 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
 	long k;
@@ -113,16 +110,16 @@ microkernel(long kc, const float *restrict a, const float *restrict b,
 	c##i##0 = c##i##0 + as * b0; \
 	c##i##1 = c##i##1 + as * b1; \
 	if (trunc) { \
-		c##i##0 = vtrunc(c##i##0, mask); \
-		c##i##1 = vtrunc(c##i##1, mask); \
+		VTRUNC(c##i##0); \
+		VTRUNC(c##i##1); \
 	} \
 } while (0)
 		STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5);
 #undef STEP
 	}
 #define ST(i) do { \
-	vstore(c + i * ldc, c##i##0); \
-	vstore(c + i * ldc + 8, c##i##1); \
+	VSTORE(c + i * ldc, c##i##0); \
+	VSTORE(c + i * ldc + 8, c##i##1); \
 } while (0)
 	ST(0); ST(1); ST(2); ST(3); ST(4); ST(5);
 #undef ST
@@ -133,9 +130,6 @@ MULTIVERSION static void
 macro_kernel(long mc, long nc, long kc, const float *ap, const float *bp,
              float *inner, int load, uint32_t accmask)
 {
-	vi8 mask = { (int32_t)accmask, (int32_t)accmask, (int32_t)accmask,
-	             (int32_t)accmask, (int32_t)accmask, (int32_t)accmask,
-	             (int32_t)accmask, (int32_t)accmask };
 	long ir, jr;
 
 	for (jr = 0; jr < nc; jr += NR) {
@@ -144,9 +138,9 @@ macro_kernel(long mc, long nc, long kc, const float *ap, const float *bp,
 			const float *a = ap + ir * kc;
 			float *c = inner + ir * NC + jr;
 			if (accmask == 0xffffffffu)
-				microkernel(kc, a, b, c, NC, load, 0, mask);
+				microkernel(kc, a, b, c, NC, load, 0, accmask);
 			else
-				microkernel(kc, a, b, c, NC, load, 1, mask);
+				microkernel(kc, a, b, c, NC, load, 1, accmask);
 		}
 	}
 }

@@ -1,0 +1,330 @@
+/*
+ * test_gemm.c — GEMM C = A.B^T: hand-computed cases for every accumulation
+ * model and the epilogue; bit-exact agreement with a scalar model of the
+ * documented arithmetic; float64 error bounds derived from the model;
+ * bit-identical results for 1, 2, 3 and 7 threads; errors for bad shapes.
+ */
+#include "check.h"
+
+static float
+trunc_bits(float x, int mbits)
+{
+	uint32_t u = fbits(x);
+	if (mbits == 0 || mbits >= 23 || (u & 0x7f800000) == 0x7f800000)
+		return x;
+	u &= ~((1u << (23 - mbits)) - 1);
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+static long
+bidx(const precc_gemm_operand *op, long rows, long K, long r, long k)
+{
+	long br = op->blk.br && op->blk.br < rows ? op->blk.br : rows;
+	long bc = op->blk.bc && op->blk.bc < K ? op->blk.bc : K;
+	return (r / br) * ((K + bc - 1) / bc) + k / bc;
+}
+
+/* The documented arithmetic, one element at a time. */
+static void
+ref_gemm(const precc_gemm_desc *d, long P, float *out, float *amax)
+{
+	long M = d->m, N = d->n, K = d->k;
+	float *A = malloc(M * K * 4), *B = malloc(N * K * 4);
+	float m = 0;
+	int nan = 0;
+
+	precc_dequantize(d->a.data, d->a.fmt, M, K, (precc_block){ 0, 0 }, NULL, A);
+	precc_dequantize(d->b.data, d->b.fmt, N, K, (precc_block){ 0, 0 }, NULL, B);
+	for (long i = 0; i < M; i++)
+		for (long j = 0; j < N; j++) {
+			float outer = 0;
+			for (long kq = 0; kq < K; kq += P) {
+				float inner = 0;
+				for (long k = kq; k < kq + P && k < K; k++) {
+					float p = A[i * K + k] * B[j * K + k];
+					inner = trunc_bits(inner + p, d->acc_mbits);
+				}
+				float sa = d->a.scale_inv ? d->a.scale_inv[bidx(&d->a, M, K, i,
+				           kq)] : 1.0f;
+				float sb = d->b.scale_inv ? d->b.scale_inv[bidx(&d->b, N, K, j,
+				           kq)] : 1.0f;
+				float s = sa * sb;
+				outer = outer + inner * s;
+			}
+			float y = outer * d->alpha;
+			if (d->bias)
+				y = y + d->bias[j];
+			nan |= isnan(y);
+			m = fabsf(y) > m ? fabsf(y) : m;
+			out[i * N + j] = y * d->out_scale;
+		}
+	*amax = nan ? NAN : m;
+	free(A);
+	free(B);
+}
+
+static void
+test_hand(void)
+{
+	float a[6] = { 1, 2, 3, 4, 5, 6 }, b[6] = { 1, 0, 1, 0, 1, 0 }, c[4];
+	float bias[2] = { 1, -1 }, amax;
+	precc_gemm_desc d;
+
+	precc_gemm_desc_init(&d);
+	d.m = 2; d.n = 2; d.k = 3;
+	d.a.data = a; d.b.data = b; d.c = c;
+	CHECK_OK(precc_gemm(&d));
+	CHECK(c[0] == 4 && c[1] == 2 && c[2] == 10 && c[3] == 5);
+	d.alpha = 2; d.bias = bias; d.out_amax = &amax;
+	CHECK_OK(precc_gemm(&d));
+	CHECK(c[0] == 9 && c[1] == 3 && c[2] == 21 && c[3] == 9 && amax == 21);
+	/* bf16 output, fp8 e4m3 output with out_scale 0.5 (amax before it) */
+	uint16_t h[4];
+	d.out_fmt = PRECC_BF16; d.c = h;
+	CHECK_OK(precc_gemm(&d));
+	CHECK(h[0] == 0x4110 && h[2] == 0x41a8);     /* 9.0, 21.0 */
+	uint8_t q[4];
+	d.out_fmt = PRECC_E4M3; d.out_saturate = true; d.out_scale = 0.5f; d.c = q;
+	CHECK_OK(precc_gemm(&d));
+	CHECK(precc_decode(PRECC_E4M3, q[0]) == 4.5f
+	      && precc_decode(PRECC_E4M3, q[2]) == 10.0f && amax == 21);
+
+	/* accumulation models: a = [1, 1/8 x 8], b = 1, K = 9 */
+	float x[9] = { 1, .125f, .125f, .125f, .125f, .125f, .125f, .125f, .125f };
+	float one[9] = { 1, 1, 1, 1, 1, 1, 1, 1, 1 }, r;
+	precc_gemm_desc_init(&d);
+	d.m = 1; d.n = 1; d.k = 9;
+	d.a.data = x; d.b.data = one; d.c = &r;
+	CHECK_OK(precc_gemm(&d));
+	CHECK(r == 2.0f);                 /* exact fp32 */
+	d.acc_mbits = 2;                  /* 1.xx: 1 + 1/8 truncates to 1 */
+	CHECK_OK(precc_gemm(&d));
+	CHECK(r == 1.0f);
+	d.promote_every = 2;              /* 1 + .25 + .25 + .25 + .125 */
+	CHECK_OK(precc_gemm(&d));
+	CHECK(r == 1.875f);
+	d.acc_mbits = 0;
+	CHECK_OK(precc_gemm(&d));
+	CHECK(r == 2.0f);
+
+	/* per-K-block scales are applied at each promotion: A scales {1,4}
+	 * over K = 8 -> two chunks of 4 */
+	float a8[8] = { 1, 1, 1, 1, 1, 1, 1, 1 }, sa[2] = { 2, 10 }, sb = 0.5f;
+	precc_gemm_desc_init(&d);
+	d.m = 1; d.n = 1; d.k = 8; d.c = &r;
+	d.a = (precc_gemm_operand){ a8, PRECC_FP32, sa, { 1, 4 } };
+	d.b = (precc_gemm_operand){ a8, PRECC_FP32, &sb, { 0, 0 } };
+	CHECK_OK(precc_gemm(&d));
+	CHECK(r == 4 * 2 * 0.5f + 4 * 10 * 0.5f);
+
+	/* NaN propagates to its row and to the output amax */
+	float an[4] = { 1, NAN, 1, 1 }, bn[4] = { 1, 1, 1, 1 }, cn[4];
+	precc_gemm_desc_init(&d);
+	d.m = 2; d.n = 2; d.k = 2; d.a.data = an; d.b.data = bn; d.c = cn;
+	d.out_amax = &amax;
+	CHECK_OK(precc_gemm(&d));
+	CHECK(isnan(cn[0]) && isnan(cn[1]) && cn[2] == 2 && cn[3] == 2);
+	CHECK(isnan(amax));
+}
+
+#define NOSCALE { -1, 0 }
+
+typedef struct Case {
+	const char *name;
+	precc_format fa, fb;
+	precc_block ba, bb;   /* scale granularity; {-1} = no scale */
+	int promote, mbits;
+	long P;               /* expected chunk (0 = K) */
+} Case;
+
+/* Random operands in format f with per-block scale_inv for blk. */
+static void *
+make_operand(precc_format f, long rows, long K, precc_block blk, float **si)
+{
+	size_t es = precc_interp_elem_bytes(f);
+	long n = rows * K;
+	float *x = malloc(n * 4);
+	void *q = malloc(n * es);
+
+	for (long i = 0; i < n; i++)
+		x[i] = nrand() * (i % 53 == 0 ? 8.0f : 1.0f);
+	*si = NULL;
+	if (blk.br >= 0) {
+		long nb = precc_block_count(rows, K, blk, NULL, NULL);
+		float *am = malloc(nb * 4), *s = malloc(nb * 4);
+		*si = malloc(nb * 4);
+		precc_scale_params p = { f == PRECC_E5M2 ? 57344.0f : 448.0f, 0,
+		                         false, 1e-12f };
+		precc_amax(x, PRECC_FP32, rows, K, blk, am, NULL);
+		precc_scales(am, nb, &p, PRECC_NF_ERROR, NULL, s, *si, NULL);
+		precc_quant_opts o = { .qf = f, .round = PRECC_RNE, .saturate = true,
+		                       .blk = blk, .scale = s };
+		precc_quantize(x, PRECC_FP32, rows, K, &o, q);
+		free(am);
+		free(s);
+	} else if (f == PRECC_FP32) {
+		memcpy(q, x, n * 4);
+	} else {
+		precc_quant_opts o = { .qf = f, .round = PRECC_RNE, .saturate = true };
+		precc_quantize(x, PRECC_FP32, rows, K, &o, q);
+	}
+	free(x);
+	return q;
+}
+
+static void
+run_case(const Case *cs, long M, long N, long K)
+{
+	float *sia, *sib, amax, ramax;
+	void *a = make_operand(cs->fa, M, K, cs->ba, &sia);
+	void *b = make_operand(cs->fb, N, K, cs->bb, &sib);
+	float *c = malloc(M * N * 4), *c2 = malloc(M * N * 4), *r = malloc(M * N * 4);
+	float *bias = malloc(N * 4);
+	double *want = malloc(M * N * 8), *bound = malloc(M * N * 8);
+	float *A = malloc(M * K * 4), *B = malloc(N * K * 4);
+	precc_gemm_desc d;
+	char what[128];
+
+	for (long j = 0; j < N; j++)
+		bias[j] = nrand();
+	precc_gemm_desc_init(&d);
+	d.m = M; d.n = N; d.k = K;
+	d.a = (precc_gemm_operand){ a, cs->fa, sia, cs->ba };
+	d.b = (precc_gemm_operand){ b, cs->fb, sib, cs->bb };
+	d.promote_every = cs->promote;
+	d.acc_mbits = cs->mbits;
+	d.alpha = 0.75f;
+	d.bias = bias;
+	d.c = c;
+	d.out_amax = &amax;
+	d.threads = 2;
+	CHECK_OK(precc_gemm(&d));
+	long P = cs->P ? cs->P : K;
+	ref_gemm(&d, P, r, &ramax);
+	long diff = 0, first = -1;
+	for (long i = 0; i < M * N; i++)
+		if (fbits(c[i]) != fbits(r[i]) && diff++ == 0)
+			first = i;
+	if (diff) {
+		fprintf(stderr, "%s %ldx%ldx%ld: %ld elements differ from the scalar "
+		        "model; first %ld: got %.9g want %.9g\n", cs->name, M, N, K,
+		        diff, first, (double)c[first], (double)r[first]);
+		failures++;
+	}
+	CHECK(fbits(amax) == fbits(ramax));
+
+	/* float64 reference over the dequantized operands */
+	precc_dequantize(a, cs->fa, M, K, cs->ba.br >= 0 ? cs->ba
+	                 : (precc_block){ 0, 0 }, sia, A);
+	precc_dequantize(b, cs->fb, N, K, cs->bb.br >= 0 ? cs->bb
+	                 : (precc_block){ 0, 0 }, sib, B);
+	double u = 0x1p-24, ub = cs->mbits && cs->mbits < 23
+	           ? ldexp(1.0, -cs->mbits) : 0;
+	for (long i = 0; i < M; i++)
+		for (long j = 0; j < N; j++) {
+			double s = 0, sabs = 0;
+			for (long k = 0; k < K; k++) {
+				double p = (double)A[i * K + k] * B[j * K + k];
+				s += p;
+				sabs += fabs(p);
+			}
+			want[i * N + j] = 0.75 * s + bias[j];
+			/* chunk of P adds (each fp32 + truncation), one scale
+			 * product and multiply per chunk, K/P outer adds, alpha,
+			 * bias; the dequantized operands carry the rounding of
+			 * scale_inv products (1 u each) */
+			double g = (P + 1) * (u + ub) + (K / P + 6) * u;
+			bound[i * N + j] = 0.75 * g * sabs + 2 * u * fabs(want[i * N + j])
+			                   + 1e-30;
+		}
+	snprintf(what, sizeof what, "%s %ldx%ldx%ld vs float64", cs->name, M, N, K);
+	check_bound(what, c, want, bound, M * N);
+
+	/* bit-identical for any thread count */
+	int threads[] = { 1, 3, 7 };
+	for (int t = 0; t < 3; t++) {
+		d.threads = threads[t];
+		d.c = c2;
+		CHECK_OK(precc_gemm(&d));
+		if (memcmp(c, c2, M * N * 4) != 0) {
+			fprintf(stderr, "%s: %d threads differ from 2\n", cs->name,
+			        threads[t]);
+			failures++;
+		}
+	}
+	free(a); free(b); free(sia); free(sib); free(c); free(c2); free(r);
+	free(bias); free(want); free(bound); free(A); free(B);
+}
+
+static void
+test_errors(void)
+{
+	float a[4] = { 0 }, c[4];
+	precc_gemm_desc d;
+
+	precc_gemm_desc_init(&d);
+	d.m = 2; d.n = 2; d.k = 2; d.a.data = a; d.b.data = a; d.c = c;
+	d.k = 0;
+	CHECK_ERR(precc_gemm(&d), PRECC_IEEMPTY);
+	d.k = -2;
+	CHECK_ERR(precc_gemm(&d), PRECC_IESHAPE);
+	d.k = 2; d.m = 1L << 40; d.n = 1L << 40;
+	CHECK_ERR(precc_gemm(&d), PRECC_IETOOBIG);
+	d.m = 1L << 62;
+	CHECK_ERR(precc_gemm(&d), PRECC_IETOOBIG);
+	d.m = d.n = 2;
+	d.a.fmt = PRECC_E2M1;
+	CHECK_ERR(precc_gemm(&d), PRECC_IEINVAL);
+	d.a.fmt = PRECC_FP32;
+	d.c = NULL;
+	CHECK_ERR(precc_gemm(&d), PRECC_IEINVAL);
+	d.c = c;
+	d.promote_every = -1;
+	CHECK_ERR(precc_gemm(&d), PRECC_IEINVAL);
+	/* promotion must divide the scale blocks along K */
+	float big[256 * 2] = { 0 }, s[4] = { 1, 1, 1, 1 }, cc[4];
+	precc_gemm_desc_init(&d);
+	d.m = 2; d.n = 2; d.k = 256; d.c = cc;
+	d.a = (precc_gemm_operand){ big, PRECC_FP32, s, { 1, 128 } };
+	d.b = (precc_gemm_operand){ big, PRECC_FP32, NULL, { 0, 0 } };
+	d.promote_every = 96;
+	CHECK_ERR(precc_gemm(&d), PRECC_IESHAPE);
+	d.promote_every = 64;
+	CHECK_OK(precc_gemm(&d));
+}
+
+int
+main(void)
+{
+	static const Case cases[] = {
+		{ "fp32 exact", PRECC_FP32, PRECC_FP32, NOSCALE, NOSCALE, 0, 0, 0 },
+		{ "bf16 exact", PRECC_BF16, PRECC_BF16, NOSCALE, NOSCALE, 0, 0, 0 },
+		{ "fp16 x bf16", PRECC_FP16, PRECC_BF16, NOSCALE, NOSCALE, 0, 0, 0 },
+		{ "e4m3 tensorwise", PRECC_E4M3, PRECC_E4M3, { 0, 0 }, { 0, 0 }, 0, 0,
+		  0 },
+		{ "e4m3 x e5m2 rowwise", PRECC_E4M3, PRECC_E5M2, { 1, 0 }, { 1, 0 },
+		  0, 0, 0 },
+		{ "e4m3 blockwise 1x128 x 128x128", PRECC_E4M3, PRECC_E4M3, { 1, 128 },
+		  { 128, 128 }, 0, 0, 128 },
+		{ "e4m3 blockwise, promote 64", PRECC_E4M3, PRECC_E4M3, { 1, 128 },
+		  { 128, 128 }, 64, 0, 64 },
+		{ "e4m3 tensorwise, 14-bit acc", PRECC_E4M3, PRECC_E4M3, { 0, 0 },
+		  { 0, 0 }, 0, 14, 0 },
+		{ "e4m3 blockwise, 14-bit acc, promote 128", PRECC_E4M3, PRECC_E4M3,
+		  { 1, 128 }, { 128, 128 }, 128, 14, 128 },
+		{ "fp32, 10-bit acc, promote 32", PRECC_FP32, PRECC_FP32, NOSCALE,
+		  NOSCALE, 32, 10, 32 },
+	};
+	long M = SMALL ? 70 : 211, N = SMALL ? 90 : 300, K = SMALL ? 300 : 520;
+
+	test_hand();
+	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		run_case(&cases[i], M, N, K);
+	/* many tiles, for thread-count determinism */
+	if (!SMALL)
+		run_case(&cases[5], 600, 700, 384);
+	run_case(&cases[0], 5, 3, 1);
+	test_errors();
+	return finish("gemm");
+}
