@@ -1,0 +1,181 @@
+/*
+ * bench_gemm.c — the interpreter's GEMM against OpenBLAS cblas_sgemm, side
+ * by side in one run, same thread count; plus the fp8 blockwise GEMM
+ * (1x128 activations x 128x128 weights, promotion every 128) and quantize
+ * throughput. Usage: bench_gemm [threads] [sizes...]   (default: all cores,
+ * 1024 2048). Results go in bench/RESULTS.md.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "precc/interp.h"
+
+extern void openblas_set_num_threads(int);
+
+static double
+now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static unsigned long long rng = 0x9e3779b97f4a7c15ull;
+
+static float
+frand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* One timed job: a GEMM or a quantize, dispatched by kind. */
+typedef struct Job {
+	int kind;                 /* 0 precc_gemm, 1 cblas_sgemm, 2 quantize */
+	precc_gemm_desc *d;
+	const float *a, *b;
+	float *c;
+	long n;
+	const precc_quant_opts *qo;
+	uint8_t *q;
+} Job;
+
+static void
+run(const Job *j)
+{
+	int n = (int)j->n;
+
+	if (j->kind == 0)
+		precc_gemm(j->d);
+	else if (j->kind == 1)
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f,
+		            j->a, n, j->b, n, 0.0f, j->c, n);
+	else
+		precc_quantize(j->a, PRECC_FP32, j->n, j->n, j->qo, j->q);
+}
+
+/* Best of reps runs, in seconds. */
+static double
+best(int reps, const Job *j)
+{
+	double b = 1e30;
+
+	for (int r = 0; r < reps; r++) {
+		double t0 = now();
+		run(j);
+		double t = now() - t0;
+		b = t < b ? t : b;
+	}
+	return b;
+}
+
+static void
+die(const char *what)
+{
+	fprintf(stderr, "bench_gemm: %s: %s\n", what, precc_interp_error());
+	exit(1);
+}
+
+int
+main(int argc, char **argv)
+{
+	int threads = argc > 1 ? atoi(argv[1]) : 0;
+	long sizes[8] = { 1024, 2048 };
+	int nsizes = 2;
+
+	if (argc > 2) {
+		nsizes = 0;
+		for (int i = 2; i < argc && nsizes < 8; i++)
+			sizes[nsizes++] = atol(argv[i]);
+	}
+	threads = precc_interp_threads(threads);
+	openblas_set_num_threads(threads);
+	printf("threads: %d (interpreter and OpenBLAS)\n\n", threads);
+	printf("%-28s %6s %10s %10s %8s\n", "kernel", "size", "precc", "openblas",
+	       "ratio");
+	for (int s = 0; s < nsizes; s++) {
+		long n = sizes[s];
+		size_t nn = (size_t)n * (size_t)n;
+		float *a = malloc(nn * 4), *b = malloc(nn * 4), *c = malloc(nn * 4);
+		float *c2 = malloc(nn * 4);
+		uint8_t *qa = malloc(nn), *qb = malloc(nn);
+		if (!a || !b || !c || !c2 || !qa || !qb)
+			die("malloc");
+		for (size_t i = 0; i < nn; i++) {
+			a[i] = frand();
+			b[i] = frand();
+		}
+		double flop = 2.0 * (double)n * (double)n * (double)n;
+		int reps = n <= 1024 ? 5 : 3;
+
+		precc_gemm_desc d;
+		precc_gemm_desc_init(&d);
+		d.m = d.n = d.k = n;
+		d.a.data = a;
+		d.b.data = b;
+		d.c = c;
+		d.threads = threads;
+		if (precc_gemm(&d) != 0)
+			die("gemm");
+		double tp = best(reps, &(Job){ .kind = 0, .d = &d });
+		double tb = best(reps, &(Job){ .kind = 1, .a = a, .b = b, .c = c2,
+		                               .n = n });
+		double maxd = 0;
+		for (size_t i = 0; i < nn; i++)
+			maxd = fmax(maxd, fabs((double)c[i] - c2[i]));
+		printf("%-28s %6ld %8.1f GF %8.1f GF %7.2fx   (max |diff| %.2g)\n",
+		       "sgemm exact-fp32 (TN)", n, flop / tp * 1e-9,
+		       flop / tb * 1e-9, tb / tp, maxd);
+
+		/* fp8 blockwise: A e4m3 1x128 scales, B e4m3 128x128 scales */
+		long kb = (n + 127) / 128;
+		float *amax_a = malloc((size_t)n * kb * 4), *sa = malloc((size_t)n * kb * 4);
+		float *sia = malloc((size_t)n * kb * 4);
+		float *amax_b = malloc((size_t)kb * kb * 4), *sbq = malloc((size_t)kb * kb * 4);
+		float *sib = malloc((size_t)kb * kb * 4);
+		precc_scale_params sp = { 448.0f, 0, false, 1e-12f };
+		precc_block t1 = { 1, 128 }, t128 = { 128, 128 };
+		if (precc_amax(a, PRECC_FP32, n, n, t1, amax_a, NULL)
+		    || precc_amax(b, PRECC_FP32, n, n, t128, amax_b, NULL)
+		    || precc_scales(amax_a, n * kb, &sp, PRECC_NF_PROPAGATE, NULL,
+		                    sa, sia, NULL)
+		    || precc_scales(amax_b, kb * kb, &sp, PRECC_NF_PROPAGATE, NULL,
+		                    sbq, sib, NULL))
+			die("scales");
+		precc_quant_opts qo = { .qf = PRECC_E4M3, .round = PRECC_RNE,
+		                        .saturate = true, .blk = t1, .scale = sa };
+		double tq = best(reps, &(Job){ .kind = 2, .a = a, .n = n, .qo = &qo,
+		                               .q = qa });
+		qo.round = PRECC_SR;
+		double tsr = best(1, &(Job){ .kind = 2, .a = a, .n = n, .qo = &qo,
+		                             .q = qa });
+		qo.round = PRECC_RNE;
+		precc_quantize(a, PRECC_FP32, n, n, &qo, qa);
+		qo.blk = t128;
+		qo.scale = sbq;
+		precc_quantize(b, PRECC_FP32, n, n, &qo, qb);
+		d.a = (precc_gemm_operand){ qa, PRECC_E4M3, sia, t1 };
+		d.b = (precc_gemm_operand){ qb, PRECC_E4M3, sib, t128 };
+		d.promote_every = 128;
+		double t8 = best(reps, &(Job){ .kind = 0, .d = &d });
+		printf("%-28s %6ld %8.1f GF\n", "fp8 e4m3 blockwise, P=128", n,
+		       flop / t8 * 1e-9);
+		d.acc_mbits = 14;
+		double t14 = best(reps, &(Job){ .kind = 0, .d = &d });
+		printf("%-28s %6ld %8.1f GF\n", "fp8 blockwise, P=128, 14-bit", n,
+		       flop / t14 * 1e-9);
+		printf("%-28s %6ld %8.1f Melem/s (1x128 scales, 1 thread)\n",
+		       "quantize fp32->e4m3 RNE", n, (double)nn / tq * 1e-6);
+		printf("%-28s %6ld %8.1f Melem/s (Philox, 1 thread)\n",
+		       "quantize fp32->e4m3 SR", n, (double)nn / tsr * 1e-6);
+		free(a); free(b); free(c); free(c2); free(qa); free(qb);
+		free(amax_a); free(sa); free(sia); free(amax_b); free(sbq); free(sib);
+	}
+	return 0;
+}
