@@ -4,8 +4,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <llvm-c/Core.h>
 #include "cli.h"
+#include "codegen.h"
 
 static const struct { const char *name; int (*run)(int, char **); const char *what; } cmds[] = {
 	{"check", cmd_check, "validate a recipe against a model and print the per-layer plan"},
@@ -18,10 +18,8 @@ const char *
 precc_version_string(void)
 {
 	static char buf[128];
-	unsigned maj, min, pat;
 
-	LLVMGetVersion(&maj, &min, &pat);
-	snprintf(buf, sizeof buf, "precc %s (LLVM %u.%u.%u)", PRECC_VERSION, maj, min, pat);
+	snprintf(buf, sizeof buf, "precc %s (LLVM %s)", PRECC_VERSION, codegen_llvm_version());
 	return buf;
 }
 
