@@ -275,17 +275,23 @@ precc_encode_default(precc_format f, float x)
  * dropped bits with the usual "add half-ulp-minus-one plus the kept LSB"
  * trick. Subnormal targets: |x| + 2^(q+23), where 2^q is the target's
  * subnormal step, makes the FPU round |x| to a multiple of 2^q (ties to
- * even); the low bits of the sum are the code. Branches become selects.
+ * even); the low bits of the sum are the code. Branches are masks, so
+ * the loops vectorize.
  */
+/* all-ones when cond, else zero */
+#define MASK(cond) (0u - (uint32_t)(cond))
+
 static inline uint8_t
 fast_e4m3(float x)
 {
 	uint32_t u = f2u(x), a = u & 0x7fffffff, sign = (u >> 24) & 0x80;
 	uint32_t n = (a - (120u << 23) + 0x7ffff + ((a >> 20) & 1)) >> 20;
 	uint32_t d = f2u(u2f(a) + 16384.0f) - 0x46800000u;
-	uint32_t c = a < 0x3c800000 ? d : n;
-	c = a > 0x43e00000 ? 0x7e : c;     /* > 448 (and inf): satfinite */
-	c = a > 0x7f800000 ? 0x7f : c | sign;
+	uint32_t sub = MASK(a < 0x3c800000), big = MASK(a > 0x43e00000);
+	uint32_t nan = MASK(a > 0x7f800000);
+	uint32_t c = (d & sub) | (n & ~sub);
+	c = (0x7e & big) | (c & ~big);     /* > 448 (and inf): satfinite */
+	c = (0x7f & nan) | ((c | sign) & ~nan);
 	return (uint8_t)c;
 }
 
@@ -295,23 +301,35 @@ fast_e5m2(float x)
 	uint32_t u = f2u(x), a = u & 0x7fffffff, sign = (u >> 24) & 0x80;
 	uint32_t n = (a - (112u << 23) + 0xfffff + ((a >> 21) & 1)) >> 21;
 	uint32_t d = f2u(u2f(a) + 128.0f) - 0x43000000u;
-	uint32_t c = a < 0x38800000 ? d : n;
-	c = a > 0x47600000 ? 0x7b : c;     /* > 57344 (and inf): satfinite */
-	c = a > 0x7f800000 ? 0x7f : c | sign;
+	uint32_t sub = MASK(a < 0x38800000), big = MASK(a > 0x47600000);
+	uint32_t nan = MASK(a > 0x7f800000);
+	uint32_t c = (d & sub) | (n & ~sub);
+	c = (0x7b & big) | (c & ~big);     /* > 57344 (and inf): satfinite */
+	c = (0x7f & nan) | ((c | sign) & ~nan);
 	return (uint8_t)c;
 }
 
 void
-precc_encode_e4m3_rne_sat(const float *x, uint8_t *out, long n)
+precc_encode_e4m3_rne_sat(const float *restrict x, uint8_t *restrict out, long n)
 {
-	for (long i = 0; i < n; i++)
+	long i = 0;
+
+	for (; i + 16 <= n; i += 16)      /* fixed trip count: vectorizes at -O2 */
+		for (int j = 0; j < 16; j++)
+			out[i + j] = fast_e4m3(x[i + j]);
+	for (; i < n; i++)
 		out[i] = fast_e4m3(x[i]);
 }
 
 void
-precc_encode_e5m2_rne_sat(const float *x, uint8_t *out, long n)
+precc_encode_e5m2_rne_sat(const float *restrict x, uint8_t *restrict out, long n)
 {
-	for (long i = 0; i < n; i++)
+	long i = 0;
+
+	for (; i + 16 <= n; i += 16)      /* fixed trip count: vectorizes at -O2 */
+		for (int j = 0; j < 16; j++)
+			out[i + j] = fast_e5m2(x[i + j]);
+	for (; i < n; i++)
 		out[i] = fast_e5m2(x[i]);
 }
 
