@@ -351,8 +351,14 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	block_desc(da, sizeof da, &p->operand[0]);
 	block_desc(db, sizeof db, &p->operand[1]);
 	ir_comment(&l.f->comment, "%s %s: %s, K=%ld N=%ld", li->fqn, gname[g], eq[g], K, N);
+	char acc_s[32];
+	if (p->accum == ACCUM_PROMOTE || p->accum == ACCUM_FAST)
+		snprintf(acc_s, sizeof acc_s, "%s:%d", accum_name(p->accum),
+		         p->accum == ACCUM_PROMOTE ? p->promote_every : p->accum_bits);
+	else
+		snprintf(acc_s, sizeof acc_s, "%s", accum_name(p->accum));
 	ir_comment(&l.f->comment, "A (%s): %s; B (%s): %s; accum %s; out %s%s%s",
-	           role_name(p->role[0]), da, role_name(p->role[1]), db, accum_name(p->accum),
+	           role_name(p->role[0]), da, role_name(p->role[1]), db, acc_s,
 	           ir_fmt_name(p->out_format), hasbias ? " +bias" : "", p->out_amax ? " +amax" : "");
 	if (lp->rule)
 		ir_comment(&l.f->comment, "rule: %s", lp->rule);

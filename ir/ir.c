@@ -166,9 +166,9 @@ ir_comment(char **slot, const char *fmt, ...)
 	size_t old, n;
 	va_list ap;
 
-	line[0] = ' ';
+	line[0] = '#', line[1] = ' ';
 	va_start(ap, fmt);
-	vsnprintf(line + 1, sizeof line - 1, fmt, ap);
+	vsnprintf(line + 2, sizeof line - 2, fmt, ap);
 	va_end(ap);
 	old = *slot ? strlen(*slot) : 0;
 	n = strlen(line);

@@ -93,7 +93,8 @@ typedef struct Ins {
 	AccumKind accum; int accum_n;   /* promote:N or fast:B */
 	MxMode mxmode;
 	int line, col;            /* source position when parsed, else 0 */
-	char *comment;            /* '#' lines printed before it, or NULL */
+	char *comment;            /* lines printed before it ("# ...", and
+	                             blank lines at module level), or NULL */
 } Ins;
 
 typedef struct Value {

@@ -119,18 +119,25 @@ name(Parser *ps, char *buf, size_t n)
 	return k;
 }
 
+/* Attach the pending comment lines, less trailing blank lines. */
 static void
 take_comment(Parser *ps, char **slot)
 {
-	*slot = ps->pending;
+	char *c = ps->pending;
+	size_t n = c ? strlen(c) : 0;
+
+	while (n > 0 && c[n - 1] == '\n')
+		c[--n] = 0;
+	*slot = c;
 	ps->pending = NULL;
 }
 
-/* The cursor is at '#': add the rest of the line to the pending comment. */
+/* The cursor is at '#' (or at the end of a blank line between comments at
+ * module level): add the line to the pending comment. */
 static void
 add_comment(Parser *ps)
 {
-	const char *s = ps->p + 1, *e = s;
+	const char *s = ps->p, *e = s;
 	size_t old, n;
 
 	while (*e && *e != '\n')
@@ -598,7 +605,7 @@ ir_parse(const char *text, const char *name_, char *err, size_t errsz)
 		skipws(ps);
 		if (*ps->p == '\0')
 			break;
-		if (*ps->p == '#')
+		if (*ps->p == '#' || (*ps->p == '\n' && ps->pending))
 			add_comment(ps);
 		else if (!strncmp(ps->p, "func", 4) && !namechar((unsigned char)ps->p[4]))
 			function(ps);

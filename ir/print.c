@@ -69,7 +69,8 @@ print_comment(FILE *f, const char *indent, const char *c)
 
 	while (c) {
 		nl = strchr(c, '\n');
-		fprintf(f, "%s#%.*s\n", indent, nl ? (int)(nl - c) : (int)strlen(c), c);
+		int n = nl ? (int)(nl - c) : (int)strlen(c);
+		fprintf(f, "%s%.*s\n", n ? indent : "", n, c);
 		c = nl ? nl + 1 : NULL;
 	}
 }
