@@ -1,0 +1,6 @@
+recipe "bad_pattern" {
+  format = e4m3, scaling = current,
+  rules = {
+    rule "[oops" { format = bf16 },
+  },
+}

@@ -1,0 +1,2 @@
+-- dofile would read any file
+dofile("/etc/passwd")

@@ -1,0 +1,8 @@
+recipe "growth" {
+  format = fp16,
+  training = {
+    loss_scale = dynamic {
+      growth = 0.5,
+    },
+  },
+}

@@ -1,0 +1,3 @@
+recipe "history_zero" {
+  format = hybrid, scaling = delayed { history = 0 },
+}

@@ -1,0 +1,4 @@
+recipe "hybrid_role" {
+  scaling = current,
+  input = { format = hybrid },
+}

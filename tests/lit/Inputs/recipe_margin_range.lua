@@ -1,0 +1,4 @@
+recipe "margin_range" {
+  format = hybrid, scaling = delayed { history = 16 },
+  margin = 99,
+}

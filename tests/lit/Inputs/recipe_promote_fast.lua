@@ -1,0 +1,6 @@
+recipe "promote_fast" {
+  format = e4m3,
+  scaling = current,
+  accumulate = "fast",
+  promote_every = 128,
+}

@@ -1,0 +1,6 @@
+recipe "unknown_gemm_key" {
+  format = e4m3, scaling = current,
+  dgrad = {
+    input = { format = e5m2 },
+  },
+}
