@@ -490,9 +490,10 @@ load_json(Model *m)
 		for (const char *p = at; *p && *p != '\n' && k < 16; p++)
 			near[k++] = *p;
 		near[k] = 0;
+		bool at_end = !*at;
 		free(j.text);
 		model_free(m);
-		if (*at)
+		if (!at_end)
 			errorf(where, col, "malformed JSON near '%s'", near);
 		errorf(where, col, "malformed JSON: unexpected end of input");
 	}

@@ -247,6 +247,7 @@ typedef struct Fail {
 	Fallback how;
 	precc_format to;
 	SrcLoc loc;
+	const char *rule;        /* label of the rule that set it, or NULL */
 } Fail;
 
 /* Check GEMM g of layer lp; on misalignment apply the fallback. Returns
@@ -272,8 +273,10 @@ legalize(LayerPlan *lp, Gemm g, const Fail *fb, char *err, size_t errn)
 	char reason[400];
 	switch (fb->how) {
 	case FALLBACK_ERROR:
-		snprintf(err, errn, "layer '%s' (%s): %s, and the recipe says fallback = "
-		         "\"error\"", l->fqn, gemm_name(g), why);
+		snprintf(err, errn, "%s: %s cannot run in %s·%s: %s, and fallback = \"error\"%s%s%s",
+		         l->fqn, gemm_name(g), fmt_name(p->operand[0].format),
+		         fmt_name(p->operand[1].format), why, fb->rule ? " (rule '" : "",
+		         fb->rule ? fb->rule : "", fb->rule ? "')" : "");
 		return false;
 	case FALLBACK_PAD: {
 		long to[2];
@@ -322,7 +325,7 @@ plan_resolve(const Recipe *rc, const Model *m)
 	for (int li = 0; li < m->nlinears; li++) {
 		LayerPlan *lp = &plan->layers[li];
 		const Rule *rule = NULL;
-		Fail fb = {FALLBACK_HIGH, PRECC_BF16, rc->loc};
+		Fail fb = {FALLBACK_HIGH, PRECC_BF16, rc->loc, NULL};
 
 		lp->linear = &m->linears[li];
 		for (int r = 0; r < rc->nrules && !rule; r++)
@@ -338,6 +341,7 @@ plan_resolve(const Recipe *rc, const Model *m)
 			fb.to = s->fallback_format;
 			fb.loc = s->fallback_loc.line > 0 ? s->fallback_loc
 			       : lvl ? rule->loc : rc->loc;
+			fb.rule = lvl ? lp->rule : NULL;
 		}
 		for (int g = 0; g < NGEMM; g++) {
 			char err[600];

@@ -199,10 +199,13 @@ scaling_text(const Cast *c, char *buf, size_t n)
 	case SCALING_ROWWISE: k = snprintf(buf, n, "rowwise"); break;
 	case SCALING_BLOCK: k = snprintf(buf, n, "%dx%d", c->block[0], c->block[1]); break;
 	case SCALING_MX:
-		k = c->block[1] == 32 ? snprintf(buf, n, "mx")
-		                      : snprintf(buf, n, "mx/%d", c->block[1]);
+		k = c->block[0] == 1 && c->block[1] == 32 ? snprintf(buf, n, "mx")
+		    : snprintf(buf, n, "mx/%dx%d", c->block[0], c->block[1]);
 		break;
-	case SCALING_NVFP4: k = snprintf(buf, n, "nvfp4"); break;
+	case SCALING_NVFP4:
+		k = c->block[0] == 1 && c->block[1] == 16 ? snprintf(buf, n, "nvfp4")
+		    : snprintf(buf, n, "nvfp4/%dx%d", c->block[0], c->block[1]);
+		break;
 	default: k = snprintf(buf, n, "?"); break;
 	}
 	if (c->pow2_scale && k < n)
@@ -309,7 +312,7 @@ print_table(const Plan *plan, bool group, FILE *f)
 	long maxidx = -1;
 
 	for (int i = 0; i < NCOL; i++)
-		rows[0].cell[i] = xstrdup(head[i]);
+		rows[0].cell[i] = xstrdup(i == COL_RULE && !plan->recipe->nrules ? "" : head[i]);
 	for (int i = 0; i < ng; i++) {
 		const LayerPlan *lp = &plan->layers[gs[i].first];
 		Row *r = &rows[i + 1];
@@ -320,7 +323,8 @@ print_table(const Plan *plan, bool group, FILE *f)
 		r->cell[COL_SHAPE] = xstrdup(buf);
 		for (int g = 0; g < NGEMM; g++)
 			gemm_cells(&lp->gemm[g], &r->cell[COL_GEMM0 + 3 * g]);
-		r->cell[COL_RULE] = xstrdup(lp->rule ? lp->rule : "-");
+		r->cell[COL_RULE] = xstrdup(lp->rule ? lp->rule
+		                            : plan->recipe->nrules ? "-" : "");
 		r->cell[COL_NOTE] = note_text(lp);
 		for (int j = 0; j < gs[i].nidx; j++)
 			if (gs[i].idx[j] > maxidx)
@@ -355,36 +359,46 @@ print_table(const Plan *plan, bool group, FILE *f)
 	for (int i = 0; i <= ng; i++) {
 		Row *r = &rows[i];
 		int last = NCOL - 1;
-		while (last > 0 && !*r->cell[last])
+		while (last > 0 && (!*r->cell[last] || !w[last]))
 			last--;
 		for (int c = 0; c <= last; c++) {
-			if (i == 0 && c >= COL_GEMM0 && c < COL_RULE) {
+			bool gemm = c >= COL_GEMM0 && c < COL_RULE;
+			if (!w[c])
+				continue;
+			if (i == 0 && gemm) {
 				/* One heading over each GEMM's three sub-columns. */
 				if ((c - COL_GEMM0) % 3 == 0) {
 					int span = w[c] + 1 + w[c + 1] + 1 + w[c + 2];
+					if (c + 2 >= last) {
+						fputs(r->cell[c], f);
+						break;
+					}
 					pad(f, r->cell[c], span);
 					fputs("  ", f);
 				}
 				continue;
 			}
-			bool end_of_gemm = c >= COL_GEMM0 && c < COL_RULE && (c - COL_GEMM0) % 3 == 2;
-			bool in_gemm = c >= COL_GEMM0 && c < COL_RULE && !end_of_gemm;
-			if (c == last)
+			if (c == last) {
 				fputs(r->cell[c], f);
-			else
-				pad(f, r->cell[c], w[c]);
-			if (c != last)
-				fputs(in_gemm ? " " : "  ", f);
+				break;
+			}
+			pad(f, r->cell[c], w[c]);
+			fputs(gemm && (c - COL_GEMM0) % 3 != 2 ? " " : "  ", f);
 		}
 		fputc('\n', f);
 	}
 	fputc('\n', f);
 	training_line(&rc->training, f);
-	fprintf(f, "columns per GEMM: A·B operand formats (fprop input·weight, dgrad "
-	           "grad_output·weight, wgrad grad_output·input), scaling, accumulation→output\n"
-	           "scaling: current = tensorwise just-in-time, delayed/N = tensorwise from an "
-	           "N-step amax history, RxC = blockwise tiles, mx = 1x32 e8m0, nvfp4 = 1x16 e4m3; "
-	           "fp32/N = promote to fp32 every N K-elements\n");
+	fputs("per GEMM: A·B formats (fprop input·weight, dgrad grad_output·weight, "
+	      "wgrad grad_output·input), scaling, accumulation→output\n"
+	      "scaling:  current = tensorwise just-in-time; delayed/N = tensorwise, N-step amax "
+	      "history;\n"
+	      "          rowwise = one scale per row; RxC = blockwise tiles; mx = 1x32 blocks, e8m0 "
+	      "scales;\n"
+	      "          nvfp4 = 1x16 blocks, e4m3 scales; /pow2 = power-of-two scales; "
+	      "- = none (high precision)\n"
+	      "accum:    fp32; fast = fp8 fast accumulation; fp32/N = promoted to fp32 every N "
+	      "K-elements\n", f);
 
 	for (int i = 0; i <= ng; i++)
 		for (int c = 0; c < NCOL; c++)
