@@ -10,8 +10,8 @@
  * same operation sequence (ascending k, one fp32 mul then one fp32 add,
  * never FMA) whatever the tile, thread or vector width, so results are
  * bit-identical for any thread count and on any x86-64 or other machine.
- * The macro kernel is compiled twice (default and AVX2, no FMA) through
- * target_clones where the compiler supports it.
+ * On x86-64 the macro kernel is compiled twice (baseline SSE2, and AVX2
+ * without FMA) and picked at run time with __builtin_cpu_supports.
  */
 #include <math.h>
 #include <pthread.h>
@@ -29,10 +29,11 @@ enum { MR = 6, NR = 16, KC = 256, MC = 192, NC = 256 };
 typedef float v8 __attribute__((vector_size(32)));
 typedef int32_t vi8 __attribute__((vector_size(32)));
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
-#define MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define MULTIVERSION
+/* An AVX2 copy of the macro kernel, chosen at run time. No ifunc
+ * (target_clones): its resolvers run before sanitizers start, and not
+ * every libc has them. AVX2 without FMA: the arithmetic is the same. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_AVX2_COPY 1
 #endif
 
 typedef struct Gemm {
@@ -41,6 +42,7 @@ typedef struct Gemm {
 	long abr, abc, anbc;        /* A scale blocks (resolved) */
 	long bbr, bbc, bnbc;        /* B scale blocks */
 	uint32_t accmask;           /* inner accumulator mask, ~0 = fp32 */
+	const float *lut_a, *lut_b; /* 8-bit decode tables, fetched up front */
 	long nmc, nnc, ntasks;
 	atomic_long next;
 } Gemm;
@@ -126,9 +128,9 @@ microkernel(long kc, const float *restrict a, const float *restrict b,
 }
 
 /* All micro-tiles of one packed panel pair into inner (stride NC). */
-MULTIVERSION static void
-macro_kernel(long mc, long nc, long kc, const float *ap, const float *bp,
-             float *inner, int load, uint32_t accmask)
+static inline __attribute__((always_inline)) void
+macro_body(long mc, long nc, long kc, const float *ap, const float *bp,
+           float *inner, int load, uint32_t accmask)
 {
 	long ir, jr;
 
@@ -145,11 +147,40 @@ macro_kernel(long mc, long nc, long kc, const float *ap, const float *bp,
 	}
 }
 
+static void
+macro_default(long mc, long nc, long kc, const float *ap, const float *bp,
+              float *inner, int load, uint32_t accmask)
+{
+	macro_body(mc, nc, kc, ap, bp, inner, load, accmask);
+}
+
+#ifdef HAVE_AVX2_COPY
+__attribute__((target("avx2"))) static void
+macro_avx2(long mc, long nc, long kc, const float *ap, const float *bp,
+           float *inner, int load, uint32_t accmask)
+{
+	macro_body(mc, nc, kc, ap, bp, inner, load, accmask);
+}
+#endif
+
+static void
+macro_kernel(long mc, long nc, long kc, const float *ap, const float *bp,
+             float *inner, int load, uint32_t accmask)
+{
+#ifdef HAVE_AVX2_COPY
+	if (__builtin_cpu_supports("avx2")) {
+		macro_avx2(mc, nc, kc, ap, bp, inner, load, accmask);
+		return;
+	}
+#endif
+	macro_default(mc, nc, kc, ap, bp, inner, load, accmask);
+}
+
 /* Pack rows [r0, r0+nr) x k-range [k0, k0+kc) of an operand into panels
  * of w rows: dst[p*w*kc + k*w + ii]; rows past the edge are zero. */
 static void
-pack(const precc_gemm_operand *op, long K, long r0, long nr, long rows,
-     long k0, long kc, int w, float *dst, float *row)
+pack(const precc_gemm_operand *op, const float *lut, long K, long r0, long nr,
+     long rows, long k0, long kc, int w, float *dst, float *row)
 {
 	long p, ii, k;
 
@@ -162,8 +193,14 @@ pack(const precc_gemm_operand *op, long K, long r0, long nr, long rows,
 					panel[k * w + ii] = 0.0f;
 				continue;
 			}
-			interp_load(op->data, op->fmt, (size_t)r * (size_t)K
-			            + (size_t)k0, kc, row);
+			size_t off = (size_t)r * (size_t)K + (size_t)k0;
+			if (lut) {
+				const uint8_t *q = (const uint8_t *)op->data + off;
+				for (k = 0; k < kc; k++)
+					panel[k * w + ii] = lut[q[k]];
+				continue;
+			}
+			interp_load(op->data, op->fmt, off, kc, row);
 			for (k = 0; k < kc; k++)
 				panel[k * w + ii] = row[k];
 		}
@@ -186,8 +223,8 @@ run_tile(Worker *w, long t)
 		long kend = kq + g->P < d->k ? kq + g->P : d->k;
 		for (pc = kq; pc < kend; pc += KC) {
 			long kc = kend - pc < KC ? kend - pc : KC;
-			pack(&d->b, d->k, jc, ncp, d->n, pc, kc, NR, w->bp, w->row);
-			pack(&d->a, d->k, ic, mcp, d->m, pc, kc, MR, w->ap, w->row);
+			pack(&d->b, g->lut_b, d->k, jc, ncp, d->n, pc, kc, NR, w->bp, w->row);
+			pack(&d->a, g->lut_a, d->k, ic, mcp, d->m, pc, kc, MR, w->ap, w->row);
 			macro_kernel(mcp, ncp, kc, w->ap, w->bp, w->inner, pc != kq,
 			             g->accmask);
 		}
@@ -350,6 +387,10 @@ precc_gemm(const precc_gemm_desc *d)
 		                   va ? g.abc : d->k, vb ? g.bbc : d->k);
 	g.accmask = d->acc_mbits == 0 || d->acc_mbits >= 23 ? 0xffffffffu
 	            : ~((1u << (23 - d->acc_mbits)) - 1u);
+	g.lut_a = precc_interp_elem_bytes(d->a.fmt) == 1
+	          ? precc_decode_table8(d->a.fmt) : NULL;
+	g.lut_b = precc_interp_elem_bytes(d->b.fmt) == 1
+	          ? precc_decode_table8(d->b.fmt) : NULL;
 	g.nmc = (d->m + MC - 1) / MC;
 	g.nnc = (d->n + NC - 1) / NC;
 	g.ntasks = g.nmc * g.nnc;

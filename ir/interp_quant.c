@@ -48,41 +48,31 @@ sr_bits(uint64_t seed, uint32_t stream, uint64_t i0, long n, uint32_t *rb)
 	}
 }
 
-int
-precc_quantize(const void *x, precc_format xf, long rows, long cols,
-               const precc_quant_opts *o, void *q)
+typedef struct Quant {
+	const void *x;
+	precc_format xf;
+	long rows, cols, br, bc, nbc;
+	const precc_quant_opts *o;
+	void *q;
+	size_t qes;
+	int fast;
+} Quant;
+
+static void
+quant_rows(void *ctx, long r0, long r1)
 {
+	const Quant *k = ctx;
+	const precc_quant_opts *o = k->o;
 	float buf[CHUNK];
 	uint32_t codes[CHUNK], rb[CHUNK];
-	size_t qes;
-	long br, bc, nbc, r, c0;
-	int e, fast;
+	long r, c0, cols = k->cols, bc = k->bc;
 
-	if (!x || !o || !q)
-		return interp_fail(PRECC_IEINVAL, "quantize: NULL argument");
-	if (!interp_input_format(xf))
-		return interp_fail(PRECC_IEINVAL, "quantize: unsupported input "
-		                   "format");
-	if ((qes = precc_interp_elem_bytes(o->qf)) == 0)
-		return interp_fail(PRECC_IEINVAL, "quantize: unsupported output "
-		                   "format");
-	if ((unsigned)o->round >= PRECC_NROUND)
-		return interp_fail(PRECC_IEINVAL, "quantize: unknown rounding %d",
-		                   (int)o->round);
-	if ((e = interp_check_tensor("quantize", rows, cols,
-	                             precc_interp_elem_bytes(xf))) != 0)
-		return e;
-	if ((e = interp_block("quantize", rows, cols, o->blk, &br, &bc)) != 0)
-		return e;
-	precc_block_count(rows, cols, o->blk, NULL, &nbc);
-	fast = o->round == PRECC_RNE && o->saturate
-	       && (o->qf == PRECC_E4M3 || o->qf == PRECC_E5M2);
-	for (r = 0; r < rows; r++) {
-		const float *srow = o->scale ? o->scale + (r / br) * nbc : NULL;
+	for (r = r0; r < r1; r++) {
+		const float *srow = o->scale ? o->scale + (r / k->br) * k->nbc : NULL;
 		for (c0 = 0; c0 < cols; c0 += CHUNK) {
 			long n = cols - c0 < CHUNK ? cols - c0 : CHUNK, j;
 			size_t off = (size_t)r * (size_t)cols + (size_t)c0;
-			interp_load(x, xf, off, n, buf);
+			interp_load(k->x, k->xf, off, n, buf);
 			if (srow) {
 				for (j = 0; j < n;) {
 					long c = c0 + j, end = (c / bc + 1) * bc - c0;
@@ -93,8 +83,8 @@ precc_quantize(const void *x, precc_format xf, long rows, long cols,
 						buf[j] *= s;
 				}
 			}
-			if (fast) {
-				uint8_t *d = (uint8_t *)q + off;
+			if (k->fast) {
+				uint8_t *d = (uint8_t *)k->q + off;
 				if (o->qf == PRECC_E4M3)
 					precc_encode_e4m3_rne_sat(buf, d, n);
 				else
@@ -108,9 +98,47 @@ precc_quantize(const void *x, precc_format xf, long rows, long cols,
 			for (j = 0; j < n; j++)
 				codes[j] = precc_encode(o->qf, buf[j], o->round,
 				                        o->saturate, rb[j]);
-			store(q, qes, off, n, codes);
+			store(k->q, k->qes, off, n, codes);
 		}
 	}
+}
+
+int
+precc_quantize(const void *x, precc_format xf, long rows, long cols,
+               const precc_quant_opts *o, void *q)
+{
+	Quant k;
+	int e;
+
+	if (!x || !o || !q)
+		return interp_fail(PRECC_IEINVAL, "quantize: NULL argument");
+	if (!interp_input_format(xf))
+		return interp_fail(PRECC_IEINVAL, "quantize: unsupported input "
+		                   "format");
+	if ((k.qes = precc_interp_elem_bytes(o->qf)) == 0)
+		return interp_fail(PRECC_IEINVAL, "quantize: unsupported output "
+		                   "format");
+	if ((unsigned)o->round >= PRECC_NROUND)
+		return interp_fail(PRECC_IEINVAL, "quantize: unknown rounding %d",
+		                   (int)o->round);
+	if (o->threads < 0)
+		return interp_fail(PRECC_IEINVAL, "quantize: threads %d < 0",
+		                   o->threads);
+	if ((e = interp_check_tensor("quantize", rows, cols,
+	                             precc_interp_elem_bytes(xf))) != 0)
+		return e;
+	if ((e = interp_block("quantize", rows, cols, o->blk, &k.br, &k.bc)) != 0)
+		return e;
+	precc_block_count(rows, cols, o->blk, NULL, &k.nbc);
+	k.x = x;
+	k.xf = xf;
+	k.rows = rows;
+	k.cols = cols;
+	k.o = o;
+	k.q = q;
+	k.fast = o->round == PRECC_RNE && o->saturate
+	         && (o->qf == PRECC_E4M3 || o->qf == PRECC_E5M2);
+	interp_parallel_rows(rows, cols, o->threads, quant_rows, &k);
 	return PRECC_IOK;
 }
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "interp_util.h"
@@ -179,4 +180,56 @@ precc_block_count(long rows, long cols, precc_block blk, long *nbr, long *nbc)
 	if (nbc)
 		*nbc = c;
 	return r * c;
+}
+
+typedef struct Range {
+	void (*fn)(void *, long, long);
+	void *ctx;
+	long r0, r1;
+} Range;
+
+static void *
+range_main(void *arg)
+{
+	Range *g = arg;
+	g->fn(g->ctx, g->r0, g->r1);
+	return NULL;
+}
+
+void
+interp_parallel_rows(long rows, long cols, int threads,
+                     void (*fn)(void *ctx, long r0, long r1), void *ctx)
+{
+	enum { MAXT = 64, MIN_ELEMS = 1 << 16 };
+	pthread_t tid[MAXT];
+	Range g[MAXT];
+	int nt = precc_interp_threads(threads), i, started[MAXT] = { 0 };
+	long per;
+
+	if (nt > MAXT)
+		nt = MAXT;
+	if ((double)rows * (double)cols < (double)MIN_ELEMS * 2 || nt == 1)
+		nt = 1;
+	if (nt > rows)
+		nt = (int)rows;
+	if (nt <= 1) {
+		fn(ctx, 0, rows);
+		return;
+	}
+	per = (rows + nt - 1) / nt;
+	for (i = 0; i < nt; i++) {
+		g[i].fn = fn;
+		g[i].ctx = ctx;
+		g[i].r0 = i * per < rows ? i * per : rows;
+		g[i].r1 = (i + 1) * per < rows ? (i + 1) * per : rows;
+	}
+	for (i = 1; i < nt; i++)
+		started[i] = pthread_create(&tid[i], NULL, range_main, &g[i]) == 0;
+	fn(ctx, g[0].r0, g[0].r1);
+	for (i = 1; i < nt; i++) {
+		if (started[i])
+			pthread_join(tid[i], NULL);
+		else
+			fn(ctx, g[i].r0, g[i].r1);   /* could not start: do it here */
+	}
 }

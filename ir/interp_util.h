@@ -35,4 +35,10 @@ void interp_load(const void *x, precc_format f, size_t off, long n, float *dst);
 int interp_block(const char *name, long rows, long cols, precc_block blk,
                  long *br, long *bc);
 
+/* Run fn(ctx, r0, r1) over contiguous row ranges covering [0, rows) on
+ * up to precc_interp_threads(threads) threads (one when the tensor is
+ * small). Ranges never overlap, so results do not depend on the count. */
+void interp_parallel_rows(long rows, long cols, int threads,
+                          void (*fn)(void *ctx, long r0, long r1), void *ctx);
+
 #endif

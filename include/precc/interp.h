@@ -162,6 +162,7 @@ typedef struct precc_quant_opts {
 	const float *scale;    /* per block, or NULL */
 	uint64_t seed;         /* SR only */
 	uint32_t stream;       /* SR only: tensor/stream id */
+	int threads;           /* 0 = all online cores; same result for any */
 } precc_quant_opts;
 
 int precc_quantize(const void *x, precc_format xf, long rows, long cols,

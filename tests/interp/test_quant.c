@@ -224,6 +224,35 @@ test_sr(void)
 	free(x); free(q); free(q2); free(q8); free(q8b);
 }
 
+/* Same seed -> same codes for 1, 2, 3 and 7 threads (SR and RNE). */
+static void
+test_threads(void)
+{
+	long rows = 300, cols = 512, n = rows * cols;
+	float *x = malloc(n * 4), s[300];
+	uint8_t *q1 = malloc(n), *q2 = malloc(n);
+	int th[3] = { 2, 3, 7 };
+
+	for (long i = 0; i < n; i++)
+		x[i] = nrand();
+	for (long r = 0; r < rows; r++)
+		s[r] = 100.0f + (float)r;
+	for (int round = 0; round < 2; round++) {
+		precc_quant_opts o = { .qf = PRECC_E4M3, .round = round ? PRECC_SR
+		                       : PRECC_RNE, .saturate = true, .blk = { 1, 0 },
+		                       .scale = s, .seed = 99, .stream = 1,
+		                       .threads = 1 };
+		CHECK_OK(precc_quantize(x, PRECC_FP32, rows, cols, &o, q1));
+		for (int t = 0; t < 3; t++) {
+			o.threads = th[t];
+			memset(q2, 0xaa, n);
+			CHECK_OK(precc_quantize(x, PRECC_FP32, rows, cols, &o, q2));
+			CHECK(memcmp(q1, q2, n) == 0);
+		}
+	}
+	free(x); free(q1); free(q2);
+}
+
 static void
 test_transpose(void)
 {
@@ -286,6 +315,7 @@ main(void)
 				          : PRECC_SR, blks[b], rows, cols);
 	test_mx_nvfp4();
 	test_sr();
+	test_threads();
 	test_transpose();
 	test_errors();
 	return finish("quant");
