@@ -489,7 +489,8 @@ want_int(Loader *ld, int v, const char *key, int line, long long lo, long long h
 	if (!isint)
 		return fail(ld, line, "'%s' must be an integer, not %s", key, luaL_tolstring(L, v, NULL));
 	if (i < lo || i > hi)
-		return fail(ld, line, "'%s' must be between %lld and %lld, not %lld", key, lo, hi, (long long)i);
+		return fail(ld, line, "'%s' must be between %I and %I, not %I", key, (lua_Integer)lo,
+		            (lua_Integer)hi, i);
 	return i;
 }
 
@@ -502,9 +503,14 @@ want_num(Loader *ld, int v, const char *key, int line, double lo, bool lo_open, 
 	if (lua_type(L, v) != LUA_TNUMBER)
 		return fail(ld, line, "'%s' must be a number, not a %s%s", key, typename_of(L, v), shown(L, v));
 	double x = lua_tonumber(L, v);
-	if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
-		return fail(ld, line, "'%s' must be %s %g%s, not %s", key, lo_open ? "above" : "at least", lo,
-		            isinf(hi) ? "" : lua_pushfstring(L, " and at most %f", hi), luaL_tolstring(L, v, NULL));
+	if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
+		char range[96];
+		if (isinf(hi))
+			snprintf(range, sizeof range, "%s %g", lo_open ? "above" : "at least", lo);
+		else
+			snprintf(range, sizeof range, "%s %g and at most %g", lo_open ? "above" : "at least", lo, hi);
+		return fail(ld, line, "'%s' must be %s, not %s", key, range, luaL_tolstring(L, v, NULL));
+	}
 	return x;
 }
 
@@ -653,8 +659,7 @@ block_dims(Loader *ld, const Tab *o, const char *name, int dims[2])
 			fail(ld, o->line, "%s needs tile dims rows x cols, e.g. %s{1, 128}", name, name);
 		dims[i] = (int)want_int(ld, lua_gettop(L), i ? "block cols" : "block rows", line, INT32_MIN, INT32_MAX);
 		if (dims[i] <= 0)
-			fail(ld, line, "%s block dims must be positive, not %dx%s", name, dims[0],
-			     i ? lua_pushfstring(L, "%d", dims[1]) : "...");
+			fail(ld, line, "%s block %s must be positive, not %d", name, i ? "cols" : "rows", dims[i]);
 		lua_pop(L, 1);
 	}
 	lua_rawgeti(L, o->idx, 3);
@@ -996,8 +1001,8 @@ check_pattern(Loader *ld, const char *pat, int line)
 	lua_pushliteral(L, "");
 	lua_pushstring(L, pat);
 	if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
-		const char *m = lua_tostring(L, -1), *p = m ? strstr(m, "(") : NULL;
-		fail(ld, line, "bad rule pattern \"%s\": %s", pat, p ? p + 1 : "invalid");
+		const char *m = lua_tostring(L, -1);
+		fail(ld, line, "bad rule pattern \"%s\": %s", pat, m ? m : "invalid");
 	}
 }
 

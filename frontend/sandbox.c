@@ -76,7 +76,7 @@ hook(lua_State *L, lua_Debug *ar)
 	if (sb->steps > sb->step_limit) {
 		sb->over_steps = true;
 		sandbox_raise(L, sb->line, "recipe exceeded its instruction budget "
-		              "(%lld instructions): an infinite loop?", sb->step_limit);
+		              "(%I instructions): an infinite loop?", (lua_Integer)sb->step_limit);
 	}
 }
 
@@ -114,7 +114,7 @@ limit_error(lua_State *L)
 
 	if (sb->over_steps)
 		return sandbox_raise(L, 0, "recipe exceeded its instruction budget "
-		                     "(%lld instructions): an infinite loop?", sb->step_limit);
+		                     "(%I instructions): an infinite loop?", (lua_Integer)sb->step_limit);
 	return sandbox_raise(L, 0, "recipe exceeded the memory limit (%d MiB)",
 	                     (int)(sb->mem_limit >> 20));
 }

@@ -16,7 +16,7 @@ enum {
 	SANDBOX_MEM_LIMIT = 64 << 20,        /* bytes of Lua heap */
 	SANDBOX_LOAD_STEPS = 20000000,       /* VM instructions to load a recipe */
 	SANDBOX_CALL_STEPS = 1000000,        /* ... per predicate call */
-	SANDBOX_WALL_S = 10,                 /* watchdog: seconds per run */
+	SANDBOX_WALL_S = 5,                  /* watchdog: seconds per run */
 };
 
 typedef struct Sandbox {
@@ -44,7 +44,8 @@ Sandbox *sandbox_of(lua_State *L);
 bool sandbox_load(Sandbox *, const char *text, size_t len, SandboxError *err);
 /* lua_pcall with a fresh instruction budget and the watchdog armed. */
 bool sandbox_call(Sandbox *, int nargs, int nresults, long long steps, SandboxError *err);
-/* Raise a Lua error "path:line: msg" (line 0: the line now running). */
+/* Raise a Lua error "path:line: msg" (line 0: the line now running);
+ * fmt is lua_pushfstring's: %s %d %I %f %p %c %U %% only. */
 int sandbox_raise(lua_State *L, int line, const char *fmt, ...);
 /* The line of the recipe code that called the running C function, or 0. */
 int sandbox_caller_line(lua_State *L);
