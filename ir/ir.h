@@ -118,6 +118,10 @@ typedef struct Module {
 	char *endcomment;         /* '#' lines after the last func */
 } Module;
 
+/* Elsewhere in precc_ir: numerics.c exports include/precc/numerics.h (formats,
+ * encode/decode, scales); the interpreter's buffer kernels (interp_*.c,
+ * philox.c) export include/precc/interp.h. */
+
 /* ---- ir.c: construction, types, names ----------------------------------- */
 Module *ir_module_new(void);
 void ir_module_free(Module *);
