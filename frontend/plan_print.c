@@ -542,13 +542,11 @@ plan_print_json(const Plan *plan, FILE *f)
 	cJSON_AddBoolToObject(o, "stochastic_round_updates", t->stochastic_round_updates);
 	emit(f, "training", o, true);
 
-	o = cJSON_CreateObject();
+	/* As written in the recipe: a format, "pad" or "error". */
 	const Settings *s = &rc->base;
-	cJSON_AddStringToObject(o, "on_misaligned",
-	                        s->has_fallback ? NAME(fallback_names, s->fallback) : "high");
-	cJSON_AddStringToObject(o, "format",
-	                        fmt_name(s->has_fallback ? s->fallback_format : PRECC_BF16));
-	emit(f, "fallback", o, true);
+	fprintf(f, "\"fallback\": \"%s\",\n",
+	        !s->has_fallback ? "bf16" : s->fallback == FALLBACK_HIGH
+	        ? fmt_name(s->fallback_format) : NAME(fallback_names, s->fallback));
 
 	fputs("\"layers\": [\n", f);
 	for (int i = 0; i < plan->nlayers; i++) {
