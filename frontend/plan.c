@@ -14,6 +14,11 @@
  * every 128 K-elements; fast accumulation keeps 14 mantissa bits.
  * A high-precision operand (fp32/tf32/fp16/bf16) carries no scale.
  *
+ * Cast.block is read per GEMM as {along the operand's other dimension,
+ * along the GEMM's reduction dimension}: MX/NVFP4 1x32/1x16 blocks always
+ * run along K, so a weight's 1x32 blocks lie along in_features in fprop
+ * and along out_features in dgrad (a re-quantized copy).
+ *
  * Alignment (fp8/fp6/fp4 GEMMs): every static GEMM dimension (in and
  * out features; M is dynamic and checked at run time) is a multiple of 16.
  * Blocked scalings (MX, NVFP4, blockwise) need the reduction dimension a

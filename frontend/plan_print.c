@@ -96,7 +96,8 @@ index_part(const char *fqn, size_t *at, size_t *len, long *val)
 
 typedef struct Group {
 	int first;               /* representative layer */
-	long *idx; int nidx;     /* layer indices, in model order */
+	bool indexed;            /* its name has a layer index */
+	long *idx; int nidx, cap;/* layer indices, in model order */
 } Group;
 
 static bool
@@ -125,17 +126,22 @@ group_layers(const Plan *plan, bool group, int *ngroups)
 		if (group && indexed)
 			for (k = 0; k < n; k++) {
 				const LayerPlan *rep = &plan->layers[gs[k].first];
-				if (gs[k].idx && same_key(rep->linear->fqn, lp->linear->fqn) &&
+				if (gs[k].indexed && same_key(rep->linear->fqn, lp->linear->fqn) &&
 				    layer_eq(rep, lp))
 					break;
 			}
 		if (k == n) {
 			gs[n].first = i;
-			gs[n].idx = indexed ? xmalloc(plan->nlayers * sizeof(long)) : NULL;
+			gs[n].indexed = indexed;
 			n++;
 		}
-		if (gs[k].idx)
+		if (gs[k].indexed) {
+			if (gs[k].nidx == gs[k].cap) {
+				gs[k].cap = gs[k].cap ? 2 * gs[k].cap : 4;
+				gs[k].idx = xrealloc(gs[k].idx, gs[k].cap * sizeof *gs[k].idx);
+			}
 			gs[k].idx[gs[k].nidx++] = v;
+		}
 	}
 	*ngroups = n;
 	return gs;
