@@ -448,6 +448,28 @@ check_op(Ctx *c)
 	return true;
 }
 
+/* Well-formed types: rank 1 or 2, positive static dims, M/B and blocks
+ * only on scale tensors, which are rank 2. */
+static bool
+type_ok(Ctx *c, const Type *t)
+{
+	if (t->rank < 1 || t->rank > MAXRANK)
+		return bad(c, "result type has rank %d (1 or 2)", t->rank);
+	if ((unsigned)t->fmt >= PRECC_NFORMAT)
+		return bad(c, "result type has no valid format");
+	for (int k = 0; k < t->rank; k++) {
+		if (t->dim[k] == 0)
+			return bad(c, "result type %s has a zero dim", tstr(t));
+		if (t->dim[k] < DIM_M && !t->is_scale)
+			return bad(c, "result type %s: M/B dims are for scale tensors", tstr(t));
+		if (t->is_scale && t->block[k] < 0)
+			return bad(c, "result type %s has a negative block", tstr(t));
+	}
+	if (t->is_scale && t->rank != 2)
+		return bad(c, "result type %s: scale tensors are rank 2", tstr(t));
+	return true;
+}
+
 static bool
 check_arity(Ctx *c)
 {
@@ -486,6 +508,16 @@ verify_func(Ctx *c)
 			bad(c, i->res >= 0 ? "defines no value" : "must define a value");
 			continue;
 		}
+		if (i->res >= f->nval) {
+			bad(c, "result is not a value");
+			continue;
+		}
+		if (i->res >= 0 && f->val[i->res].def != k) {
+			bad(c, "redefinition of %%%s", f->val[i->res].name);
+			continue;
+		}
+		if (i->res >= 0 && !type_ok(c, &i->type))
+			continue;
 		if (i->res >= 0) {
 			const Value *v = &f->val[i->res];
 			for (int j = 0; j < i->res; j++)

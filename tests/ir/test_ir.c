@@ -207,6 +207,13 @@ static const struct { const char *text, *msg; } verify_errors[] = {
 	{F(X "  ret\n"), "v.ir:3:3: error: @f: ret: takes at least 1 operand, got 0"},
 	{F(X W "  %c = gemm %x, %w, %x accum=fp32 : f32[M,768]\n  ret %c\n"),
 	 "v.ir:4:3: error: @f: %c = gemm: high-precision operands take no scales, got 3 operands"},
+	/* types */
+	{F("  %x = param in : bf16[0,16]\n  ret %x\n"),
+	 "v.ir:2:3: error: @f: %x = param: result type bf16[0,16] has a zero dim"},
+	{F("  %x = param in : bf16[M/128,16]\n  ret %x\n"),
+	 "v.ir:2:3: error: @f: %x = param: result type bf16[M/128,16]: M/B dims are for scale tensors"},
+	{F("  %x = param state : f32[16]{16}\n  ret %x\n"),
+	 "v.ir:2:3: error: @f: %x = param: result type f32[16]{16}: scale tensors are rank 2"},
 	/* params */
 	{F("  %b = param bias : bf16[4,4]\n  ret %b\n"),
 	 "v.ir:2:3: error: @f: %b = param: a bias param must be a vector like bf16[N], got bf16[4,4]"},
@@ -360,6 +367,22 @@ test_prefixes(void)
 	EXPECT(ok > 0 && bad > 0, "prefixes: %d parsed, %d failed", ok, bad);
 }
 
+/* Errors only constructed IR can have. */
+static void
+test_built_errors(void)
+{
+	Module *m = ir_module_new();
+	Func *f = ir_func_new(m, "g");
+	char err[512];
+	int x = ir_def(f, "x", ir_tensor(PRECC_BF16, DIM_M, 16), OP_param, NULL, 0);
+
+	ir_emit(f, OP_param, x, NULL, 0);    /* defines %x again */
+	ir_emit(f, OP_ret, -1, &x, 1);
+	EXPECT(ir_verify(m, err, sizeof err) == 1 &&
+	       !strcmp(err, "error: @g: %x = param: redefinition of %x"), "built redefinition: %s", err);
+	ir_module_free(m);
+}
+
 /* ---- construction ------------------------------------------------------- */
 
 static void
@@ -406,6 +429,7 @@ main(void)
 	test_verify_errors();
 	test_prefixes();
 	test_build();
+	test_built_errors();
 	printf("%d/%d IR checks passed\n", checks - fails, checks);
 	return fails != 0;
 }
