@@ -8,8 +8,9 @@
  *	dgrad  dX = dY·W     A = dY[M,N]    B = Wᵀ[K,N]
  *	wgrad  dW = dYᵀ·X    A = dYᵀ[N,M]   B = Xᵀ[K,M]
  * and a Cast's block is given in that layout (block[1] runs along the
- * GEMM's K), as plan.c resolves it. Sources (params) are bf16 in their
- * stored layout: X[M,in], W[out,in], dY[M,out].
+ * GEMM's K), as plan.c resolves it. Sources (params) are in their stored
+ * layout, X[M,in], W[out,in], dY[M,out], in the layer's compute dtype
+ * (source_format).
  *
  * Scaling state (delayed scaling): a tensor's scale and amax history are
  * state params. Updates commit at the end of the step, so every GEMM of
@@ -139,6 +140,21 @@ delayed_params(Lo *l, Role r, const Cast *c)
 	             NULL, 0, "%s.amax_history", s.prefix);
 	last(l)->param = PARAM_STATE;
 	return s;
+}
+
+/* The dtype the layer's tensors are stored in: that of its first
+ * high-precision operand (fp16 for an fp16 recipe; tf32 is stored as f32),
+ * bf16 when every operand is quantized. */
+static precc_format
+source_format(const LayerPlan *lp)
+{
+	for (int g = 0; g < NGEMM; g++)
+		for (int k = 0; k < 2; k++) {
+			precc_format f = lp->gemm[g].operand[k].format;
+			if (ir_fmt_high(f))
+				return f == PRECC_TF32 ? PRECC_FP32 : f;
+		}
+	return PRECC_BF16;
 }
 
 static void
@@ -338,6 +354,7 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	State st[2] = {{0}};
 	Opnd o[2];
 	bool hasbias = g == GEMM_FPROP && (p->bias || li->bias);
+	precc_format sf = source_format(lp);
 	/* sources of A and B in stored layout, and whether the GEMM transposes */
 	static const Role srole[NGEMM][2] = {
 		{ROLE_INPUT, ROLE_WEIGHT}, {ROLE_GRAD_OUTPUT, ROLE_WEIGHT},
@@ -369,15 +386,15 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	for (int k = 0; k < 2; k++) {
 		Role r = srole[g][k];
 		static const ParamKind kind[NROLE] = {PARAM_IN, PARAM_WEIGHT, PARAM_GRAD};
-		Type t = r == ROLE_INPUT ? ir_tensor(PRECC_BF16, DIM_M, K)
-		       : r == ROLE_WEIGHT ? ir_tensor(PRECC_BF16, N, K)
-		       : ir_tensor(PRECC_BF16, DIM_M, N);
+		Type t = r == ROLE_INPUT ? ir_tensor(sf, DIM_M, K)
+		       : r == ROLE_WEIGHT ? ir_tensor(sf, N, K)
+		       : ir_tensor(sf, DIM_M, N);
 		src[k] = def(&l, t, OP_param, NULL, 0, "%s", tname[r]);
 		last(&l)->param = kind[r];
 	}
 	int b = -1;
 	if (hasbias) {
-		b = def(&l, ir_vector(PRECC_BF16, N), OP_param, NULL, 0, "bias");
+		b = def(&l, ir_vector(sf, N), OP_param, NULL, 0, "bias");
 		last(&l)->param = PARAM_BIAS;
 	}
 	for (int k = 0; k < 2; k++)
@@ -398,7 +415,7 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 		}
 	}
 	if (b >= 0 && l.out != N)
-		b = def(&l, ir_vector(PRECC_BF16, l.out), OP_pad, &b, 1, "bias.pad");
+		b = def(&l, ir_vector(sf, l.out), OP_pad, &b, 1, "bias.pad");
 
 	for (int k = 0; k < 2; k++)
 		o[k] = lower_operand(&l, k, src[k], tr[g][k], &st[k]);
