@@ -3,10 +3,11 @@
  * precc's accumulation models (exact fp32, promotion every P K-elements
  * with block scales, a B-bit truncating inner accumulator).
  *
- * Structure (BLIS-like): each task owns one MC x NC tile of C. For each
- * K-chunk of P elements and each KC panel inside it, the task packs A
- * (MR-row micro-panels) and B (NR-column micro-panels) decoded to fp32 and
- * runs a 6x16 register-blocked microkernel. Every element of C sees the
+ * Structure (BLIS-like): each task owns an NC-column strip of up to
+ * MAXGRP MC-row blocks of C. For each K-chunk of P elements and each KC
+ * panel inside it, the task packs B (NR-column micro-panels) once and A
+ * (MR-row micro-panels) per block, decoded to fp32, and runs a 6x16
+ * register-blocked microkernel. Every element of C sees the
  * same operation sequence (ascending k, one fp32 mul then one fp32 add,
  * never FMA) whatever the tile, thread or vector width, so results are
  * bit-identical for any thread count and on any x86-64 or other machine.
@@ -21,7 +22,7 @@
 
 #include "interp_util.h"
 
-enum { MR = 6, NR = 16, KC = 256, MC = 192, NC = 256 };
+enum { MR = 6, NR = 16, KC = 256, MC = 192, NC = 256, MAXGRP = 8 };
 
 /* 8-float GNU vectors: two SSE registers by default, one in the AVX2
  * clone. Static and always inlined, so the -Wpsabi note does not apply. */
@@ -44,6 +45,7 @@ typedef struct Gemm {
 	uint32_t accmask;           /* inner accumulator mask, ~0 = fp32 */
 	const float *lut_a, *lut_b; /* 8-bit decode tables, fetched up front */
 	long nmc, nnc, ntasks;
+	long grp, ngrp;             /* MC blocks per task, tasks per strip */
 	atomic_long next;
 } Gemm;
 
@@ -207,49 +209,44 @@ pack(const precc_gemm_operand *op, const float *lut, long K, long r0, long nr,
 	}
 }
 
+/* outer += inner * (sa * sb) for one MC block after chunk kq. */
 static void
-run_tile(Worker *w, long t)
+promote(const Gemm *g, long ic, long mc, long jc, long nc, long kq,
+        const float *inner, float *outer)
 {
-	Gemm *g = w->g;
 	const precc_gemm_desc *d = g->d;
-	long ic = (t % g->nmc) * MC, jc = (t / g->nmc) * NC;
-	long mc = d->m - ic < MC ? d->m - ic : MC;
-	long nc = d->n - jc < NC ? d->n - jc : NC;
-	long mcp = (mc + MR - 1) / MR * MR, ncp = (nc + NR - 1) / NR * NR;
-	long kq, pc, i, j;
 	float sa[MC], sb[NC];
+	long i, j;
 
-	for (kq = 0; kq < d->k; kq += g->P) {
-		long kend = kq + g->P < d->k ? kq + g->P : d->k;
-		for (pc = kq; pc < kend; pc += KC) {
-			long kc = kend - pc < KC ? kend - pc : KC;
-			pack(&d->b, g->lut_b, d->k, jc, ncp, d->n, pc, kc, NR, w->bp, w->row);
-			pack(&d->a, g->lut_a, d->k, ic, mcp, d->m, pc, kc, MR, w->ap, w->row);
-			macro_kernel(mcp, ncp, kc, w->ap, w->bp, w->inner, pc != kq,
-			             g->accmask);
-		}
-		/* promotion: outer += inner * (sa * sb) */
-		for (i = 0; i < mc; i++)
-			sa[i] = d->a.scale_inv ? d->a.scale_inv[((ic + i) / g->abr)
-			        * g->anbc + kq / g->abc] : 1.0f;
-		for (j = 0; j < nc; j++)
-			sb[j] = d->b.scale_inv ? d->b.scale_inv[((jc + j) / g->bbr)
-			        * g->bnbc + kq / g->bbc] : 1.0f;
-		for (i = 0; i < mc; i++) {
-			float *o = w->outer + i * NC, *in = w->inner + i * NC;
-			float s = sa[i];
-			if (kq == 0)
-				for (j = 0; j < nc; j++)
-					o[j] = 0.0f + in[j] * (s * sb[j]);
-			else
-				for (j = 0; j < nc; j++)
-					o[j] = o[j] + in[j] * (s * sb[j]);
-		}
-	}
-	/* epilogue */
-	size_t oes = precc_interp_elem_bytes(d->out_fmt);
+	for (i = 0; i < mc; i++)
+		sa[i] = d->a.scale_inv ? d->a.scale_inv[((ic + i) / g->abr)
+		        * g->anbc + kq / g->abc] : 1.0f;
+	for (j = 0; j < nc; j++)
+		sb[j] = d->b.scale_inv ? d->b.scale_inv[((jc + j) / g->bbr)
+		        * g->bnbc + kq / g->bbc] : 1.0f;
 	for (i = 0; i < mc; i++) {
-		float *o = w->outer + i * NC;
+		float *o = outer + i * NC;
+		const float *in = inner + i * NC;
+		float s = sa[i];
+		if (kq == 0)
+			for (j = 0; j < nc; j++)
+				o[j] = 0.0f + in[j] * (s * sb[j]);
+		else
+			for (j = 0; j < nc; j++)
+				o[j] = o[j] + in[j] * (s * sb[j]);
+	}
+}
+
+/* alpha, bias, output amax, out_scale and the output cast of one block. */
+static void
+epilogue(Worker *w, long ic, long mc, long jc, long nc, float *outer)
+{
+	const precc_gemm_desc *d = w->g->d;
+	size_t oes = precc_interp_elem_bytes(d->out_fmt);
+	long i, j;
+
+	for (i = 0; i < mc; i++) {
+		float *o = outer + i * NC;
 		size_t off = (size_t)(ic + i) * (size_t)d->n + (size_t)jc;
 		float m = w->amax;
 		int nan = 0;
@@ -285,6 +282,47 @@ run_tile(Worker *w, long t)
 	}
 }
 
+/* Task t: the NC-column strip jc, rows of grp consecutive MC blocks. Each
+ * B panel is packed once per task and reused by all its MC blocks. */
+static void
+run_task(Worker *w, long t)
+{
+	Gemm *g = w->g;
+	const precc_gemm_desc *d = g->d;
+	long jc = (t / g->ngrp) * NC, i0 = (t % g->ngrp) * g->grp * MC;
+	long i1 = i0 + g->grp * MC < d->m ? i0 + g->grp * MC : d->m;
+	long nc = d->n - jc < NC ? d->n - jc : NC;
+	long ncp = (nc + NR - 1) / NR * NR;
+	long kq, pc, ic;
+
+	for (kq = 0; kq < d->k; kq += g->P) {
+		long kend = kq + g->P < d->k ? kq + g->P : d->k;
+		for (pc = kq; pc < kend; pc += KC) {
+			long kc = kend - pc < KC ? kend - pc : KC;
+			pack(&d->b, g->lut_b, d->k, jc, ncp, d->n, pc, kc, NR, w->bp,
+			     w->row);
+			for (ic = i0; ic < i1; ic += MC) {
+				long mc = i1 - ic < MC ? i1 - ic : MC;
+				long mcp = (mc + MR - 1) / MR * MR;
+				float *inner = w->inner + ((ic - i0) / MC) * MC * NC;
+				pack(&d->a, g->lut_a, d->k, ic, mcp, d->m, pc, kc, MR, w->ap,
+				     w->row);
+				macro_kernel(mcp, ncp, kc, w->ap, w->bp, inner, pc != kq,
+				             g->accmask);
+			}
+		}
+		for (ic = i0; ic < i1; ic += MC) {
+			long b = (ic - i0) / MC, mc = i1 - ic < MC ? i1 - ic : MC;
+			promote(g, ic, mc, jc, nc, kq, w->inner + b * MC * NC,
+			        w->outer + b * MC * NC);
+		}
+	}
+	for (ic = i0; ic < i1; ic += MC) {
+		long b = (ic - i0) / MC, mc = i1 - ic < MC ? i1 - ic : MC;
+		epilogue(w, ic, mc, jc, nc, w->outer + b * MC * NC);
+	}
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -292,7 +330,7 @@ worker_main(void *arg)
 	long t;
 
 	while ((t = atomic_fetch_add(&w->g->next, 1)) < w->g->ntasks)
-		run_tile(w, t);
+		run_task(w, t);
 	return NULL;
 }
 
@@ -393,13 +431,21 @@ precc_gemm(const precc_gemm_desc *d)
 	          ? precc_decode_table8(d->b.fmt) : NULL;
 	g.nmc = (d->m + MC - 1) / MC;
 	g.nnc = (d->n + NC - 1) / NC;
-	g.ntasks = g.nmc * g.nnc;
-	atomic_init(&g.next, 0);
-
 	nt = precc_interp_threads(d->threads);
+	/* enough tasks to balance nt threads, each as tall as possible */
+	g.ngrp = (2 * nt + g.nnc - 1) / g.nnc;
+	if (g.ngrp > g.nmc)
+		g.ngrp = g.nmc;
+	g.grp = (g.nmc + g.ngrp - 1) / g.ngrp;
+	if (g.grp > MAXGRP)
+		g.grp = MAXGRP;
+	g.ngrp = (g.nmc + g.grp - 1) / g.grp;
+	g.ntasks = g.ngrp * g.nnc;
+	atomic_init(&g.next, 0);
 	if (nt > g.ntasks)
 		nt = (int)g.ntasks;
-	per = (size_t)(MC * KC + NC * KC + 2 * MC * NC + KC) * sizeof(float);
+	per = (size_t)(MC * KC + NC * KC + 2 * g.grp * MC * NC + KC)
+	      * sizeof(float);
 	if (interp_mul(per, (size_t)nt, &total) != 0
 	    || total > interp_phys_bytes())
 		return interp_fail(PRECC_IETOOBIG, "gemm: %d threads need too much "
@@ -420,8 +466,8 @@ precc_gemm(const precc_gemm_desc *d)
 		w[i].ap = s;
 		w[i].bp = s + MC * KC;
 		w[i].inner = w[i].bp + NC * KC;
-		w[i].outer = w[i].inner + MC * NC;
-		w[i].row = w[i].outer + MC * NC;
+		w[i].outer = w[i].inner + g.grp * MC * NC;
+		w[i].row = w[i].outer + g.grp * MC * NC;
 	}
 	/* workers 1..nt-1 on threads; worker 0 on this one. A thread that
 	 * fails to start just leaves its tiles to the others. */

@@ -316,7 +316,7 @@ main(void)
 		{ "fp32, 10-bit acc, promote 32", PRECC_FP32, PRECC_FP32, NOSCALE,
 		  NOSCALE, 32, 10, 32 },
 	};
-	long M = SMALL ? 70 : 211, N = SMALL ? 90 : 300, K = SMALL ? 300 : 520;
+	long M = SMALL ? 199 : 211, N = SMALL ? 270 : 300, K = SMALL ? 260 : 520;
 
 	test_hand();
 	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
