@@ -1,0 +1,416 @@
+/*
+ * cuda.c — the CUDA driver layer: dlopen libcuda.so.1 (or $PRECC_LIBCUDA),
+ * resolve every entry point once, choose a context, load modules with the
+ * JIT logs, launch, move memory, and report every driver error by name.
+ *
+ * Symbols are resolved under the versioned names cuda.h maps the API to
+ * (cuMemAlloc → cuMemAlloc_v2, ...): DRIVER_FUNCS lists the API names and
+ * SYM() stringifies them after cuda.h's #defines have expanded them, so
+ * the table follows the header we compile against. Each pointer has the
+ * exact type cuda.h declares (__typeof__, GCC and Clang).
+ *
+ * Context policy: reuse the context current on the opening thread, else
+ * retain the primary context of $PRECC_DEVICE (default 0). Every call
+ * makes that context current only for its duration (push/pop, skipped
+ * when it is current already), so the caller's thread state is untouched.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rt.h"
+
+#ifndef PRECC_HAVE_CUDA_H
+
+int rt_cuda_open(precc_rt *rt)
+{
+	rt_error("cuda: this precc_rt was built without cuda.h, so it has the "
+	         "cpu backend only");
+	return -1;
+}
+
+void rt_cuda_close(precc_rt *rt) {}
+
+#else
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+#define DRIVER_FUNCS(X) \
+	X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) \
+	X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) \
+	X(cuDeviceGetAttribute) \
+	X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent) \
+	X(cuCtxPopCurrent) X(cuCtxGetDevice) \
+	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) \
+	X(cuModuleLoadDataEx) X(cuModuleGetFunction) X(cuModuleUnload) \
+	X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) \
+	X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
+	X(cuMemsetD8) X(cuStreamSynchronize) X(cuPointerGetAttribute)
+
+#define SYM_(f) #f
+#define SYM(f) SYM_(f)
+
+static struct driver {
+	void *lib;
+#define FIELD(f) __typeof__(&f) f;
+	DRIVER_FUNCS(FIELD)
+#undef FIELD
+} drv;
+
+static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Loads and resolves the driver once per process; a failure is not
+ * remembered, so a later open tries again. */
+static int driver_load(void)
+{
+	const char *path = getenv("PRECC_LIBCUDA");
+	int from_env = path && *path;
+	struct driver d = {0};
+	void *sym;
+
+	pthread_mutex_lock(&drv_lock);
+	if (drv.lib) {
+		pthread_mutex_unlock(&drv_lock);
+		return 0;
+	}
+	if (!from_env)
+		path = "libcuda.so.1";
+	dlerror();
+	d.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!d.lib) {
+		const char *e = dlerror();
+		if (from_env)
+			rt_error("cuda: cannot load '%s' (from PRECC_LIBCUDA): %s", path,
+			         e ? e : "unknown dlopen error");
+		else
+			rt_error("cuda: cannot load %s: %s", path,
+			         e ? e : "unknown dlopen error");
+		pthread_mutex_unlock(&drv_lock);
+		return -1;
+	}
+#define RESOLVE(f) \
+	sym = dlsym(d.lib, SYM(f)); \
+	if (!sym) { \
+		rt_error("cuda: %s has no %s (a driver older than this precc's " \
+		         "cuda.h, %d.%d?)", path, SYM(f), CUDA_VERSION / 1000, \
+		         CUDA_VERSION % 1000 / 10); \
+		dlclose(d.lib); \
+		pthread_mutex_unlock(&drv_lock); \
+		return -1; \
+	} \
+	memcpy(&d.f, &sym, sizeof sym);
+	DRIVER_FUNCS(RESOLVE)
+#undef RESOLVE
+	drv = d;
+	pthread_mutex_unlock(&drv_lock);
+	return 0;
+}
+
+/* Sets "cuda: fn: NAME (description) context" and returns -1. */
+static int fail(CUresult r, const char *fn, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(CUresult r, const char *fn, const char *fmt, ...)
+{
+	const char *name = NULL, *desc = NULL;
+	char ctx[RT_ERR_MAX], code[32];
+	va_list ap;
+
+	if (drv.cuGetErrorName(r, &name) != CUDA_SUCCESS || !name) {
+		snprintf(code, sizeof code, "CUresult %d", (int)r);
+		name = code;
+	}
+	if (drv.cuGetErrorString(r, &desc) != CUDA_SUCCESS || !desc)
+		desc = "no description";
+	va_start(ap, fmt);
+	vsnprintf(ctx, sizeof ctx, fmt, ap);
+	va_end(ap);
+	rt_error("cuda: %s: %s (%s)%s", fn, name, desc, ctx);
+	return -1;
+}
+
+/* CALL(f, (args), "context fmt", ...): 0, or -1 with the error set. */
+#define CALL(f, args, ...) \
+	((r = drv.f args) == CUDA_SUCCESS ? 0 : fail(r, #f, __VA_ARGS__))
+
+static int enter(precc_rt *rt, int *pushed)
+{
+	CUcontext cur = NULL;
+	CUresult r;
+
+	*pushed = 0;
+	if (CALL(cuCtxGetCurrent, (&cur), "%s", ""))
+		return -1;
+	if (cur == rt->ctx)
+		return 0;
+	if (CALL(cuCtxPushCurrent, (rt->ctx), "%s", ""))
+		return -1;
+	*pushed = 1;
+	return 0;
+}
+
+static void leave(precc_rt *rt, int pushed)
+{
+	CUcontext popped;
+
+	if (pushed)
+		drv.cuCtxPopCurrent(&popped);
+}
+
+static int device_index(int count, int *index)
+{
+	const char *s = getenv("PRECC_DEVICE");
+	char *end;
+	long d;
+
+	*index = 0;
+	if (!s || !*s)
+		return 0;
+	d = strtol(s, &end, 10);
+	if (*end || d < 0 || d >= count) {
+		rt_error("cuda: PRECC_DEVICE='%s' is not a device index (this "
+		         "machine has %d device%s: 0..%d)", s, count,
+		         count == 1 ? "" : "s", count - 1);
+		return -1;
+	}
+	*index = (int)d;
+	return 0;
+}
+
+int rt_cuda_open(precc_rt *rt)
+{
+	CUcontext cur = NULL;
+	CUresult r;
+	int count = 0, index;
+
+	if (driver_load())
+		return -1;
+	if (CALL(cuInit, (0), "%s", ""))
+		return -1;
+	if (CALL(cuDeviceGetCount, (&count), "%s", ""))
+		return -1;
+	if (count == 0) {
+		rt_error("cuda: no CUDA device (the driver loaded, "
+		         "cuDeviceGetCount found 0)");
+		return -1;
+	}
+	if (CALL(cuCtxGetCurrent, (&cur), "%s", ""))
+		return -1;
+	if (cur) {
+		rt->ctx = cur;
+		if (CALL(cuCtxGetDevice, (&rt->dev), " of the current context"))
+			return -1;
+	} else {
+		if (device_index(count, &index))
+			return -1;
+		if (CALL(cuDeviceGet, (&rt->dev, index), " for device %d", index))
+			return -1;
+		if (CALL(cuDevicePrimaryCtxRetain, (&rt->ctx, rt->dev),
+		         " for device %d", index))
+			return -1;
+		rt->primary = 1;
+	}
+	if (CALL(cuDeviceGetName, (rt->dev_name, sizeof rt->dev_name, rt->dev),
+	         "%s", "") ||
+	    CALL(cuDeviceGetAttribute, (&rt->sm_major,
+	         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, rt->dev), "%s", "") ||
+	    CALL(cuDeviceGetAttribute, (&rt->sm_minor,
+	         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, rt->dev), "%s", "") ||
+	    CALL(cuDeviceGetAttribute, (&rt->sm_count,
+	         CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, rt->dev), "%s", "") ||
+	    CALL(cuDeviceGetAttribute, (&rt->smem_optin,
+	         CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, rt->dev),
+	         "%s", "")) {
+		rt_cuda_close(rt);
+		return -1;
+	}
+	rt->dev_name[sizeof rt->dev_name - 1] = 0;
+	return 0;
+}
+
+void rt_cuda_close(precc_rt *rt)
+{
+	if (rt->primary)
+		drv.cuDevicePrimaryCtxRelease(rt->dev);
+	rt->primary = 0;
+	rt->ctx = NULL;
+}
+
+int rt_cuda_module_load(precc_rt *rt, const void *image, const char *what,
+                        CUmodule *mod)
+{
+	char *err;   /* the JIT error log, heap: RT_JIT_LOG bytes */
+	CUjit_option opt[] = {
+		CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+		CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+		CU_JIT_LOG_VERBOSE,
+	};
+	void *val[5];
+	CUresult r;
+	int pushed, rc;
+
+	err = calloc(1, RT_JIT_LOG);
+	if (!err) {
+		rt_error("cuda: out of memory loading %s", what);
+		return -1;
+	}
+	rt->jit_info[0] = 0;
+	val[0] = err;
+	val[1] = (void *)(uintptr_t)RT_JIT_LOG;
+	val[2] = rt->jit_info;
+	val[3] = (void *)(uintptr_t)sizeof rt->jit_info;
+	val[4] = (void *)(uintptr_t)1;
+	if (enter(rt, &pushed)) {
+		free(err);
+		return -1;
+	}
+	r = drv.cuModuleLoadDataEx(mod, image, 5, opt, val);
+	leave(rt, pushed);
+	err[RT_JIT_LOG - 1] = 0;
+	rt->jit_info[sizeof rt->jit_info - 1] = 0;
+	rc = r == CUDA_SUCCESS ? 0
+	     : fail(r, "cuModuleLoadDataEx", " while loading %s%s%s", what,
+	            *err ? "\n" : "", err);
+	free(err);
+	return rc;
+}
+
+void rt_cuda_module_unload(precc_rt *rt, CUmodule mod)
+{
+	int pushed;
+
+	if (mod && enter(rt, &pushed) == 0) {
+		drv.cuModuleUnload(mod);
+		leave(rt, pushed);
+	}
+}
+
+int rt_cuda_kernel(precc_rt *rt, CUmodule mod, const char *name, rt_kernel *k)
+{
+	CUresult r;
+	int pushed, rc;
+
+	memset(k, 0, sizeof *k);
+	snprintf(k->name, sizeof k->name, "%s", name);
+	if (enter(rt, &pushed))
+		return -1;
+	rc = CALL(cuModuleGetFunction, (&k->fn, mod, name),
+	          " looking up kernel '%s'", name) ||
+	     CALL(cuFuncGetAttribute, (&k->num_regs, CU_FUNC_ATTRIBUTE_NUM_REGS,
+	          k->fn), " (NUM_REGS) of kernel '%s'", name) ||
+	     CALL(cuFuncGetAttribute, (&k->local_bytes,
+	          CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->fn),
+	          " (LOCAL_SIZE_BYTES) of kernel '%s'", name) ||
+	     CALL(cuFuncGetAttribute, (&k->max_dyn_smem,
+	          CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn),
+	          " (MAX_DYNAMIC_SHARED_SIZE_BYTES) of kernel '%s'", name) ? -1 : 0;
+	leave(rt, pushed);
+	return rc;
+}
+
+int rt_cuda_kernel_reserve_smem(precc_rt *rt, rt_kernel *k, unsigned bytes)
+{
+	CUresult r;
+	int pushed, rc;
+
+	if ((long)bytes <= k->max_dyn_smem)
+		return 0;
+	if (enter(rt, &pushed))
+		return -1;
+	rc = CALL(cuFuncSetAttribute, (k->fn,
+	          CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes),
+	          " raising kernel '%s' dynamic shared memory to %u bytes (the "
+	          "device allows blocks up to %d)", k->name, bytes, rt->smem_optin);
+	leave(rt, pushed);
+	if (rc == 0)
+		k->max_dyn_smem = (int)bytes;
+	return rc;
+}
+
+int rt_cuda_launch(precc_rt *rt, const rt_kernel *k, const unsigned grid[3],
+                   const unsigned block[3], unsigned smem, CUstream stream,
+                   void **params)
+{
+	CUresult r;
+	int pushed, rc;
+
+	if (enter(rt, &pushed))
+		return -1;
+	rc = CALL(cuLaunchKernel, (k->fn, grid[0], grid[1], grid[2], block[0],
+	          block[1], block[2], smem, stream, params, NULL),
+	          " launching kernel '%s' (grid %ux%ux%u, block %ux%ux%u, %u bytes "
+	          "of dynamic shared memory)", k->name, grid[0], grid[1], grid[2],
+	          block[0], block[1], block[2], smem);
+	leave(rt, pushed);
+	return rc;
+}
+
+/* The memory wrappers share one shape: enter, one call, leave. */
+#define WRAP(call) \
+	CUresult r; \
+	int pushed, rc; \
+	if (enter(rt, &pushed)) \
+		return -1; \
+	rc = call; \
+	leave(rt, pushed); \
+	return rc;
+
+int rt_cuda_alloc(precc_rt *rt, size_t bytes, CUdeviceptr *p)
+{
+	WRAP(CALL(cuMemAlloc, (p, bytes), " of %zu bytes", bytes))
+}
+
+int rt_cuda_free(precc_rt *rt, CUdeviceptr p)
+{
+	WRAP(CALL(cuMemFree, (p), "%s", ""))
+}
+
+int rt_cuda_htod(precc_rt *rt, CUdeviceptr dst, const void *src, size_t bytes)
+{
+	WRAP(CALL(cuMemcpyHtoD, (dst, src, bytes), " of %zu bytes", bytes))
+}
+
+int rt_cuda_dtoh(precc_rt *rt, void *dst, CUdeviceptr src, size_t bytes)
+{
+	WRAP(CALL(cuMemcpyDtoH, (dst, src, bytes), " of %zu bytes", bytes))
+}
+
+int rt_cuda_memset8(precc_rt *rt, CUdeviceptr dst, unsigned char v, size_t n)
+{
+	WRAP(CALL(cuMemsetD8, (dst, v, n), " of %zu bytes", n))
+}
+
+int rt_cuda_sync(precc_rt *rt, CUstream stream)
+{
+	WRAP(CALL(cuStreamSynchronize, (stream), " (errors of earlier "
+	          "asynchronous launches surface here)"))
+}
+
+int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what)
+{
+	unsigned int type = 0;
+	CUresult r;
+	int pushed;
+
+	if (!p) {
+		rt_error("cuda: %s is NULL", what);
+		return -1;
+	}
+	if (enter(rt, &pushed))
+		return -1;
+	r = drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+	                              (CUdeviceptr)(uintptr_t)p);
+	leave(rt, pushed);
+	if (r == CUDA_ERROR_INVALID_VALUE ||
+	    (r == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST)) {
+		rt_error("cuda: %s is a host pointer (%p); the cuda backend needs "
+		         "device memory", what, p);
+		return -1;
+	}
+	if (r != CUDA_SUCCESS)
+		return fail(r, "cuPointerGetAttribute", " of %s (%p)", what, p);
+	return 0;
+}
+
+#endif

@@ -1,0 +1,120 @@
+/*
+ * rt.c — the precc_rt handle: backend choice (auto → cuda or cpu, with the
+ * reason) and the thread-local last error.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+static _Thread_local char last_error[RT_ERR_MAX];
+
+const char *precc_rt_last_error(void) { return last_error; }
+
+void rt_error(const char *fmt, ...)
+{
+	char buf[RT_ERR_MAX];   /* fmt's arguments may point into last_error */
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	memcpy(last_error, buf, sizeof buf);
+}
+
+static const char *const backend_names[] = {
+	[PRECC_BACKEND_AUTO] = "auto",
+	[PRECC_BACKEND_CUDA] = "cuda",
+	[PRECC_BACKEND_CPU] = "cpu",
+};
+
+const char *precc_backend_name(precc_backend kind)
+{
+	if ((unsigned)kind < sizeof backend_names / sizeof *backend_names)
+		return backend_names[kind];
+	return "?";
+}
+
+int precc_backend_parse(const char *name, precc_backend *kind)
+{
+	for (unsigned i = 0; i < sizeof backend_names / sizeof *backend_names; i++)
+		if (name && strcmp(name, backend_names[i]) == 0) {
+			*kind = (precc_backend)i;
+			return 0;
+		}
+	rt_error("unknown backend '%s' (choose auto, cuda or cpu)",
+	         name ? name : "(null)");
+	return -1;
+}
+
+static void say(char *why, size_t whysize, const char *fmt, const char *a)
+{
+	if (why && whysize)
+		snprintf(why, whysize, fmt, a);
+}
+
+#ifdef PRECC_HAVE_CUDA_H
+static void say_cuda(const precc_rt *rt, char *why, size_t whysize)
+{
+	if (why && whysize)
+		snprintf(why, whysize, "cuda: device %d '%s' (sm_%d%d, %d SMs), %s",
+		         (int)rt->dev, rt->dev_name, rt->sm_major, rt->sm_minor,
+		         rt->sm_count,
+		         rt->primary ? "primary context retained"
+		                     : "the caller's current context");
+}
+#endif
+
+precc_rt *precc_rt_open_backend(precc_backend kind, char *why, size_t whysize)
+{
+	precc_rt *rt;
+
+	if (kind != PRECC_BACKEND_AUTO && kind != PRECC_BACKEND_CUDA &&
+	    kind != PRECC_BACKEND_CPU) {
+		rt_error("unknown backend %d (choose auto, cuda or cpu)", (int)kind);
+		say(why, whysize, "%s", last_error);
+		return NULL;
+	}
+	rt = calloc(1, sizeof *rt);
+	if (!rt) {
+		rt_error("out of memory opening the %s backend",
+		         precc_backend_name(kind));
+		say(why, whysize, "%s", last_error);
+		return NULL;
+	}
+	if (kind == PRECC_BACKEND_CPU) {
+		rt->backend = PRECC_BACKEND_CPU;
+		say(why, whysize, "cpu: requested%s", "");
+		return rt;
+	}
+	if (rt_cuda_open(rt) == 0) {
+		rt->backend = PRECC_BACKEND_CUDA;
+#ifdef PRECC_HAVE_CUDA_H
+		say_cuda(rt, why, whysize);
+#endif
+		return rt;
+	}
+	if (kind == PRECC_BACKEND_CUDA) {
+		say(why, whysize, "%s", last_error);
+		free(rt);
+		return NULL;
+	}
+	/* auto: "cuda: X" becomes "cpu (cuda unavailable: X)" */
+	rt->backend = PRECC_BACKEND_CPU;
+	say(why, whysize, "cpu (cuda unavailable: %s)",
+	    strncmp(last_error, "cuda: ", 6) == 0 ? last_error + 6 : last_error);
+	return rt;
+}
+
+precc_backend precc_rt_backend(const precc_rt *rt) { return rt->backend; }
+
+void precc_rt_close(precc_rt *rt)
+{
+	if (!rt)
+		return;
+	if (rt->backend == PRECC_BACKEND_CUDA)
+		rt_cuda_close(rt);
+	free(rt);
+}
