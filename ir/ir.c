@@ -152,6 +152,70 @@ ir_def(Func *f, const char *name, Type t, Op op, const int *args, int nargs)
 }
 
 Ins *
+ir_insert(Func *f, int pos, Op op, int res, const int *args, int nargs)
+{
+	Ins tmp;
+
+	if (pos < 0 || pos > f->nins)
+		pos = f->nins;
+	ir_emit(f, op, -1, args, nargs);
+	tmp = f->ins[f->nins - 1];
+	memmove(&f->ins[pos + 1], &f->ins[pos], sizeof *f->ins * (size_t)(f->nins - 1 - pos));
+	tmp.res = res;
+	if (res >= 0)
+		tmp.type = f->val[res].type;
+	f->ins[pos] = tmp;
+	ir_recompute_defs(f);
+	return &f->ins[pos];
+}
+
+void
+ir_delete(Func *f, int pos)
+{
+	if (pos < 0 || pos >= f->nins)
+		return;
+	free(f->ins[pos].arg);
+	free(f->ins[pos].comment);
+	memmove(&f->ins[pos], &f->ins[pos + 1], sizeof *f->ins * (size_t)(f->nins - pos - 1));
+	f->nins--;
+	ir_recompute_defs(f);
+}
+
+void
+ir_replace_uses(Func *f, int from, int to)
+{
+	for (int i = 0; i < f->nins; i++)
+		for (int k = 0; k < f->ins[i].narg; k++)
+			if (f->ins[i].arg[k] == from)
+				f->ins[i].arg[k] = to;
+}
+
+int
+ir_use_count(const Func *f, int v)
+{
+	int n = 0;
+
+	for (int i = 0; i < f->nins; i++)
+		for (int k = 0; k < f->ins[i].narg; k++)
+			n += f->ins[i].arg[k] == v;
+	return n;
+}
+
+void
+ir_recompute_defs(Func *f)
+{
+	for (int v = 0; v < f->nval; v++)
+		f->val[v].def = -1;
+	for (int i = 0; i < f->nins; i++) {
+		int r = f->ins[i].res;
+		if (r >= 0 && r < f->nval && f->val[r].def < 0) {
+			f->val[r].def = i;
+			f->val[r].type = f->ins[i].type;
+		}
+	}
+}
+
+Ins *
 ir_def_ins(const Func *f, int v)
 {
 	if (v < 0 || v >= f->nval || f->val[v].def < 0)

@@ -134,6 +134,12 @@ Ins *ir_emit(Func *, Op, int res, const int *args, int nargs);
 /* Convenience: new value named `name` with type t, defined by op(args). */
 int ir_def(Func *, const char *name, Type t, Op, const int *args, int nargs);
 Ins *ir_def_ins(const Func *, int value);          /* defining Ins or NULL */
+/* Rewriting, for passes. Instruction indices shift; Value.def follows. */
+Ins *ir_insert(Func *, int pos, Op, int res, const int *args, int nargs);
+void ir_delete(Func *, int pos);                   /* its value: no def */
+void ir_replace_uses(Func *, int from, int to);    /* operands only */
+int ir_use_count(const Func *, int value);
+void ir_recompute_defs(Func *);                    /* first def of each */
 /* Append the line "# <fmt...>" to a comment slot (Ins/Func.comment). */
 void ir_comment(char **slot, const char *fmt, ...);
 Type ir_tensor(precc_format, long d0, long d1);    /* rank 2 data */

@@ -383,6 +383,35 @@ test_built_errors(void)
 	ir_module_free(m);
 }
 
+/* Rewriting: insert, replace uses, delete, as passes do. */
+static void
+test_rewrite(void)
+{
+	const char *src = "func @f {\n"
+	                  "  %x = param in : bf16[M,16]\n"
+	                  "  %y = cast %x : f32[M,16]\n"
+	                  "  ret %y\n"
+	                  "}\n";
+	char err[512];
+	Module *m = ir_parse(src, "w.ir", err, sizeof err);
+	Func *f = m->fn[0];
+	int x = ir_find_value(f, "x"), y = ir_find_value(f, "y");
+	int t = ir_value(f, "x.t", ir_tensor(PRECC_BF16, 16, DIM_M));
+
+	ir_insert(f, 1, OP_transpose, t, &x, 1);
+	EXPECT(f->val[y].def == 2 && f->val[t].def == 1, "insert keeps defs");
+	EXPECT(ir_use_count(f, x) == 2, "uses of %%x: %d", ir_use_count(f, x));
+	ir_delete(f, 2);                       /* the cast */
+	ir_replace_uses(f, y, t);
+	EXPECT(f->val[y].def == -1 && ir_use_count(f, y) == 0, "delete and replace");
+	char *s = ir_module_to_string(m);
+	EXPECT(!strcmp(s, "func @f {\n  %x = param in : bf16[M,16]\n  %x.t = transpose %x : "
+	                  "bf16[16,M]\n  ret %x.t\n}\n"), "rewritten module:\n%s", s);
+	EXPECT(ir_verify(m, err, sizeof err) == 0, "rewritten module verifies: %s", err);
+	free(s);
+	ir_module_free(m);
+}
+
 /* ---- construction ------------------------------------------------------- */
 
 static void
@@ -430,6 +459,7 @@ main(void)
 	test_prefixes();
 	test_build();
 	test_built_errors();
+	test_rewrite();
 	printf("%d/%d IR checks passed\n", checks - fails, checks);
 	return fails != 0;
 }
