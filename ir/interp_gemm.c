@@ -338,7 +338,8 @@ static int
 gemm_format(precc_format f)
 {
 	return f == PRECC_FP32 || f == PRECC_TF32 || f == PRECC_BF16
-	       || f == PRECC_FP16 || f == PRECC_E4M3 || f == PRECC_E5M2;
+	       || f == PRECC_FP16 || f == PRECC_E4M3 || f == PRECC_E5M2
+	       || f == PRECC_E2M1 || f == PRECC_E3M2 || f == PRECC_E2M3;
 }
 
 /* Resolve an operand's scale blocks; *varies set if they vary along K. */
@@ -386,7 +387,8 @@ precc_gemm(const precc_gemm_desc *d)
 		return interp_fail(PRECC_IEINVAL, "gemm: NULL operand");
 	if (!gemm_format(d->a.fmt) || !gemm_format(d->b.fmt))
 		return interp_fail(PRECC_IEINVAL, "gemm: operands must be fp32, "
-		                   "tf32, bf16, fp16, e4m3 or e5m2");
+		                   "tf32, bf16, fp16, e4m3, e5m2, e2m1, e3m2 or "
+		                   "e2m3");
 	if (precc_interp_elem_bytes(d->out_fmt) == 0)
 		return interp_fail(PRECC_IEINVAL, "gemm: bad output format");
 	if ((e = interp_check_tensor("gemm A", d->m, d->k,

@@ -187,10 +187,11 @@ int precc_transpose(const void *x, size_t elem_bytes, long rows, long cols,
 /* ---- GEMM --------------------------------------------------------------
  * C[M,N] = epilogue(A[M,K] . B[N,K]^T)   (TN: both operands K-contiguous)
  *
- * Operands: fp32, tf32 (as fp32), bf16, fp16, e4m3, e5m2; decoded exactly
- * to fp32 (8-bit codes through 256-entry tables). scale_inv: per-block
- * dequant factors over the operand's own [rows, K] shape with granularity
- * blk (NULL = 1.0).
+ * Operands: fp32, tf32 (as fp32), bf16, fp16, e4m3, e5m2, e2m1, e3m2,
+ * e2m3; decoded exactly to fp32 (8-bit codes through 256-entry tables).
+ * scale_inv: per-block dequant factors over the operand's own [rows, K]
+ * shape with granularity blk (NULL = 1.0). Two-level NVFP4 folds the
+ * global scale in: pass precc_nvfp4_scales' scale_inv.
  *
  * Accumulation (exact arithmetic in docs/interpreter.md):
  *   K is cut into chunks of P elements, P = promote_every, or, when 0,

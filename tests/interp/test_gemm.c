@@ -154,8 +154,7 @@ make_operand(precc_format f, long rows, long K, precc_block blk, float **si)
 		long nb = precc_block_count(rows, K, blk, NULL, NULL);
 		float *am = malloc(nb * 4), *s = malloc(nb * 4);
 		*si = malloc(nb * 4);
-		precc_scale_params p = { f == PRECC_E5M2 ? 57344.0f : 448.0f, 0,
-		                         false, 1e-12f };
+		precc_scale_params p = { precc_format_get(f)->max, 0, false, 1e-12f };
 		precc_amax(x, PRECC_FP32, rows, K, blk, am, NULL);
 		precc_scales(am, nb, &p, PRECC_NF_ERROR, NULL, s, *si, NULL);
 		precc_quant_opts o = { .qf = f, .round = PRECC_RNE, .saturate = true,
@@ -274,7 +273,7 @@ test_errors(void)
 	d.m = 1L << 62;
 	CHECK_ERR(precc_gemm(&d), PRECC_IETOOBIG);
 	d.m = d.n = 2;
-	d.a.fmt = PRECC_E2M1;
+	d.a.fmt = PRECC_E8M0;
 	CHECK_ERR(precc_gemm(&d), PRECC_IEINVAL);
 	d.a.fmt = PRECC_FP32;
 	d.c = NULL;
@@ -315,6 +314,10 @@ main(void)
 		  { 1, 128 }, { 128, 128 }, 128, 14, 128 },
 		{ "fp32, 10-bit acc, promote 32", PRECC_FP32, PRECC_FP32, NOSCALE,
 		  NOSCALE, 32, 10, 32 },
+		{ "e2m1 1x16 blocks (NVFP4-like)", PRECC_E2M1, PRECC_E2M1, { 1, 16 },
+		  { 1, 16 }, 0, 0, 16 },
+		{ "e3m2 x e2m3 MX 1x32 blocks", PRECC_E3M2, PRECC_E2M3, { 1, 32 },
+		  { 1, 32 }, 0, 0, 32 },
 	};
 	long M = SMALL ? 199 : 211, N = SMALL ? 270 : 300, K = SMALL ? 260 : 520;
 
