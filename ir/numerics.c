@@ -204,8 +204,10 @@ precc_encode(precc_format f, float x, precc_round r, bool saturate, uint32_t rbi
 	return sign | code << e->code_shift;
 }
 
-float
-precc_decode(precc_format f, uint32_t code)
+/* Decode from the bit fields; precc_decode serves the narrow formats from
+ * tables filled by this. */
+static float
+decode_fields(precc_format f, uint32_t code)
 {
 	switch (f) {
 	case PRECC_FP32:
@@ -240,6 +242,43 @@ precc_decode(precc_format f, uint32_t code)
 	/* value = (ef ? 2^m + mf : mf) * 2^(max(ef,1) - bias - m), exact */
 	float v = ldexpf((float)(ef ? (1u << m) + mf : mf), (ef ? (int)ef : 1) - fi->bias - m);
 	return neg ? -v : v;
+}
+
+static float tables8[PRECC_NFORMAT][256];
+static once_flag tables8_once = ONCE_FLAG_INIT;
+
+static void
+fill_tables8(void)
+{
+	for (int f = 0; f < PRECC_NFORMAT; f++)
+		if (formats[f].bits <= 8)
+			for (uint32_t c = 0; c < 256; c++)
+				tables8[f][c] = decode_fields((precc_format)f, c);
+}
+
+float
+precc_decode(precc_format f, uint32_t code)
+{
+	switch (f) {
+	case PRECC_FP32:
+	case PRECC_TF32:
+		return u2f(code);
+	case PRECC_BF16:
+		return u2f((code & 0xffff) << 16);
+	case PRECC_FP16: {
+		uint32_t sign = (code & 0x8000) << 16, e = (code >> 10) & 0x1f, m = code & 0x3ff;
+		if (e == 0x1f)
+			return m ? u2f(0x7fffffff) : u2f(sign | 0x7f800000);
+		if (e == 0)                       /* subnormal: m * 2^-24, exact */
+			return u2f(sign | f2u((float)m * 0x1p-24f));
+		return u2f(sign | (e + 112) << 23 | m << 13);
+	}
+	default:
+		if ((unsigned)f >= PRECC_NFORMAT)
+			return u2f(0x7fffffff);
+		call_once(&tables8_once, fill_tables8);
+		return tables8[f][code & 0xff];
+	}
 }
 
 precc_round
@@ -331,18 +370,6 @@ precc_encode_e5m2_rne_sat(const float *restrict x, uint8_t *restrict out, long n
 			out[i + j] = fast_e5m2(x[i + j]);
 	for (; i < n; i++)
 		out[i] = fast_e5m2(x[i]);
-}
-
-static float tables8[PRECC_NFORMAT][256];
-static once_flag tables8_once = ONCE_FLAG_INIT;
-
-static void
-fill_tables8(void)
-{
-	for (int f = 0; f < PRECC_NFORMAT; f++)
-		if (formats[f].bits <= 8)
-			for (uint32_t c = 0; c < 256; c++)
-				tables8[f][c] = precc_decode((precc_format)f, c);
 }
 
 const float *
