@@ -72,7 +72,7 @@ bit(unsigned b)
 
 /* ---- loading state ------------------------------------------------------ */
 
-typedef struct Call { const char *name; int line, n; } Call;
+typedef struct Call { char name[32]; int line, n; } Call;
 
 typedef struct Loader {
 	Sandbox *sb;
@@ -99,8 +99,12 @@ call_nth(Loader *ld, const char *name, int line)
 	for (int i = 0; i < ld->ncalls; i++)
 		if (ld->calls[i].line == line && !strcmp(ld->calls[i].name, name))
 			return ld->calls[i].n++;
-	if (ld->ncalls < COUNT(ld->calls))
-		ld->calls[ld->ncalls++] = (Call){name, line, 1};
+	if (ld->ncalls < COUNT(ld->calls)) {
+		Call *c = &ld->calls[ld->ncalls++];
+		snprintf(c->name, sizeof c->name, "%s", name);
+		c->line = line;
+		c->n = 1;
+	}
 	return 0;
 }
 
@@ -683,6 +687,7 @@ scaling_value(Loader *ld, const Tab *t, int v, int line, CastSpec *cs)
 	ScalingKind s;
 	const char *name;
 	Tab o = {0, -1, line, NULL};
+	luaL_checkstack(L, 16, NULL);
 
 	if (lua_type(L, v) == LUA_TSTRING) {
 		name = lua_tostring(L, v);
@@ -757,6 +762,7 @@ gemm_key(Loader *ld, const Tab *t, const char *k, int v, unsigned *set, GemmPoli
 {
 	lua_State *L = ld->sb->L;
 	int line = keyline(ld, t, k);
+	luaL_checkstack(L, 16, NULL);
 
 	if (!strcmp(k, "accumulate")) {
 		static const char *const names[] = {"fp32", "split", "fast", "promote"};
@@ -828,6 +834,7 @@ static void
 role_table(Loader *ld, const Tab *t, const char *key, int v, CastSpec *cs, const char *what)
 {
 	lua_State *L = ld->sb->L;
+	luaL_checkstack(L, 16, NULL);
 
 	if (lua_type(L, v) == LUA_TSTRING) {
 		int line = keyline(ld, t, key);
@@ -859,6 +866,7 @@ gemm_table(Loader *ld, const Tab *t, Gemm g, int v, GemmSpec *gs)
 	lua_State *L = ld->sb->L;
 	const char *keys[COUNT(cast_keys) + COUNT(gemm_keys) + 2];
 	int nk = 0;
+	luaL_checkstack(L, 16, NULL);
 
 	if (lua_type(L, v) == LUA_TSTRING) {
 		role_table(ld, t, gemm_names[g], v, &gs->all, gemm_names[g]);
@@ -937,6 +945,7 @@ settings_table(Loader *ld, const Tab *t, Settings *s, Recipe *rec, char **label)
 	lua_State *L = ld->sb->L;
 	const char *keys[COUNT(level_keys)];
 	int nk = 0;
+	luaL_checkstack(L, 16, NULL);
 
 	for (int i = 0; i < COUNT(level_keys); i++)
 		if (rec ? strcmp(level_keys[i], "reason") : i < COUNT(level_keys) - 4)
@@ -1013,6 +1022,7 @@ rules_list(Loader *ld, const Tab *t, int v)
 	Recipe *r = ld->r;
 	int kt = src_find_key(&ld->src, t->open, "rules");
 	Tab lt = {v, src_value_table(&ld->src, kt), src_line(&ld->src, kt, t->line), "rules"};
+	luaL_checkstack(L, 16, NULL);
 
 	if (lua_type(L, v) != LUA_TTABLE || is_obj(L, v, "rule"))
 		fail(ld, lt.line, "'rules' must be a list { rule \"pattern\" { ... }, ... }, not a %s",
@@ -1089,6 +1099,7 @@ loss_value(Loader *ld, const Tab *t, int v, TrainingPolicy *tp)
 {
 	lua_State *L = ld->sb->L;
 	int line = keyline(ld, t, "loss_scale"), top = lua_gettop(L);
+	luaL_checkstack(L, 16, NULL);
 
 	if (lua_type(L, v) == LUA_TNUMBER) {
 		tp->loss_scale = LOSS_STATIC;
@@ -1153,6 +1164,7 @@ training_table(Loader *ld, const Tab *t, int v, TrainingPolicy *tp)
 	lua_State *L = ld->sb->L;
 	static const char *const keys[] = {"loss_scale", "master_weights", "optimizer_state", "stochastic_rounding"};
 	Tab s = sub_table(ld, t, "training", v, "training");
+	luaL_checkstack(L, 16, NULL);
 
 	lua_pushnil(L);
 	while (lua_next(L, s.idx)) {
