@@ -116,45 +116,51 @@ cmd_ir(int argc, char **argv)
 	static const char *const opts[] = {"--model", "--layer", "--print-after", "--help"};
 
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = NULL;
+		const char *a = argv[i], *v = NULL, **slot = NULL;
+		static const struct { const char *opt; int len; } valued[] = {
+			{"--model", 7}, {"--layer", 7}, {"--print-after", 13}};
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			help(stdout);
 			return 0;
 		}
-		if (!strcmp(a, "--model") || !strcmp(a, "-m") || !strcmp(a, "--layer")
-		    || !strcmp(a, "--print-after")) {
+		for (int k = 0; k < 3; k++)
+			if (!strncmp(a, valued[k].opt, valued[k].len)
+			    && (a[valued[k].len] == 0 || a[valued[k].len] == '=')) {
+				if (a[valued[k].len] == '=')
+					v = a + valued[k].len + 1;
+				else if (++i == argc)
+					return usage_error("ir", "%s needs a value", a);
+				else
+					v = argv[i];
+				slot = k == 0 ? &model : k == 1 ? &layer : NULL;
+			}
+		if (!strcmp(a, "-m")) {
 			if (++i == argc)
 				return usage_error("ir", "%s needs a value", a);
-			v = argv[i];
-		} else if (!strncmp(a, "--model=", 8) || !strncmp(a, "--layer=", 8))
-			v = a + 8;
-		else if (!strncmp(a, "--print-after=", 14))
-			v = a + 14;
-		if (v) {
-			if (a[2] == 'm' || a[1] == 'm')
-				model = v;
-			else if (a[2] == 'l')
-				layer = v;
-			else {
-				char buf[256], *tok, *save;
-				snprintf(buf, sizeof buf, "%s", v);
-				for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-					int k = stage_index(tok);
-					if (!strcmp(tok, "all"))
-						for (k = 0; k <= NSTAGE; k++)
-							after[k] = true;
-					else if (k < 0) {
-						char list[256] = "lower, parse";
-						for (int s = 0; s < NSTAGE; s++)
-							snprintf(list + strlen(list), sizeof list - strlen(list),
-							         ", %s", stages[s].name);
-						return usage_error("ir", "unknown stage '%s' for --print-after "
-						                   "(stages: %s, or all)", tok, list);
-					} else
+			v = argv[i], slot = &model;
+		}
+		if (v && slot)
+			*slot = v;
+		else if (v) {             /* --print-after */
+			char buf[256], *tok, *save;
+			snprintf(buf, sizeof buf, "%s", v);
+			for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+				int k = stage_index(tok);
+				if (!strcmp(tok, "all"))
+					for (k = 0; k <= NSTAGE; k++)
 						after[k] = true;
+				else if (k >= 0)
+					after[k] = true;
+				else {
+					char list[256] = "lower, parse";
+					for (int s = 0; s < NSTAGE; s++)
+						snprintf(list + strlen(list), sizeof list - strlen(list), ", %s",
+						         stages[s].name);
+					return usage_error("ir", "unknown stage '%s' for --print-after "
+					                   "(stages: %s, or all)", tok, list);
 				}
-				dump = true;
 			}
+			dump = true;
 		} else if (a[0] == '-' && a[1]) {
 			const char *s = suggest(a, opts, sizeof opts / sizeof opts[0]);
 			if (s)
