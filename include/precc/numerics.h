@@ -103,11 +103,15 @@ int precc_round_by_name(const char *name);
  *   e = x's exponent, emin = 1 - bias). With D the dropped bits as an
  *   integer (0 <= D < 2^s): if s <= 32, the result rounds away from zero
  *   iff D + (rbits mod 2^s) >= 2^s, i.e. with probability exactly D / 2^s
- *   for uniform rbits, so SR is unbiased; if s > 32 (x below 2^-32 of the
- *   target's smallest step), D is first truncated to its top 32 bits and
- *   all 32 rbits are used (bias below 2^-32 of one step). Then saturation
- *   and overflow apply as above. The interpreter and the GPU kernels use
- *   this same rule.
+ *   for uniform rbits, so SR is unbiased; if s > 32 (only for x below
+ *   2^-8 of the target's smallest step), D is first truncated to its top
+ *   32 bits and all 32 rbits are used (bias below 2^-32 of one step). Then saturation
+ *   and overflow apply as above. e8m0 (mbits 0, no subnormals): s = 23;
+ *   between 2^-127 and 2^-126, D = |x| - 2^-127 in units of 2^-149 and
+ *   s = 22. The interpreter and the GPU kernels use this same rule.
+ *
+ * fp32 is the identity in every mode (saturate only turns ±inf into
+ *   ±FLT_MAX).
  */
 uint32_t precc_encode(precc_format f, float x, precc_round r, bool saturate,
                       uint32_t rbits);
