@@ -140,6 +140,11 @@ static int enter(precc_rt *rt, int *pushed)
 	CUresult r;
 
 	*pushed = 0;
+	if (!drv.lib || !rt->ctx) {
+		rt_error("cuda: this runtime is not on the cuda backend (it is %s)",
+		         precc_backend_name(rt->backend));
+		return -1;
+	}
 	if (CALL(cuCtxGetCurrent, (&cur), "%s", ""))
 		return -1;
 	if (cur == rt->ctx)

@@ -1,0 +1,274 @@
+/*
+ * fake_cuda.c — a stand-in libcuda.so.1 for CPU-only tests of cuda.c:
+ * loaded through PRECC_LIBCUDA, it exports the versioned driver symbols
+ * (cuda.h's #defines rename these definitions) and behaves as $FAKE_CUDA
+ * says: "init_fail" (cuInit → CUDA_ERROR_NO_DEVICE), "no_device" (0
+ * devices), otherwise one device. It computes nothing: a module whose text
+ * contains "bad" fails to JIT with a log, launches only record their
+ * geometry. Built with -DFAKE_MISSING it lacks cuPointerGetAttribute.
+ *
+ * It tracks the context stack per process (tests are single-threaded) so
+ * tests can check that the runtime leaves no context current.
+ */
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *mode(void)
+{
+	const char *m = getenv("FAKE_CUDA");
+	return m ? m : "ok";
+}
+
+static struct CUctx_st { int id; } primary = {1}, user = {2};
+static CUcontext stack[16];
+static int depth, retained;
+static int fake_fn;   /* a CUfunction points here */
+static unsigned launched[7];
+
+/* For the tests (found with dlsym): */
+int fake_cuda_depth(void) { return depth; }
+int fake_cuda_retained(void) { return retained; }
+CUcontext fake_cuda_user_ctx(void) { return &user; }
+const unsigned *fake_cuda_last_launch(void) { return launched; }
+
+CUresult CUDAAPI cuInit(unsigned int flags)
+{
+	return strcmp(mode(), "init_fail") == 0 ? CUDA_ERROR_NO_DEVICE
+	                                        : CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int *v) { *v = CUDA_VERSION; return 0; }
+
+CUresult CUDAAPI cuGetErrorName(CUresult r, const char **s)
+{
+	switch (r) {
+	case CUDA_SUCCESS: *s = "CUDA_SUCCESS"; return 0;
+	case CUDA_ERROR_INVALID_VALUE: *s = "CUDA_ERROR_INVALID_VALUE"; return 0;
+	case CUDA_ERROR_NO_DEVICE: *s = "CUDA_ERROR_NO_DEVICE"; return 0;
+	case CUDA_ERROR_INVALID_PTX: *s = "CUDA_ERROR_INVALID_PTX"; return 0;
+	case CUDA_ERROR_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; return 0;
+	default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+CUresult CUDAAPI cuGetErrorString(CUresult r, const char **s)
+{
+	switch (r) {
+	case CUDA_SUCCESS: *s = "no error"; return 0;
+	case CUDA_ERROR_INVALID_VALUE: *s = "invalid argument"; return 0;
+	case CUDA_ERROR_NO_DEVICE: *s = "no CUDA-capable device is detected"; return 0;
+	case CUDA_ERROR_INVALID_PTX: *s = "a PTX JIT compilation failed"; return 0;
+	case CUDA_ERROR_NOT_FOUND: *s = "named symbol not found"; return 0;
+	default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int *n)
+{
+	*n = strcmp(mode(), "no_device") == 0 ? 0 : 1;
+	return 0;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice *d, int i)
+{
+	if (i != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	*d = 0;
+	return 0;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice d)
+{
+	snprintf(name, (size_t)len, "precc fake device");
+	return 0;
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
+{
+	switch (a) {
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
+	default: return CUDA_ERROR_INVALID_VALUE;
+	}
+	return 0;
+}
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext *c)
+{
+	*c = depth ? stack[depth - 1] : NULL;
+	return 0;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext c)
+{
+	if (depth == 0)
+		stack[depth++] = c;
+	else
+		stack[depth - 1] = c;
+	if (!c)
+		depth--;
+	return 0;
+}
+
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext c)
+{
+	if (depth == 16)
+		return CUDA_ERROR_INVALID_VALUE;
+	stack[depth++] = c;
+	return 0;
+}
+
+CUresult CUDAAPI cuCtxPopCurrent(CUcontext *c)
+{
+	if (depth == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	*c = stack[--depth];
+	return 0;
+}
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *d) { *d = 0; return 0; }
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+{
+	retained++;
+	*c = &primary;
+	return 0;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d)
+{
+	retained--;
+	return 0;
+}
+
+/* Every module call must run with a context current. */
+#define NEED_CTX() do { if (!depth) return CUDA_ERROR_INVALID_CONTEXT; } while (0)
+
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *image,
+                                    unsigned int n, CUjit_option *opt,
+                                    void **val)
+{
+	NEED_CTX();
+	for (unsigned i = 0; i < n; i++) {
+		if (opt[i] == CU_JIT_INFO_LOG_BUFFER)
+			snprintf(val[i], (size_t)(uintptr_t)val[i + 1], "fake: info");
+		if (opt[i] == CU_JIT_ERROR_LOG_BUFFER && strstr(image, "bad"))
+			snprintf(val[i], (size_t)(uintptr_t)val[i + 1],
+			         "ptxas application ptx input, line 3; error   : fake "
+			         "syntax error");
+	}
+	if (strstr(image, "bad"))
+		return CUDA_ERROR_INVALID_PTX;
+	*m = (CUmodule)(void *)&primary;
+	return 0;
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+{
+	NEED_CTX();
+	if (strcmp(name, "k") != 0)
+		return CUDA_ERROR_NOT_FOUND;
+	*f = (CUfunction)(void *)&fake_fn;
+	return 0;
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule m) { NEED_CTX(); return 0; }
+
+CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f)
+{
+	NEED_CTX();
+	switch (a) {
+	case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = 32; break;
+	case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *v = 0; break;
+	case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = 49152; break;
+	default: return CUDA_ERROR_INVALID_VALUE;
+	}
+	return 0;
+}
+
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
+{
+	NEED_CTX();
+	return v > 232448 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
+                                unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned smem, CUstream s,
+                                void **params, void **extra)
+{
+	NEED_CTX();
+	unsigned g[7] = {gx, gy, gz, bx, by, bz, smem};
+	memcpy(launched, g, sizeof g);
+	return 0;
+}
+
+/* "Device" memory is host memory the fake remembers handing out. */
+static void *allocs[16];
+
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n)
+{
+	NEED_CTX();
+	for (int i = 0; i < 16; i++)
+		if (!allocs[i]) {
+			if (!(allocs[i] = malloc(n ? n : 1)))
+				return CUDA_ERROR_INVALID_VALUE;
+			*p = (CUdeviceptr)(uintptr_t)allocs[i];
+			return 0;
+		}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuMemFree(CUdeviceptr p)
+{
+	NEED_CTX();
+	for (int i = 0; i < 16; i++)
+		if (allocs[i] && (uintptr_t)allocs[i] == p) {
+			free(allocs[i]);
+			allocs[i] = NULL;
+			return 0;
+		}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n)
+{
+	NEED_CTX();
+	memcpy((void *)(uintptr_t)d, s, n);
+	return 0;
+}
+
+CUresult CUDAAPI cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n)
+{
+	NEED_CTX();
+	memcpy(d, (void *)(uintptr_t)s, n);
+	return 0;
+}
+
+CUresult CUDAAPI cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n)
+{
+	NEED_CTX();
+	memset((void *)(uintptr_t)d, v, n);
+	return 0;
+}
+
+CUresult CUDAAPI cuStreamSynchronize(CUstream s) { NEED_CTX(); return 0; }
+
+#ifndef FAKE_MISSING
+CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a,
+                                       CUdeviceptr p)
+{
+	NEED_CTX();
+	for (int i = 0; i < 16; i++)
+		if (allocs[i] && (uintptr_t)allocs[i] == p) {
+			*(unsigned *)data = CU_MEMORYTYPE_DEVICE;
+			return 0;
+		}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+#endif
