@@ -129,80 +129,132 @@ microkernel(long kc, const float *restrict a, const float *restrict b,
 #undef ST
 }
 
-/* All micro-tiles of one packed panel pair into inner (stride NC). */
+/* All micro-tiles of one packed panel pair into inner (stride NC); trunc
+ * is a constant after inlining, so the fp32 copies hold no mask. */
 static inline __attribute__((always_inline)) void
 macro_body(long mc, long nc, long kc, const float *ap, const float *bp,
-           float *inner, int load, uint32_t accmask)
+           float *inner, int load, uint32_t accmask, int trunc)
 {
 	long ir, jr;
 
 	for (jr = 0; jr < nc; jr += NR) {
 		const float *b = bp + jr * kc;
-		for (ir = 0; ir < mc; ir += MR) {
-			const float *a = ap + ir * kc;
-			float *c = inner + ir * NC + jr;
-			if (accmask == 0xffffffffu)
-				microkernel(kc, a, b, c, NC, load, 0, accmask);
-			else
-				microkernel(kc, a, b, c, NC, load, 1, accmask);
-		}
+		for (ir = 0; ir < mc; ir += MR)
+			microkernel(kc, ap + ir * kc, b, inner + ir * NC + jr, NC, load,
+			            trunc, accmask);
 	}
 }
 
-static void
-macro_default(long mc, long nc, long kc, const float *ap, const float *bp,
-              float *inner, int load, uint32_t accmask)
-{
-	macro_body(mc, nc, kc, ap, bp, inner, load, accmask);
+#define MACRO_COPY(name, attr, trunc)                                        \
+attr static void                                                             \
+name(long mc, long nc, long kc, const float *ap, const float *bp,            \
+     float *inner, int load, uint32_t accmask)                               \
+{                                                                            \
+	macro_body(mc, nc, kc, ap, bp, inner, load, accmask, trunc);             \
 }
-
+MACRO_COPY(macro_fp32, , 0)
+MACRO_COPY(macro_trunc, , 1)
 #ifdef HAVE_AVX2_COPY
-__attribute__((target("avx2"))) static void
-macro_avx2(long mc, long nc, long kc, const float *ap, const float *bp,
-           float *inner, int load, uint32_t accmask)
-{
-	macro_body(mc, nc, kc, ap, bp, inner, load, accmask);
-}
+MACRO_COPY(macro_fp32_avx2, __attribute__((target("avx2"))), 0)
+MACRO_COPY(macro_trunc_avx2, __attribute__((target("avx2"))), 1)
 #endif
 
 static void
 macro_kernel(long mc, long nc, long kc, const float *ap, const float *bp,
              float *inner, int load, uint32_t accmask)
 {
+	int trunc = accmask != 0xffffffffu;
+
 #ifdef HAVE_AVX2_COPY
 	if (__builtin_cpu_supports("avx2")) {
-		macro_avx2(mc, nc, kc, ap, bp, inner, load, accmask);
+		(trunc ? macro_trunc_avx2 : macro_fp32_avx2)(mc, nc, kc, ap, bp,
+		                                             inner, load, accmask);
 		return;
 	}
 #endif
-	macro_default(mc, nc, kc, ap, bp, inner, load, accmask);
+	(trunc ? macro_trunc : macro_fp32)(mc, nc, kc, ap, bp, inner, load,
+	                                   accmask);
+}
+
+/* One packed panel of w rows (w a constant after inlining). */
+/* Rows of a [rows, K] operand are often 4 KiB apart and share L1 sets,
+ * so each row is read a cache line (16 k) at a time. */
+static inline __attribute__((always_inline)) void
+panel_f32(const float *const *x, long kc, int w, float *restrict panel)
+{
+	for (long k0 = 0; k0 < kc; k0 += 16) {
+		long k1 = k0 + 16 < kc ? k0 + 16 : kc;
+		for (int ii = 0; ii < w; ii++)
+			for (long k = k0; k < k1; k++)
+				panel[k * w + ii] = x[ii][k];
+	}
+}
+
+static inline __attribute__((always_inline)) void
+panel_lut(const uint8_t *const *q, const float *lut, long kc, int w,
+          float *restrict panel)
+{
+	for (long k0 = 0; k0 < kc; k0 += 64) {
+		long k1 = k0 + 64 < kc ? k0 + 64 : kc;
+		for (int ii = 0; ii < w; ii++)
+			for (long k = k0; k < k1; k++)
+				panel[k * w + ii] = lut[q[ii][k]];
+	}
 }
 
 /* Pack rows [r0, r0+nr) x k-range [k0, k0+kc) of an operand into panels
- * of w rows: dst[p*w*kc + k*w + ii]; rows past the edge are zero. */
+ * of w rows: dst[p*w*kc + k*w + ii]; rows past the edge are zero. fp32
+ * and 8-bit operands are read w rows at a time, so the writes stream. */
 static void
 pack(const precc_gemm_operand *op, const float *lut, long K, long r0, long nr,
      long rows, long k0, long kc, int w, float *dst, float *row)
 {
-	long p, ii, k;
+	static const float zeros[KC];
+	long p, k;
+	int ii;
 
 	for (p = 0; p < nr; p += w) {
 		float *panel = dst + p * kc;
+		long valid = rows - (r0 + p);
+		if (valid > w)
+			valid = w;
+		if (valid > nr - p)
+			valid = nr - p;
+		if (op->fmt == PRECC_FP32 || op->fmt == PRECC_TF32) {
+			const float *x[NR];
+			for (ii = 0; ii < w; ii++)
+				x[ii] = ii < valid ? (const float *)op->data
+				        + (size_t)(r0 + p + ii) * (size_t)K + (size_t)k0
+				        : zeros;
+			if (w == MR)
+				panel_f32(x, kc, MR, panel);
+			else
+				panel_f32(x, kc, NR, panel);
+			continue;
+		}
+		if (lut) {
+			static const uint8_t zcode[KC];
+			const uint8_t *q[NR];
+			/* padding rows read code 0, which is +0 in every operand
+			 * format */
+			for (ii = 0; ii < w; ii++)
+				q[ii] = ii < valid ? (const uint8_t *)op->data
+				        + (size_t)(r0 + p + ii) * (size_t)K + (size_t)k0
+				        : zcode;
+			if (w == MR)
+				panel_lut(q, lut, kc, MR, panel);
+			else
+				panel_lut(q, lut, kc, NR, panel);
+			continue;
+		}
 		for (ii = 0; ii < w; ii++) {
-			long r = r0 + p + ii;
-			if (p + ii >= nr || r >= rows) {
+			if (ii >= valid) {
 				for (k = 0; k < kc; k++)
 					panel[k * w + ii] = 0.0f;
 				continue;
 			}
-			size_t off = (size_t)r * (size_t)K + (size_t)k0;
-			if (lut) {
-				const uint8_t *q = (const uint8_t *)op->data + off;
-				for (k = 0; k < kc; k++)
-					panel[k * w + ii] = lut[q[k]];
-				continue;
-			}
-			interp_load(op->data, op->fmt, off, kc, row);
+			interp_load(op->data, op->fmt, (size_t)(r0 + p + ii) * (size_t)K
+			            + (size_t)k0, kc, row);
 			for (k = 0; k < kc; k++)
 				panel[k * w + ii] = row[k];
 		}
