@@ -126,6 +126,12 @@ test_hand(void)
 	CHECK_OK(precc_gemm(&d));
 	CHECK(isnan(cn[0]) && isnan(cn[1]) && cn[2] == 2 && cn[3] == 2);
 	CHECK(isnan(amax));
+	d.acc_mbits = 14;                 /* truncation keeps NaN a NaN */
+	CHECK_OK(precc_gemm(&d));
+	CHECK(isnan(cn[0]) && isnan(cn[1]) && cn[2] == 2 && cn[3] == 2);
+	an[1] = INFINITY;                 /* and inf an inf */
+	CHECK_OK(precc_gemm(&d));
+	CHECK(cn[0] == INFINITY && cn[2] == 2);
 }
 
 #define NOSCALE { -1, 0 }
