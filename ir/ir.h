@@ -180,4 +180,47 @@ Module *ir_parse(const char *text, const char *name, char *err, size_t errsz);
  * (no "%v = " for update/ret; position only for parsed IR). */
 int ir_verify(const Module *, char *err, size_t errsz);
 
+/* ---- interp.c: run a Func on host buffers (docs/sim.md) ------------------
+ * One IrInterp per Func and M: new sizes every value at M and checks the
+ * total against available memory before allocating; bind gives each param
+ * its caller-owned buffer (in, weight, grad, bias: read only; state: read,
+ * and written by commit); run executes the Func; commit applies its update
+ * ops (none after a step marked skipped by nonfinite=skip). Errors read
+ * "@func: %v = op: message" (ir_interp_error, or err for new). Results are
+ * bit-identical for any thread count. */
+typedef struct IrInterpOpts {
+	long m;                   /* the token count M (> 0 when a dim uses it) */
+	int threads;              /* 0 = all online cores */
+	uint64_t seed;            /* stochastic rounding (Philox key) */
+	int promote_bits;         /* accum=promote:N: mantissa bits kept inside a
+	                             chunk, the tensor core's sum (14); 0 = fp32 */
+	size_t mem_limit;         /* bytes; 0 = MemAvailable (physical memory) */
+	bool stats;               /* count saturated/flushed per quantize/cast */
+} IrInterpOpts;
+typedef struct IrQuantStats {
+	long n;                   /* elements cast */
+	long saturated;           /* |x * scale| >= fmax + ulp(fmax)/2, x finite */
+	long flushed;             /* x != 0 that became 0 */
+	long nonfinite;           /* x inf or NaN */
+} IrQuantStats;
+typedef struct Interp IrInterp;
+void ir_interp_opts_init(IrInterpOpts *);          /* zeros, promote_bits 14 */
+size_t ir_interp_mem_available(void);
+IrInterp *ir_interp_new(const Func *, const IrInterpOpts *, char *err, size_t errsz);
+void ir_interp_free(IrInterp *);
+int ir_interp_bind(IrInterp *, const char *name, void *data, size_t bytes);
+int ir_interp_run(IrInterp *);                     /* 0 or -1 */
+int ir_interp_commit(IrInterp *);
+const char *ir_interp_error(const IrInterp *);
+/* Size at M of value v (rows x cols; rank 1 is 1 x n), its data after run. */
+size_t ir_interp_value_bytes(const IrInterp *, int v, long *rows, long *cols);
+const void *ir_interp_value(const IrInterp *, int v);
+int ir_interp_nresults(const IrInterp *);
+int ir_interp_result(const IrInterp *, int k);     /* value of ret operand k */
+/* Counts of instruction ins (a quantize or cast; NULL otherwise, or
+ * without opts.stats). */
+const IrQuantStats *ir_interp_quant_stats(const IrInterp *, int ins);
+bool ir_interp_skipped(const IrInterp *);          /* nonfinite=skip fired */
+long ir_interp_nonfinite(const IrInterp *);        /* inf/NaN amax values */
+
 #endif
