@@ -499,10 +499,21 @@ precc_gemm(const precc_gemm_desc *d)
 		nt = (int)g.ntasks;
 	per = (size_t)(MC * KC + NC * KC + 2 * g.grp * MC * NC + KC)
 	      * sizeof(float);
-	if (interp_mul(per, (size_t)nt, &total) != 0
-	    || total > interp_phys_bytes())
-		return interp_fail(PRECC_IETOOBIG, "gemm: %d threads need too much "
-		                   "scratch", nt);
+	/* operands + output + scratch must fit in physical memory (each
+	 * product was checked for overflow above) */
+	size_t ops = (size_t)d->m * (size_t)d->k
+	             * precc_interp_elem_bytes(d->a.fmt)
+	             + (size_t)d->n * (size_t)d->k
+	             * precc_interp_elem_bytes(d->b.fmt)
+	             + (size_t)d->m * (size_t)d->n
+	             * precc_interp_elem_bytes(d->out_fmt);
+	if (interp_mul(per, (size_t)nt, &total) != 0 || total > SIZE_MAX - ops
+	    || total + ops > interp_phys_bytes())
+		return interp_fail(PRECC_IETOOBIG, "gemm: %ldx%ldx%ld needs %zu "
+		                   "bytes (operands, output and %d threads' "
+		                   "scratch), more than the %zu bytes of physical "
+		                   "memory", d->m, d->n, d->k, ops + total, nt,
+		                   interp_phys_bytes());
 	w = calloc((size_t)nt, sizeof *w);
 	tid = calloc((size_t)nt, sizeof *tid);
 	float *scratch = malloc(total);

@@ -4,6 +4,8 @@
  * documented arithmetic; float64 error bounds derived from the model;
  * bit-identical results for 1, 2, 3 and 7 threads; errors for bad shapes.
  */
+#include <unistd.h>
+
 #include "check.h"
 
 static float
@@ -287,6 +289,13 @@ test_errors(void)
 	d.c = c;
 	d.promote_every = -1;
 	CHECK_ERR(precc_gemm(&d), PRECC_IEINVAL);
+	/* each operand fits in memory, all three together do not */
+	double phys = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+	long side = (long)sqrt(phys * 0.4 / 4);
+	d.promote_every = 0;
+	d.m = d.n = d.k = side;
+	CHECK_ERR(precc_gemm(&d), PRECC_IETOOBIG);
+	d.m = d.n = d.k = 2;
 	/* promotion must divide the scale blocks along K */
 	float big[256 * 2] = { 0 }, s[4] = { 1, 1, 1, 1 }, cc[4];
 	precc_gemm_desc_init(&d);
