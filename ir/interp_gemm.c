@@ -105,20 +105,36 @@ microkernel(long kc, const float *restrict a, const float *restrict b,
 } while (0)
 	LD(0); LD(1); LD(2); LD(3); LD(4); LD(5);
 #undef LD
-	for (k = 0; k < kc; k++) {
-		v8 b0 = vload(b + k * NR), b1 = vload(b + k * NR + 8);
-		float as;
+	if (!trunc) {
+		for (k = 0; k < kc; k++) {
+			v8 b0 = vload(b + k * NR), b1 = vload(b + k * NR + 8);
+			float as;
 #define STEP(i) do { \
 	as = a[k * MR + i]; \
 	c##i##0 = c##i##0 + as * b0; \
 	c##i##1 = c##i##1 + as * b1; \
-	if (trunc) { \
-		VTRUNC(c##i##0); \
-		VTRUNC(c##i##1); \
-	} \
 } while (0)
-		STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5);
+			STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5);
 #undef STEP
+		}
+	} else {
+		/* one B vector live at a time leaves a register for the mask */
+		for (k = 0; k < kc; k++) {
+			const float *ak = a + k * MR;
+			v8 bv = vload(b + k * NR);
+#define STEP(i, h) do { \
+	c##i##h = c##i##h + ak[i] * bv; \
+	VTRUNC(c##i##h); \
+} while (0)
+			STEP(0, 0); STEP(1, 0); STEP(2, 0);
+			STEP(3, 0); STEP(4, 0); STEP(5, 0);
+			/* reload a[] rather than keep six broadcasts live */
+			__asm__ volatile("" ::: "memory");
+			bv = vload(b + k * NR + 8);
+			STEP(0, 1); STEP(1, 1); STEP(2, 1);
+			STEP(3, 1); STEP(4, 1); STEP(5, 1);
+#undef STEP
+		}
 	}
 #define ST(i) do { \
 	VSTORE(c + i * ldc, c##i##0); \
