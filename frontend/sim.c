@@ -432,7 +432,8 @@ find_gemm(const Func *f)
 	return NULL;
 }
 
-/* The quantize or cast that produced GEMM operand v (through transposes). */
+/* The quantize, cast or param that produced GEMM operand v (through
+ * transposes). */
 static int
 cast_of(const Func *f, int v)
 {
@@ -444,8 +445,38 @@ cast_of(const Func *f, int v)
 			v = d->arg[0];
 			continue;
 		}
-		return d->op == OP_quantize || d->op == OP_cast ? (int)(d - f->ins) : -1;
+		return d->op == OP_quantize || d->op == OP_cast || d->op == OP_param
+		       ? (int)(d - f->ins) : -1;
 	}
+}
+
+/* A param's data in its format (the layer's compute dtype: bf16, or f16,
+ * f32): the bf16 data as is, or converted (RNE) into conv, counting values
+ * that overflow or flush to zero in *st. */
+static void *
+as_format(const uint16_t *code, const float *val, long n, precc_format f, void **conv,
+          IrQuantStats *st)
+{
+	size_t es = precc_interp_elem_bytes(f);
+	precc_quant_opts o = {.qf = f, .round = PRECC_RNE};
+
+	memset(st, 0, sizeof *st);
+	if (f == PRECC_BF16)
+		return (void *)code;
+	if (!es || precc_quantize(val, PRECC_FP32, 1, n, &o, *conv = xmalloc((size_t)n * es)))
+		die("sim: converting data to %s: %s", precc_format_get(f)->name, precc_interp_error());
+	st->n = n;
+	for (long i = 0; i < n; i++) {
+		uint32_t c = es == 2 ? ((uint16_t *)*conv)[i] : ((uint32_t *)*conv)[i];
+		float d;
+		if (es == 4)
+			memcpy(&d, &c, 4);
+		else
+			d = precc_decode(f, c);
+		st->saturated += isfinite(val[i]) && !isfinite(d);
+		st->flushed += val[i] != 0 && d == 0;
+	}
+	return *conv;
 }
 
 typedef struct State { char *name; float *buf; size_t bytes; } State;
@@ -549,7 +580,9 @@ run_recipe(const Opts *o, const Data *d, Recipe *rc, Result *res)
 	Module *mod;
 	IrInterp *ip[NGEMM] = {NULL};
 	State *st = NULL;
-	int nst = 0, rv = 1;
+	int nst = 0, rv = 1, nconv = 0;
+	void **conv = NULL;
+	IrQuantStats (*pst)[64] = xcalloc(NGEMM, sizeof *pst);   /* param conversions */
 	bool updates = false;
 	char err[1024];
 	float *y = NULL;
@@ -592,16 +625,27 @@ run_recipe(const Opts *o, const Data *d, Recipe *rc, Result *res)
 			sim_error(rc->name, "M=%ld N=%ld K=%ld: %s", o->m, o->n, o->k, err);
 			goto out;
 		}
-		for (int k = 0; k < f->nins; k++) {
+		for (int k = 0; k < f->nins && k < 64; k++) {
 			const Ins *i = &f->ins[k];
 			if (i->op != OP_param)
 				continue;
 			const char *name = f->val[i->res].name;
-			size_t bytes = ir_interp_value_bytes(ip[g], i->res, NULL, NULL);
-			void *buf = i->param == PARAM_IN ? (void *)d->x : i->param == PARAM_WEIGHT
-			          ? (void *)d->w : i->param == PARAM_GRAD ? (void *)d->dy
-			          : i->param == PARAM_BIAS ? (void *)d->bias
-			          : (void *)state_buf(&st, &nst, name, bytes);
+			long rows, cols;
+			size_t bytes = ir_interp_value_bytes(ip[g], i->res, &rows, &cols);
+			precc_format pf = f->val[i->res].type.fmt;
+			void *buf;
+			if (i->param == PARAM_STATE)
+				buf = state_buf(&st, &nst, name, bytes);
+			else {
+				const uint16_t *c = i->param == PARAM_IN ? d->x : i->param == PARAM_WEIGHT
+				                  ? d->w : i->param == PARAM_GRAD ? d->dy : d->bias;
+				const float *v = i->param == PARAM_IN ? d->xf : i->param == PARAM_WEIGHT
+				               ? d->wf : i->param == PARAM_GRAD ? d->dyf : d->biasf;
+				conv = xrealloc(conv, (size_t)(nconv + 1) * sizeof *conv);
+				conv[nconv] = NULL;
+				buf = as_format(c, v, rows * cols, pf, &conv[nconv], &pst[g][k]);
+				nconv++;
+			}
 			if (!buf || ir_interp_bind(ip[g], name, buf, bytes)) {
 				sim_error(rc->name, "%s", buf ? ir_interp_error(ip[g])
 				                              : "state params disagree in size");
@@ -638,7 +682,9 @@ run_recipe(const Opts *o, const Data *d, Recipe *rc, Result *res)
 		snprintf(r->out, sizeof r->out, "%s", precc_format_get(yf)->name);
 		for (int k = 0; k < 2; k++) {
 			int c = cast_of(f, gi->arg[k]);
-			const IrQuantStats *qs = c >= 0 ? ir_interp_quant_stats(ip[g], c) : NULL;
+			const IrQuantStats *qs = c < 0 ? NULL : f->ins[c].op != OP_param
+			                       ? ir_interp_quant_stats(ip[g], c)
+			                       : c < 64 && pst[g][c].n ? &pst[g][c] : NULL;
 			r->op[k].role = p->role[k];
 			describe(r->op[k].desc, sizeof r->op[k].desc, &p->operand[k]);
 			r->op[k].cast = qs != NULL;
@@ -668,6 +714,10 @@ run_recipe(const Opts *o, const Data *d, Recipe *rc, Result *res)
 	rv = 0;
 out:
 	free(y);
+	for (int i = 0; i < nconv; i++)
+		free(conv[i]);
+	free(conv);
+	free(pst);
 	for (int g = 0; g < NGEMM; g++)
 		ir_interp_free(ip[g]);
 	for (int i = 0; i < nst; i++)
