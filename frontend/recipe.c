@@ -1257,7 +1257,8 @@ static void
 check_cast(Loader *ld, const Eff *e, Gemm g, Role r, int dflt)
 {
 	const Cast *c = &e->v;
-	const char *where = lua_pushfstring(ld->sb->L, "%s in %s", role_names[r], gemm_names[g]);
+	char where[64];
+	snprintf(where, sizeof where, "%s in %s", role_names[r], gemm_names[g]);
 	int F = bit(SET_FORMAT), S = bit(SET_SCALING), H = bit(SET_HISTORY), A = bit(SET_AMAX_ALGO);
 
 	if (c->scaling == SCALING_NONE)

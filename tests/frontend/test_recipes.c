@@ -165,6 +165,40 @@ nvfp4(void)
 	recipe_free(r);
 }
 
+/* Every rule form, in tests/lit/Inputs/recipe_rule_forms.lua. */
+static void
+rule_forms(void)
+{
+	cur = "rule_forms";
+	Recipe *r = recipe_load(PRECC_INPUTS "/recipe_rule_forms.lua");
+	CHECK(r->nrules == 6);
+	if (r->nrules != 6) {
+		recipe_free(r);
+		return;
+	}
+	Linear head = {"lm_head", 4096, 32000, false, false};
+	Linear q = {"model.layers.0.self_attn.q_proj", 4096, 4096, false, false};
+	Linear k = {"model.layers.0.self_attn.k_proj", 4096, 1024, false, false};
+	Linear down = {"model.layers.0.mlp.down_proj", 14336, 4096, false, false};
+	Linear up = {"model.layers.0.mlp.up_proj", 4096, 14336, false, false};
+	Linear emb = {"model.embed_tokens", 4096, 4096, false, false};
+	const Rule *u = r->rules;
+	CHECK(recipe_rule_matches(r, &u[0], &head) && !recipe_rule_matches(r, &u[0], &q));
+	CHECK(recipe_rule_matches(r, &u[1], &q) && !recipe_rule_matches(r, &u[1], &k));
+	CHECK(recipe_rule_matches(r, &u[2], &k) && !strcmp(u[1].label, u[2].label));
+	CHECK(u[1].settings.all.v.scaling == SCALING_CURRENT && u[1].loc.line == 8);
+	CHECK(!u[3].pattern && recipe_rule_matches(r, &u[3], &down) && !recipe_rule_matches(r, &u[3], &up));
+	CHECK(u[3].settings.role[ROLE_GRAD_OUTPUT].v.format == PRECC_E5M2);
+	CHECK(u[3].settings.role[ROLE_WEIGHT].v.scaling == SCALING_CURRENT);
+	CHECK(recipe_rule_matches(r, &u[4], &up) && !recipe_rule_matches(r, &u[4], &q));
+	CHECK(u[4].settings.gemm[GEMM_FPROP].v.accum == ACCUM_PROMOTE);
+	CHECK(u[4].settings.gemm[GEMM_FPROP].v.promote_every == 256);
+	CHECK(recipe_rule_matches(r, &u[5], &emb) && u[5].settings.all.v.format == PRECC_FP32);
+	CHECK(u[5].settings.has_fallback && u[5].settings.fallback == FALLBACK_ERROR);
+	CHECK(u[5].settings.fallback_loc.line == 13);
+	recipe_free(r);
+}
+
 int
 main(void)
 {
@@ -176,6 +210,7 @@ main(void)
 	deepseek_v3();
 	mxfp8();
 	nvfp4();
+	rule_forms();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
