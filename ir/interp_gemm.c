@@ -78,7 +78,7 @@ vsplat(float x)
  * fp32 add produces is quiet (bit 22 set, kept for any B >= 1), so both
  * pass unchanged without a test. */
 #define VTRUNC(v) do { \
-	vi8 u_; \
+	__typeof__(mask) u_; \
 	memcpy(&u_, &(v), sizeof u_); \
 	u_ &= mask; \
 	memcpy(&(v), &u_, sizeof u_); \
@@ -144,35 +144,116 @@ microkernel(long kc, const float *restrict a, const float *restrict b,
 #undef ST
 }
 
+/* The same 6x16 tile with 4-float vectors, for targets whose native width
+ * is 128 bits (the SSE2 baseline, NEON): two passes of 6x8, 12
+ * accumulators each. Every element still sees the same operations in the
+ * same order, so the bits are those of microkernel(). */
+typedef float v4 __attribute__((vector_size(16)));
+typedef int32_t vi4 __attribute__((vector_size(16)));
+
+static inline __attribute__((always_inline)) v4
+vload4(const float *p)
+{
+	v4 v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+static inline __attribute__((always_inline)) void
+microkernel4(long kc, const float *restrict a, const float *restrict b,
+             float *restrict c, long ldc, int load, int trunc, uint32_t m32)
+{
+	vi4 mask = { (int32_t)m32, (int32_t)m32, (int32_t)m32, (int32_t)m32 };
+	v4 zero = { 0, 0, 0, 0 };
+
+	for (int h = 0; h < NR; h += 8) {
+		v4 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+		float *ch = c + h;
+		long k;
+#define LD(i) do { \
+	c##i##0 = load ? vload4(ch + i * ldc) : zero; \
+	c##i##1 = load ? vload4(ch + i * ldc + 4) : zero; \
+} while (0)
+		LD(0); LD(1); LD(2); LD(3); LD(4); LD(5);
+#undef LD
+		for (k = 0; k < kc; k++) {
+			v4 b0 = vload4(b + k * NR + h), b1 = vload4(b + k * NR + h + 4);
+			float as;
+#define STEP(i) do { \
+	as = a[k * MR + i]; \
+	c##i##0 = c##i##0 + as * b0; \
+	c##i##1 = c##i##1 + as * b1; \
+	if (trunc) { \
+		VTRUNC(c##i##0); \
+		VTRUNC(c##i##1); \
+	} \
+} while (0)
+			STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5);
+#undef STEP
+		}
+#define ST(i) do { \
+	VSTORE(ch + i * ldc, c##i##0); \
+	VSTORE(ch + i * ldc + 4, c##i##1); \
+} while (0)
+		ST(0); ST(1); ST(2); ST(3); ST(4); ST(5);
+#undef ST
+	}
+}
+
 /* All micro-tiles of one packed panel pair into inner (stride NC); trunc
  * is a constant after inlining, so the fp32 copies hold no mask. */
 static inline __attribute__((always_inline)) void
 macro_body(long mc, long nc, long kc, const float *ap, const float *bp,
-           float *inner, int load, uint32_t accmask, int trunc)
+           float *inner, int load, uint32_t accmask, int trunc, int wide)
 {
 	long ir, jr;
 
 	for (jr = 0; jr < nc; jr += NR) {
 		const float *b = bp + jr * kc;
 		for (ir = 0; ir < mc; ir += MR)
-			microkernel(kc, ap + ir * kc, b, inner + ir * NC + jr, NC, load,
-			            trunc, accmask);
+			if (wide)
+				microkernel(kc, ap + ir * kc, b, inner + ir * NC + jr, NC,
+				            load, trunc, accmask);
+			else
+				microkernel4(kc, ap + ir * kc, b, inner + ir * NC + jr, NC,
+				             load, trunc, accmask);
 	}
 }
 
-#define MACRO_COPY(name, attr, trunc)                                        \
+#define MACRO_COPY(name, attr, trunc, wide)                                  \
 attr static void                                                             \
 name(long mc, long nc, long kc, const float *ap, const float *bp,            \
      float *inner, int load, uint32_t accmask)                               \
 {                                                                            \
-	macro_body(mc, nc, kc, ap, bp, inner, load, accmask, trunc);             \
+	macro_body(mc, nc, kc, ap, bp, inner, load, accmask, trunc, wide);       \
 }
-MACRO_COPY(macro_fp32, , 0)
-MACRO_COPY(macro_trunc, , 1)
+MACRO_COPY(macro_fp32, , 0, 0)
+MACRO_COPY(macro_trunc, , 1, 0)
 #ifdef HAVE_AVX2_COPY
-MACRO_COPY(macro_fp32_avx2, __attribute__((target("avx2"))), 0)
-MACRO_COPY(macro_trunc_avx2, __attribute__((target("avx2"))), 1)
+MACRO_COPY(macro_fp32_avx2, __attribute__((target("avx2"))), 0, 1)
+MACRO_COPY(macro_trunc_avx2, __attribute__((target("avx2"))), 1, 1)
 #endif
+
+/* 1 if the AVX2 copy is to be used: the CPU has AVX2 and the environment
+ * does not say PRECC_INTERP_ISA=baseline (the tests run both copies). */
+static int
+use_avx2(void)
+{
+#ifdef HAVE_AVX2_COPY
+	static atomic_int state;       /* 0 unknown, 1 baseline, 2 avx2 */
+	int s = atomic_load_explicit(&state, memory_order_relaxed);
+
+	if (s == 0) {
+		const char *e = getenv("PRECC_INTERP_ISA");
+		s = (e && strcmp(e, "baseline") == 0)
+		    || !__builtin_cpu_supports("avx2") ? 1 : 2;
+		atomic_store_explicit(&state, s, memory_order_relaxed);
+	}
+	return s == 2;
+#else
+	return 0;
+#endif
+}
 
 static void
 macro_kernel(long mc, long nc, long kc, const float *ap, const float *bp,
@@ -181,7 +262,7 @@ macro_kernel(long mc, long nc, long kc, const float *ap, const float *bp,
 	int trunc = accmask != 0xffffffffu;
 
 #ifdef HAVE_AVX2_COPY
-	if (__builtin_cpu_supports("avx2")) {
+	if (use_avx2()) {
 		(trunc ? macro_trunc_avx2 : macro_fp32_avx2)(mc, nc, kc, ap, bp,
 		                                             inner, load, accmask);
 		return;
