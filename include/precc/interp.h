@@ -156,7 +156,7 @@ int precc_history_reduce(const precc_amax_history *h, precc_history_algo a,
  * so one Philox call serves 4 consecutive elements. */
 typedef struct precc_quant_opts {
 	precc_format qf;
-	precc_round round;     /* RNE, RZ or SR (RU too, for completeness) */
+	precc_round round;     /* any precc_round: RNE, RZ, RU, RNA, SR */
 	bool saturate;
 	precc_block blk;       /* granularity of scale */
 	const float *scale;    /* per block, or NULL */
