@@ -1,0 +1,174 @@
+/*
+ * recipe_check.c — combinations. Layer the levels of a recipe (and each
+ * rule on top of it) exactly as plan.c does, and reject what no kernel can
+ * do; a contradiction is reported at the more specific of its settings.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <lauxlib.h>
+#include "recipe.h"
+#include "sandbox.h"
+#include "recipe_lua.h"
+
+/* ---- combinations ------------------------------------------------------------
+ * Layer the levels as plan.c does and check what they add up to; a
+ * contradiction is reported at the more specific of the two settings. */
+
+typedef struct Eff {
+	Cast v;
+	int rank[NSET_CAST], line[NSET_CAST];
+} Eff;
+
+static void
+copy_field(Cast *d, const Cast *s, unsigned b)
+{
+	switch (b) {
+	case SET_FORMAT: d->format = s->format; break;
+	case SET_SCALING: d->scaling = s->scaling; break;
+	case SET_BLOCK: memcpy(d->block, s->block, sizeof d->block); break;
+	case SET_SCALE_FORMAT: d->scale_format = s->scale_format; break;
+	case SET_HISTORY: d->history = s->history; break;
+	case SET_AMAX_ALGO: d->amax_algo = s->amax_algo; break;
+	case SET_MARGIN: d->margin = s->margin; break;
+	case SET_POW2: d->pow2_scale = s->pow2_scale; break;
+	case SET_EPS: d->amax_eps = s->amax_eps; break;
+	case SET_ROUND: d->round = s->round; break;
+	case SET_SATURATE: d->saturate = s->saturate; break;
+	case SET_NONFINITE: d->nonfinite = s->nonfinite; break;
+	}
+}
+
+static void
+layer(Eff *e, const CastSpec *cs, int rank)
+{
+	for (int i = 0; i < NSET_CAST; i++)
+		if (cs->set & (1u << i)) {
+			copy_field(&e->v, &cs->v, 1u << i);
+			e->rank[i] = rank;
+			e->line[i] = cs->line[i];
+		}
+}
+
+static void
+layer_settings(Eff *e, const Settings *s, Gemm g, Role r, int base)
+{
+	layer(e, &s->all, base);
+	if (s->hybrid) {
+		e->v.format = r == ROLE_GRAD_OUTPUT ? PRECC_E5M2 : PRECC_E4M3;
+		e->rank[rc_bit(SET_FORMAT)] = base;
+		e->line[rc_bit(SET_FORMAT)] = s->all.line[rc_bit(SET_FORMAT)];
+	}
+	layer(e, &s->role[r], base + 1);
+	layer(e, &s->gemm[g].all, base + 2);
+	layer(e, &s->gemm[g].role[r], base + 3);
+}
+
+static int
+later(const Eff *e, unsigned a, unsigned b, int dflt)
+{
+	int i = rc_bit(a), j = rc_bit(b);
+	int l = e->rank[i] >= e->rank[j] ? e->line[i] : e->line[j];
+	return l ? l : dflt;
+}
+
+static void
+check_cast(Loader *ld, const Eff *e, Gemm g, Role r, int dflt)
+{
+	const Cast *c = &e->v;
+	char where[64];
+	snprintf(where, sizeof where, "%s in %s", rc_role_names[r], rc_gemm_names[g]);
+	int F = rc_bit(SET_FORMAT), S = rc_bit(SET_SCALING), H = rc_bit(SET_HISTORY), A = rc_bit(SET_AMAX_ALGO);
+
+	if (c->scaling == SCALING_NONE)
+		return;
+	if (!rc_lowp(c->format)) {
+		if (e->rank[S] >= e->rank[F])
+			fail(ld, e->line[S] ? e->line[S] : dflt, "%s scaling needs an fp8, fp6 or fp4 format, "
+			     "but %s is %s%s", rc_scaling_names[c->scaling], where, rc_fmtname(c->format),
+			     e->rank[F] < 0 ? " (the default)" : "");
+		return;
+	}
+	int sfl = later(e, SET_SCALE_FORMAT, SET_SCALING, dflt);
+	switch (c->scaling) {
+	case SCALING_MX:
+		if (c->scale_format != PRECC_E8M0)
+			fail(ld, sfl, "mx scaling uses e8m0 scales (OCP MX), not %s", rc_fmtname(c->scale_format));
+		break;
+	case SCALING_NVFP4:
+		if (c->format != PRECC_E2M1)
+			fail(ld, later(e, SET_FORMAT, SET_SCALING, dflt), "nvfp4 scaling needs format e2m1, "
+			     "but %s is %s", where, rc_fmtname(c->format));
+		if (c->scale_format != PRECC_E4M3)
+			fail(ld, sfl, "nvfp4 scaling uses e4m3 block scales, not %s", rc_fmtname(c->scale_format));
+		break;
+	default:
+		if (c->scale_format == PRECC_E4M3)
+			fail(ld, sfl, "e4m3 scales are for nvfp4 scaling; %s scaling takes fp32 or e8m0 scales",
+			     rc_scaling_names[c->scaling]);
+		break;
+	}
+	for (int k = H; k <= A; k++)
+		if (e->rank[k] >= 0 && c->scaling != SCALING_DELAYED && e->rank[k] >= e->rank[S])
+			fail(ld, e->line[k] ? e->line[k] : dflt, "'%s' applies only to delayed scaling, "
+			     "but %s uses %s scaling", k == H ? "history" : "algo", where,
+			     rc_scaling_names[c->scaling]);
+}
+
+void
+rc_check_level(Loader *ld, const Settings *base, const Settings *rule)
+{
+	int dflt = rule ? rule->line : base->line;
+
+	for (int g = 0; g < NGEMM; g++) {
+		Eff e[2];
+		for (int i = 0; i < 2; i++) {
+			Role r = rc_gemm_roles[g][i];
+			memset(&e[i], 0, sizeof e[i]);
+			for (int k = 0; k < NSET_CAST; k++)
+				e[i].rank[k] = -1;
+			e[i].v.format = PRECC_BF16;
+			e[i].v.scale_format = PRECC_FP32;
+			layer_settings(&e[i], base, g, r, 0);
+			if (rule)
+				layer_settings(&e[i], rule, g, r, 4);
+			check_cast(ld, &e[i], g, r, dflt);
+		}
+		int F = rc_bit(SET_FORMAT);
+		if (rc_lowp(e[0].v.format) != rc_lowp(e[1].v.format)) {
+			int i = e[0].rank[F] >= e[1].rank[F] ? 0 : 1;
+			fail(ld, e[i].line[F] ? e[i].line[F] : dflt, "%s mixes %s %s with %s %s: both operands "
+			     "of a GEMM are fp8/fp6/fp4 or neither", rc_gemm_names[g],
+			     rc_role_names[rc_gemm_roles[g][0]], rc_fmtname(e[0].v.format),
+			     rc_role_names[rc_gemm_roles[g][1]], rc_fmtname(e[1].v.format));
+		}
+		/* accumulation */
+		const Settings *lv[4] = {base, base, rule, rule};
+		Accum acc = ACCUM_FP32;
+		int rank[NSET_GEMM], line[NSET_GEMM];
+		for (int k = 0; k < NSET_GEMM; k++)
+			rank[k] = -1, line[k] = 0;
+		for (int l = 0; l < 4; l++) {
+			if (!lv[l])
+				continue;
+			unsigned set = l % 2 ? lv[l]->gemm[g].set : lv[l]->gemm_set;
+			const GemmPolicy *p = l % 2 ? &lv[l]->gemm[g].v : &lv[l]->gemm_all;
+			const int *ln = l % 2 ? lv[l]->gemm[g].line : lv[l]->gemm_line;
+			for (int k = 0; k < NSET_GEMM; k++)
+				if (set & (1u << k)) {
+					rank[k] = l;
+					line[k] = ln[k];
+					if (k == rc_bit(SET_ACCUM))
+						acc = p->accum;
+				}
+		}
+		int A = rc_bit(SET_ACCUM), P = rc_bit(SET_PROMOTE), B = rc_bit(SET_ACCUM_BITS);
+		if (rank[P] >= 0 && acc != ACCUM_PROMOTE && rank[P] >= rank[A])
+			fail(ld, line[P] ? line[P] : dflt, "'promote_every' applies to accumulate = promote, "
+			     "but %s accumulates %s", rc_gemm_names[g], acc == ACCUM_FAST ? "fast" : "in fp32");
+		if (rank[B] >= 0 && acc != ACCUM_FAST && rank[B] >= rank[A])
+			fail(ld, line[B] ? line[B] : dflt, "'accum_bits' applies to accumulate = \"fast\", "
+			     "but %s accumulates %s", rc_gemm_names[g], acc == ACCUM_PROMOTE ? "with promotion" : "in fp32");
+	}
+}
