@@ -601,6 +601,22 @@ run_recipe(const Opts *o, const Data *d, Recipe *rc, Result *res)
 	mod = lower_plan(plan, NULL);
 	if (mod->nfn != NGEMM || ir_verify(mod, err, sizeof err))
 		die("sim: lowered IR does not verify: %s", err);
+	/* wgrad reduces over M: scale blocks along it must divide M */
+	for (int g = 0; g < NGEMM; g++) {
+		const Func *f = mod->fn[g];
+		const Ins *gi = find_gemm(f);
+		for (int k = 2; gi && k < 4 && k < gi->narg; k++) {
+			const Type *t = &f->val[gi->arg[k]].type;
+			if (f->val[gi->arg[0]].type.dim[1] < 0 && t->block[1] > 0 && o->m % t->block[1]) {
+				sim_error(rc->name, "%s reduces over M, and its %ldx%ld scale blocks along M "
+				          "need M a multiple of %ld (M=%ld)", gnames[g], t->block[0],
+				          t->block[1], t->block[1], o->m);
+				ir_module_free(mod);
+				plan_free(plan);
+				return 1;
+			}
+		}
+	}
 	IrInterpOpts io;
 	ir_interp_opts_init(&io);
 	io.m = o->m, io.threads = o->threads, io.seed = o->seed, io.stats = true;
