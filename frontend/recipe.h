@@ -167,7 +167,8 @@ typedef struct Settings {
 	                                     this level's top: e4m3 for input and
 	                                     weight, e5m2 for grad_output, applied
 	                                     right after `all` (all.format is not
-	                                     set by it) */
+	                                     set by it; all.line[0] is the line
+	                                     of the format = hybrid) */
 	int gemm_line[NSET_GEMM];         /* as CastSpec.line, for gemm_all */
 	int line;                         /* line of the recipe / rule table */
 } Settings;
@@ -175,7 +176,9 @@ typedef struct Settings {
 typedef struct Rule {
 	char *pattern;            /* Lua pattern on the FQN, or NULL */
 	int predicate_ref;        /* luaL_ref of a Lua predicate, or LUA_NOREF */
-	char *label;              /* what `precc check` shows as the reason */
+	char *label;              /* what `precc check` shows as the reason:
+	                             the rule's `reason`, else its pattern,
+	                             else "rule at line N" */
 	Settings settings;
 	SrcLoc loc;
 } Rule;
