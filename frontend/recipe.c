@@ -74,7 +74,12 @@ rc_bit(unsigned b)
 static Loader *
 loader(lua_State *L)
 {
-	return lua_touserdata(L, lua_upvalueindex(1));
+	Loader *ld = *(Loader **)lua_getextraspace(L);
+
+	if (!ld)
+		luaL_error(L, "recipe and rule are called while the recipe file loads, "
+		           "not from a rule's predicate");
+	return ld;
 }
 
 /* The nth call to `name` on `line` seen so far (calls run in source order). */
