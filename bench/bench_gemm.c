@@ -142,10 +142,9 @@ main(int argc, char **argv)
 
 		/* fp8 blockwise: A e4m3 1x128 scales, B e4m3 128x128 scales */
 		long kb = (n + 127) / 128;
-		float *amax_a = malloc((size_t)n * kb * 4), *sa = malloc((size_t)n * kb * 4);
-		float *sia = malloc((size_t)n * kb * 4);
-		float *amax_b = malloc((size_t)kb * kb * 4), *sbq = malloc((size_t)kb * kb * 4);
-		float *sib = malloc((size_t)kb * kb * 4);
+		size_t na = (size_t)n * kb * 4, nb = (size_t)kb * kb * 4;
+		float *amax_a = malloc(na), *sa = malloc(na), *sia = malloc(na);
+		float *amax_b = malloc(nb), *sbq = malloc(nb), *sib = malloc(nb);
 		precc_scale_params sp = { 448.0f, 0, false, 1e-12f };
 		precc_block t1 = { 1, 128 }, t128 = { 128, 128 };
 		if (precc_amax(a, PRECC_FP32, n, n, t1, amax_a, NULL)
