@@ -11,8 +11,12 @@
  * same operation sequence (ascending k, one fp32 mul then one fp32 add,
  * never FMA) whatever the tile, thread or vector width, so results are
  * bit-identical for any thread count and on any x86-64 or other machine.
- * On x86-64 the macro kernel is compiled twice (baseline SSE2, and AVX2
- * without FMA) and picked at run time with __builtin_cpu_supports.
+ * On x86-64 the macro kernel is compiled twice (baseline SSE2 with 4-float
+ * vectors, and AVX2 without FMA with 8-float vectors) and picked at run
+ * time. This file relies on -ffp-contract=off, the default in ISO C mode
+ * (-std=c17); a GNU-mode build could contract mul+add into FMA where the
+ * baseline target has one (aarch64), and tests/interp/test_gemm.c, which
+ * compares bit for bit against a scalar model, would say so.
  */
 #include <math.h>
 #include <pthread.h>
@@ -24,8 +28,8 @@
 
 enum { MR = 6, NR = 16, KC = 256, MC = 192, NC = 256, MAXGRP = 8 };
 
-/* 8-float GNU vectors: two SSE registers by default, one in the AVX2
- * clone. Static and always inlined, so the -Wpsabi note does not apply. */
+/* 8-float GNU vectors for the AVX2 copy (the baseline uses 4-float ones,
+ * below). Static and always inlined, so the -Wpsabi note does not apply. */
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float v8 __attribute__((vector_size(32)));
 typedef int32_t vi8 __attribute__((vector_size(32)));
