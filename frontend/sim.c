@@ -582,7 +582,7 @@ run_recipe(const Opts *o, const Data *d, Recipe *rc, Result *res)
 	State *st = NULL;
 	int nst = 0, rv = 1, nconv = 0;
 	void **conv = NULL;
-	IrQuantStats (*pst)[64] = xcalloc(NGEMM, sizeof *pst);   /* param conversions */
+	IrQuantStats (*pst)[64] = NULL;   /* param conversions */
 	bool updates = false;
 	char err[1024];
 	float *y = NULL;
@@ -617,6 +617,7 @@ run_recipe(const Opts *o, const Data *d, Recipe *rc, Result *res)
 			}
 		}
 	}
+	pst = xcalloc(NGEMM, sizeof *pst);
 	IrInterpOpts io;
 	ir_interp_opts_init(&io);
 	io.m = o->m, io.threads = o->threads, io.seed = o->seed, io.stats = true;
