@@ -586,6 +586,9 @@ precc_gemm(const precc_gemm_desc *d)
 	g.nmc = (d->m + MC - 1) / MC;
 	g.nnc = (d->n + NC - 1) / NC;
 	nt = precc_interp_threads(d->threads);
+	/* below ~1 ms of work a thread costs more than it brings */
+	if ((double)d->m * (double)d->n * (double)d->k < 4e6)
+		nt = 1;
 	/* enough tasks to balance nt threads, each as tall as possible */
 	g.ngrp = (2 * nt + g.nnc - 1) / g.nnc;
 	if (g.ngrp > g.nmc)
