@@ -146,6 +146,7 @@ rc_check_level(Loader *ld, const Settings *base, const Settings *rule)
 		/* accumulation */
 		const Settings *lv[4] = {base, base, rule, rule};
 		Accum acc = ACCUM_FP32;
+		int every = 128;          /* plan.c's default for promote */
 		int rank[NSET_GEMM], line[NSET_GEMM];
 		for (int k = 0; k < NSET_GEMM; k++)
 			rank[k] = -1, line[k] = 0;
@@ -161,12 +162,29 @@ rc_check_level(Loader *ld, const Settings *base, const Settings *rule)
 					line[k] = ln[k];
 					if (k == rc_bit(SET_ACCUM))
 						acc = p->accum;
+					if (k == rc_bit(SET_PROMOTE))
+						every = p->promote_every;
 				}
 		}
 		int A = rc_bit(SET_ACCUM), P = rc_bit(SET_PROMOTE), B = rc_bit(SET_ACCUM_BITS);
 		if (rank[P] >= 0 && acc != ACCUM_PROMOTE && rank[P] >= rank[A])
 			fail(ld, line[P] ? line[P] : dflt, "'promote_every' applies to accumulate = promote, "
 			     "but %s accumulates %s", rc_gemm_names[g], acc == ACCUM_FAST ? "fast" : "in fp32");
+		/* Promotion applies the scales once per chunk, so each chunk must
+		 * lie inside one scale block along K (DeepGEMM: 128 in 1x128). */
+		for (int i = 0; acc == ACCUM_PROMOTE && i < 2; i++) {
+			const Cast *c = &e[i].v;
+			long kb = c->scaling == SCALING_BLOCK && c->block[1] <= 0 ? 128 : c->block[1];
+			bool blocked = c->scaling == SCALING_BLOCK || c->scaling == SCALING_MX
+			            || c->scaling == SCALING_NVFP4;
+			if (!blocked || !rc_lowp(c->format) || kb <= 0 || kb % every == 0)
+				continue;
+			int ln = rank[P] >= 0 ? line[P] : line[A];
+			fail(ld, ln ? ln : dflt, "promote every %d applies the scales at each promotion, so "
+			     "K blocks must be multiples of %d, but %s in %s uses %s scaling with %dx%d blocks",
+			     every, every, rc_role_names[rc_gemm_roles[g][i]], rc_gemm_names[g],
+			     rc_scaling_names[c->scaling], c->block[0] > 0 ? c->block[0] : 1, (int)kb);
+		}
 		if (rank[B] >= 0 && acc != ACCUM_FAST && rank[B] >= rank[A])
 			fail(ld, line[B] ? line[B] : dflt, "'accum_bits' applies to accumulate = \"fast\", "
 			     "but %s accumulates %s", rc_gemm_names[g], acc == ACCUM_PROMOTE ? "with promotion" : "in fp32");
