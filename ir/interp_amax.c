@@ -3,6 +3,8 @@
  * granularity, plus the global amax. NaN in a block makes its amax NaN.
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "interp_util.h"
 
@@ -34,31 +36,30 @@ merge(float *dst, float m, int nan)
 		*dst = m;
 }
 
-int
-precc_amax(const void *x, precc_format xf, long rows, long cols,
-           precc_block blk, float *out, float *global)
-{
-	long br, bc, nbc, nb, r, c0, b;
-	float buf[CHUNK], g = 0.0f;
-	int e, gnan = 0;
+typedef struct Amax {
+	const void *x;
+	precc_format xf;
+	long rows, cols, br, bc, nbc, nb;
+	int by_block_rows;          /* parts are block rows, else data rows */
+	float *out;                 /* by_block_rows: the result, else nb per part */
+	float g[INTERP_MAX_PARTS];  /* global max per part */
+	int gnan[INTERP_MAX_PARTS];
+} Amax;
 
-	if (!x || !out)
-		return interp_fail(PRECC_IEINVAL, "amax: NULL buffer");
-	if (!interp_input_format(xf))
-		return interp_fail(PRECC_IEINVAL, "amax: unsupported input format");
-	if ((e = interp_check_tensor("amax", rows, cols,
-	                             precc_interp_elem_bytes(xf))) != 0)
-		return e;
-	if ((e = interp_block("amax", rows, cols, blk, &br, &bc)) != 0)
-		return e;
-	nb = precc_block_count(rows, cols, blk, NULL, &nbc);
-	for (b = 0; b < nb; b++)
-		out[b] = 0.0f;
-	for (r = 0; r < rows; r++) {
-		float *orow = out + (r / br) * nbc;
-		for (c0 = 0; c0 < cols; c0 += CHUNK) {
-			long n = cols - c0 < CHUNK ? cols - c0 : CHUNK, s;
-			interp_load(x, xf, (size_t)r * (size_t)cols + (size_t)c0, n, buf);
+/* Data rows [r0, r1) into out (indexed like the result). */
+static void
+amax_rows(const Amax *k, long r0, long r1, float *out, float *gp, int *gnanp)
+{
+	float buf[CHUNK], g = 0.0f;
+	long r, c0, bc = k->bc;
+	int gnan = 0;
+
+	for (r = r0; r < r1; r++) {
+		float *orow = out + (r / k->br) * k->nbc;
+		for (c0 = 0; c0 < k->cols; c0 += CHUNK) {
+			long n = k->cols - c0 < CHUNK ? k->cols - c0 : CHUNK, s;
+			interp_load(k->x, k->xf, (size_t)r * (size_t)k->cols
+			            + (size_t)c0, n, buf);
 			/* split the chunk at block boundaries */
 			for (s = 0; s < n;) {
 				long c = c0 + s, end = (c / bc + 1) * bc - c0;
@@ -73,6 +74,89 @@ precc_amax(const void *x, precc_format xf, long rows, long cols,
 				s = end;
 			}
 		}
+	}
+	*gp = g;
+	*gnanp = gnan;
+}
+
+static void
+amax_part(void *ctx, int part, long u0, long u1)
+{
+	Amax *k = ctx;
+
+	if (k->by_block_rows) {
+		long r1 = u1 * k->br < k->rows ? u1 * k->br : k->rows;
+		amax_rows(k, u0 * k->br, r1, k->out, &k->g[part], &k->gnan[part]);
+	} else {
+		float *o = k->out + (size_t)part * (size_t)k->nb;
+		for (long b = 0; b < k->nb; b++)
+			o[b] = 0.0f;
+		amax_rows(k, u0, u1, o, &k->g[part], &k->gnan[part]);
+	}
+}
+
+/*
+ * Threads take whole block rows when there are enough of them (each block
+ * has one writer); otherwise ranges of data rows into private arrays that
+ * are merged after. max is order-free and NaN is sticky, so the result
+ * does not depend on the split.
+ */
+int
+precc_amax(const void *x, precc_format xf, long rows, long cols,
+           precc_block blk, float *out, float *global)
+{
+	Amax k;
+	long nbr, b;
+	int e, nt, i;
+	float g = 0.0f;
+	int gnan = 0;
+	float *priv = NULL;
+
+	if (!x || !out)
+		return interp_fail(PRECC_IEINVAL, "amax: NULL buffer");
+	if (!interp_input_format(xf))
+		return interp_fail(PRECC_IEINVAL, "amax: unsupported input format");
+	if ((e = interp_check_tensor("amax", rows, cols,
+	                             precc_interp_elem_bytes(xf))) != 0)
+		return e;
+	if ((e = interp_block("amax", rows, cols, blk, &k.br, &k.bc)) != 0)
+		return e;
+	memset(k.g, 0, sizeof k.g);
+	memset(k.gnan, 0, sizeof k.gnan);
+	k.x = x;
+	k.xf = xf;
+	k.rows = rows;
+	k.cols = cols;
+	k.nb = precc_block_count(rows, cols, blk, &nbr, &k.nbc);
+	for (b = 0; b < k.nb; b++)
+		out[b] = 0.0f;
+	nt = interp_parallel_parts(rows, cols, 0);
+	k.by_block_rows = nbr >= nt;
+	k.out = out;
+	if (!k.by_block_rows) {
+		priv = malloc((size_t)nt * (size_t)k.nb * sizeof *priv);
+		if (!priv) {
+			nt = 1;
+			k.by_block_rows = 1;
+		} else {
+			k.out = priv;
+		}
+	}
+	if (k.by_block_rows)
+		interp_parallel_rows(nbr, (rows / nbr + 1) * cols, nt, amax_part, &k);
+	else
+		interp_parallel_rows(rows, cols, nt, amax_part, &k);
+	for (i = 0; i < INTERP_MAX_PARTS; i++) {
+		gnan |= k.gnan[i];
+		g = k.g[i] > g ? k.g[i] : g;
+	}
+	if (priv) {
+		for (i = 0; i < nt; i++)
+			for (b = 0; b < k.nb; b++) {
+				float v = priv[(size_t)i * (size_t)k.nb + (size_t)b];
+				merge(&out[b], v, isnan(v));
+			}
+		free(priv);
 	}
 	if (global)
 		*global = gnan ? NAN : g;

@@ -59,7 +59,7 @@ typedef struct Quant {
 } Quant;
 
 static void
-quant_rows(void *ctx, long r0, long r1)
+quant_rows(void *ctx, int part, long r0, long r1)
 {
 	const Quant *k = ctx;
 	const precc_quant_opts *o = k->o;

@@ -183,8 +183,9 @@ precc_block_count(long rows, long cols, precc_block blk, long *nbr, long *nbc)
 }
 
 typedef struct Range {
-	void (*fn)(void *, long, long);
+	void (*fn)(void *, int, long, long);
 	void *ctx;
+	int part;
 	long r0, r1;
 } Range;
 
@@ -192,44 +193,55 @@ static void *
 range_main(void *arg)
 {
 	Range *g = arg;
-	g->fn(g->ctx, g->r0, g->r1);
+	g->fn(g->ctx, g->part, g->r0, g->r1);
 	return NULL;
+}
+
+int
+interp_parallel_parts(long rows, long cols, int threads)
+{
+	enum { MIN_ELEMS = 1 << 17 };
+	int nt = precc_interp_threads(threads);
+
+	if (nt > INTERP_MAX_PARTS)
+		nt = INTERP_MAX_PARTS;
+	if ((double)rows * (double)cols < (double)MIN_ELEMS)
+		nt = 1;
+	if (nt > rows)
+		nt = (int)rows;
+	return nt < 1 ? 1 : nt;
 }
 
 void
 interp_parallel_rows(long rows, long cols, int threads,
-                     void (*fn)(void *ctx, long r0, long r1), void *ctx)
+                     void (*fn)(void *ctx, int part, long r0, long r1),
+                     void *ctx)
 {
-	enum { MAXT = 64, MIN_ELEMS = 1 << 16 };
-	pthread_t tid[MAXT];
-	Range g[MAXT];
-	int nt = precc_interp_threads(threads), i, started[MAXT] = { 0 };
+	pthread_t tid[INTERP_MAX_PARTS];
+	Range g[INTERP_MAX_PARTS];
+	int nt = interp_parallel_parts(rows, cols, threads), i;
+	int started[INTERP_MAX_PARTS] = { 0 };
 	long per;
 
-	if (nt > MAXT)
-		nt = MAXT;
-	if ((double)rows * (double)cols < (double)MIN_ELEMS * 2 || nt == 1)
-		nt = 1;
-	if (nt > rows)
-		nt = (int)rows;
 	if (nt <= 1) {
-		fn(ctx, 0, rows);
+		fn(ctx, 0, 0, rows);
 		return;
 	}
 	per = (rows + nt - 1) / nt;
 	for (i = 0; i < nt; i++) {
 		g[i].fn = fn;
 		g[i].ctx = ctx;
+		g[i].part = i;
 		g[i].r0 = i * per < rows ? i * per : rows;
 		g[i].r1 = (i + 1) * per < rows ? (i + 1) * per : rows;
 	}
 	for (i = 1; i < nt; i++)
 		started[i] = pthread_create(&tid[i], NULL, range_main, &g[i]) == 0;
-	fn(ctx, g[0].r0, g[0].r1);
+	fn(ctx, 0, g[0].r0, g[0].r1);
 	for (i = 1; i < nt; i++) {
 		if (started[i])
 			pthread_join(tid[i], NULL);
 		else
-			fn(ctx, g[i].r0, g[i].r1);   /* could not start: do it here */
+			fn(ctx, i, g[i].r0, g[i].r1);   /* could not start: do it here */
 	}
 }

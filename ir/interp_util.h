@@ -35,10 +35,14 @@ void interp_load(const void *x, precc_format f, size_t off, long n, float *dst);
 int interp_block(const char *name, long rows, long cols, precc_block blk,
                  long *br, long *bc);
 
-/* Run fn(ctx, r0, r1) over contiguous row ranges covering [0, rows) on
- * up to precc_interp_threads(threads) threads (one when the tensor is
- * small). Ranges never overlap, so results do not depend on the count. */
+/* Run fn(ctx, part, r0, r1) over contiguous row ranges covering [0, rows)
+ * on up to interp_parallel_parts(rows, cols, threads) threads (one when the
+ * tensor is small); part numbers the ranges from 0. Ranges never overlap,
+ * so results do not depend on the count. */
+enum { INTERP_MAX_PARTS = 64 };
+int interp_parallel_parts(long rows, long cols, int threads);
 void interp_parallel_rows(long rows, long cols, int threads,
-                          void (*fn)(void *ctx, long r0, long r1), void *ctx);
+                          void (*fn)(void *ctx, int part, long r0, long r1),
+                          void *ctx);
 
 #endif

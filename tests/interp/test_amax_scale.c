@@ -100,6 +100,46 @@ test_amax_special(void)
 	          PRECC_IESHAPE);
 }
 
+/* Large enough to be split across threads: every granularity against a
+ * plain loop, with and without a NaN. */
+static void
+test_amax_big(void)
+{
+	long rows = 600, cols = 700, n = rows * cols;
+	float *x = malloc(n * 4), *out = malloc(n * 4), *want = malloc(n * 4);
+	static const precc_block blks[] = { { 0, 0 }, { 1, 0 }, { 0, 1 },
+	                                    { 1, 32 }, { 128, 128 }, { 7, 3 } };
+	float g;
+
+	for (long i = 0; i < n; i++)
+		x[i] = nrand() * (i % 1013 == 0 ? 50.0f : 1.0f);
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			x[345 * cols + 678] = NAN;
+		for (unsigned t = 0; t < sizeof blks / sizeof blks[0]; t++) {
+			precc_block b = blks[t];
+			long nbc, nb = precc_block_count(rows, cols, b, NULL, &nbc);
+			long br = b.br ? b.br : rows, bc = b.bc ? b.bc : cols;
+			float wg = 0;
+			for (long i = 0; i < nb; i++)
+				want[i] = 0;
+			for (long r = 0; r < rows; r++)
+				for (long c = 0; c < cols; c++) {
+					float a = fabsf(x[r * cols + c]);
+					float *w = &want[(r / br) * nbc + c / bc];
+					*w = isnan(a) || isnan(*w) ? NAN : fmaxf(*w, a);
+					wg = isnan(a) || isnan(wg) ? NAN : fmaxf(wg, a);
+				}
+			CHECK_OK(precc_amax(x, PRECC_FP32, rows, cols, b, out, &g));
+			expect("big amax", out, want, nb);
+			CHECK(fbits(g) == fbits(wg) || (isnan(g) && isnan(wg)));
+		}
+	}
+	free(x);
+	free(out);
+	free(want);
+}
+
 static void
 test_scales(void)
 {
@@ -224,6 +264,7 @@ main(void)
 	test_amax(PRECC_BF16);
 	test_amax(PRECC_FP16);
 	test_amax_special();
+	test_amax_big();
 	test_scales();
 	test_mx();
 	test_nvfp4();
