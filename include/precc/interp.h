@@ -70,7 +70,8 @@ long precc_block_count(long rows, long cols, precc_block blk,
  * out[b] = max |x| over block b. NaN anywhere in a block makes that block's
  * amax NaN; inf gives inf. x: fp32, tf32, bf16, fp16, or any 8-bit format
  * (decoded exactly). global (may be NULL) receives the max over the whole
- * tensor (same NaN rule). */
+ * tensor (same NaN rule). Large tensors are split across all online cores;
+ * the result does not depend on the split. */
 int precc_amax(const void *x, precc_format xf, long rows, long cols,
                precc_block blk, float *out, float *global);
 
