@@ -113,7 +113,8 @@ int precc_mx_scales(const float *amax, long n, precc_format elem,
                     float *scale_inv, long *n_nonfinite);
 
 /* NVFP4 two-level scales (16-element blocks, e2m1 elements), fp32:
- *   genc = 448*6 / global_amax  (1.0 if global_amax is 0 or not finite)
+ *   genc = 448*6 / global_amax  (1.0 if global_amax is 0 or not finite,
+ *                                FLT_MAX if the quotient overflows)
  *   *global_scale_inv = 1 / genc          (= global_amax / 2688)
  *   e4m3[b]   = e4m3_rne_sat(amax[b] / 6 * genc)
  *   scale[b]  = genc / decode(e4m3[b])     (0 if decode(e4m3[b]) == 0)
