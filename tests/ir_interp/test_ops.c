@@ -215,7 +215,8 @@ test_nvfp4(void)
 		"  %wq = quantize %w, %wsi, %wgs sat : e2m1[1,16]\n"
 		"  %wgi = recip %wgs : f32[1,1]{*x*}\n"
 		"  %y = gemm %q, %wq, %si, %wsi, %gi, %wgi accum=fp32 : f32[1,1]\n"
-		"  ret %y\n"
+		"  %dq = dequantize %q, %si, %gi : bf16[1,16]\n"
+		"  ret %y, %dq\n"
 		"}\n");
 	const Func *f = m->fn[0];
 	float x[16] = {6, 3, -1.5f, 0.5f, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
@@ -235,6 +236,10 @@ test_nvfp4(void)
 	for (int i = 0; i < 16; i++)
 		CHECK_F(precc_decode(PRECC_E2M1, q[i]), x[i]);        /* scale 448/448 = 1 */
 	CHECK(fabs(fval(f, ip, "y")[0] - ref) <= 1e-6 * fabs(ref));
+	for (int i = 0; i < 16; i++) {      /* 448 * (1/448) within an ulp of 1 */
+		float d = precc_decode(PRECC_BF16, ((const uint16_t *)val(f, ip, "dq"))[i]);
+		CHECK(fabsf(d - x[i]) <= 0x1p-7f * fabsf(x[i]));
+	}
 	ir_interp_free(ip);
 	ir_module_free(m);
 }
