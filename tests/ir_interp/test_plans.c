@@ -415,45 +415,57 @@ test_all(const Model *md)
 	       nrun);
 }
 
-/* The fprop of recipe `name`, layer 0, with X[0,0] = v; returns the
- * output and the run's nonfinite-amax count. */
-static float *
-poisoned_fprop(const Model *md, const char *name, float v, long *nonfinite, long *n,
-               float *scale_before, float *scale_after, float *hist0)
+/* What a run with a poisoned input did. */
+typedef struct Poisoned {
+	float *y; long n;         /* the output (NULL when the run failed) */
+	long nonfinite;           /* inf/NaN amax values */
+	bool skipped;
+	char err[512];
+	float scale_before, scale_after, hist0, hist1; /* x's delayed state */
+} Poisoned;
+
+/* The fprop of recipe `path` (a shipped recipe's name, or a path), layer
+ * 0, with X[0,0] = v, after one clean step, then committed. */
+static Poisoned
+poisoned_fprop(const Model *md, const char *name, float v)
 {
 	char path[512];
 	Recipe *rc;
 	Plan *plan;
 	Layer *l = layer(md->linears[0].in_features, md->linears[0].out_features);
 	uint16_t *x = malloc(M * l->in * 2);
-	float *y;
+	Poisoned p = {0};
 
-	snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, name);
+	if (strchr(name, '/'))
+		snprintf(path, sizeof path, "%s", name);
+	else
+		snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, name);
 	Module *m = lower(path, md, &rc, &plan);
 	/* one clean step first, so delayed scaling has a real scale */
 	run_layer(name, m->fn, l, false);
 	memcpy(x, l->x, M * l->in * 2);
 	x[0] = bf16(v);
 	IrInterp *ip = prepare(m->fn[0], l, 0, x);
-	int xs = ir_find_value(m->fn[0], "x.scale");
-	if (scale_before)
-		*scale_before = xs >= 0 ? *(const float *)state("x.scale", 4) : NAN;
-	CHECK(ir_interp_run(ip) == 0);
-	y = output(m->fn[0], ip, n);
-	*nonfinite = ir_interp_nonfinite(ip);
-	CHECK(ir_interp_commit(ip) == 0);
-	if (scale_after)
-		*scale_after = xs >= 0 ? *(const float *)state("x.scale", 4) : NAN;
-	if (hist0)
-		*hist0 = ir_find_value(m->fn[0], "x.amax_history") >= 0
-		       ? state("x.amax_history", 1024 * 4)[0] : 0;
+	int xs = ir_find_value(m->fn[0], "x.scale"), xh = ir_find_value(m->fn[0], "x.amax_history");
+	size_t hb = xh >= 0 ? ir_interp_value_bytes(ip, xh, NULL, NULL) : 0;
+	p.scale_before = xs >= 0 ? state("x.scale", 4)[0] : NAN;
+	p.hist1 = xh >= 0 ? state("x.amax_history", hb)[0] : NAN;
+	if (ir_interp_run(ip) == 0) {
+		p.y = output(m->fn[0], ip, &p.n);
+		CHECK(ir_interp_commit(ip) == 0);
+	} else
+		snprintf(p.err, sizeof p.err, "%s", ir_interp_error(ip));
+	p.nonfinite = ir_interp_nonfinite(ip);
+	p.skipped = ir_interp_skipped(ip);
+	p.scale_after = xs >= 0 ? state("x.scale", 4)[0] : NAN;
+	p.hist0 = xh >= 0 ? state("x.amax_history", hb)[0] : NAN;
 	ir_interp_free(ip);
 	states_reset();
 	ir_module_free(m);
 	plan_free(plan);
 	recipe_free(rc);
 	free(x);
-	return y;
+	return p;
 }
 
 /* inf/NaN inputs, pinned:
@@ -463,39 +475,51 @@ poisoned_fprop(const Model *md, const char *name, float v, long *nonfinite, long
  *    satfinite casts the inf to 448: Y stays finite;
  *  - delayed (te_delayed_hybrid): the step quantizes with the old scale
  *    (NaN row NaN), the history records the NaN, and the next scale is the
- *    previous one (keep_scale). */
+ *    previous one (keep_scale);
+ *  - nonfinite = "error" stops the run; "skip_step" runs it, marks it
+ *    skipped, and drops its state updates. */
+static bool
+rows_ok(const Poisoned *p, long N, bool row0_nan)
+{
+	bool ok = p->y != NULL;
+
+	for (long i = 0; ok && i < p->n; i++)
+		ok = i < N && row0_nan ? isnan(p->y[i]) : isfinite(p->y[i]) != 0;
+	return ok;
+}
+
 static void
 test_nonfinite(const Model *md)
 {
-	long nf, n, N = md->linears[0].out_features;
-	float sb, sa, h0;
-	float *y = poisoned_fprop(md, "current_tensorwise", NAN, &nf, &n, NULL, NULL, NULL);
-	bool row0 = true, rest = true;
+	long N = md->linears[0].out_features;
+	Poisoned p = poisoned_fprop(md, "current_tensorwise", NAN);
 
-	for (long j = 0; j < N; j++)
-		row0 &= isnan(y[j]);
-	for (long i = N; i < n; i++)
-		rest &= isfinite(y[i]) != 0;
-	CHECK(row0 && rest && nf == 1);
-	free(y);
+	CHECK(rows_ok(&p, N, true) && p.nonfinite == 1 && !p.skipped);
+	free(p.y);
 
-	y = poisoned_fprop(md, "deepseek_v3", INFINITY, &nf, &n, NULL, NULL, NULL);
-	rest = true;
-	for (long i = 0; i < n; i++)
-		rest &= isfinite(y[i]) != 0;
-	CHECK(rest && nf == 1);
-	free(y);
+	p = poisoned_fprop(md, "deepseek_v3", INFINITY);
+	CHECK(rows_ok(&p, N, false) && p.nonfinite == 1);
+	free(p.y);
 
-	y = poisoned_fprop(md, "te_delayed_hybrid", NAN, &nf, &n, &sb, &sa, &h0);
-	row0 = true, rest = true;
-	for (long j = 0; j < N; j++)
-		row0 &= isnan(y[j]);
-	for (long i = N; i < n; i++)
-		rest &= isfinite(y[i]) != 0;
-	CHECK(row0 && rest);
-	CHECK(sb != 1.0f && sa == sb);      /* a real scale, kept */
-	CHECK(isnan(h0));
-	free(y);
+	p = poisoned_fprop(md, "te_delayed_hybrid", NAN);
+	CHECK(rows_ok(&p, N, true));
+	CHECK(p.scale_before != 1.0f && p.scale_after == p.scale_before);  /* kept */
+	CHECK(isnan(p.hist0));                                            /* recorded */
+	free(p.y);
+
+	/* nonfinite = "error": the run stops at the scale */
+	p = poisoned_fprop(md, PRECC_TEST_INPUTS "/nonfinite_error.lua", NAN);
+	CHECK(!p.y && strstr(p.err, "@model.layers.0.self_attn.q_proj.fprop: %x.scale = scale: ")
+	      && strstr(p.err, "inf or NaN (nonfinite=error)"));
+	free(p.y);
+
+	/* nonfinite = "skip_step": the output is computed (NaN row), the step
+	 * is marked skipped, and commit leaves scale and history untouched */
+	p = poisoned_fprop(md, PRECC_TEST_INPUTS "/nonfinite_skip.lua", NAN);
+	CHECK(rows_ok(&p, N, true) && p.skipped);
+	CHECK(p.scale_before != 1.0f && p.scale_after == p.scale_before);
+	CHECK(p.hist0 == p.hist1 && !isnan(p.hist0));
+	free(p.y);
 }
 
 int
