@@ -68,6 +68,7 @@ typedef struct Result {
 	const char *name, *path;
 	GemmResult g[NGEMM];
 	bool warmup;              /* delayed scaling: one step ran first */
+	char pad[256];            /* fallback = "pad": the plan's reason */
 } Result;
 
 static void
@@ -590,14 +591,19 @@ run_recipe(const Opts *o, const Data *d, Recipe *rc, Result *res)
 	md.linears = &li, md.nlinears = 1;
 	res->name = rc->name;
 	plan = plan_resolve(rc, &md);
+	/* a fallback to another format would measure a different recipe;
+	 * padding (fallback = "pad") is the recipe taking the shape */
 	for (int g = 0; g < NGEMM; g++)
-		if (plan->layers[0].reason[g]) {
+		if (plan->layers[0].reason[g] && !strstr(plan->layers[0].reason[g], "→ pad")) {
 			sim_error(rc->name, "%s cannot run as written at N=%ld K=%ld: %s; precc sim "
 			          "measures the recipe itself, so choose sizes it takes", gnames[g], o->n,
 			          o->k, plan->layers[0].reason[g]);
 			plan_free(plan);
 			return 1;
 		}
+	for (int g = 0; g < NGEMM && !res->pad[0]; g++)
+		if (plan->layers[0].reason[g])
+			snprintf(res->pad, sizeof res->pad, "%s", plan->layers[0].reason[g]);
 	mod = lower_plan(plan, NULL);
 	if (mod->nfn != NGEMM || ir_verify(mod, err, sizeof err))
 		die("sim: lowered IR does not verify: %s", err);
@@ -842,6 +848,10 @@ print_table(const Opts *o, const Data *d, const Result *res, int nres)
 			putchar('\n');
 		}
 	for (int r = 0; r < nres; r++)
+		if (res[r].pad[0])
+			printf("(%s: %s; the padding zeros count in the operands' shares)\n", res[r].name,
+			       res[r].pad);
+	for (int r = 0; r < nres; r++)
 		if (res[r].warmup)
 			printf("(%s: delayed scaling, measured on the second step after one warm-up "
 			       "step)\n", res[r].name);
@@ -873,6 +883,8 @@ print_json(const Opts *o, const Data *d, const Result *res, int nres)
 		cJSON_AddStringToObject(jr, "name", res[r].name);
 		cJSON_AddStringToObject(jr, "path", res[r].path);
 		cJSON_AddBoolToObject(jr, "warmup_step", res[r].warmup);
+		if (res[r].pad[0])
+			cJSON_AddStringToObject(jr, "padded", res[r].pad);
 		cJSON_AddItemToObject(jr, "gemms", gs);
 		for (int g = 0; g < NGEMM; g++) {
 			const GemmResult *x = &res[r].g[g];
