@@ -99,7 +99,7 @@ ir_interp_mem_available(void)
 static long
 extent(long d, long m)
 {
-	return d >= 0 ? d : (m + (-d) - 1) / (-d);
+	return d >= 0 ? d : m / -d + (m % -d != 0);
 }
 
 static precc_block
@@ -153,25 +153,18 @@ ir_interp_free(IrInterp *ip)
 }
 
 /* Extra bytes op i needs beyond its result (conversions of scale_inv and
- * sub-byte operands, fp32 staging). */
+ * sub-byte operands, fp32 staging); SIZE_MAX on overflow. */
 static size_t
 scratch_bytes(const IrInterp *ip, const Ins *i)
 {
 	size_t s = 0;
 
-	switch (i->op) {
-	case OP_gemm:
-		for (int k = 0; k < i->narg && k < 4; k++)
-			s += (size_t)nelem(ip, i->arg[k]) * (k < 2 ? 1 : 4);
-		break;
-	case OP_quantize:
-	case OP_dequantize:
-	case OP_bias:
-		for (int k = 0; k < i->narg; k++)
-			s += (size_t)nelem(ip, i->arg[k]) * 4;
-		break;
-	default:
-		break;
+	if (i->op != OP_gemm && i->op != OP_quantize && i->op != OP_dequantize && i->op != OP_bias)
+		return 0;
+	for (int k = 0; k < i->narg && (i->op != OP_gemm || k < 4); k++) {
+		size_t e = (size_t)nelem(ip, i->arg[k]) * (i->op == OP_gemm && k < 2 ? 1 : 4);
+		if (__builtin_add_overflow(s, e, &s))   /* e itself fits: values are < 2^62 */
+			return SIZE_MAX;
 	}
 	return s;
 }
