@@ -16,7 +16,7 @@ enum {
 	SANDBOX_MEM_LIMIT = 64 << 20,        /* bytes of Lua heap */
 	SANDBOX_LOAD_STEPS = 20000000,       /* VM instructions to load a recipe */
 	SANDBOX_CALL_STEPS = 1000000,        /* ... per predicate call */
-	SANDBOX_WALL_S = 5,                  /* watchdog: seconds per run */
+	SANDBOX_CPU_S = 5,                   /* watchdog: CPU seconds per run */
 };
 
 typedef struct Sandbox {
