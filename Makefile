@@ -37,6 +37,7 @@ sweep: build
 
 bench: build
 	./$(BUILD)/bench/bench_convert
+	./$(BUILD)/bench/bench_gemm
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
