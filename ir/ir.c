@@ -57,12 +57,23 @@ ir_module_new(void)
 }
 
 static void
+ins_free(Ins *i)
+{
+	free(i->arg);
+	free(i->comment);
+	free(i->more);
+	free(i->callee);
+	for (int k = 0; k < NPASSATTR; k++)
+		free(i->pattr[k]);
+}
+
+static void
 func_free(Func *f)
 {
-	for (int i = 0; i < f->nins; i++) {
-		free(f->ins[i].arg);
-		free(f->ins[i].comment);
-	}
+	for (int i = 0; i < f->nins; i++)
+		ins_free(&f->ins[i]);
+	for (int k = 0; k < NPASSATTR; k++)
+		free(f->pattr[k]);
 	for (int i = 0; i < f->nval; i++)
 		free(f->val[i].name);
 	free(f->ins);
@@ -174,8 +185,7 @@ ir_delete(Func *f, int pos)
 {
 	if (pos < 0 || pos >= f->nins)
 		return;
-	free(f->ins[pos].arg);
-	free(f->ins[pos].comment);
+	ins_free(&f->ins[pos]);
 	memmove(&f->ins[pos], &f->ins[pos + 1], sizeof *f->ins * (size_t)(f->nins - pos - 1));
 	f->nins--;
 	ir_recompute_defs(f);
@@ -212,7 +222,129 @@ ir_recompute_defs(Func *f)
 			f->val[r].def = i;
 			f->val[r].type = f->ins[i].type;
 		}
+		for (int k = 0; k < f->ins[i].nmore; k++) {
+			r = f->ins[i].more[k];    /* a call's other results keep their type */
+			if (r >= 0 && r < f->nval && f->val[r].def < 0)
+				f->val[r].def = i;
+		}
 	}
+}
+
+int
+ir_nres(const Ins *i)
+{
+	return (i->res >= 0) + i->nmore;
+}
+
+int
+ir_res(const Ins *i, int k)
+{
+	return k == 0 ? i->res : i->more[k - 1];
+}
+
+static int
+map_value(Func *dst, const Func *src, int v, int *map)
+{
+	if (map[v] < 0)
+		map[v] = ir_value(dst, src->val[v].name, src->val[v].type);
+	return map[v];
+}
+
+Ins *
+ir_copy_ins(Func *dst, const Func *src, const Ins *i, int *map)
+{
+	int *args = alloc(sizeof(int) * (size_t)(i->narg + 1)), res = -1;
+	Ins *n;
+
+	for (int k = 0; k < i->narg; k++)
+		args[k] = map_value(dst, src, i->arg[k], map);
+	if (i->res >= 0)
+		res = map_value(dst, src, i->res, map);
+	n = ir_emit(dst, i->op, res, args, i->narg);
+	free(args);
+	n->type = i->type;
+	if (res >= 0)
+		dst->val[res].type = i->type;
+	n->param = i->param, n->fmt = i->fmt;
+	n->has_blockfmt = i->has_blockfmt, n->blockfmt = i->blockfmt;
+	n->margin = i->margin, n->pow2 = i->pow2, n->eps = i->eps;
+	n->nonfinite = i->nonfinite, n->algo = i->algo, n->round = i->round;
+	n->sat = i->sat, n->stream = i->stream, n->accum = i->accum;
+	n->accum_n = i->accum_n, n->mxmode = i->mxmode;
+	n->comment = i->comment ? dupstr(i->comment) : NULL;
+	n->callee = i->callee ? dupstr(i->callee) : NULL;
+	for (int k = 0; k < NPASSATTR; k++)
+		n->pattr[k] = i->pattr[k] ? dupstr(i->pattr[k]) : NULL;
+	if (i->nmore) {
+		int *more = alloc(sizeof(int) * (size_t)i->nmore);
+		for (int k = 0; k < i->nmore; k++)
+			more[k] = map_value(dst, src, i->more[k], map);
+		n = &dst->ins[dst->nins - 1];
+		n->more = more, n->nmore = i->nmore;
+		for (int k = 0; k < i->nmore; k++)
+			if (dst->val[more[k]].def < 0)
+				dst->val[more[k]].def = dst->nins - 1;
+	}
+	return &dst->ins[dst->nins - 1];
+}
+
+Func *
+ir_find_func(const Module *m, const char *name)
+{
+	for (int k = 0; k < m->nfn; k++)
+		if (!strcmp(m->fn[k]->name, name))
+			return m->fn[k];
+	return NULL;
+}
+
+void
+ir_func_remove(Module *m, int k)
+{
+	if (k < 0 || k >= m->nfn)
+		return;
+	func_free(m->fn[k]);
+	memmove(&m->fn[k], &m->fn[k + 1], sizeof *m->fn * (size_t)(m->nfn - k - 1));
+	m->nfn--;
+}
+
+static const char *const pattr_names[NPASSATTR] = {
+	[PA_TARGET] = "target", [PA_CVT] = "cvt", [PA_MMA] = "mma", [PA_UPCAST] = "upcast",
+	[PA_VEC] = "vec", [PA_MALIGN] = "m_align", [PA_FUSE] = "fuse",
+	[PA_AMAX_SCHEME] = "amax_scheme", [PA_PROLOGUE] = "prologue",
+	[PA_EPILOGUE] = "epilogue", [PA_HASH] = "hash", [PA_CALLS] = "calls",
+	[PA_THREADS] = "threads", [PA_ELEMS] = "elems", [PA_TILE] = "tile", [PA_GRID] = "grid",
+	[PA_SMEM] = "smem", [PA_LAUNCH] = "launch",
+};
+
+const char *
+pass_attr_name(PassAttr a)
+{
+	return (unsigned)a < NPASSATTR ? pattr_names[a] : "?";
+}
+
+int
+pass_attr_by_name(const char *s)
+{
+	for (int k = 0; k < NPASSATTR; k++)
+		if (!strcmp(pattr_names[k], s))
+			return k;
+	return -1;
+}
+
+void
+ir_set_attr(char **pattr, PassAttr a, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+
+	free(pattr[a]);
+	pattr[a] = NULL;
+	if (!fmt)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	pattr[a] = dupstr(buf);
 }
 
 Ins *
@@ -350,7 +482,7 @@ ir_fmt_max(precc_format f)
 const char *
 param_kind_name(ParamKind k)
 {
-	static const char *n[NPARAMKIND] = {"in", "weight", "grad", "state", "bias"};
+	static const char *n[NPARAMKIND] = {"in", "weight", "grad", "state", "bias", "buf"};
 
 	return (unsigned)k < NPARAMKIND ? n[k] : "?";
 }

@@ -66,16 +66,33 @@ typedef struct Type {
 	                             0 = the whole extent ({1x128}, {*x*}) */
 } Type;
 
+/* PARAM_BUF: a kernel's operand computed by another kernel or a GEMM. */
 typedef enum ParamKind { PARAM_IN, PARAM_WEIGHT, PARAM_GRAD, PARAM_STATE,
-                         PARAM_BIAS, NPARAMKIND } ParamKind;
+                         PARAM_BIAS, PARAM_BUF, NPARAMKIND } ParamKind;
 typedef enum AccumKind { ACC_FP32, ACC_PROMOTE, ACC_FAST, NACCKIND } AccumKind;
 typedef enum HistAlgo { HIST_MAX, HIST_MOST_RECENT, NHISTALGO } HistAlgo;
 typedef enum Nonfinite { NF_KEEP, NF_SKIP, NF_ERROR, NNONFINITE_IR } Nonfinite;
 typedef enum MxMode { MX_RCEIL, MX_FLOOR, NMXMODE } MxMode;
 
+/*
+ * Pass attributes: key=value words that the passes attach to instructions
+ * and to function headers to record their decisions (docs/ir.md, "Pass
+ * attributes"). They do not change what an instruction computes; they are
+ * printed after the typed attributes, in this order, and round-trip.
+ */
+typedef enum PassAttr {
+	PA_TARGET, PA_CVT, PA_MMA, PA_UPCAST, PA_VEC, PA_MALIGN, PA_FUSE, PA_AMAX_SCHEME,
+	PA_PROLOGUE, PA_EPILOGUE, PA_HASH, PA_CALLS, PA_THREADS, PA_ELEMS, PA_TILE, PA_GRID,
+	PA_SMEM, PA_LAUNCH, NPASSATTR
+} PassAttr;
+
 typedef struct Ins {
 	Op op;
-	int res;                  /* value number (index into Func.val), -1 */
+	int res;                  /* value number (index into Func.val), -1;
+	                             a call's first result */
+	int *more; int nmore;     /* call only: the results after res */
+	char *callee;             /* call only: the kernel's name */
+	char *pattr[NPASSATTR];   /* pass attributes (malloc'ed) or NULL */
 	int *arg; int narg;       /* value numbers */
 	Type type;                /* result type (ops with a result) */
 	/* attributes; opinfo[op].attrs says which are meaningful */
@@ -105,6 +122,8 @@ typedef struct Value {
 
 typedef struct Func {
 	char *name;               /* "model.layers.0.mlp.up_proj.fprop" */
+	bool kernel;              /* 'kernel @name': called from funcs by call */
+	char *pattr[NPASSATTR];   /* header attributes (malloc'ed) or NULL */
 	Ins *ins; int nins, cins;
 	Value *val; int nval, cval;
 	int line, col;            /* of 'func' when parsed */
@@ -140,6 +159,19 @@ void ir_delete(Func *, int pos);                   /* its value: no def */
 void ir_replace_uses(Func *, int from, int to);    /* operands only */
 int ir_use_count(const Func *, int value);
 void ir_recompute_defs(Func *);                    /* first def of each */
+/* Copy instruction i of src to the end of dst. map[v] is the dst value of
+ * src value v; results (and operands) still -1 get a new dst value of the
+ * same name and type. Attributes, pass attributes and comments are copied. */
+Ins *ir_copy_ins(Func *dst, const Func *src, const Ins *i, int *map);
+int ir_nres(const Ins *);                          /* values it defines */
+int ir_res(const Ins *, int k);                    /* k-th of them */
+Func *ir_find_func(const Module *, const char *name);
+void ir_func_remove(Module *, int k);              /* frees fn[k] */
+/* Set (or with fmt NULL clear) a pass attribute: pattr is Ins.pattr or
+ * Func.pattr. */
+void ir_set_attr(char **pattr, PassAttr, const char *fmt, ...);
+const char *pass_attr_name(PassAttr);
+int pass_attr_by_name(const char *);               /* -1 if unknown */
 /* Append the line "# <fmt...>" to a comment slot (Ins/Func.comment). */
 void ir_comment(char **slot, const char *fmt, ...);
 Type ir_tensor(precc_format, long d0, long d1);    /* rank 2 data */
@@ -169,6 +201,18 @@ void ir_print_ins(FILE *, const Func *, const Ins *);
 void ir_print_func(FILE *, const Func *);
 void ir_print_module(FILE *, const Module *);
 char *ir_module_to_string(const Module *);         /* malloc'ed */
+/* The canonical text of a function for content hashing: no name, no
+ * comments, no hash/calls attributes, values numbered %0, %1, ... in order
+ * of first appearance. */
+void ir_print_func_canon(FILE *, const Func *);
+
+/* ---- hash.c: content hashes (stable across runs and machines) ---------- */
+#define IR_HASH_INIT 0xcbf29ce484222325ULL        /* FNV-1a 64 offset basis */
+uint64_t ir_hash_bytes(uint64_t h, const void *, size_t);   /* FNV-1a 64 */
+uint64_t ir_hash_str(uint64_t h, const char *);             /* with its NUL */
+/* Hash of a kernel: canonical text (ir_print_func_canon) + target + the
+ * compiler version (PRECC_VERSION). */
+uint64_t ir_func_hash(const Func *, const char *target);
 
 /* ---- parse.c: text form back to IR (print(parse(t)) == t) --------------- */
 /* Returns NULL and writes "name:line:col: error: ..." into err on failure. */

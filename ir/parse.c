@@ -304,13 +304,58 @@ static const char *const round_names[] = {"rne", "rz", "sr"};
 static const precc_round round_vals[] = {PRECC_RNE, PRECC_RZ, PRECC_SR};
 
 static void
+set_pass_attr(Parser *ps, char **pattr, PassAttr a, const char *at, const char *val,
+              const char *vat)
+{
+	if (!val[0])
+		errat(ps, vat, "'%s' needs a value: %s=...", pass_attr_name(a), pass_attr_name(a));
+	if (pattr[a])
+		errat(ps, at, "attribute '%s' given twice", pass_attr_name(a));
+	pattr[a] = strdup(val);
+	if (!pattr[a])
+		abort();
+}
+
+/* A function header's key=value (pass attributes only). */
+static void
+header_attr(Parser *ps, Func *f)
+{
+	const char *at = ps->p, *vat;
+	char key[32], val[128];
+	size_t k = 0;
+	int a;
+
+	while ((isalnum((unsigned char)ps->p[k]) || ps->p[k] == '_') && k + 1 < sizeof key)
+		k++;
+	memcpy(key, ps->p, k);
+	key[k] = 0;
+	ps->p += k;
+	if (!k || *ps->p != '=') {
+		char b[64];
+		ps->p = at;
+		errat(ps, at, "expected '{' or key=value after @%s, got %s", f->name,
+		      what(ps, b, sizeof b));
+	}
+	if ((a = pass_attr_by_name(key)) < 0)
+		errat(ps, at, "unknown attribute '%s'", key);
+	vat = ++ps->p;
+	k = 0;
+	while (ps->p[k] && !isspace((unsigned char)ps->p[k]) && k + 1 < sizeof val)
+		k++;
+	memcpy(val, ps->p, k);
+	val[k] = 0;
+	ps->p += k;
+	set_pass_attr(ps, f->pattr, (PassAttr)a, at, val, vat);
+}
+
+static void
 attribute(Parser *ps, Ins *i, unsigned *seen)
 {
 	static const char *const nf[] = {"keep", "skip", "error"};
 	static const char *const algo[] = {"max", "most_recent"};
 	static const char *const acc[] = {"fp32", "promote", "fast"};
 	const char *at = ps->p, *vat;
-	char key[32], val[64], *colon;
+	char key[32], val[128], *colon;
 	unsigned a = opinfo[i->op].attrs, bit;
 	size_t k = 0;
 	int f;
@@ -338,6 +383,10 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 		ps->p += k;
 		if (!k)
 			errat(ps, vat, "expected a value after '%s='", key);
+	}
+	if ((f = pass_attr_by_name(key)) >= 0) {
+		set_pass_attr(ps, i->pattr, (PassAttr)f, at, val, vat);
+		return;
 	}
 #define IS(s, b) (!strcmp(key, s) && (bit = b))
 	if (IS("fmt", A_FMT) || IS("block_fmt", A_BLOCKFMT) || IS("margin", A_MARGIN)
@@ -417,9 +466,10 @@ operand(Parser *ps, Func *f)
 static void
 instruction(Parser *ps, Func *f)
 {
-	char res[128] = "", opname[32], b[64];
-	const char *start = ps->p, *resat = NULL, *opat;
-	int args[16], nargs = 0, op = -1, v, k;
+	char res[128] = "", opname[32], b[64], more[16][128];
+	const char *start = ps->p, *resat = NULL, *opat, *moreat[16];
+	int args[64], nargs = 0, op = -1, v, k, nmore = 0;
+	Type mt[16];
 	unsigned seen = 0;
 	Type t = {0};
 	Ins *i;
@@ -429,8 +479,21 @@ instruction(Parser *ps, Func *f)
 		if (!name(ps, res, sizeof res))
 			errat(ps, ps->p, "expected a value name after '%%'");
 		skipws(ps);
+		while (*ps->p == ',') {       /* a call's further results */
+			ps->p++;
+			skipws(ps);
+			if (*ps->p != '%')
+				errat(ps, ps->p, "expected a result after ','");
+			if (nmore == (int)(sizeof more / sizeof more[0]))
+				errat(ps, ps->p, "too many results");
+			moreat[nmore] = ps->p++;
+			if (!name(ps, more[nmore], sizeof more[0]))
+				errat(ps, ps->p, "expected a value name after '%%'");
+			nmore++;
+			skipws(ps);
+		}
 		if (*ps->p != '=')
-			errat(ps, ps->p, "expected '=' after %%%s", res);
+			errat(ps, ps->p, "expected '=' after %%%s", nmore ? more[nmore - 1] : res);
 		ps->p++;
 		skipws(ps);
 	}
@@ -450,6 +513,8 @@ instruction(Parser *ps, Func *f)
 		errat(ps, start, "%s defines a value: write %%name = %s ...", opname, opname);
 	if (!opinfo[op].result && resat)
 		errat(ps, resat, "%s defines no value", opname);
+	if (nmore && op != OP_call)
+		errat(ps, moreat[0], "only call defines more than one value");
 
 	/* Emit now (with no operands) so attributes land in place. */
 	i = ir_emit(f, (Op)op, -1, NULL, 0);
@@ -457,7 +522,7 @@ instruction(Parser *ps, Func *f)
 	i->col = col(ps, start);
 	take_comment(ps, &i->comment);
 	if (opinfo[op].attrs & A_PARAM) {
-		static const char *const kinds[] = {"in", "weight", "grad", "state", "bias"};
+		static const char *const kinds[] = {"in", "weight", "grad", "state", "bias", "buf"};
 		char kind[32];
 		const char *kat;
 		skipws(ps);
@@ -466,11 +531,27 @@ instruction(Parser *ps, Func *f)
 			kind[k] = ps->p[k];
 		kind[k] = 0;
 		if (!k)
-			errat(ps, kat, "expected a param kind (in, weight, grad, state or bias)");
+			errat(ps, kat, "expected a param kind (in, weight, grad, state, bias or buf)");
 		ps->p += k;
 		i->param = enumval(ps, kat, "param kind", kind, kinds, NPARAMKIND);
 	}
 	skipws(ps);
+	if (op == OP_call) {
+		char callee[256];
+		if (*ps->p != '@')
+			errat(ps, ps->p, "expected '@' and the kernel's name after call");
+		ps->p++;
+		if (!name(ps, callee, sizeof callee))
+			errat(ps, ps->p, "expected a kernel name after '@'");
+		if (*ps->p != '(')
+			errat(ps, ps->p, "expected '(' after @%s", callee);
+		ps->p++;
+		skipws(ps);
+		i = &f->ins[f->nins - 1];
+		i->callee = strdup(callee);
+		if (!i->callee)
+			abort();
+	}
 	while (*ps->p == '%') {
 		if (nargs == (int)(sizeof args / sizeof args[0]))
 			errat(ps, ps->p, "too many operands");
@@ -484,6 +565,11 @@ instruction(Parser *ps, Func *f)
 		skipws(ps);
 		if (*ps->p != '%')
 			errat(ps, ps->p, "expected an operand after ','");
+	}
+	if (op == OP_call) {
+		if (*ps->p != ')')
+			errat(ps, ps->p, "expected ',' or ')' in the call's operands");
+		ps->p++;
 	}
 	i = &f->ins[f->nins - 1];
 	free(i->arg);
@@ -500,6 +586,14 @@ instruction(Parser *ps, Func *f)
 		ps->p++;
 		skipws(ps);
 		t = type(ps);
+		for (k = 0; k < nmore; k++) {
+			skipws(ps);
+			if (*ps->p != ',')
+				errat(ps, ps->p, "expected ',' and the type of %%%s", more[k]);
+			ps->p++;
+			skipws(ps);
+			mt[k] = type(ps);
+		}
 	} else if (opinfo[op].result)
 		errat(ps, ps->p, "expected ':' and the result type of %s", opname);
 	expect_eol(ps);
@@ -525,16 +619,31 @@ instruction(Parser *ps, Func *f)
 		f->val[v].type = t;
 		f->val[v].def = f->nins - 1;
 	}
+	if (nmore) {
+		int *mv = malloc(sizeof(int) * (size_t)nmore);
+		if (!mv)
+			abort();
+		for (k = 0; k < nmore; k++) {
+			v = ir_find_value(f, more[k]);
+			if (v < 0 || f->val[v].def >= 0)
+				v = ir_value(f, more[k], mt[k]);
+			f->val[v].type = mt[k];
+			f->val[v].def = f->nins - 1;
+			mv[k] = v;
+		}
+		i = &f->ins[f->nins - 1];
+		i->more = mv, i->nmore = nmore;
+	}
 }
 
 static void
-function(Parser *ps)
+function(Parser *ps, bool kernel)
 {
 	char fname[256];
 	const char *at = ps->p;
 	Func *f;
 
-	ps->p += 4;
+	ps->p += kernel ? 6 : 4;
 	skipws(ps);
 	if (*ps->p != '@')
 		errat(ps, ps->p, "expected '@' and a function name");
@@ -545,14 +654,19 @@ function(Parser *ps)
 		if (!strcmp(ps->m->fn[k]->name, fname))
 			errat(ps, at, "function @%s is defined twice (first at line %d)",
 			      fname, ps->m->fn[k]->line);
+	f = ir_func_new(ps->m, fname);
+	f->kernel = kernel;
+	f->line = ps->line;
+	f->col = col(ps, at);
 	skipws(ps);
+	while (*ps->p != '{' && !eol(ps)) {
+		header_attr(ps, f);
+		skipws(ps);
+	}
 	if (*ps->p != '{')
 		errat(ps, ps->p, "expected '{' after @%s", fname);
 	ps->p++;
 	expect_eol(ps);
-	f = ir_func_new(ps->m, fname);
-	f->line = ps->line;
-	f->col = col(ps, at);
 	take_comment(ps, &f->comment);
 	for (;;) {
 		nextline(ps);
@@ -608,9 +722,12 @@ ir_parse(const char *text, const char *name_, char *err, size_t errsz)
 		if (*ps->p == '#' || (*ps->p == '\n' && ps->pending))
 			add_comment(ps);
 		else if (!strncmp(ps->p, "func", 4) && !namechar((unsigned char)ps->p[4]))
-			function(ps);
+			function(ps, false);
+		else if (!strncmp(ps->p, "kernel", 6) && !namechar((unsigned char)ps->p[6]))
+			function(ps, true);
 		else if (*ps->p != '\n')
-			errat(ps, ps->p, "expected 'func' or a '#' comment, got %s", what(ps, b, sizeof b));
+			errat(ps, ps->p, "expected 'func', 'kernel' or a '#' comment, got %s",
+			      what(ps, b, sizeof b));
 		nextline(ps);
 	}
 	take_comment(ps, &ps->m->endcomment);

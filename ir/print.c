@@ -75,24 +75,47 @@ print_comment(FILE *f, const char *indent, const char *c)
 	}
 }
 
-static const char *
-vname(const Func *fn, int v)
+/* Value names as printed: the value's own, or %N under a canonical
+ * numbering (canon[v], for content hashes). */
+static void
+vname(FILE *f, const Func *fn, const int *canon, int v)
 {
-	return v >= 0 && v < fn->nval ? fn->val[v].name : "?";
+	if (v < 0 || v >= fn->nval)
+		fputs("%?", f);
+	else if (canon)
+		fprintf(f, "%%%d", canon[v]);
+	else
+		fprintf(f, "%%%s", fn->val[v].name);
 }
 
-void
-ir_print_ins(FILE *f, const Func *fn, const Ins *i)
+static void
+print_pattrs(FILE *f, char *const *pattr, bool canon)
+{
+	for (int k = 0; k < NPASSATTR; k++)
+		if (pattr[k] && !(canon && (k == PA_HASH || k == PA_CALLS || k == PA_FUSE)))
+			fprintf(f, " %s=%s", pass_attr_name((PassAttr)k), pattr[k]);
+}
+
+static void
+print_ins(FILE *f, const Func *fn, const Ins *i, const int *canon)
 {
 	unsigned a = opinfo[i->op].attrs;
 
-	if (i->res >= 0)
-		fprintf(f, "%%%s = ", vname(fn, i->res));
+	for (int k = 0; k < ir_nres(i); k++) {
+		vname(f, fn, canon, ir_res(i, k));
+		fputs(k + 1 < ir_nres(i) ? ", " : " = ", f);
+	}
 	fputs(opinfo[i->op].name, f);
 	if (a & A_PARAM)
 		fprintf(f, " %s", param_kind_name(i->param));
-	for (int k = 0; k < i->narg; k++)
-		fprintf(f, "%s%%%s", k ? ", " : " ", vname(fn, i->arg[k]));
+	if (i->op == OP_call)
+		fprintf(f, " @%s(", i->callee ? i->callee : "?");
+	for (int k = 0; k < i->narg; k++) {
+		fputs(k ? ", " : i->op == OP_call ? "" : " ", f);
+		vname(f, fn, canon, i->arg[k]);
+	}
+	if (i->op == OP_call)
+		fputc(')', f);
 	if (a & A_FMT)
 		fprintf(f, " fmt=%s", ir_fmt_name(i->fmt));
 	if ((a & A_BLOCKFMT) && i->has_blockfmt)
@@ -122,25 +145,71 @@ ir_print_ins(FILE *f, const Func *fn, const Ins *i)
 	}
 	if (a & A_MXMODE)
 		fprintf(f, " mode=%s", mx_mode_name(i->mxmode));
-	if (opinfo[i->op].result) {
-		fputs(" : ", f);
-		ir_print_type(f, &i->type);
-	}
+	print_pattrs(f, i->pattr, canon != NULL);
+	if (opinfo[i->op].result)
+		for (int k = 0; k < ir_nres(i); k++) {
+			int v = ir_res(i, k);
+			fputs(k ? ", " : " : ", f);
+			if (k == 0)
+				ir_print_type(f, &i->type);
+			else if (v >= 0 && v < fn->nval)
+				ir_print_type(f, &fn->val[v].type);
+		}
+}
+
+void
+ir_print_ins(FILE *f, const Func *fn, const Ins *i)
+{
+	print_ins(f, fn, i, NULL);
 }
 
 void
 ir_print_func(FILE *f, const Func *fn)
 {
 	print_comment(f, "", fn->comment);
-	fprintf(f, "func @%s {\n", fn->name);
+	fprintf(f, "%s @%s", fn->kernel ? "kernel" : "func", fn->name);
+	print_pattrs(f, fn->pattr, false);
+	fputs(" {\n", f);
 	for (int k = 0; k < fn->nins; k++) {
 		print_comment(f, "  ", fn->ins[k].comment);
 		fputs("  ", f);
-		ir_print_ins(f, fn, &fn->ins[k]);
+		print_ins(f, fn, &fn->ins[k], NULL);
 		fputc('\n', f);
 	}
 	print_comment(f, "  ", fn->endcomment);
 	fputs("}\n", f);
+}
+
+void
+ir_print_func_canon(FILE *f, const Func *fn)
+{
+	int *canon = malloc(sizeof(int) * (size_t)(fn->nval + 1)), n = 0;
+
+	if (!canon)
+		abort();
+	for (int v = 0; v < fn->nval; v++)
+		canon[v] = -1;
+	for (int k = 0; k < fn->nins; k++) {
+		const Ins *i = &fn->ins[k];
+		for (int a = 0; a < i->narg; a++)
+			if (i->arg[a] >= 0 && i->arg[a] < fn->nval && canon[i->arg[a]] < 0)
+				canon[i->arg[a]] = n++;
+		for (int r = 0; r < ir_nres(i); r++) {
+			int v = ir_res(i, r);
+			if (v >= 0 && v < fn->nval && canon[v] < 0)
+				canon[v] = n++;
+		}
+	}
+	fprintf(f, "%s", fn->kernel ? "kernel" : "func");
+	print_pattrs(f, fn->pattr, true);
+	fputs(" {\n", f);
+	for (int k = 0; k < fn->nins; k++) {
+		fputs("  ", f);
+		print_ins(f, fn, &fn->ins[k], canon);
+		fputc('\n', f);
+	}
+	fputs("}\n", f);
+	free(canon);
 }
 
 void

@@ -238,8 +238,11 @@ check_op(Ctx *c)
 			return bad(c, "a bias param must be a vector like bf16[N], got %s", tstr(rt));
 		if (i->param == PARAM_STATE && rt->fmt != PRECC_FP32)
 			return bad(c, "a state param must be f32, got %s", tstr(rt));
-		if (i->param != PARAM_STATE && rt->is_scale)
-			return bad(c, "only a state param may be a scale tensor, got %s", tstr(rt));
+		if (i->param != PARAM_STATE && i->param != PARAM_BUF && rt->is_scale)
+			return bad(c, "only a state or buf param may be a scale tensor, got %s", tstr(rt));
+		if (i->param == PARAM_BUF && !c->f->kernel)
+			return bad(c, "buf params are for kernels (a func's inputs are in, weight, "
+			              "grad, state or bias)");
 		return true;
 	case OP_amax:
 		if (!data(c, 0, "operand"))
@@ -431,6 +434,8 @@ check_op(Ctx *c)
 		return result_is(c, a);
 	case OP_update: {
 		const Ins *d = ir_def_ins(c->f, i->arg[0]);
+		if (c->f->kernel)
+			return bad(c, "a kernel returns what it writes; update is for funcs");
 		if (!d || d->op != OP_param || d->param != PARAM_STATE)
 			return bad(c, "%%%s is not a state param", vn(c, 0));
 		if (!ir_type_eq(at(c, 0), at(c, 1)))
@@ -439,6 +444,46 @@ check_op(Ctx *c)
 		for (const Ins *j = c->f->ins; j < i; j++)
 			if (j->op == OP_update && j->narg >= 1 && j->arg[0] == i->arg[0])
 				return bad(c, "state %%%s is updated twice", vn(c, 0));
+		return true;
+	}
+	case OP_call: {
+		const Func *k = ir_find_func(c->m, i->callee ? i->callee : "");
+		const Ins *r = NULL;
+		int np = 0;
+
+		if (c->f->kernel)
+			return bad(c, "a kernel calls no kernel");
+		if (!k)
+			return bad(c, "no kernel @%s", i->callee ? i->callee : "?");
+		if (!k->kernel)
+			return bad(c, "@%s is a func, not a kernel", k->name);
+		for (int j = 0; j < k->nins; j++) {
+			const Ins *p = &k->ins[j];
+			if (p->op == OP_ret)
+				r = p;
+			if (p->op != OP_param || p->res < 0)
+				continue;
+			if (np < i->narg && !ir_type_eq(at(c, np), &p->type))
+				return bad(c, "operand %d %%%s is %s but @%s's param %%%s is %s", np + 1,
+				           vn(c, np), tstr(at(c, np)), k->name, k->val[p->res].name,
+				           tstr(&p->type));
+			np++;
+		}
+		if (np != i->narg)
+			return bad(c, "@%s takes %d operand%s, got %d", k->name, np, np == 1 ? "" : "s",
+			           i->narg);
+		if (!r)
+			return true;      /* the kernel's own error */
+		if (r->narg != ir_nres(i))
+			return bad(c, "@%s returns %d value%s, the call defines %d", k->name, r->narg,
+			           r->narg == 1 ? "" : "s", ir_nres(i));
+		for (int j = 0; j < r->narg; j++) {
+			const Type *want = &k->val[r->arg[j]].type;
+			const Value *v = &c->f->val[ir_res(i, j)];
+			if (!ir_type_eq(&v->type, want))
+				return bad(c, "result %%%s is %s but @%s returns %s", v->name, tstr(&v->type),
+				           k->name, tstr(want));
+		}
 		return true;
 	}
 	case OP_ret:
@@ -516,6 +561,20 @@ verify_func(Ctx *c)
 			bad(c, "redefinition of %%%s", f->val[i->res].name);
 			continue;
 		}
+		for (int r = 0; r < i->nmore && ok; r++) {
+			int v = i->more[r];
+			if (v < 0 || v >= f->nval)
+				ok = bad(c, "result is not a value");
+			else if (f->val[v].def != k)
+				ok = bad(c, "redefinition of %%%s", f->val[v].name);
+			else
+				for (int j = 0; j < f->nval && ok; j++)
+					if (j != v && !strcmp(f->val[j].name, f->val[v].name) && f->val[j].def >= 0
+					    && f->val[j].def <= k)
+						ok = bad(c, "redefinition of %%%s", f->val[v].name);
+		}
+		if (!ok)
+			continue;
 		if (i->res >= 0 && !type_ok(c, &i->type))
 			continue;
 		if (i->res >= 0) {

@@ -117,7 +117,7 @@ test_roundtrip(void)
 /* ---- parse errors ------------------------------------------------------- */
 
 static const struct { const char *text, *msg; } parse_errors[] = {
-	{"fnuc @f {\n}\n", "p.ir:1:1: error: expected 'func' or a '#' comment, got 'fnuc'"},
+	{"fnuc @f {\n}\n", "p.ir:1:1: error: expected 'func', 'kernel' or a '#' comment, got 'fnuc'"},
 	{"func f {\n}\n", "p.ir:1:6: error: expected '@' and a function name"},
 	{"func @f\n}\n", "p.ir:1:8: error: expected '{' after @f"},
 	{"func @f {\n  %x = param in : bf16[M,16]\n", "p.ir:1:1: error: @f is not closed: missing '}'"},
@@ -128,7 +128,7 @@ static const struct { const char *text, *msg; } parse_errors[] = {
 	{"func @f {\n  %r = ret %x\n}\n", "p.ir:2:3: error: ret defines no value"},
 	{"func @f {\n  %x param in : f32[4]\n}\n", "p.ir:2:6: error: expected '=' after %x"},
 	{"func @f {\n  %x = param input : f32[4]\n}\n",
-	 "p.ir:2:14: error: bad param kind 'input' (expected in, weight, grad, state or bias)"},
+	 "p.ir:2:14: error: bad param kind 'input' (expected in, weight, grad, state, bias or buf)"},
 	{"func @f {\n  %x = param in : e4m4[4]\n}\n", "p.ir:2:19: error: unknown format 'e4m4'"},
 	{"func @f {\n  %x = param in : f32(4)\n}\n", "p.ir:2:22: error: expected '[' after the format"},
 	{"func @f {\n  %x = param in : f32[4,4,4]\n}\n", "p.ir:2:27: error: at most 2 dims"},
