@@ -1,11 +1,91 @@
 /*
  * codegen.h — the code generator's interface. Everything LLVM stays behind
- * it: nothing outside codegen/ includes llvm-c/.
+ * it: nothing outside codegen/ includes llvm-c/. docs/codegen.md describes
+ * the kernels, their parameters and what is verified where.
+ *
+ * A kernel is a Func whose ops are all non-GEMM IR ops over buffer params
+ * (param, amax, scale, mx_scale, block_scale, recip, history_push,
+ * history_reduce, quantize, dequantize, transpose, update, ret).
+ * codegen recognises the kernel's shape (CgShape) and emits one LLVM module
+ * with one ptx_kernel function, then PTX through LLVM's NVPTX backend.
+ *
+ * Kernel ABI (the launcher's contract), in this order:
+ *   one global pointer per `param` op, in the order of the params;
+ *   one global pointer per output: every operand of `ret`, then every
+ *     `update` source not already returned, in order of appearance
+ *     (an update is never written in place: the runtime swaps state);
+ *   i64 m, when any dim is M;
+ *   i64 seed, when a quantize uses round=sr.
+ * Buffers are laid out as the interpreter's (include/precc/interp.h):
+ * row-major, one byte per element for 8-bit and narrower formats.
+ * Outputs of amax {*x*} kernels must be zeroed before launch (atomic max).
  */
 #ifndef PRECC_CODEGEN_H
 #define PRECC_CODEGEN_H
 
+#include <stddef.h>
+#include "ir.h"
+
 /* version.c — the LLVM the compiler is linked against, "19.1.7". */
 const char *codegen_llvm_version(void);
+
+/* ---- targets (target.c) ---------------------------------------------- */
+typedef enum CodegenSm { CG_SM89, CG_SM90, CG_SM90A, NCGSM } CodegenSm;
+
+typedef struct CodegenTarget {
+	CodegenSm sm;
+	int threads;      /* threads per CTA; 0 = the shape's default (256) */
+} CodegenTarget;
+
+/* "sm_89", "sm_90", "sm_90a"; codegen_target_by_name returns -1 for any
+ * other name. */
+const char *codegen_sm_name(CodegenSm);
+int codegen_sm_by_name(const char *name);
+
+/* ---- kernels (kernel.c) ---------------------------------------------- */
+typedef enum CgShape {
+	CG_AMAX_TENSOR,     /* global amax: warp shuffles + smem + atom.max.u32 */
+	CG_QUANT_TENSOR,    /* tensorwise quantize (scale from an amax param or
+	                       a scale param), optional fused amax and transpose */
+	CG_QUANT_ROWBLOCK,  /* 1xB blocks (1x128, MX 1x32, NVFP4 1x16): amax,
+	                       scale and quantize in one pass */
+	CG_QUANT_TILE,      /* BxB blocks (128x128, 32x32, 16x16): one CTA per
+	                       tile */
+	CG_DELAYED_UPDATE,  /* history push/reduce and the next scale */
+	CG_DEQUANT,         /* dequantize, tensorwise or 1xB scale_inv */
+	NCGSHAPE
+} CgShape;
+
+/* How to launch a kernel: grid = (gx, gy, 1) with
+ *   flat:  gx = ceil(rows * cols / elems_per_cta), gy = 1;
+ *   tiled: gx = ceil(cols / tile_cols), gy = ceil(rows / tile_rows);
+ * rows/cols are those of data value `data` at the run's M. */
+typedef struct CodegenKernel {
+	CgShape shape;
+	char name[64];        /* the PTX entry: "precc_quant_rowblock" ... */
+	int threads;          /* per CTA */
+	int data;             /* value whose extent sets the grid */
+	int tiled;
+	long elems_per_cta;   /* flat */
+	long tile_rows, tile_cols;
+	long m_multiple;      /* M must be a multiple of this (1 = any) */
+	int nparams;          /* pointer params: inputs then outputs */
+	int param_value[32];  /* the value each pointer param carries */
+	int has_m, has_seed;
+	double llvm_ms;       /* time in LLVM: build, verify, O3, emit */
+} CodegenKernel;
+
+const char *codegen_shape_name(CgShape);
+
+/* Generate PTX for `kernel` (a Func as above) for target t. On success
+ * returns 0, *ptx is a malloc'ed NUL-terminated PTX text and *info (may
+ * be NULL) says how to launch it. On failure returns -1 and writes one
+ * line "codegen: @func: message" into err: an unsupported kernel is always
+ * an error, never approximate code. */
+int codegen_kernel_ptx(const Func *kernel, const CodegenTarget *t, char **ptx,
+                       CodegenKernel *info, char *err, size_t errsz);
+/* The same kernel as LLVM IR text after O3 (for --emit=llvm). */
+int codegen_kernel_llvm(const Func *kernel, const CodegenTarget *t, char **ll,
+                        CodegenKernel *info, char *err, size_t errsz);
 
 #endif

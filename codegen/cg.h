@@ -1,0 +1,83 @@
+/*
+ * cg.h — codegen's internal map: the builder state every codegen file
+ * shares, then the functions each file exports (codegen/ only; the public
+ * interface is codegen.h).
+ */
+#ifndef PRECC_CG_H
+#define PRECC_CG_H
+
+#include <stdint.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+#include "codegen.h"
+
+typedef struct Cg {
+	LLVMContextRef ctx;
+	LLVMModuleRef mod;
+	LLVMBuilderRef b;
+	LLVMValueRef fn;
+	CodegenSm sm;
+	LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, vd, gptr, sptr;
+} Cg;
+
+/* ---- target.c: NVPTX target machine, O3, verify, emit ------------------ */
+void cg_init(Cg *, CodegenSm, const char *modname);
+void cg_dispose(Cg *);
+/* Verify, run default<O3>, emit PTX (ptx=1) or LLVM IR text (ptx=0) into a
+ * malloc'ed string. -1 with err on failure. */
+int cg_finish(Cg *, int ptx, char **out, char *err, size_t errsz);
+/* !nvvm.annotations: maxntidx for fn (a launch bound for ptxas). */
+void cg_annotate_threads(Cg *, LLVMValueRef fn, int threads);
+
+/* ---- ptx_asm.c: every inline PTX string, one place per family ---------- */
+/* cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: two floats -> i16, lo in the low
+ * byte. */
+LLVMValueRef asm_cvt_f8x2(Cg *, precc_format, LLVMValueRef lo, LLVMValueRef hi);
+/* cvt.rn.f16x2.{e4m3x2,e5m2x2}: i16 of two codes -> i32 of two f16. */
+LLVMValueRef asm_cvt_f16x2_from_f8x2(Cg *, precc_format, LLVMValueRef codes);
+/* cvt.rn.{bf16x2,f16x2}.f32: two floats -> i32, lo in the low half. */
+LLVMValueRef asm_cvt_16x2(Cg *, precc_format, LLVMValueRef lo, LLVMValueRef hi);
+/* Whether target sm has a hardware cvt for fmt (e2m1x2, ue8m0x2: sm_100a
+ * and later; never one of ours, so those go through swcvt.c). */
+int asm_has_cvt(CodegenSm, precc_format);
+typedef struct AsmEntry {
+	const char *family, *ptx, *constraints, *min_target;
+} AsmEntry;
+extern const AsmEntry asm_table[];
+extern const int asm_table_len;
+
+/* ---- swcvt.c: software conversions as straight-line programs ------------
+ * A program is a list of 64-bit integer operations; the same list is
+ * evaluated on the host (tests compare it with precc_encode and
+ * precc_mx_scales) and emitted as LLVM IR, so what runs on the GPU is the
+ * algorithm the host checked. */
+typedef enum SwOp {
+	SW_ARG, SW_CONST, SW_ADD, SW_SUB, SW_AND, SW_OR, SW_SHL, SW_LSHR,
+	SW_ULT, SW_UGT, SW_EQ, SW_UMIN, SW_UMAX, SW_SELECT, NSWOP
+} SwOp;
+typedef struct SwIns {
+	uint8_t op, a, b, c;      /* operands: earlier instruction indices */
+	uint64_t k;               /* SW_CONST value; SW_ARG index */
+} SwIns;
+enum { SW_MAXINS = 128 };
+typedef struct SwProg {
+	SwIns ins[SW_MAXINS];
+	int n;
+	int result;
+} SwProg;
+/* fp32 bits (arg 0) and SR bits (arg 1) -> code, as precc_encode(f, x,
+ * round, sat, rbits) for f in e4m3 e5m2 e2m1 e3m2 e2m3 and round rne, rz
+ * or sr. -1 if unsupported. */
+int sw_encode(SwProg *, precc_format f, precc_round round, int sat);
+/* MX scale code from |amax| bits (arg 0) and, for rceil, the bits of
+ * fl(|amax| / max(elem)) (arg 1), as precc_mx_scales. */
+int sw_mx_e8m0(SwProg *, precc_format elem, int rceil);
+uint64_t sw_eval(const SwProg *, const uint64_t *args);
+/* Emit the program on i32 args; returns the i32 result. */
+LLVMValueRef sw_emit(Cg *, const SwProg *, LLVMValueRef arg0, LLVMValueRef arg1);
+
+/* ---- kernel.c / kemit.c: recognising and emitting kernels ------------- */
+typedef struct Kern Kern;
+int kemit(Cg *, Kern *, char *err, size_t errsz);
+
+#endif

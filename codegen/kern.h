@@ -1,0 +1,31 @@
+/*
+ * kern.h — a kernel being generated: the Func, its shape, its parameter
+ * ABI and geometry (kernel.c fills it, kemit.c emits it).
+ */
+#ifndef PRECC_KERN_H
+#define PRECC_KERN_H
+
+#include "cg.h"
+
+enum { KMAXP = 16, VEC = 16 };   /* elements per thread: 16-byte fp8 stores */
+
+struct Kern {
+	const Func *f;
+	char *err; size_t errsz;
+	CgShape shape;
+	char name[64];
+	int in[KMAXP], nin;       /* param values, in order */
+	int out[KMAXP], nout;     /* output values, in order */
+	int x;                    /* the data value (quantize/amax operand) */
+	int q;                    /* index of the quantize/dequantize Ins, -1 */
+	int tr;                   /* index of the fused transpose Ins, -1 */
+	long br, bc;              /* scale granularity of the quantize */
+	long rows, cols;          /* static dims of x (DIM_M for M) */
+	int threads, tiled;
+	long elems_per_cta, tile_rows, tile_cols, m_multiple;
+	int has_m, has_seed;
+};
+
+int kfail(Kern *, const char *fmt, ...);
+
+#endif

@@ -1,0 +1,291 @@
+/*
+ * kernel.c — from a kernel Func to a CodegenKernel: which shape it is,
+ * its parameter ABI (codegen.h), its launch geometry; then kemit.c builds
+ * the LLVM function and target.c turns it into PTX. Anything outside the
+ * shapes below is an error naming the op that does not fit.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "kern.h"
+
+static const char *const shape_names[NCGSHAPE] = {
+	[CG_AMAX_TENSOR] = "amax_tensor", [CG_QUANT_TENSOR] = "quant_tensor",
+	[CG_QUANT_ROWBLOCK] = "quant_rowblock", [CG_QUANT_TILE] = "quant_tile",
+	[CG_DELAYED_UPDATE] = "delayed_update", [CG_DEQUANT] = "dequant",
+};
+
+const char *
+codegen_shape_name(CgShape s)
+{
+	return (unsigned)s < NCGSHAPE ? shape_names[s] : "?";
+}
+
+int
+kfail(Kern *k, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(k->err, k->errsz, "codegen: @%s: ", k->f->name ? k->f->name : "?");
+
+	va_start(ap, fmt);
+	if (n >= 0 && (size_t)n < k->errsz)
+		vsnprintf(k->err + n, k->errsz - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int
+is_tensorwise(const Type *t)
+{
+	return t->is_scale && t->block[0] == 0 && t->block[1] == 0;
+}
+
+static int
+add_out(Kern *k, int v)
+{
+	for (int i = 0; i < k->nout; i++)
+		if (k->out[i] == v)
+			return 0;
+	if (k->nout >= KMAXP)
+		return kfail(k, "too many outputs");
+	k->out[k->nout++] = v;
+	return 0;
+}
+
+/* The shape, from the ops present and the granularity of the quantize's
+ * (or amax's) scale. */
+static int
+classify(Kern *k)
+{
+	const Func *f = k->f;
+	int nq = 0, nhist = 0, ndeq = 0, namax = 0, ntr = 0;
+
+	k->x = -1;
+	k->q = -1;
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		switch (in->op) {
+		case OP_param:
+			if (k->nin >= KMAXP)
+				return kfail(k, "too many params");
+			k->in[k->nin++] = in->res;
+			if (k->x < 0 && in->param != PARAM_STATE && in->type.rank == 2 && !in->type.is_scale)
+				k->x = in->res;
+			break;
+		case OP_amax: namax++; break;
+		case OP_scale: case OP_mx_scale: case OP_block_scale: case OP_recip: break;
+		case OP_history_push: case OP_history_reduce: nhist++; break;
+		case OP_quantize:
+			if (nq++)
+				return kfail(k, "%%%s = quantize: one quantize per kernel",
+				             f->val[in->res].name);
+			k->q = i;
+			break;
+		case OP_dequantize: ndeq++; k->q = i; break;
+		case OP_transpose: ntr++; break;
+		case OP_update:
+			if (add_out(k, in->arg[1]))
+				return -1;
+			break;
+		case OP_ret:
+			for (int j = 0; j < in->narg; j++)
+				if (add_out(k, in->arg[j]))
+					return -1;
+			break;
+		default:
+			return kfail(k, "%s is not a kernel op (GEMMs are not generated yet)",
+			             opinfo[in->op].name);
+		}
+	}
+	for (int i = 0; i < k->nout; i++) {
+		const Ins *d = ir_def_ins(f, k->out[i]);
+		if (!d || d->op == OP_param)
+			return kfail(k, "output %%%s is a param: nothing to compute",
+			             f->val[k->out[i]].name);
+	}
+	if (nhist) {
+		if (nq || ndeq || namax || ntr)
+			return kfail(k, "history ops share a kernel only with scale and recip");
+		k->shape = CG_DELAYED_UPDATE;
+		return 0;
+	}
+	if (ndeq) {
+		if (nq || namax || ntr || ndeq > 1)
+			return kfail(k, "dequantize kernels hold one dequantize only");
+		k->shape = CG_DEQUANT;
+		k->x = f->ins[k->q].arg[0];
+		return 0;
+	}
+	if (k->x < 0)
+		return kfail(k, "no data param (rank-2 in/weight/grad)");
+	if (ntr && !nq)
+		return kfail(k, "transpose without quantize");
+	if (!nq) {
+		if (!namax)
+			return kfail(k, "nothing to compute");
+		for (int i = 0; i < f->nins; i++)
+			if (f->ins[i].op == OP_amax && !is_tensorwise(&f->ins[i].type))
+				return kfail(k, "amax-only kernels are tensorwise (blockwise amax goes "
+				             "with its quantize)");
+		k->shape = CG_AMAX_TENSOR;
+		return 0;
+	}
+	const Ins *q = &f->ins[k->q];
+	if (q->arg[0] != k->x)
+		return kfail(k, "%%%s = quantize: its operand must be the data param %%%s "
+		             "(quantizing a transposed source is not generated yet)",
+		             f->val[q->res].name, f->val[k->x].name);
+	const Type *st = &f->val[q->arg[1]].type;
+	k->br = st->block[0];
+	k->bc = st->block[1];
+	if (is_tensorwise(st))
+		k->shape = CG_QUANT_TENSOR;
+	else if (k->br == 1 && k->bc >= 16 && k->bc <= 512 && !(k->bc & (k->bc - 1)))
+		k->shape = CG_QUANT_ROWBLOCK;
+	else if ((k->br == 128 && k->bc == 128) || (k->br == 16 && k->bc == 16))
+		k->shape = CG_QUANT_TILE;
+	else
+		return kfail(k, "%%%s = quantize: scale granularity %ldx%ld is not generated yet "
+		             "(tensorwise, 1xB for B = 16..512, 16x16 and 128x128 are)",
+		             f->val[q->res].name, k->br, k->bc);
+	if (ntr && k->shape != CG_QUANT_TENSOR)
+		return kfail(k, "a fused transpose needs tensorwise scales");
+	return 0;
+}
+
+/* Static columns of the data and the M-multiple the layout needs. */
+static int
+geometry(Kern *k, const CodegenTarget *t)
+{
+	const Type *xt = &k->f->val[k->x].type;
+	long cols = xt->dim[1], rows = xt->dim[0];
+	long need = 16;
+
+	if (xt->rank != 2)
+		return kfail(k, "%%%s: rank-2 data only", k->f->val[k->x].name);
+	if (rows < 0 && rows != DIM_M)
+		return kfail(k, "%%%s: rows M/B", k->f->val[k->x].name);
+	k->threads = t->threads > 0 ? t->threads : 256;
+	if (k->threads % 32 || k->threads > 1024)
+		return kfail(k, "threads %d: a multiple of 32 up to 1024", k->threads);
+	k->rows = rows;
+	k->cols = cols;
+	if (k->shape == CG_QUANT_ROWBLOCK)
+		need = k->bc;
+	if (k->shape == CG_QUANT_TILE) {
+		need = k->bc;
+		if (k->br == 128 && k->threads != 256)
+			return kfail(k, "128x128 tiles are generated for 256 threads");
+	}
+	if (k->tr >= 0)
+		need = 64;
+	if (cols >= 0 && cols % need)
+		return kfail(k, "%%%s: %ld columns, not a multiple of %ld", k->f->val[k->x].name,
+		             cols, need);
+	if (k->tr >= 0 && rows >= 0 && rows % 64)
+		return kfail(k, "%%%s: %ld rows, not a multiple of 64 (fused transpose tiles)",
+		             k->f->val[k->x].name, rows);
+	k->m_multiple = 1;
+	if (cols == DIM_M)
+		k->m_multiple = need;
+	else if (cols < 0)
+		return kfail(k, "%%%s: columns M/B", k->f->val[k->x].name);
+	if (k->tr >= 0 && rows == DIM_M)
+		k->m_multiple = 64;
+	return 0;
+}
+
+static int
+uses_m(const Func *f)
+{
+	for (int v = 0; v < f->nval; v++)
+		for (int d = 0; d < f->val[v].type.rank; d++)
+			if (f->val[v].type.dim[d] < 0)
+				return 1;
+	return 0;
+}
+
+static int
+build(const Func *f, const CodegenTarget *t, int ptx, char **out, CodegenKernel *info,
+      char *err, size_t errsz)
+{
+	Kern k;
+	Cg g;
+	int rc;
+	struct timespec t0, t1;
+
+	memset(&k, 0, sizeof k);
+	k.f = f;
+	k.err = err;
+	k.errsz = errsz;
+	k.tr = -1;
+	*out = NULL;
+	if (!t || (unsigned)t->sm >= NCGSM)
+		return kfail(&k, "unknown target");
+	if (classify(&k))
+		return -1;
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_transpose)
+			k.tr = i;
+	if (k.shape == CG_DELAYED_UPDATE) {
+		k.threads = 32;
+	} else if (geometry(&k, t)) {
+		return -1;
+	}
+	k.has_m = uses_m(f);
+	k.has_seed = k.q >= 0 && f->ins[k.q].op == OP_quantize && f->ins[k.q].round == PRECC_SR;
+	snprintf(k.name, sizeof k.name, "precc_%s", codegen_shape_name(k.shape));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cg_init(&g, t->sm, k.name);
+	rc = kemit(&g, &k, err, errsz);
+	if (rc == 0)
+		rc = cg_finish(&g, ptx, out, err, errsz);
+	cg_dispose(&g);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc) {
+		if (strncmp(err, "codegen:", 8)) {
+			char tmp[512];
+			snprintf(tmp, sizeof tmp, "%s", err);
+			snprintf(err, errsz, "codegen: @%s: %s", f->name, tmp);
+		}
+		return -1;
+	}
+	if (info) {
+		memset(info, 0, sizeof *info);
+		info->shape = k.shape;
+		snprintf(info->name, sizeof info->name, "%s", k.name);
+		info->threads = k.threads;
+		info->data = k.x;
+		info->tiled = k.tiled;
+		info->elems_per_cta = k.elems_per_cta;
+		info->tile_rows = k.tile_rows;
+		info->tile_cols = k.tile_cols;
+		info->m_multiple = k.m_multiple;
+		info->nparams = k.nin + k.nout;
+		for (int i = 0; i < k.nin; i++)
+			info->param_value[i] = k.in[i];
+		for (int i = 0; i < k.nout; i++)
+			info->param_value[k.nin + i] = k.out[i];
+		info->has_m = k.has_m;
+		info->has_seed = k.has_seed;
+		info->llvm_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3
+		                + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	}
+	return 0;
+}
+
+int
+codegen_kernel_ptx(const Func *f, const CodegenTarget *t, char **ptx, CodegenKernel *info,
+                   char *err, size_t errsz)
+{
+	return build(f, t, 1, ptx, info, err, errsz);
+}
+
+int
+codegen_kernel_llvm(const Func *f, const CodegenTarget *t, char **ll, CodegenKernel *info,
+                    char *err, size_t errsz)
+{
+	return build(f, t, 0, ll, info, err, errsz);
+}

@@ -1,0 +1,80 @@
+/*
+ * ptx_asm.c — every inline PTX string codegen emits, one place per
+ * instruction family (LLVM 19 has no fp8 cvt intrinsics). asm_table lists
+ * them with the first target that has them; docs/codegen.md prints it.
+ * Formats without a cvt on our targets (e2m1/e3m2/e2m3 x2, ue8m0x2:
+ * sm_100a and later) go through swcvt.c instead.
+ *
+ * PTX packing: "cvt.*x2.f32 d, a, b" puts a in the upper half and b in
+ * the lower one, so the element at the lower address is the last operand.
+ */
+#include <string.h>
+#include "cg.h"
+
+#define CVT_E4M3X2 "cvt.rn.satfinite.e4m3x2.f32 $0, $2, $1;"
+#define CVT_E5M2X2 "cvt.rn.satfinite.e5m2x2.f32 $0, $2, $1;"
+#define CVT_F16X2_E4M3X2 "cvt.rn.f16x2.e4m3x2 $0, $1;"
+#define CVT_F16X2_E5M2X2 "cvt.rn.f16x2.e5m2x2 $0, $1;"
+#define CVT_BF16X2_F32 "cvt.rn.bf16x2.f32 $0, $2, $1;"
+#define CVT_F16X2_F32 "cvt.rn.f16x2.f32 $0, $2, $1;"
+
+const AsmEntry asm_table[] = {
+	{"fp8 encode", CVT_E4M3X2, "=h,f,f", "sm_89"},
+	{"fp8 encode", CVT_E5M2X2, "=h,f,f", "sm_89"},
+	{"fp8 decode", CVT_F16X2_E4M3X2, "=r,h", "sm_89"},
+	{"fp8 decode", CVT_F16X2_E5M2X2, "=r,h", "sm_89"},
+	{"16-bit encode", CVT_BF16X2_F32, "=r,f,f", "sm_80"},
+	{"16-bit encode", CVT_F16X2_F32, "=r,f,f", "sm_80"},
+	/* not emitted on sm_89/sm_90/sm_90a: software in swcvt.c */
+	{"fp4 encode", "cvt.rn.satfinite.e2m1x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
+	{"e8m0 encode", "cvt.rp.satfinite.ue8m0x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
+};
+const int asm_table_len = sizeof asm_table / sizeof asm_table[0];
+
+static LLVMValueRef
+call_asm(Cg *g, LLVMTypeRef rt, const char *s, const char *cons, LLVMValueRef *args, int n)
+{
+	LLVMTypeRef at[4];
+
+	for (int i = 0; i < n; i++)
+		at[i] = LLVMTypeOf(args[i]);
+	LLVMTypeRef ft = LLVMFunctionType(rt, at, (unsigned)n, 0);
+	LLVMValueRef fn = LLVMGetInlineAsm(ft, s, strlen(s), cons, strlen(cons), 0, 0,
+	                                   LLVMInlineAsmDialectATT, 0);
+	return LLVMBuildCall2(g->b, ft, fn, args, (unsigned)n, "");
+}
+
+LLVMValueRef
+asm_cvt_f8x2(Cg *g, precc_format f, LLVMValueRef lo, LLVMValueRef hi)
+{
+	LLVMValueRef a[2] = {lo, hi};
+
+	return call_asm(g, g->i16, f == PRECC_E4M3 ? CVT_E4M3X2 : CVT_E5M2X2, "=h,f,f", a, 2);
+}
+
+LLVMValueRef
+asm_cvt_f16x2_from_f8x2(Cg *g, precc_format f, LLVMValueRef codes)
+{
+	return call_asm(g, g->i32, f == PRECC_E4M3 ? CVT_F16X2_E4M3X2 : CVT_F16X2_E5M2X2, "=r,h",
+	                &codes, 1);
+}
+
+LLVMValueRef
+asm_cvt_16x2(Cg *g, precc_format f, LLVMValueRef lo, LLVMValueRef hi)
+{
+	LLVMValueRef a[2] = {lo, hi};
+
+	return call_asm(g, g->i32, f == PRECC_BF16 ? CVT_BF16X2_F32 : CVT_F16X2_F32, "=r,f,f", a, 2);
+}
+
+int
+asm_has_cvt(CodegenSm sm, precc_format f)
+{
+	(void)sm;
+	switch (f) {
+	case PRECC_E4M3: case PRECC_E5M2: case PRECC_BF16: case PRECC_FP16:
+		return 1;
+	default:
+		return 0;     /* e2m1, e3m2, e2m3, e8m0: sm_100a+ only */
+	}
+}

@@ -1,0 +1,181 @@
+/*
+ * test_ptxas — generate every kernel of kernels/NAME.ir for sm_89, sm_90 and
+ * sm_90a, run `ptxas -arch=SM -v` on each PTX and fail on any ptxas error
+ * or any spill. Prints registers, spills and LLVM time per kernel, and the
+ * markdown table of bench/RESULTS.md's "Kernel registers (ptxas)" section
+ * (`test_ptxas DIR --markdown`). Exit 77 (skipped) without ptxas.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "codegen.h"
+
+#define PTXAS "/usr/local/cuda/bin/ptxas"
+
+static char *
+slurp(const char *path)
+{
+	FILE *fp = fopen(path, "rb");
+	char *s;
+	long n;
+
+	if (!fp)
+		return NULL;
+	fseek(fp, 0, SEEK_END);
+	n = ftell(fp);
+	rewind(fp);
+	s = malloc((size_t)n + 1);
+	if (s && fread(s, 1, (size_t)n, fp) != (size_t)n) {
+		free(s);
+		s = NULL;
+	}
+	if (s)
+		s[n] = 0;
+	fclose(fp);
+	return s;
+}
+
+static int
+cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+typedef struct Row {
+	char file[64];
+	char shape[32];
+	int regs[NCGSM];
+	double ms[NCGSM];
+} Row;
+
+/* ptxas -v on ptx; *regs from "Used N registers"; -1 on error or spill. */
+static int
+run_ptxas(const char *ptx, CodegenSm sm, int *regs, char *log, size_t logsz)
+{
+	char tmpl[] = "/tmp/precc_cg_XXXXXX", cmd[512];
+	int fd = mkstemp(tmpl), bad = 0;
+	size_t len = strlen(ptx), used = 0;
+
+	*regs = -1;
+	log[0] = 0;
+	if (fd < 0 || write(fd, ptx, len) != (ssize_t)len) {
+		snprintf(log, logsz, "cannot write %s", tmpl);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	snprintf(cmd, sizeof cmd, PTXAS " -arch=%s -v -o /dev/null %s 2>&1", codegen_sm_name(sm), tmpl);
+	FILE *p = popen(cmd, "r");
+	char line[1024];
+	while (p && fgets(line, sizeof line, p)) {
+		int st, ld, r;
+		if (used + strlen(line) + 1 < logsz) {
+			memcpy(log + used, line, strlen(line) + 1);
+			used += strlen(line);
+		}
+		if (strstr(line, "error") || strstr(line, "fatal"))
+			bad = 1;
+		char *u = strstr(line, "Used ");
+		if (u && sscanf(u, "Used %d registers", &r) == 1)
+			*regs = r;
+		char *s = strstr(line, "bytes spill stores");
+		if (s) {
+			while (s > line && s[-1] != ':' && s[-1] != ',')
+				s--;
+			if (sscanf(s, " %d bytes spill stores, %d bytes spill loads", &st, &ld) == 2 && (st || ld))
+				bad = 1;
+		}
+	}
+	int status = p ? pclose(p) : -1;
+	unlink(tmpl);
+	return bad || status != 0 || *regs < 0 ? -1 : 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *dir = argc > 1 ? argv[1] : "kernels";
+	int markdown = argc > 2 && !strcmp(argv[2], "--markdown");
+	char *names[64], err[1024], log[8192];
+	int n = 0, fails = 0;
+	Row rows[64];
+	double total_ms = 0;
+	int nk = 0;
+
+	if (access(PTXAS, X_OK) != 0) {
+		printf("skipped: %s not found (the CUDA toolkit's assembler checks registers and "
+		       "spills)\n", PTXAS);
+		return 77;
+	}
+	DIR *d = opendir(dir);
+	if (!d) {
+		fprintf(stderr, "test_ptxas: cannot open %s\n", dir);
+		return 1;
+	}
+	for (struct dirent *de; (de = readdir(d)) && n < 64;) {
+		size_t l = strlen(de->d_name);
+		if (l > 3 && !strcmp(de->d_name + l - 3, ".ir"))
+			names[n++] = strdup(de->d_name);
+	}
+	closedir(d);
+	qsort(names, (size_t)n, sizeof *names, cmp);
+	for (int i = 0; i < n; i++) {
+		char path[1024];
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		char *text = slurp(path);
+		Module *m = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
+		free(text);
+		memset(&rows[i], 0, sizeof rows[i]);
+		snprintf(rows[i].file, sizeof rows[i].file, "%.*s", (int)strlen(names[i]) - 3, names[i]);
+		if (!m || m->nfn != 1 || ir_verify(m, err, sizeof err)) {
+			fprintf(stderr, "FAIL %s: %s\n", names[i], m ? (m->nfn != 1 ? "one func per file" : err) : err);
+			fails++;
+			ir_module_free(m);
+			continue;
+		}
+		for (int sm = 0; sm < NCGSM; sm++) {
+			CodegenTarget t = {(CodegenSm)sm, 0};
+			CodegenKernel info;
+			char *ptx = NULL;
+			rows[i].regs[sm] = -1;
+			if (codegen_kernel_ptx(m->fn[0], &t, &ptx, &info, err, sizeof err)) {
+				fprintf(stderr, "FAIL %s %s: %s\n", names[i], codegen_sm_name(sm), err);
+				fails++;
+				continue;
+			}
+			snprintf(rows[i].shape, sizeof rows[i].shape, "%s", codegen_shape_name(info.shape));
+			rows[i].ms[sm] = info.llvm_ms;
+			total_ms += info.llvm_ms;
+			nk++;
+			if (run_ptxas(ptx, (CodegenSm)sm, &rows[i].regs[sm], log, sizeof log)) {
+				fprintf(stderr, "FAIL %s %s: ptxas error or spill:\n%s", names[i],
+				        codegen_sm_name(sm), log);
+				fails++;
+			}
+			free(ptx);
+		}
+		ir_module_free(m);
+	}
+	if (markdown) {
+		printf("| kernel | shape | sm_89 regs | sm_90 regs | sm_90a regs | LLVM ms (sm_90a) |\n");
+		printf("| --- | --- | --- | --- | --- | --- |\n");
+	}
+	for (int i = 0; i < n; i++) {
+		if (markdown)
+			printf("| `%s` | %s | %d | %d | %d | %.1f |\n", rows[i].file, rows[i].shape,
+			       rows[i].regs[CG_SM89], rows[i].regs[CG_SM90], rows[i].regs[CG_SM90A],
+			       rows[i].ms[CG_SM90A]);
+		else
+			printf("%-18s %-16s regs sm_89 %3d  sm_90 %3d  sm_90a %3d   LLVM %.1f/%.1f/%.1f ms\n",
+			       rows[i].file, rows[i].shape, rows[i].regs[CG_SM89], rows[i].regs[CG_SM90],
+			       rows[i].regs[CG_SM90A], rows[i].ms[CG_SM89], rows[i].ms[CG_SM90],
+			       rows[i].ms[CG_SM90A]);
+		free(names[i]);
+	}
+	printf("%d kernels x targets, %.1f ms in LLVM in all, %.1f ms per kernel; %d failures\n",
+	       nk, total_ms, nk ? total_ms / nk : 0.0, fails);
+	return fails ? 1 : 0;
+}
