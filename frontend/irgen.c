@@ -1,7 +1,9 @@
 /*
  * irgen.c — precc ir: a recipe x model lowered to IR, or an IR text file
- * parsed, run through the stages (verify, and the passes as they land) and
- * printed. --print-after dumps the module after any stage.
+ * parsed, run through the stages (verify, then the passes of
+ * passes/pipeline.c up to the last one asked for) and printed.
+ * --print-after dumps the module after any stage; --target picks the
+ * target the passes legalize and schedule for.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include "cli.h"
 #include "recipe.h"
 #include "ir.h"
+#include "passes.h"
 
 /* The pipeline after the first stage (lower or parse): append passes here. */
 typedef bool (*StageFn)(Module *);
@@ -43,7 +46,8 @@ static void
 help(FILE *f)
 {
 	fputs("usage: precc ir RECIPE --model MODEL [--layer PATTERN] [--print-after=STAGE|all]\n"
-	      "       precc ir FILE.ir [--print-after=STAGE|all]\n\n"
+	      "                [--target sm_90a]\n"
+	      "       precc ir FILE.ir [--print-after=STAGE|all] [--target sm_90a]\n\n"
 	      "Lower a recipe x model to precc IR, one function per layer and GEMM\n"
 	      "(FQN.fprop, FQN.dgrad, FQN.wgrad), verify it and print it. Given an .ir\n"
 	      "file (or - for stdin), parse, verify and print it: the text round-trips.\n"
@@ -56,9 +60,14 @@ help(FILE *f)
 	      "                       plain substring ('up_proj')\n"
 	      "  --print-after=STAGE  print the IR after STAGE, under a '# after STAGE'\n"
 	      "                       line; repeat or separate with commas; 'all' prints\n"
-	      "                       after every stage. Stages: lower (or parse), verify\n"
+	      "                       after every stage. Stages: lower (or parse), verify,\n"
+	      "                       legalize, merge, fuse, partition, dedupe, schedule\n"
+	      "                       (docs/passes.md); the passes run up to the last\n"
+	      "                       stage asked for\n"
+	      "  --target T           the target of the passes: sm_89, sm_90 or sm_90a\n"
+	      "                       (default sm_90a)\n"
 	      "  --help               this text\n\n"
-	      "Without --print-after the IR is printed once, after the last stage.\n"
+	      "Without --print-after the IR is printed once, after verify (no passes).\n"
 	      "exit status: 0 success, 1 user error (bad recipe, model or IR; parse and\n"
 	      "verifier errors read file:line:col: error: ...), 2 bad usage\n", f);
 }
@@ -72,7 +81,24 @@ stage_index(const char *s)
 	for (int i = 0; i < NSTAGE; i++)
 		if (!strcmp(s, stages[i].name))
 			return i + 1;
+	for (int i = 0; i < pass_count(); i++)
+		if (!strcmp(s, pass_name(i)))
+			return 1 + NSTAGE + i;
 	return -1;
+}
+
+#define MAXSTAGE 32
+
+static void
+print_after(const char *pass, const Module *m, void *ctx)
+{
+	const bool *after = ctx;
+	int k = stage_index(pass);
+
+	if (k >= 0 && after[k]) {
+		printf("# after %s\n", pass);
+		ir_print_module(stdout, m);
+	}
 }
 
 static char *
@@ -111,19 +137,21 @@ is_ir_file(const char *p)
 int
 cmd_ir(int argc, char **argv)
 {
-	const char *input = NULL, *model = NULL, *layer = NULL;
-	bool after[1 + NSTAGE] = {false}, dump = false;
-	static const char *const opts[] = {"--model", "--layer", "--print-after", "--help"};
+	const char *input = NULL, *model = NULL, *layer = NULL, *target = "sm_90a";
+	bool after[MAXSTAGE] = {false}, dump = false;
+	int nstage = 1 + NSTAGE + pass_count();
+	static const char *const opts[] = {"--model", "--layer", "--print-after", "--target",
+	                                   "--help"};
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = NULL, **slot = NULL;
 		static const struct { const char *opt; int len; } valued[] = {
-			{"--model", 7}, {"--layer", 7}, {"--print-after", 13}};
+			{"--model", 7}, {"--layer", 7}, {"--print-after", 13}, {"--target", 8}};
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			help(stdout);
 			return 0;
 		}
-		for (int k = 0; k < 3; k++)
+		for (int k = 0; k < 4; k++)
 			if (!strncmp(a, valued[k].opt, valued[k].len)
 			    && (a[valued[k].len] == 0 || a[valued[k].len] == '=')) {
 				if (a[valued[k].len] == '=')
@@ -132,7 +160,7 @@ cmd_ir(int argc, char **argv)
 					return usage_error("ir", "%s needs a value", a);
 				else
 					v = argv[i];
-				slot = k == 0 ? &model : k == 1 ? &layer : NULL;
+				slot = k == 0 ? &model : k == 1 ? &layer : k == 3 ? &target : NULL;
 			}
 		if (!strcmp(a, "-m")) {
 			if (++i == argc)
@@ -147,7 +175,7 @@ cmd_ir(int argc, char **argv)
 			for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 				int k = stage_index(tok);
 				if (!strcmp(tok, "all"))
-					for (k = 0; k <= NSTAGE; k++)
+					for (k = 0; k < nstage; k++)
 						after[k] = true;
 				else if (k >= 0)
 					after[k] = true;
@@ -156,6 +184,9 @@ cmd_ir(int argc, char **argv)
 					for (int s = 0; s < NSTAGE; s++)
 						snprintf(list + strlen(list), sizeof list - strlen(list), ", %s",
 						         stages[s].name);
+					for (int s = 0; s < pass_count(); s++)
+						snprintf(list + strlen(list), sizeof list - strlen(list), ", %s",
+						         pass_name(s));
 					return usage_error("ir", "unknown stage '%s' for --print-after "
 					                   "(stages: %s, or all)", tok, list);
 				}
@@ -173,6 +204,9 @@ cmd_ir(int argc, char **argv)
 	}
 	if (!input)
 		return usage_error("ir", "missing RECIPE or FILE.ir");
+	const Target *tg = target_by_name(target);
+	if (!tg)
+		return usage_error("ir", "unknown target '%s' (targets: %s)", target, target_names);
 
 	Module *m;
 	const char *front;
@@ -221,6 +255,16 @@ cmd_ir(int argc, char **argv)
 			printf("# after %s\n", s ? stages[s - 1].name : front);
 			ir_print_module(stdout, m);
 		}
+	}
+	/* the passes, up to the last stage asked for */
+	int last = -1;
+	for (int k = 1 + NSTAGE; k < nstage; k++)
+		if (after[k])
+			last = k - 1 - NSTAGE;
+	if (!rc_ && last >= 0) {
+		PassOptions po = {.target = tg, .print_after = print_after, .ctx = after,
+		                  .stop_after = pass_name(last)};
+		passes_run(m, &po);
 	}
 	if (!rc_ && !dump)
 		ir_print_module(stdout, m);

@@ -106,7 +106,7 @@ print_ins(FILE *f, const Func *fn, const Ins *i, const int *canon)
 		fputs(k + 1 < ir_nres(i) ? ", " : " = ", f);
 	}
 	fputs(opinfo[i->op].name, f);
-	if (a & A_PARAM)
+	if ((a & A_PARAM) && !canon)     /* the code is the same whoever's buffer */
 		fprintf(f, " %s", param_kind_name(i->param));
 	if (i->op == OP_call)
 		fprintf(f, " @%s(", i->callee ? i->callee : "?");

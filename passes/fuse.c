@@ -1,0 +1,457 @@
+/*
+ * fuse.c — which instructions share a kernel, decided per step func and
+ * recorded in the IR: fuse=GROUP on each op of a kernel-to-be,
+ * prologue=G / epilogue=G on ops folded into the GEMM defining %G (and
+ * epilogue=descale+... on the GEMM), amax_scheme=... on global amaxes,
+ * with a '#' line saying why. partition.c turns the groups into kernels.
+ *
+ *  - Epilogue: de-scaling (the GEMM's scale operands), bias, the output
+ *    amax, the output cast and the unpadding slice run in the GEMM's
+ *    epilogue, on the accumulator tile in registers.
+ *  - Prologue: a high-precision transpose, cast or pad that only feeds one
+ *    GEMM is the GEMM's operand layout (16-bit wgmma/mma.sync take either
+ *    major-ness from shared memory; TMA zero-fills out of bounds). fp8
+ *    operands must be K-major, so their transposes are materialised, by
+ *    the quantize kernel (below).
+ *  - One read per source: every op that derives from one source tensor
+ *    (%x, %w, %dy) — transposes, amaxes, scales, quantizes, the quantized
+ *    copy's transpose, scale_inv — is one kernel (GROUP = x.quantize):
+ *    the tensor is read once, and both its row-major and its transposed
+ *    quantized copies are written from that read. Blockwise, MX and NVFP4
+ *    block amaxes and rowwise amaxes along the stored rows are local to a
+ *    tile, so amax, scale and quantize of a block happen in one pass.
+ *  - Delayed scaling: the quantize uses the state scale, so nothing waits
+ *    for this step's amax: it is taken in the same read (amax_scheme=
+ *    atomic), and the history push/reduce and next scale of all the
+ *    layer's tensors are one small kernel per step (state.update).
+ *  - A global amax consumed in the same step (current tensorwise scaling,
+ *    NVFP4's global scale, a rowwise scale along M) must be complete
+ *    before any element is quantized. Two ways: two kernels (an amax
+ *    kernel with atomic max, then scale+quantize: the source is read
+ *    twice), or one cooperative kernel that keeps its tile on chip across
+ *    a grid-wide barrier (atomic amax, barrier, quantize from registers /
+ *    shared memory: one read). The grid scheme needs every CTA resident
+ *    and the whole tensor on chip, so it is chosen when the source's shape
+ *    is static (weights) and fits Target.onchip; otherwise two kernels.
+ *  - Output fp8 casts need the output's amax first: the amax is in the
+ *    epilogue, scale+quantize a kernel after the GEMM (y.quantize).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "passes.h"
+
+enum { K_NONE, K_PARAM, K_GEMM, K_PRO, K_EPI, K_STATE, K_GROUP, K_END };
+enum { ROOT_NONE = -1, ROOT_MIXED = -2 };
+#define ROOT_GEMM(v) (-10 - (v))     /* after the GEMM defining value v */
+#define MAXGROUP 64
+
+typedef struct Fuse {
+	Func *f;
+	const Target *t;
+	int *kind, *root;           /* per instruction */
+	int *owner;                 /* GEMM, PRO, EPI: the GEMM's result value;
+	                               STATE, GROUP: the group */
+	char name[MAXGROUP][64];
+	int ngroup;
+} Fuse;
+
+static Ins *
+def_of(Fuse *z, int v)
+{
+	return ir_def_ins(z->f, v);
+}
+
+static int
+def_index(Fuse *z, int v)
+{
+	return z->f->val[v].def;
+}
+
+static bool
+uses(const Ins *i, int v)
+{
+	for (int a = 0; a < i->narg; a++)
+		if (i->arg[a] == v)
+			return true;
+	return false;
+}
+
+static int
+group(Fuse *z, const char *name)
+{
+	for (int g = 0; g < z->ngroup; g++)
+		if (!strcmp(z->name[g], name))
+			return g;
+	if (z->ngroup == MAXGROUP)
+		abort();
+	snprintf(z->name[z->ngroup], sizeof z->name[0], "%s", name);
+	return z->ngroup++;
+}
+
+static const char *
+vname(Fuse *z, int v)
+{
+	return z->f->val[v].name;
+}
+
+static long
+bytes_of(const Type *t)
+{
+	long n = 1;
+	int eb = t->fmt == PRECC_FP32 || t->fmt == PRECC_TF32 ? 4
+	       : t->fmt == PRECC_BF16 || t->fmt == PRECC_FP16 ? 2 : 1;
+
+	for (int k = 0; k < t->rank; k++) {
+		if (t->dim[k] < 0)
+			return -1;
+		n *= t->dim[k];
+	}
+	return n * eb;
+}
+
+/* Epilogue ops: fed by the GEMM's result or another epilogue op. */
+static void
+mark_epilogues(Fuse *z)
+{
+	Func *f = z->f;
+
+	for (int k = 0; k < f->nins; k++) {
+		Ins *i = &f->ins[k];
+		if (i->op == OP_gemm) {
+			z->kind[k] = K_GEMM, z->owner[k] = i->res;
+			continue;
+		}
+		if ((i->op == OP_bias || i->op == OP_cast || i->op == OP_amax || i->op == OP_slice)
+		    && i->narg >= 1 && def_index(z, i->arg[0]) >= 0) {
+			int d = def_index(z, i->arg[0]);
+			if (z->kind[d] == K_GEMM || z->kind[d] == K_EPI)
+				z->kind[k] = K_EPI, z->owner[k] = z->owner[d];
+		}
+	}
+}
+
+/* Prologue ops: high-precision layout/format changes whose every use is
+ * one GEMM, directly or through other prologue ops. */
+static void
+mark_prologues(Fuse *z)
+{
+	Func *f = z->f;
+
+	for (int k = f->nins - 1; k >= 0; k--) {
+		Ins *i = &f->ins[k];
+		int g = -1;
+		bool ok = (i->op == OP_transpose || i->op == OP_cast || i->op == OP_pad)
+		       && !i->type.is_scale && ir_fmt_high(i->type.fmt) && z->kind[k] == K_NONE;
+		for (int j = k + 1; ok && j < f->nins; j++) {
+			if (!uses(&f->ins[j], i->res))
+				continue;
+			int o = z->kind[j] == K_GEMM || z->kind[j] == K_PRO ? z->owner[j] : -1;
+			if (o < 0 || (g >= 0 && o != g))
+				ok = false;
+			g = o;
+		}
+		if (ok && g >= 0)
+			z->kind[k] = K_PRO, z->owner[k] = g;
+	}
+}
+
+static void
+mark_state(Fuse *z)
+{
+	Func *f = z->f;
+
+	for (int k = 0; k < f->nins; k++) {
+		Ins *i = &f->ins[k];
+		if (z->kind[k] != K_NONE)
+			continue;
+		bool st = i->op == OP_history_push || i->op == OP_history_reduce;
+		for (int a = 0; !st && a < i->narg; a++) {
+			int d = def_index(z, i->arg[a]);
+			st = d >= 0 && z->kind[d] == K_STATE;
+		}
+		if (st)
+			z->kind[k] = K_STATE, z->owner[k] = group(z, "state.update");
+	}
+}
+
+static int
+combine(int a, int b)
+{
+	if (a == ROOT_NONE)
+		return b;
+	if (b == ROOT_NONE || a == b)
+		return a;
+	return ROOT_MIXED;
+}
+
+/* The source each remaining op derives from: a data param (its value),
+ * a GEMM's output (nval + the GEMM's index), ROOT_NONE (state only). */
+static void
+roots(Fuse *z)
+{
+	Func *f = z->f;
+
+	for (int k = 0; k < f->nins; k++) {
+		Ins *i = &f->ins[k];
+		int r = ROOT_NONE;
+		if (i->op == OP_param) {
+			z->kind[k] = K_PARAM;
+			z->root[k] = i->param == PARAM_STATE ? ROOT_NONE : i->res;
+			continue;
+		}
+		if (i->op == OP_update || i->op == OP_ret) {
+			z->kind[k] = K_END;
+			continue;
+		}
+		for (int a = 0; a < i->narg; a++) {
+			int d = def_index(z, i->arg[a]);
+			if (d < 0)
+				continue;
+			if (z->kind[d] == K_GEMM || z->kind[d] == K_EPI)
+				r = combine(r, ROOT_GEMM(z->owner[d]));
+			else if (z->kind[d] != K_STATE)
+				r = combine(r, z->root[d]);
+		}
+		z->root[k] = r;
+	}
+}
+
+/* A source group's name: the source, then what it makes. */
+static void
+source_group_name(Fuse *z, int root, char *buf, size_t n)
+{
+	Func *f = z->f;
+	const char *w = NULL;
+
+	for (int k = 0; k < f->nins; k++)
+		if ((z->kind[k] == K_NONE || z->kind[k] == K_GROUP) && z->root[k] == root) {
+			if (f->ins[k].op == OP_quantize) {
+				w = "quantize";
+				break;
+			}
+			if (!w || f->ins[k].op == OP_dequantize)
+				w = opinfo[f->ins[k].op].name;
+		}
+	snprintf(buf, n, "%s.%s", f->val[root].name, w ? w : "ops");
+}
+
+static void
+assign_groups(Fuse *z)
+{
+	Func *f = z->f;
+	char buf[128];
+
+	for (int k = 0; k < f->nins; k++) {
+		Ins *i = &f->ins[k];
+		int r = z->root[k];
+		if (z->kind[k] != K_NONE)
+			continue;
+		if (r == ROOT_NONE) {
+			/* reads state only (a delayed scale's scale_inv): with the
+			 * first quantize that reads the same state */
+			int g = -1;
+			for (int j = 0; j < f->nins && g < 0; j++)
+				if (j != k && f->ins[j].op == OP_quantize && i->narg && uses(&f->ins[j], i->arg[0]))
+					g = j;
+			if (g >= 0 && z->root[g] >= 0)
+				r = z->root[k] = z->root[g];
+			else {
+				z->kind[k] = K_STATE, z->owner[k] = group(z, "state.update");
+				continue;
+			}
+		}
+		if (r >= 0) {
+			source_group_name(z, r, buf, sizeof buf);
+		} else if (r <= ROOT_GEMM(0)) {
+			/* after a GEMM: named after its epilogue's output */
+			int g = -10 - r, last = g;
+			for (int j = 0; j < f->nins; j++)
+				if (z->kind[j] == K_EPI && z->owner[j] == g && f->ins[j].op != OP_amax)
+					last = f->ins[j].res;
+			snprintf(buf, sizeof buf, "%s.%s", vname(z, last), "quantize");
+		} else
+			snprintf(buf, sizeof buf, "%s", vname(z, i->res));
+		z->kind[k] = K_GROUP;
+		z->owner[k] = group(z, buf);
+	}
+}
+
+/* Does the amax at k reduce across more than one tile of its source (rows
+ * of the stored layout that are dynamic or more than 128)? *tr: its
+ * operand is the source transposed. */
+static bool
+global_amax(Fuse *z, int k, bool *tr)
+{
+	Func *f = z->f;
+	const Ins *i = &f->ins[k], *d = def_of(z, i->arg[0]);
+	const Type *ot = &f->val[i->arg[0]].type, *rt = &i->type;
+	long rows;
+
+	*tr = d && d->op == OP_transpose;
+	if (!rt->block[0] && !rt->block[1])
+		return true;        /* tensorwise: across every CTA */
+	rows = *tr ? (rt->block[1] ? rt->block[1] : ot->dim[1])
+	           : (rt->block[0] ? rt->block[0] : ot->dim[0]);
+	return rows < 0 || rows > 128;
+}
+
+static void
+split_global(Fuse *z)
+{
+	Func *f = z->f;
+
+	for (int k = 0; k < f->nins; k++) {
+		Ins *i = &f->ins[k];
+		bool tr, inside = false;
+		int gq = z->owner[k], src = z->root[k];
+		if (z->kind[k] != K_GROUP || i->op != OP_amax || src < 0 || !global_amax(z, k, &tr))
+			continue;
+		for (int j = k + 1; j < f->nins; j++)
+			if (uses(&f->ins[j], i->res) && z->kind[j] == K_GROUP && z->owner[j] == gq)
+				inside = true;
+		if (!inside) {
+			ir_set_attr(i->pattr, PA_AMAX_SCHEME, "atomic");
+			ir_comment(&i->comment, "fuse: nothing in this step waits for %%%s (the scale "
+			           "comes from the state): taken from the same read, atomic max",
+			           vname(z, i->res));
+			continue;
+		}
+		const Type *st = &f->val[src].type;
+		long b = bytes_of(st);
+		if (b >= 0 && b <= z->t->onchip) {
+			ir_set_attr(i->pattr, PA_AMAX_SCHEME, "grid");
+			ir_comment(&i->comment, "fuse: %%%s is needed before any element is quantized; "
+			           "%%%s is static (%ld KiB <= %ld KiB on chip on %s): one cooperative "
+			           "kernel, atomic amax + grid-wide barrier, tile kept in registers/smem "
+			           "(one read)", vname(z, i->res), vname(z, src), b >> 10,
+			           z->t->onchip >> 10, z->t->name);
+			continue;
+		}
+		/* two kernels: the amax reads the source in its stored layout */
+		const Ins *d = def_of(z, i->arg[0]);
+		if (tr || (d && d->op == OP_pad)) {
+			if (d->op == OP_pad && !(i->type.block[0] == 0 && i->type.block[1] == 0)) {
+				ir_set_attr(i->pattr, PA_AMAX_SCHEME, "grid");
+				ir_comment(&i->comment, "fuse: a blocked amax of a padded tensor cannot be "
+				           "split from its pad: one cooperative kernel");
+				continue;
+			}
+			char nm[256];
+			Type at = i->type;
+			if (tr) {
+				long x = at.dim[0];
+				at.dim[0] = at.dim[1], at.dim[1] = x;
+				x = at.block[0], at.block[0] = at.block[1], at.block[1] = x;
+			}
+			snprintf(nm, sizeof nm, "%s.src", vname(z, i->res));
+			int nv = ir_value(f, nm, at), old = i->res;
+			int arg = src;
+			if (tr) {
+				/* amax %x.t {b0xb1} == transpose(amax %x {b1xb0}) */
+				i->res = nv, i->type = at, i->arg[0] = arg;
+				Ins *t = ir_insert(f, k + 1, OP_transpose, old, &nv, 1);
+				(void)t;
+				int *g3[3] = {z->kind, z->owner, z->root};
+				for (int a = 0; a < 3; a++) {
+					int *p = realloc(g3[a], sizeof(int) * (size_t)(f->nins + 1));
+					if (!p)
+						abort();
+					memmove(p + k + 2, p + k + 1, sizeof(int) * (size_t)(f->nins - k - 2));
+					g3[a] = p;
+				}
+				z->kind = g3[0], z->owner = g3[1], z->root = g3[2];
+				z->kind[k + 1] = K_GROUP, z->owner[k + 1] = gq, z->root[k + 1] = src;
+				ir_recompute_defs(f);
+				i = &f->ins[k];
+			} else
+				i->arg[0] = arg;    /* amax of the zero-padded tensor is the source's */
+		}
+		char an[128];
+		snprintf(an, sizeof an, "%s.amax", vname(z, src));
+		z->owner[k] = group(z, an);
+		ir_set_attr(i->pattr, PA_AMAX_SCHEME, "two_kernel");
+		if (b < 0)
+			ir_comment(&i->comment, "fuse: %%%s is needed before any element is quantized "
+			           "and %%%s has M rows, known at run time: two kernels (%s: atomic "
+			           "amax; then %s reads %%%s again); a grid-wide barrier would need all "
+			           "of it on chip", vname(z, i->res), vname(z, src), an, z->name[gq],
+			           vname(z, src));
+		else
+			ir_comment(&i->comment, "fuse: %%%s is needed before any element is quantized "
+			           "and %%%s (%ld KiB) does not fit on chip (%ld KiB on %s): two kernels "
+			           "(%s: atomic amax; then %s)", vname(z, i->res), vname(z, src), b >> 10,
+			           z->t->onchip >> 10, z->t->name, an, z->name[gq]);
+	}
+}
+
+static void
+annotate(Fuse *z)
+{
+	Func *f = z->f;
+	char list[1024] = "";
+
+	for (int k = 0; k < f->nins; k++) {
+		Ins *i = &f->ins[k];
+		switch (z->kind[k]) {
+		case K_PRO:
+			ir_set_attr(i->pattr, PA_PROLOGUE, "%s", vname(z, z->owner[k]));
+			break;
+		case K_EPI:
+			ir_set_attr(i->pattr, PA_EPILOGUE, "%s", vname(z, z->owner[k]));
+			break;
+		case K_STATE:
+		case K_GROUP:
+			ir_set_attr(i->pattr, PA_FUSE, "%s", z->name[z->owner[k]]);
+			break;
+		case K_GEMM: {
+			char e[128] = "";
+			if (i->narg > 2)
+				strcat(e, "+descale");
+			for (int j = k + 1; j < f->nins; j++)
+				if (z->kind[j] == K_EPI && z->owner[j] == i->res) {
+					const char *n = opinfo[f->ins[j].op].name;
+					if (!strstr(e, n) && strlen(e) + strlen(n) + 2 < sizeof e)
+						strcat(e, "+"), strcat(e, n);
+				}
+			if (e[0])
+				ir_set_attr(i->pattr, PA_EPILOGUE, "%s", e + 1);
+			break;
+		}
+		default: break;
+		}
+	}
+	for (int g = 0; g < z->ngroup; g++)
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", g ? ", " : "",
+		         z->name[g]);
+	ir_comment(&f->comment, "fuse: %d kernel%s%s%s", z->ngroup, z->ngroup == 1 ? "" : "s",
+	           z->ngroup ? ": " : "", list);
+}
+
+static void
+fuse_func(Func *f, const Target *t)
+{
+	Fuse z = {.f = f, .t = t};
+	size_t n = sizeof(int) * (size_t)(f->nins + 1);
+
+	if (f->kernel)
+		return;
+	z.kind = calloc(1, n), z.owner = calloc(1, n), z.root = calloc(1, n);
+	if (!z.kind || !z.owner || !z.root)
+		abort();
+	mark_epilogues(&z);
+	mark_prologues(&z);
+	mark_state(&z);
+	roots(&z);
+	assign_groups(&z);
+	split_global(&z);
+	annotate(&z);
+	free(z.kind), free(z.owner), free(z.root);
+}
+
+void
+fuse(Module *m, const Target *t)
+{
+	for (int k = 0; k < m->nfn; k++)
+		fuse_func(m->fn[k], t);
+}

@@ -1,0 +1,75 @@
+/*
+ * pipeline.c — the list of passes, in order, and the targets they know.
+ * Each pass records its decisions in the IR (pass attributes and '#'
+ * comments, docs/passes.md), so a dump after any pass shows them; the
+ * verifier runs after each, and a failure is a bug in that pass.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "passes.h"
+
+static const struct { const char *name; void (*run)(Module *, const Target *); } pipeline[] = {
+	{"legalize", legalize},     /* target caps, alignment, fallbacks */
+	{"merge", merge},           /* a layer's fprop/dgrad/wgrad → one step func */
+	{"fuse", fuse},             /* which ops share a kernel, and why */
+	{"partition", partition},   /* kernels become kernel funcs, calls */
+	{"dedupe", dedupe},         /* identical kernels share one (content hash) */
+	{"schedule", schedule},     /* threads, tiles, vectors, grid, smem */
+};
+#define NPASS (int)(sizeof pipeline / sizeof pipeline[0])
+
+/* The reference parts: L40S (sm_89), H100/H200 (sm_90, sm_90a). */
+static const Target targets[] = {
+	{"sm_89", 89, false, false, true, false, 142, 99 << 10, 142L * (80 << 10)},
+	{"sm_90", 90, false, true, true, false, 132, 227 << 10, 132L * (200 << 10)},
+	{"sm_90a", 90, true, true, true, false, 132, 227 << 10, 132L * (200 << 10)},
+};
+const char *const target_names = "sm_89, sm_90, sm_90a";
+
+const Target *
+target_by_name(const char *s)
+{
+	for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++)
+		if (!strcmp(targets[k].name, s))
+			return &targets[k];
+	return NULL;
+}
+
+int
+pass_count(void)
+{
+	return NPASS;
+}
+
+const char *
+pass_name(int k)
+{
+	return k >= 0 && k < NPASS ? pipeline[k].name : NULL;
+}
+
+static void
+verify_or_abort(const Module *m, const char *pass)
+{
+	char err[4096];
+
+	if (ir_verify(m, err, sizeof err) == 0)
+		return;
+	fprintf(stderr, "precc: internal error: the IR after %s does not verify:\n%s\n", pass, err);
+	abort();
+}
+
+void
+passes_run(Module *m, const PassOptions *o)
+{
+	const Target *t = o->target ? o->target : target_by_name("sm_90a");
+
+	for (int k = 0; k < NPASS; k++) {
+		pipeline[k].run(m, t);
+		verify_or_abort(m, pipeline[k].name);
+		if (o->print_after)
+			o->print_after(pipeline[k].name, m, o->ctx);
+		if (o->stop_after && !strcmp(o->stop_after, pipeline[k].name))
+			break;
+	}
+}
