@@ -49,8 +49,9 @@ typedef enum CgShape {
 	                       a scale param), optional fused amax and transpose */
 	CG_QUANT_ROWBLOCK,  /* 1xB blocks (1x128, MX 1x32, NVFP4 1x16): amax,
 	                       scale and quantize in one pass */
-	CG_QUANT_TILE,      /* BxB blocks (128x128, 32x32, 16x16): one CTA per
-	                       tile */
+	CG_QUANT_TILE,      /* BxB blocks (128x128, 16x16) */
+	CG_QUANT_COLBLOCK,  /* 1xB blocks over transpose(x): B rows of one column
+	                       of x per thread, written as rows of the transpose */
 	CG_DELAYED_UPDATE,  /* history push/reduce and the next scale */
 	CG_DEQUANT,         /* dequantize, tensorwise or 1xB scale_inv */
 	NCGSHAPE

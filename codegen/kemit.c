@@ -194,7 +194,7 @@ store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC])
 
 /* |x| bits with NaN made 0x7fc00000, unsigned-max over the VEC values. */
 static LLVMValueRef
-vec_amax_bits(E *e, LLVMValueRef x[VEC], int n)
+vec_amax_bits(E *e, LLVMValueRef *x, int n)
 {
 	LLVMValueRef m = c32(e, 0);
 
@@ -469,28 +469,30 @@ store_scalars(E *e, LLVMValueRef cond, LLVMValueRef bidx)
 /* ---- quantize ---------------------------------------------------------- */
 
 static LLVMValueRef
-mulhilo(E *e, uint32_t mconst, LLVMValueRef x, LLVMValueRef *lo)
+mulhilo(Cg *g, uint32_t mconst, LLVMValueRef x, LLVMValueRef *lo)
 {
-	LLVMValueRef p = LLVMBuildMul(e->b, LLVMBuildZExt(e->b, x, e->g->i64, ""),
-	                              c64(e, mconst), "");
-	*lo = LLVMBuildTrunc(e->b, p, e->g->i32, "");
-	return LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, p, c64(e, 32), ""), e->g->i32, "");
+	LLVMValueRef p = LLVMBuildMul(g->b, LLVMBuildZExt(g->b, x, g->i64, ""),
+	                              LLVMConstInt(g->i64, mconst, 0), "");
+	*lo = LLVMBuildTrunc(g->b, p, g->i32, "");
+	return LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, p, LLVMConstInt(g->i64, 32, 0), ""), g->i32, "");
 }
 
-/* Philox-4x32-10 (ir/philox.c). */
-static void
-philox(E *e, LLVMValueRef c[4], LLVMValueRef k0, LLVMValueRef k1)
+/* Philox-4x32-10 (ir/philox.c), in place on the counter c. */
+void
+cg_philox(Cg *g, LLVMValueRef c[4], LLVMValueRef k0, LLVMValueRef k1)
 {
+	LLVMBuilderRef b = g->b;
+
 	for (int r = 0; r < 10; r++) {
 		if (r > 0) {
-			k0 = LLVMBuildAdd(e->b, k0, c32(e, 0x9E3779B9u), "");
-			k1 = LLVMBuildAdd(e->b, k1, c32(e, 0xBB67AE85u), "");
+			k0 = LLVMBuildAdd(b, k0, LLVMConstInt(g->i32, 0x9E3779B9u, 0), "");
+			k1 = LLVMBuildAdd(b, k1, LLVMConstInt(g->i32, 0xBB67AE85u, 0), "");
 		}
 		LLVMValueRef lo0, lo1;
-		LLVMValueRef hi0 = mulhilo(e, 0xD2511F53u, c[0], &lo0);
-		LLVMValueRef hi1 = mulhilo(e, 0xCD9E8D57u, c[2], &lo1);
-		LLVMValueRef n0 = LLVMBuildXor(e->b, LLVMBuildXor(e->b, hi1, c[1], ""), k0, "");
-		LLVMValueRef n2 = LLVMBuildXor(e->b, LLVMBuildXor(e->b, hi0, c[3], ""), k1, "");
+		LLVMValueRef hi0 = mulhilo(g, 0xD2511F53u, c[0], &lo0);
+		LLVMValueRef hi1 = mulhilo(g, 0xCD9E8D57u, c[2], &lo1);
+		LLVMValueRef n0 = LLVMBuildXor(b, LLVMBuildXor(b, hi1, c[1], ""), k0, "");
+		LLVMValueRef n2 = LLVMBuildXor(b, LLVMBuildXor(b, hi0, c[3], ""), k1, "");
 		c[0] = n0;
 		c[1] = lo1;
 		c[2] = n2;
@@ -513,7 +515,7 @@ sr_bits(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC])
 			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 34), ""), e->g->i32, ""),
 			c32(e, stream), c32(e, 0),
 		};
-		philox(e, c, k0, k1);
+		cg_philox(e->g, c, k0, k1);
 		for (int w = 0; w < 4; w++)
 			rb[4 * j + w] = c[w];
 	}
@@ -614,9 +616,10 @@ check_amax_ops(E *e, int no_tensorwise)
 		const Ins *in = &f->ins[i];
 		if (in->op != OP_amax)
 			continue;
-		if (in->arg[0] != e->k->x)
-			return kfail(e->k, "%%%s = amax: of %%%s, not the data %%%s", f->val[in->res].name,
-			             f->val[in->arg[0]].name, f->val[e->k->x].name);
+		int src = e->k->qsrc >= 0 ? e->k->qsrc : e->k->x;
+		if (in->arg[0] != src)
+			return kfail(e->k, "%%%s = amax: of %%%s, not of %%%s", f->val[in->res].name,
+			             f->val[in->arg[0]].name, f->val[src].name);
 		int tw = in->type.block[0] == 0 && in->type.block[1] == 0;
 		if (no_tensorwise && tw)
 			return kfail(e->k, "%%%s = amax: a tensorwise amax does not fuse with tiles",
@@ -852,6 +855,121 @@ emit_tile(E *e)
 	return 0;
 }
 
+/* A counted loop i = lo .. hi-1 (i64); body emitted by the caller between
+ * loop_begin and loop_end. */
+typedef struct Loop {
+	LLVMBasicBlockRef head, body, exit, pre;
+	LLVMValueRef i, hi;
+} Loop;
+
+static LLVMValueRef
+loop_begin(E *e, Loop *l, LLVMValueRef lo, LLVMValueRef hi)
+{
+	l->pre = LLVMGetInsertBlock(e->b);
+	l->head = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "head");
+	l->body = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "body");
+	l->exit = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "exit");
+	l->hi = hi;
+	LLVMBuildBr(e->b, l->head);
+	LLVMPositionBuilderAtEnd(e->b, l->head);
+	l->i = LLVMBuildPhi(e->b, e->g->i64, "i");
+	LLVMAddIncoming(l->i, &lo, &l->pre, 1);
+	LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntULT, l->i, hi, ""), l->body, l->exit);
+	LLVMPositionBuilderAtEnd(e->b, l->body);
+	return l->i;
+}
+
+static void
+loop_end(E *e, Loop *l)
+{
+	LLVMValueRef next = LLVMBuildAdd(e->b, l->i, c64(e, 1), "");
+	LLVMBasicBlockRef from = LLVMGetInsertBlock(e->b);
+
+	LLVMAddIncoming(l->i, &next, &from, 1);
+	LLVMBuildBr(e->b, l->head);
+	LLVMPositionBuilderAtEnd(e->b, l->exit);
+}
+
+/* Element (row, col) of x as f32 (a scalar load; the column kernel's
+ * lanes read consecutive columns, so a warp's loads are contiguous). */
+static LLVMValueRef
+load_elem(E *e, int v, LLVMValueRef idx)
+{
+	precc_format f = e->k->f->val[v].type.fmt;
+
+	if (f == PRECC_FP32 || f == PRECC_TF32)
+		return load_al(e, e->g->f32, gep(e, e->ptr[v], LLVMBuildMul(e->b, idx, c64(e, 4), "")), 4);
+	LLVMValueRef u = load_al(e, e->g->i16, gep(e, e->ptr[v], LLVMBuildMul(e->b, idx, c64(e, 2), "")), 2);
+	if (f == PRECC_BF16)
+		return LLVMBuildBitCast(e->b, LLVMBuildShl(e->b, LLVMBuildZExt(e->b, u, e->g->i32, ""),
+		                                           c32(e, 16), ""), e->g->f32, "");
+	return LLVMBuildFPExt(e->b, LLVMBuildBitCast(e->b, u, e->g->f16, ""), e->g->f32, "");
+}
+
+/* quant_colblock: quantize transpose(x) in 1xB blocks without
+ * materialising the transpose. Thread g owns column c = g % C of x and
+ * rows rb*B .. rb*B+B-1 (rb = g / C): one pass for the block amax, a
+ * second (from L1/L2) to quantize 16 rows at a time and store them as 16
+ * contiguous bytes of row c of the transposed result. */
+static int
+emit_colblock(E *e)
+{
+	Kern *k = e->k;
+	const Ins *q = &k->f->ins[k->q];
+	LLVMBuilderRef b = e->b;
+	long B = k->bc;
+
+	if (check_amax_ops(e, 1) || check_scalar_ops(e) || check_quantize(e, q))
+		return -1;
+	k->elems_per_cta = (long)k->threads * B;
+	LLVMValueRef R = dimv(e, k->rows), C = dimv(e, k->cols);
+	LLVMValueRef gid = gid64(e);
+	LLVMValueRef c = LLVMBuildURem(b, gid, C, ""), rb = LLVMBuildUDiv(b, gid, C, "");
+	LLVMValueRef nrb = LLVMBuildUDiv(b, R, c64(e, (uint64_t)B), "");
+	LLVMValueRef valid = LLVMBuildICmp(b, LLVMIntULT, rb, nrb, "");
+	LLVMBasicBlockRef cont = begin_if(e, valid);
+	LLVMValueRef r0 = LLVMBuildMul(b, rb, c64(e, (uint64_t)B), "");
+	/* pass 1: amax over B rows */
+	Loop l;
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+	LLVMValueRef i = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)B));
+	LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(l.i));
+	LLVMValueRef m = LLVMBuildPhi(b, e->g->i32, "m"), zero = c32(e, 0);
+	LLVMAddIncoming(m, &zero, &pre, 1);
+	LLVMPositionBuilderAtEnd(b, l.body);
+	LLVMValueRef xv = load_elem(e, k->x, LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r0, i, ""),
+	                                                                  C, ""), c, ""));
+	LLVMValueRef mx = umax(e, m, vec_amax_bits(e, &xv, 1));
+	LLVMBasicBlockRef from = LLVMGetInsertBlock(b);
+	LLVMAddIncoming(m, &mx, &from, 1);
+	loop_end(e, &l);
+	LLVMValueRef bidx = LLVMBuildAdd(b, LLVMBuildMul(b, c, nrb, ""), rb, "");
+	for (int n = 0; n < k->f->nins; n++)
+		if (k->f->ins[n].op == OP_amax)
+			e->sc[k->f->ins[n].res] = LLVMBuildBitCast(b, m, e->g->f32, "");
+	LLVMValueRef mult = quant_multiplier(e, q, bidx);
+	for (int n = 0; n < k->nout; n++)
+		if (ir_def_ins(k->f, k->out[n])->op != OP_quantize)
+			scalar(e, k->out[n], bidx);
+	store_scalars(e, LLVMConstInt(e->g->i1, 1, 0), bidx);
+	/* pass 2: 16 rows at a time */
+	if (is_out(e, q->res)) {
+		Loop l2;
+		LLVMValueRef j = loop_begin(e, &l2, c64(e, 0), c64(e, (uint64_t)B / VEC));
+		LLVMValueRef rj = LLVMBuildAdd(b, r0, LLVMBuildMul(b, j, c64(e, VEC), ""), "");
+		LLVMValueRef x[VEC], code[VEC];
+		for (int t = 0; t < VEC; t++)
+			x[t] = load_elem(e, k->x, LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, rj, c64(e, t), ""),
+			                                                       C, ""), c, ""));
+		LLVMValueRef tidx = LLVMBuildAdd(b, LLVMBuildMul(b, c, R, ""), rj, "");
+		quantize_vec(e, q, mult, x, tidx, code);
+		store_codes(e, q->res, tidx, code);
+		loop_end(e, &l2);
+	}
+	end_if(e, cont);
+	return 0;
+}
+
 /* dequantize: codes (16 per thread, one 16-byte load) times scale_inv. */
 static int
 emit_dequant(E *e)
@@ -926,41 +1044,6 @@ emit_dequant(E *e)
 	}
 	end_if(e, cont);
 	return 0;
-}
-
-/* A counted loop i = lo .. hi-1 (i64); body emitted by the caller between
- * loop_begin and loop_end. */
-typedef struct Loop {
-	LLVMBasicBlockRef head, body, exit, pre;
-	LLVMValueRef i, hi;
-} Loop;
-
-static LLVMValueRef
-loop_begin(E *e, Loop *l, LLVMValueRef lo, LLVMValueRef hi)
-{
-	l->pre = LLVMGetInsertBlock(e->b);
-	l->head = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "head");
-	l->body = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "body");
-	l->exit = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "exit");
-	l->hi = hi;
-	LLVMBuildBr(e->b, l->head);
-	LLVMPositionBuilderAtEnd(e->b, l->head);
-	l->i = LLVMBuildPhi(e->b, e->g->i64, "i");
-	LLVMAddIncoming(l->i, &lo, &l->pre, 1);
-	LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntULT, l->i, hi, ""), l->body, l->exit);
-	LLVMPositionBuilderAtEnd(e->b, l->body);
-	return l->i;
-}
-
-static void
-loop_end(E *e, Loop *l)
-{
-	LLVMValueRef next = LLVMBuildAdd(e->b, l->i, c64(e, 1), "");
-	LLVMBasicBlockRef from = LLVMGetInsertBlock(e->b);
-
-	LLVMAddIncoming(l->i, &next, &from, 1);
-	LLVMBuildBr(e->b, l->head);
-	LLVMPositionBuilderAtEnd(e->b, l->exit);
 }
 
 static LLVMValueRef
@@ -1104,6 +1187,7 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		rc = k->tr >= 0 ? emit_transpose(&e) : emit_flat(&e);
 		break;
 	case CG_QUANT_TILE: rc = emit_tile(&e); break;
+	case CG_QUANT_COLBLOCK: rc = emit_colblock(&e); break;
 	case CG_DEQUANT: rc = emit_dequant(&e); break;
 	case CG_DELAYED_UPDATE: rc = emit_delayed(&e); break;
 	default: rc = kfail(k, "shape %d", (int)k->shape);

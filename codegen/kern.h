@@ -19,6 +19,8 @@ struct Kern {
 	int x;                    /* the data value (quantize/amax operand) */
 	int q;                    /* index of the quantize/dequantize Ins, -1 */
 	int tr;                   /* index of the fused transpose Ins, -1 */
+	int qsrc;                 /* the value quantized and amax'ed: x, or
+	                             transpose(x) for quant_colblock */
 	long br, bc;              /* scale granularity of the quantize */
 	long rows, cols;          /* static dims of x (DIM_M for M) */
 	int threads, tiled;

@@ -14,6 +14,7 @@
 static const char *const shape_names[NCGSHAPE] = {
 	[CG_AMAX_TENSOR] = "amax_tensor", [CG_QUANT_TENSOR] = "quant_tensor",
 	[CG_QUANT_ROWBLOCK] = "quant_rowblock", [CG_QUANT_TILE] = "quant_tile",
+	[CG_QUANT_COLBLOCK] = "quant_colblock",
 	[CG_DELAYED_UPDATE] = "delayed_update", [CG_DEQUANT] = "dequant",
 };
 
@@ -133,13 +134,31 @@ classify(Kern *k)
 		return 0;
 	}
 	const Ins *q = &f->ins[k->q];
-	if (q->arg[0] != k->x)
-		return kfail(k, "%%%s = quantize: its operand must be the data param %%%s "
-		             "(quantizing a transposed source is not generated yet)",
-		             f->val[q->res].name, f->val[k->x].name);
+	const Ins *src = ir_def_ins(f, q->arg[0]);
+	int colsrc = src && src->op == OP_transpose && src->arg[0] == k->x;
+	k->qsrc = q->arg[0];
+	if (q->arg[0] != k->x && !colsrc)
+		return kfail(k, "%%%s = quantize: its operand must be the data param %%%s or its "
+		             "transpose", f->val[q->res].name, f->val[k->x].name);
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_transpose && f->ins[i].arg[0] == q->res)
+			k->tr = i;
+	if (colsrc)
+		ntr--;
+	if (ntr > (k->tr >= 0))
+		return kfail(k, "transposes other than the source's and the quantized data's");
 	const Type *st = &f->val[q->arg[1]].type;
 	k->br = st->block[0];
 	k->bc = st->block[1];
+	if (colsrc) {
+		if (k->br != 1 || k->bc < 16 || k->bc % 16)
+			return kfail(k, "%%%s = quantize: a transposed source takes 1xB blocks, B a "
+			             "multiple of 16 (got %ldx%ld)", f->val[q->res].name, k->br, k->bc);
+		if (k->tr >= 0)
+			return kfail(k, "a fused transpose needs tensorwise scales");
+		k->shape = CG_QUANT_COLBLOCK;
+		return 0;
+	}
 	if (is_tensorwise(st))
 		k->shape = CG_QUANT_TENSOR;
 	else if (k->br == 1 && k->bc >= 16 && k->bc <= 512 && !(k->bc & (k->bc - 1)))
@@ -150,7 +169,7 @@ classify(Kern *k)
 		return kfail(k, "%%%s = quantize: scale granularity %ldx%ld is not generated yet "
 		             "(tensorwise, 1xB for B = 16..512, 16x16 and 128x128 are)",
 		             f->val[q->res].name, k->br, k->bc);
-	if (ntr && k->shape != CG_QUANT_TENSOR)
+	if (k->tr >= 0 && k->shape != CG_QUANT_TENSOR)
 		return kfail(k, "a fused transpose needs tensorwise scales");
 	return 0;
 }
@@ -167,7 +186,9 @@ geometry(Kern *k, const CodegenTarget *t)
 		return kfail(k, "%%%s: rank-2 data only", k->f->val[k->x].name);
 	if (rows < 0 && rows != DIM_M)
 		return kfail(k, "%%%s: rows M/B", k->f->val[k->x].name);
-	k->threads = t->threads > 0 ? t->threads : 256;
+	/* the target's override, else the schedule pass's threads=N, else 256 */
+	const char *pa = k->f->pattr[PA_THREADS];
+	k->threads = t->threads > 0 ? t->threads : pa ? atoi(pa) : 256;
 	if (k->threads % 32 || k->threads > 1024)
 		return kfail(k, "threads %d: a multiple of 32 up to 1024", k->threads);
 	k->rows = rows;
@@ -181,6 +202,18 @@ geometry(Kern *k, const CodegenTarget *t)
 	}
 	if (k->tr >= 0)
 		need = 64;
+	if (k->shape == CG_QUANT_COLBLOCK) {
+		/* blocks run down the rows of x: rows % B, any columns */
+		k->m_multiple = 1;
+		if (rows >= 0 && rows % k->bc)
+			return kfail(k, "%%%s: %ld rows, not a multiple of %ld", k->f->val[k->x].name,
+			             rows, k->bc);
+		if (rows == DIM_M)
+			k->m_multiple = k->bc;
+		if (cols < 0)
+			return kfail(k, "%%%s: columns M", k->f->val[k->x].name);
+		return 0;
+	}
 	if (cols >= 0 && cols % need)
 		return kfail(k, "%%%s: %ld columns, not a multiple of %ld", k->f->val[k->x].name,
 		             cols, need);
@@ -221,14 +254,12 @@ build(const Func *f, const CodegenTarget *t, int ptx, char **out, CodegenKernel 
 	k.err = err;
 	k.errsz = errsz;
 	k.tr = -1;
+	k.qsrc = -1;
 	*out = NULL;
 	if (!t || (unsigned)t->sm >= NCGSM)
 		return kfail(&k, "unknown target");
 	if (classify(&k))
 		return -1;
-	for (int i = 0; i < f->nins; i++)
-		if (f->ins[i].op == OP_transpose)
-			k.tr = i;
 	if (k.shape == CG_DELAYED_UPDATE) {
 		k.threads = 32;
 	} else if (geometry(&k, t)) {

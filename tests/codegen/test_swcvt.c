@@ -5,12 +5,17 @@
  * 2^16 top halves of fp32 times a set of low halves around every rounding
  * boundary, plus a strided sweep; SR with edge and pseudo-random bits;
  * the MX e8m0 programs against precc_mx_scales. The LLVM side emits the
- * same instruction list one op per op (sw_emit), so this is the CPU
- * evidence that the GPU computes numerics.c's algorithm.
+ * same instruction list one op per op (sw_emit); the second half JITs
+ * what sw_emit and cg_philox build (LLVM IR for the host, through MCJIT)
+ * and checks it against precc_encode / precc_mx_scales / ir/philox.c on
+ * the same inputs, so the LLVM side of the GPU path is checked too, up to
+ * the NVPTX instruction selection that ptxas sees.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <llvm-c/ExecutionEngine.h>
+#include <llvm-c/Target.h>
 #include "cg.h"
 #include "precc/interp.h"
 
@@ -41,8 +46,90 @@ next(void)
 	return (uint32_t)(rng >> 16);
 }
 
+/* every top half, or every 7th under ASan (10x slower) */
+#if defined(__SANITIZE_ADDRESS__)
+enum { HI_STEP = 7 };
+#else
+enum { HI_STEP = 1 };
+#endif
+
 static const uint16_t lows[] = {0, 1, 2, 0x7fff, 0x8000, 0x8001, 0xffff, 0xfffe, 0x4000,
                                 0xc000, 0x1000, 0x0fff};
+
+typedef uint32_t (*EncFn)(uint32_t, uint32_t);
+typedef void (*PhiloxFn)(const uint32_t *, const uint32_t *, uint32_t *);
+
+enum { NPROG = 64 };
+static SwProg progs[NPROG];
+static int nprog;
+static EncFn jit[NPROG];
+
+static LLVMExecutionEngineRef ee;
+static Cg g;
+static PhiloxFn jit_philox;
+
+/* One host function per program, plus Philox; MCJIT owns the module. */
+static int
+jit_build(void)
+{
+	char *err = NULL, name[32];
+	LLVMTypeRef at[2];
+
+	cg_init(&g, CG_SM90, "swcvt_jit");
+	char *triple = LLVMGetDefaultTargetTriple();
+	LLVMSetTarget(g.mod, triple);
+	LLVMDisposeMessage(triple);
+	LLVMSetDataLayout(g.mod, "");
+	at[0] = at[1] = g.i32;
+	for (int i = 0; i < nprog; i++) {
+		snprintf(name, sizeof name, "enc%d", i);
+		LLVMValueRef fn = LLVMAddFunction(g.mod, name, LLVMFunctionType(g.i32, at, 2, 0));
+		LLVMPositionBuilderAtEnd(g.b, LLVMAppendBasicBlockInContext(g.ctx, fn, "entry"));
+		LLVMBuildRet(g.b, sw_emit(&g, &progs[i], LLVMGetParam(fn, 0), LLVMGetParam(fn, 1)));
+	}
+	LLVMTypeRef pt[3] = {LLVMPointerTypeInContext(g.ctx, 0), LLVMPointerTypeInContext(g.ctx, 0),
+	                     LLVMPointerTypeInContext(g.ctx, 0)};
+	LLVMValueRef fn = LLVMAddFunction(g.mod, "philox", LLVMFunctionType(g.vd, pt, 3, 0));
+	LLVMPositionBuilderAtEnd(g.b, LLVMAppendBasicBlockInContext(g.ctx, fn, "entry"));
+	LLVMValueRef c[4], k[2];
+	for (int i = 0; i < 4; i++) {
+		LLVMValueRef ix = LLVMConstInt(g.i64, (unsigned)i, 0);
+		c[i] = LLVMBuildLoad2(g.b, g.i32, LLVMBuildGEP2(g.b, g.i32, LLVMGetParam(fn, 0), &ix, 1, ""), "");
+		if (i < 2)
+			k[i] = LLVMBuildLoad2(g.b, g.i32, LLVMBuildGEP2(g.b, g.i32, LLVMGetParam(fn, 1), &ix, 1, ""), "");
+	}
+	cg_philox(&g, c, k[0], k[1]);
+	for (int i = 0; i < 4; i++) {
+		LLVMValueRef ix = LLVMConstInt(g.i64, (unsigned)i, 0);
+		LLVMBuildStore(g.b, c[i], LLVMBuildGEP2(g.b, g.i32, LLVMGetParam(fn, 2), &ix, 1, ""));
+	}
+	LLVMBuildRetVoid(g.b);
+	LLVMLinkInMCJIT();
+	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
+		printf("no native target in this LLVM: JIT checks skipped\n");
+		return 1;
+	}
+	if (LLVMCreateExecutionEngineForModule(&ee, g.mod, &err)) {
+		printf("FAIL: MCJIT: %s\n", err);
+		LLVMDisposeMessage(err);
+		return -1;
+	}
+	g.mod = NULL;         /* owned by the engine now */
+	for (int i = 0; i < nprog; i++) {
+		snprintf(name, sizeof name, "enc%d", i);
+		jit[i] = (EncFn)(uintptr_t)LLVMGetFunctionAddress(ee, name);
+	}
+	jit_philox = (PhiloxFn)(uintptr_t)LLVMGetFunctionAddress(ee, "philox");
+	return 0;
+}
+
+static void
+jit_free(void)
+{
+	if (ee)
+		LLVMDisposeExecutionEngine(ee);
+	cg_dispose(&g);
+}
 
 int
 main(void)
@@ -58,13 +145,15 @@ main(void)
 				precc_format f = fmts[fi];
 				precc_round r = rounds[ri];
 				long bad = 0;
+				if (sw_encode(&p, f, r, sat) == 0 && nprog < NPROG)
+					progs[nprog++] = p;
 				if (sw_encode(&p, f, r, sat)) {
 					printf("FAIL: no program for %s %s sat=%d\n",
 					       precc_format_get(f)->name, precc_round_name(r), sat);
 					fails++;
 					continue;
 				}
-				for (uint32_t hi = 0; hi < 0x10000; hi++) {
+				for (uint32_t hi = 0; hi < 0x10000; hi += HI_STEP) {
 					int nl = r == PRECC_SR ? 4 : (int)(sizeof lows / sizeof *lows);
 					for (int li = 0; li < nl + 2; li++) {
 						uint32_t u = hi << 16 | (li < nl ? lows[li] : next() & 0xffff);
@@ -90,7 +179,9 @@ main(void)
 			float fmax = precc_format_get(f)->max;
 			long bad = 0;
 			sw_mx_e8m0(&p, f, rc);
-			for (uint32_t hi = 0; hi < 0x10000; hi++)
+			if (nprog < NPROG)
+				progs[nprog++] = p;
+			for (uint32_t hi = 0; hi < 0x10000; hi += HI_STEP)
 				for (int li = 0; li < 6; li++) {
 					uint32_t u = hi << 16 | (li < 4 ? lows[li] : next() & 0xffff);
 					float a = fabsf(u2f(u)), r = a / fmax;
@@ -106,6 +197,44 @@ main(void)
 				}
 			fails += bad;
 		}
-	printf("%ld checks, %ld failures\n", checks, fails);
+	printf("host evaluation: %ld checks, %ld failures\n", checks, fails);
+
+	/* the same programs through LLVM IR, JIT-compiled for this CPU */
+	int j = jit_build();
+	if (j < 0)
+		fails++;
+	long jchecks = 0, jfails = 0;
+	for (int i = 0; j == 0 && i < nprog; i++) {
+		long bad = 0;
+		for (uint32_t hi = 0; hi < 0x10000; hi += HI_STEP)
+			for (int li = 0; li < 6; li++) {
+				uint32_t u = hi << 16 | (li < 4 ? lows[li] : next() & 0xffff);
+				uint32_t rb = li & 1 ? next() : 0xffffffffu * (uint32_t)(li >> 1 & 1);
+				uint64_t args[2] = {u, rb};
+				/* mx programs take |amax| and fl(|amax| / 6): any pair
+				 * exercises the same instruction list */
+				uint32_t want = (uint32_t)sw_eval(&progs[i], args);
+				uint32_t got = jit[i](u, rb);
+				jchecks++;
+				if (got != want && bad++ < 5)
+					printf("FAIL jit program %d x=0x%08x rbits=0x%08x: jit 0x%x, sw_eval 0x%x\n",
+					       i, u, rb, got, want);
+			}
+		jfails += bad;
+	}
+	for (int i = 0; j == 0 && i < 100000; i++) {
+		uint32_t ctr[4] = {next(), i & 1 ? next() : 0, (uint32_t)(i % 3), i & 2 ? next() : 0};
+		uint32_t key[2] = {next(), next()}, want[4], got[4];
+		precc_philox4x32_10(ctr, key, want);
+		jit_philox(ctr, key, got);
+		jchecks++;
+		if (memcmp(want, got, sizeof want) && jfails++ < 5)
+			printf("FAIL jit philox ctr %08x %08x %08x %08x\n", ctr[0], ctr[1], ctr[2], ctr[3]);
+	}
+	if (j == 0)
+		printf("LLVM IR (JIT): %d programs + Philox, %ld checks, %ld failures\n", nprog, jchecks,
+		       jfails);
+	jit_free();
+	fails += jfails;
 	return fails ? 1 : 0;
 }
