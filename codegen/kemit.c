@@ -666,9 +666,9 @@ emit_flat(E *e)
 	}
 	LLVMValueRef bidx = NULL, leader;
 	if (k->shape == CG_QUANT_ROWBLOCK) {
-		int lanes = (int)(k->bc / VEC);
-		LLVMValueRef g = group_max(e, mbits, lanes);
-		bidx = LLVMBuildUDiv(e->b, idx, c64(e, (uint64_t)k->bc), "");
+		int lanes = (int)(k->blen / VEC);
+		LLVMValueRef g = lanes <= 32 ? group_max(e, mbits, lanes) : cta_max(e, mbits);
+		bidx = LLVMBuildUDiv(e->b, idx, c64(e, (uint64_t)k->blen), "");
 		for (int i = 0; i < k->f->nins; i++)
 			if (k->f->ins[i].op == OP_amax && !is_tensorwise_t(&k->f->ins[i].type))
 				e->sc[k->f->ins[i].res] = LLVMBuildBitCast(e->b, g, e->g->f32, "");
@@ -715,6 +715,8 @@ emit_transpose(E *e)
 		             k->f->val[tr->res].name);
 	if (k->threads != 256)
 		return kfail(k, "fused transpose kernels are generated for 256 threads");
+	if (!is_out(e, tr->res))
+		return kfail(k, "%%%s = transpose: not an output", k->f->val[tr->res].name);
 	if (check_amax_ops(e, 0) || check_scalar_ops(e) || check_quantize(e, q))
 		return -1;
 	k->tiled = 1;

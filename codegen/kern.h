@@ -22,6 +22,8 @@ struct Kern {
 	int qsrc;                 /* the value quantized and amax'ed: x, or
 	                             transpose(x) for quant_colblock */
 	long br, bc;              /* scale granularity of the quantize */
+	long blen;                /* quant_rowblock: elements per block (bc, or
+	                             the columns for rowwise {1x*}) */
 	long rows, cols;          /* static dims of x (DIM_M for M) */
 	int threads, tiled;
 	long elems_per_cta, tile_rows, tile_cols, m_multiple;

@@ -161,13 +161,13 @@ classify(Kern *k)
 	}
 	if (is_tensorwise(st))
 		k->shape = CG_QUANT_TENSOR;
-	else if (k->br == 1 && k->bc >= 16 && k->bc <= 512 && !(k->bc & (k->bc - 1)))
+	else if (k->br == 1 && (k->bc == 0 || (k->bc >= 16 && k->bc <= 512 && !(k->bc & (k->bc - 1)))))
 		k->shape = CG_QUANT_ROWBLOCK;
 	else if ((k->br == 128 && k->bc == 128) || (k->br == 16 && k->bc == 16))
 		k->shape = CG_QUANT_TILE;
 	else
 		return kfail(k, "%%%s = quantize: scale granularity %ldx%ld is not generated yet "
-		             "(tensorwise, 1xB for B = 16..512, 16x16 and 128x128 are)",
+		             "(tensorwise, rowwise, 1xB for B = 16..512, 16x16 and 128x128 are)",
 		             f->val[q->res].name, k->br, k->bc);
 	if (k->tr >= 0 && k->shape != CG_QUANT_TENSOR)
 		return kfail(k, "a fused transpose needs tensorwise scales");
@@ -193,8 +193,29 @@ geometry(Kern *k, const CodegenTarget *t)
 		return kfail(k, "threads %d: a multiple of 32 up to 1024", k->threads);
 	k->rows = rows;
 	k->cols = cols;
-	if (k->shape == CG_QUANT_ROWBLOCK)
-		need = k->bc;
+	if (k->shape == CG_QUANT_ROWBLOCK) {
+		k->blen = need = k->bc;
+		if (k->bc == 0) {
+			/* rowwise: one block per row, B/16 lanes: a power of two up to a
+			 * warp, or whole warps (then the CTA is one row) */
+			long lanes = cols / 16;
+			if (cols < 0 || cols % 16)
+				return kfail(k, "%%%s: rowwise scales need static columns, a multiple of 16",
+				             k->f->val[k->x].name);
+			if (lanes > 32 && (lanes % 32 || lanes > 1024))
+				return kfail(k, "%%%s: rowwise over %ld columns: not a multiple of 512 up to "
+				             "16384, nor a power of two up to 512", k->f->val[k->x].name, cols);
+			if (lanes <= 32 && (lanes & (lanes - 1)))
+				return kfail(k, "%%%s: rowwise over %ld columns: not a power of two up to 512",
+				             k->f->val[k->x].name, cols);
+			if (lanes > 32 && t->threads > 0 && t->threads != lanes)
+				return kfail(k, "rowwise over %ld columns runs %ld threads per CTA, not %d",
+				             cols, lanes, t->threads);
+			if (lanes > 32)
+				k->threads = (int)lanes;
+			k->blen = need = cols;
+		}
+	}
 	if (k->shape == CG_QUANT_TILE) {
 		need = k->bc;
 		if (k->br == 128 && k->threads != 256)
