@@ -110,9 +110,14 @@ take(Func *s, const Func *src, int g, const Ins *i, int *map)
 		map[i->res] = j->res;
 		return;
 	}
-	/* a value derived from a renamed one is renamed too (%w.dgrad.q.t) */
-	for (int a = 0; a < i->narg; a++)
-		renamed |= strcmp(s->val[map[i->arg[a]]].name, src->val[i->arg[a]].name) != 0;
+	/* a value of the same tensor derived from a renamed one is renamed
+	 * too (%w.dgrad.q.t), so a chain reads as one */
+	for (int a = 0; a < i->narg && i->res >= 0; a++) {
+		const char *on = src->val[i->arg[a]].name, *rn = src->val[i->res].name;
+		size_t t = strcspn(on, ".");
+		renamed |= strcmp(s->val[map[i->arg[a]]].name, on) != 0 && !strncmp(on, rn, t)
+		        && (rn[t] == '.' || rn[t] == 0);
+	}
 	if (i->res >= 0 && renamed) {
 		int k = ir_find_value(s, src->val[i->res].name);
 		map[i->res] = -1;

@@ -1,0 +1,250 @@
+/*
+ * test_passes.c — the passes' unit tests: hash stability (known FNV-1a 64
+ * vectors, a pinned kernel hash, invariance under value names and
+ * comments), the text round-trip and the parse/verify errors of kernels,
+ * calls and pass attributes, and the partition invariant on every shipped
+ * recipe: each non-GEMM op lands in exactly one kernel (or folds into a
+ * GEMM), and step funcs call only kernels.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+#include "passes.h"
+#include "recipe.h"
+
+static int fails, checks;
+
+#define CHECK(c, ...) do { checks++; if (!(c)) { fails++; \
+	fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
+	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+static const char kernel_text[] =
+	"# a kernel and its caller\n"
+	"kernel @x.quantize target=sm_90a amax_scheme=grid threads=256 grid=M/64x4 {\n"
+	"  %x = param in : bf16[M,256]\n"
+	"  # the global amax first\n"
+	"  %x.amax = amax %x amax_scheme=grid : f32[1,1]{*x*}\n"
+	"  %x.scale = scale %x.amax fmt=e4m3 eps=1e-12 : f32[1,1]{*x*}\n"
+	"  %x.q = quantize %x, %x.scale sat cvt=hw : e4m3[M,256]\n"
+	"  %x.scale_inv = recip %x.scale : f32[1,1]{*x*}\n"
+	"  %x.q.t = transpose %x.q : e4m3[256,M]\n"
+	"  ret %x.q, %x.scale_inv, %x.q.t\n"
+	"}\n"
+	"\n"
+	"func @layer target=sm_90a m_align=16 {\n"
+	"  %x = param in : bf16[M,256]\n"
+	"  %x.q, %x.scale_inv, %x.q.t = call @x.quantize(%x) : e4m3[M,256], f32[1,1]{*x*}, e4m3[256,M]\n"
+	"  %acc = gemm %x.q, %x.q, %x.scale_inv, %x.scale_inv accum=fp32 mma=wgmma epilogue=descale+cast : f32[M,M]\n"
+	"  %y = cast %acc epilogue=acc : bf16[M,M]\n"
+	"  ret %y, %x.q.t\n"
+	"}\n";
+
+/* The same kernel, other value names and comments. */
+static const char renamed_text[] =
+	"kernel @other {\n"
+	"  %a = param grad : bf16[M,256]\n"
+	"  %b = amax %a amax_scheme=grid : f32[1,1]{*x*}\n"
+	"  %c = scale %b fmt=e4m3 eps=1e-12 : f32[1,1]{*x*}\n"
+	"  # comment\n"
+	"  %d = quantize %a, %c sat cvt=hw : e4m3[M,256]\n"
+	"  %e = recip %c : f32[1,1]{*x*}\n"
+	"  %f = transpose %d : e4m3[256,M]\n"
+	"  ret %d, %e, %f\n"
+	"}\n";
+
+static Module *
+parse(const char *t, char *err, size_t n)
+{
+	return ir_parse(t, "p.ir", err, n);
+}
+
+static void
+test_fnv(void)
+{
+	/* FNV-1a 64 reference vectors (Fowler/Noll/Vo) */
+	CHECK(ir_hash_bytes(IR_HASH_INIT, "", 0) == 0xcbf29ce484222325ULL, "empty");
+	CHECK(ir_hash_bytes(IR_HASH_INIT, "a", 1) == 0xaf63dc4c8601ec8cULL, "a");
+	CHECK(ir_hash_bytes(IR_HASH_INIT, "foobar", 6) == 0x85944171f73967e8ULL, "foobar");
+	CHECK(ir_hash_str(IR_HASH_INIT, "a") == ir_hash_bytes(IR_HASH_INIT, "a", 2), "with NUL");
+}
+
+static void
+test_roundtrip_and_hash(void)
+{
+	char err[512];
+	Module *m = parse(kernel_text, err, sizeof err), *r;
+	char *s;
+
+	CHECK(m, "parse: %s", err);
+	if (!m)
+		return;
+	s = ir_module_to_string(m);
+	CHECK(!strcmp(s, kernel_text), "round-trip:\n%s", s);
+	CHECK(ir_verify(m, err, sizeof err) == 0, "verify: %s", err);
+	CHECK(m->fn[0]->kernel && !m->fn[1]->kernel, "kernel flag");
+	CHECK(m->fn[1]->ins[1].op == OP_call && m->fn[1]->ins[1].nmore == 2, "call results");
+	CHECK(!strcmp(m->fn[0]->pattr[PA_GRID], "M/64x4"), "header attr");
+	free(s);
+
+	r = parse(renamed_text, err, sizeof err);
+	CHECK(r, "parse renamed: %s", err);
+	if (r) {
+		uint64_t a = ir_func_hash(m->fn[0], "sm_90a"), b = ir_func_hash(r->fn[0], "sm_90a");
+		/* header attributes differ (target, threads, grid): drop them */
+		for (int k = 0; k < NPASSATTR; k++)
+			if (k != PA_AMAX_SCHEME)
+				ir_set_attr(m->fn[0]->pattr, (PassAttr)k, NULL);
+		ir_set_attr(r->fn[0]->pattr, PA_AMAX_SCHEME, "grid");
+		a = ir_func_hash(m->fn[0], "sm_90a");
+		b = ir_func_hash(r->fn[0], "sm_90a");
+		CHECK(a == b, "names, kinds and comments do not change the hash: %016" PRIx64
+		      " vs %016" PRIx64, a, b);
+		CHECK(a != ir_func_hash(m->fn[0], "sm_89"), "the target changes the hash");
+		/* pinned: the hash must not drift between builds or machines
+		 * (it names cached kernels); change it only with the format */
+		CHECK(a == 0xb50ab9a1ddb42b6cULL || getenv("PRECC_PRINT_HASH"),
+		      "pinned hash changed: %016" PRIx64, a);
+		if (getenv("PRECC_PRINT_HASH"))
+			printf("%016" PRIx64 "\n", a);
+		r->fn[0]->ins[3].sat = false;
+		CHECK(b != ir_func_hash(r->fn[0], "sm_90a"), "a body change changes the hash");
+		ir_module_free(r);
+	}
+	ir_module_free(m);
+}
+
+static void
+expect_parse_error(const char *t, const char *want)
+{
+	char err[512];
+	Module *m = parse(t, err, sizeof err);
+
+	CHECK(!m && strstr(err, want), "want '%s', got '%s'", want, m ? "(parsed)" : err);
+	ir_module_free(m);
+}
+
+static void
+expect_verify_error(const char *t, const char *want)
+{
+	char err[1024];
+	Module *m = parse(t, err, sizeof err);
+
+	CHECK(m, "parse: %s", err);
+	if (!m)
+		return;
+	CHECK(ir_verify(m, err, sizeof err) > 0 && strstr(err, want), "want '%s', got '%s'",
+	      want, err);
+	ir_module_free(m);
+}
+
+#define K "kernel @k {\n  %a = param in : bf16[M,16]\n  %b = amax %a : f32[1,1]{*x*}\n  ret %b, %a\n}\n"
+
+static void
+test_errors(void)
+{
+	expect_parse_error("func @f {\n  %a, %b = amax %x : f32[1,1]{*x*}\n}\n",
+	                   "p.ir:2:7: error: only call defines more than one value");
+	expect_parse_error("func @f {\n  %a = call k(%x) : f32[1,1]{*x*}\n}\n",
+	                   "expected '@' and the kernel's name after call");
+	expect_parse_error("func @f {\n  %a = call @k %x : f32[1,1]{*x*}\n}\n", "expected '(' after @k");
+	expect_parse_error("func @f {\n  %a, %b = call @k(%x) : f32[1,1]{*x*}\n}\n",
+	                   "expected ',' and the type of %b");
+	expect_parse_error("func @f bogus=1 {\n}\n", "p.ir:1:9: error: unknown attribute 'bogus'");
+	expect_parse_error("func @f grid=1 grid=2 {\n}\n", "attribute 'grid' given twice");
+	expect_parse_error("func @f {\n  %a = param in fuse= : bf16[4,4]\n}\n", "expected a value after 'fuse='");
+	expect_verify_error("func @f {\n  %x = param in : bf16[M,16]\n  %a = call @nope(%x) : f32[1,1]{*x*}\n  ret %a\n}\n",
+	                    "error: @f: %a = call: no kernel @nope");
+	expect_verify_error(K "func @f {\n  %x = param in : bf16[M,32]\n  %a, %c = call @k(%x) : f32[1,1]{*x*}, bf16[M,16]\n  ret %a\n}\n",
+	                    "operand 1 %x is bf16[M,32] but @k's param %a is bf16[M,16]");
+	expect_verify_error(K "func @f {\n  %x = param in : bf16[M,16]\n  %a = call @k(%x) : f32[1,1]{*x*}\n  ret %a\n}\n",
+	                    "@k returns 2 values, the call defines 1");
+	expect_verify_error(K "func @f {\n  %x = param in : bf16[M,16]\n  %a, %c = call @k(%x) : f32[1,1]{*x*}, bf16[M,8]\n  ret %a\n}\n",
+	                    "result %c is bf16[M,8] but @k returns bf16[M,16]");
+	expect_verify_error("func @f {\n  %x = param buf : bf16[M,16]\n  ret %x\n}\n", "buf params are for kernels");
+	expect_verify_error("kernel @k {\n  %s = param state : f32[1,1]{*x*}\n  %t = recip %s : f32[1,1]{*x*}\n  update %s, %t\n  ret %t\n}\n",
+	                    "a kernel returns what it writes");
+	expect_verify_error("func @f {\n  %x = param in : bf16[M,16]\n  %a = call @f(%x) : f32[1,1]{*x*}\n  ret %a\n}\n",
+	                    "@f is a func, not a kernel");
+}
+
+static const char *const recipes[] = {
+	"bf16", "fp16_dynamic_loss_scale", "te_delayed_hybrid", "current_tensorwise", "rowwise",
+	"rowwise_gw_hp", "deepseek_v3", "mxfp8", "nvfp4",
+};
+
+static bool
+folded(const Ins *i)
+{
+	return i->pattr[PA_PROLOGUE] || (i->pattr[PA_EPILOGUE] && i->op != OP_gemm);
+}
+
+/* Non-GEMM compute ops: what must land somewhere exactly once. */
+static int
+compute_ops(const Module *m, bool kernels, bool steps)
+{
+	int n = 0;
+
+	for (int k = 0; k < m->nfn; k++) {
+		const Func *f = m->fn[k];
+		if (f->kernel ? !kernels : !steps)
+			continue;
+		for (int j = 0; j < f->nins; j++) {
+			Op o = f->ins[j].op;
+			n += o != OP_param && o != OP_ret && o != OP_update && o != OP_gemm && o != OP_call;
+		}
+	}
+	return n;
+}
+
+static void
+test_partition(void)
+{
+	for (size_t r = 0; r < sizeof recipes / sizeof recipes[0]; r++) {
+		char path[1024];
+		snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, recipes[r]);
+		Recipe *rc = recipe_load(path);
+		snprintf(path, sizeof path, "%s/models/tiny.lua", PRECC_RECIPES);
+		Model *md = model_load(path);
+		Plan *p = plan_resolve(rc, md);
+		Module *m = lower_plan(p, NULL);
+		PassOptions o = {.target = target_by_name("sm_90a"), .stop_after = "fuse"};
+
+		passes_run(m, &o);
+		int before = compute_ops(m, true, true);
+		partition(m, o.target);
+		int in_kernels = compute_ops(m, true, false), inline_ = 0, bad = 0;
+		for (int k = 0; k < m->nfn; k++) {
+			const Func *f = m->fn[k];
+			for (int j = 0; j < f->nins; j++) {
+				const Ins *i = &f->ins[j];
+				if (f->kernel)
+					bad += i->op == OP_gemm || i->op == OP_call || i->op == OP_update;
+				else if (i->op != OP_param && i->op != OP_ret && i->op != OP_update
+				         && i->op != OP_gemm && i->op != OP_call)
+					inline_ += folded(i), bad += !folded(i);
+			}
+		}
+		CHECK(before == in_kernels + inline_, "%s: %d ops before partition, %d in kernels + "
+		      "%d folded into GEMMs after", recipes[r], before, in_kernels, inline_);
+		CHECK(!bad, "%s: %d ops outside any kernel or GEMM", recipes[r], bad);
+		char err[2048];
+		CHECK(ir_verify(m, err, sizeof err) == 0, "%s: %s", recipes[r], err);
+		ir_module_free(m);
+		plan_free(p);
+		model_free(md);
+		recipe_free(rc);
+	}
+}
+
+int
+main(void)
+{
+	test_fnv();
+	test_roundtrip_and_hash();
+	test_errors();
+	test_partition();
+	printf("%d/%d pass checks passed\n", checks - fails, checks);
+	return fails != 0;
+}
