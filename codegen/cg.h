@@ -17,12 +17,17 @@ typedef struct Cg {
 	LLVMBuilderRef b;
 	LLVMValueRef fn;
 	CodegenSm sm;
+	int host;     /* emulation on the host CPU (tests): NVVM intrinsics and
+	                 inline PTX become calls to precc_emu_* functions */
 	LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, vd, gptr, sptr;
 } Cg;
 
 /* ---- target.c: NVPTX target machine, O3, verify, emit ------------------ */
 void cg_init(Cg *, CodegenSm, const char *modname);
 void cg_dispose(Cg *);
+/* Switch g to host emulation: address space 0 everywhere, C calling
+ * convention; call right after cg_init. */
+void cg_set_host(Cg *);
 /* Verify, run default<O3>, emit PTX (ptx=1) or LLVM IR text (ptx=0) into a
  * malloc'ed string. -1 with err on failure. */
 int cg_finish(Cg *, int ptx, char **out, char *err, size_t errsz);
@@ -84,5 +89,9 @@ void cg_philox(Cg *, LLVMValueRef c[4], LLVMValueRef k0, LLVMValueRef k1);
 /* ---- kernel.c / kemit.c: recognising and emitting kernels ------------- */
 typedef struct Kern Kern;
 int kemit(Cg *, Kern *, char *err, size_t errsz);
+/* Recognise f and emit its kernel into g (no verify/O3/emission):
+ * codegen_kernel_ptx's first half, used by the host emulation test. */
+int cg_kernel_module(Cg *, const Func *f, const CodegenTarget *, CodegenKernel *info,
+                     char *err, size_t errsz);
 
 #endif

@@ -40,9 +40,35 @@ cfbits(E *e, uint32_t bits)
 	return LLVMBuildBitCast(e->b, c32(e, bits), e->g->f32, "");
 }
 
+/* Host emulation: a call to the external function `name`. */
+static LLVMValueRef
+emu_call(Cg *g, const char *name, LLVMTypeRef rt, LLVMValueRef *args, int nargs)
+{
+	LLVMTypeRef at[8];
+
+	for (int i = 0; i < nargs; i++)
+		at[i] = LLVMTypeOf(args[i]);
+	LLVMTypeRef ft = LLVMFunctionType(rt, at, (unsigned)nargs, 0);
+	LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+	if (!fn)
+		fn = LLVMAddFunction(g->mod, name, ft);
+	return LLVMBuildCall2(g->b, ft, fn, args, (unsigned)nargs, "");
+}
+
 static LLVMValueRef
 intrin(E *e, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args, int nargs)
 {
+	if (e->g->host && !strncmp(name, "llvm.nvvm.", 10)) {
+		if (!strncmp(name, "llvm.nvvm.read.ptx.sreg.", 24)) {
+			const char *r = name + 24;
+			LLVMValueRef which = LLVMConstInt(e->g->i32, !strcmp(r, "tid.x") ? 0
+			                                  : !strcmp(r, "ctaid.x") ? 1 : 2, 0);
+			return emu_call(e->g, "precc_emu_sreg", e->g->i32, &which, 1);
+		}
+		if (!strcmp(name, "llvm.nvvm.shfl.sync.bfly.i32"))
+			return emu_call(e->g, "precc_emu_shfl_bfly", e->g->i32, args + 1, 2);
+		return emu_call(e->g, "precc_emu_barrier", e->g->vd, NULL, 0);
+	}
 	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
 	LLVMValueRef fn = LLVMGetIntrinsicDeclaration(e->g->mod, id, tys, (size_t)ntys);
 	LLVMTypeRef ft = LLVMIntrinsicGetType(e->g->ctx, id, tys, (size_t)ntys);
@@ -722,7 +748,7 @@ emit_transpose(E *e)
 	k->tiled = 1;
 	k->tile_rows = k->tile_cols = T;
 	LLVMTypeRef at = LLVMArrayType2(e->g->i8, T * PITCH);
-	LLVMValueRef tile = LLVMAddGlobalInAddressSpace(e->g->mod, at, "tile", 3);
+	LLVMValueRef tile = LLVMAddGlobalInAddressSpace(e->g->mod, at, "tile", e->g->host ? 0 : 3);
 	LLVMSetInitializer(tile, LLVMGetUndef(at));
 	LLVMSetLinkage(tile, LLVMInternalLinkage);
 	LLVMSetAlignment(tile, 16);
@@ -1151,8 +1177,10 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 	if (k->has_seed)
 		pt[np++] = g->i64;
 	g->fn = LLVMAddFunction(g->mod, k->name, LLVMFunctionType(g->vd, pt, (unsigned)np, 0));
-	LLVMSetFunctionCallConv(g->fn, LLVMPTXKernelCallConv);
-	cg_annotate_threads(g, g->fn, k->threads);
+	if (!g->host) {
+		LLVMSetFunctionCallConv(g->fn, LLVMPTXKernelCallConv);
+		cg_annotate_threads(g, g->fn, k->threads);
+	}
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, g->fn, "entry"));
 	e.ptr = calloc((size_t)f->nval + 1, sizeof *e.ptr);
 	e.sc = calloc((size_t)f->nval + 1, sizeof *e.sc);
@@ -1176,7 +1204,7 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 			                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));
 	LLVMTypeRef rt = LLVMArrayType2(g->i32, 32);
 	if (k->shape != CG_DELAYED_UPDATE && k->shape != CG_DEQUANT) {
-		e.red = LLVMAddGlobalInAddressSpace(g->mod, rt, "red", 3);
+		e.red = LLVMAddGlobalInAddressSpace(g->mod, rt, "red", g->host ? 0 : 3);
 		LLVMSetInitializer(e.red, LLVMGetUndef(rt));
 		LLVMSetLinkage(e.red, LLVMInternalLinkage);
 	}

@@ -261,14 +261,34 @@ uses_m(const Func *f)
 	return 0;
 }
 
-static int
-build(const Func *f, const CodegenTarget *t, int ptx, char **out, CodegenKernel *info,
-      char *err, size_t errsz)
+static void
+fill_info(const Kern *k, CodegenKernel *info)
+{
+	memset(info, 0, sizeof *info);
+	info->shape = k->shape;
+	snprintf(info->name, sizeof info->name, "%s", k->name);
+	info->threads = k->threads;
+	info->data = k->x;
+	info->tiled = k->tiled;
+	info->elems_per_cta = k->elems_per_cta;
+	info->tile_rows = k->tile_rows;
+	info->tile_cols = k->tile_cols;
+	info->m_multiple = k->m_multiple;
+	info->nparams = k->nin + k->nout;
+	for (int i = 0; i < k->nin; i++)
+		info->param_value[i] = k->in[i];
+	for (int i = 0; i < k->nout; i++)
+		info->param_value[k->nin + i] = k->out[i];
+	info->has_m = k->has_m;
+	info->has_seed = k->has_seed;
+}
+
+/* Recognise f and emit its kernel function into g (already cg_init'ed). */
+int
+cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *info,
+                 char *err, size_t errsz)
 {
 	Kern k;
-	Cg g;
-	int rc;
-	struct timespec t0, t1;
 
 	memset(&k, 0, sizeof k);
 	k.f = f;
@@ -276,7 +296,6 @@ build(const Func *f, const CodegenTarget *t, int ptx, char **out, CodegenKernel 
 	k.errsz = errsz;
 	k.tr = -1;
 	k.qsrc = -1;
-	*out = NULL;
 	if (!t || (unsigned)t->sm >= NCGSM)
 		return kfail(&k, "unknown target");
 	if (classify(&k))
@@ -289,9 +308,27 @@ build(const Func *f, const CodegenTarget *t, int ptx, char **out, CodegenKernel 
 	k.has_m = uses_m(f);
 	k.has_seed = k.q >= 0 && f->ins[k.q].op == OP_quantize && f->ins[k.q].round == PRECC_SR;
 	snprintf(k.name, sizeof k.name, "precc_%s", codegen_shape_name(k.shape));
+	if (kemit(g, &k, err, errsz))
+		return -1;
+	if (info)
+		fill_info(&k, info);
+	return 0;
+}
+
+static int
+build(const Func *f, const CodegenTarget *t, int ptx, char **out, CodegenKernel *info,
+      char *err, size_t errsz)
+{
+	CodegenKernel ki;
+	Cg g;
+	int rc;
+	struct timespec t0, t1;
+
+	*out = NULL;
+	err[0] = 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	cg_init(&g, t->sm, k.name);
-	rc = kemit(&g, &k, err, errsz);
+	cg_init(&g, t ? t->sm : CG_SM90, f->name ? f->name : "kernel");
+	rc = cg_kernel_module(&g, f, t, &ki, err, errsz);
 	if (rc == 0)
 		rc = cg_finish(&g, ptx, out, err, errsz);
 	cg_dispose(&g);
@@ -305,23 +342,7 @@ build(const Func *f, const CodegenTarget *t, int ptx, char **out, CodegenKernel 
 		return -1;
 	}
 	if (info) {
-		memset(info, 0, sizeof *info);
-		info->shape = k.shape;
-		snprintf(info->name, sizeof info->name, "%s", k.name);
-		info->threads = k.threads;
-		info->data = k.x;
-		info->tiled = k.tiled;
-		info->elems_per_cta = k.elems_per_cta;
-		info->tile_rows = k.tile_rows;
-		info->tile_cols = k.tile_cols;
-		info->m_multiple = k.m_multiple;
-		info->nparams = k.nin + k.nout;
-		for (int i = 0; i < k.nin; i++)
-			info->param_value[i] = k.in[i];
-		for (int i = 0; i < k.nout; i++)
-			info->param_value[k.nin + i] = k.out[i];
-		info->has_m = k.has_m;
-		info->has_seed = k.has_seed;
+		*info = ki;
 		info->llvm_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3
 		                + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
 	}

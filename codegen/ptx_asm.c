@@ -8,6 +8,7 @@
  * PTX packing: "cvt.*x2.f32 d, a, b" puts a in the upper half and b in
  * the lower one, so the element at the lower address is the last operand.
  */
+#include <stdio.h>
 #include <string.h>
 #include "cg.h"
 
@@ -31,10 +32,38 @@ const AsmEntry asm_table[] = {
 };
 const int asm_table_len = sizeof asm_table / sizeof asm_table[0];
 
+/* Host emulation (tests): precc_emu_asm<nargs>_<result bits>(i32 row of
+ * asm_table, args...). */
+static LLVMValueRef
+call_emu(Cg *g, LLVMTypeRef rt, const char *s, LLVMValueRef *args, int n)
+{
+	LLVMValueRef a[3];
+	LLVMTypeRef at[3];
+	char name[32];
+	int row = 0;
+
+	while (row < asm_table_len && strcmp(asm_table[row].ptx, s))
+		row++;
+	a[0] = LLVMConstInt(g->i32, (unsigned)row, 0);
+	for (int i = 0; i < n; i++)
+		a[i + 1] = args[i];
+	for (int i = 0; i <= n; i++)
+		at[i] = LLVMTypeOf(a[i]);
+	snprintf(name, sizeof name, "precc_emu_asm%d_%u", n, LLVMGetIntTypeWidth(rt));
+	LLVMTypeRef ft = LLVMFunctionType(rt, at, (unsigned)n + 1, 0);
+	LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+	if (!fn)
+		fn = LLVMAddFunction(g->mod, name, ft);
+	return LLVMBuildCall2(g->b, ft, fn, a, (unsigned)n + 1, "");
+}
+
 static LLVMValueRef
 call_asm(Cg *g, LLVMTypeRef rt, const char *s, const char *cons, LLVMValueRef *args, int n)
 {
 	LLVMTypeRef at[4];
+
+	if (g->host)
+		return call_emu(g, rt, s, args, n);
 
 	for (int i = 0; i < n; i++)
 		at[i] = LLVMTypeOf(args[i]);

@@ -67,6 +67,13 @@ cg_init(Cg *g, CodegenSm sm, const char *modname)
 }
 
 void
+cg_set_host(Cg *g)
+{
+	g->host = 1;
+	g->gptr = g->sptr = LLVMPointerTypeInContext(g->ctx, 0);
+}
+
+void
 cg_dispose(Cg *g)
 {
 	if (g->b)

@@ -1,0 +1,461 @@
+/*
+ * test_emu — every kernel of kernels/NAME.ir run on the host CPU and
+ * compared bit for bit with the IR interpreter. The kernel is the LLVM
+ * function codegen builds for the GPU, with the NVVM intrinsics (thread
+ * and block ids, shfl.sync.bfly, bar.sync) and the inline PTX cvts turned
+ * into calls to the precc_emu_* functions below (codegen's host mode),
+ * JIT-compiled with MCJIT and run as one pthread per GPU thread, one CTA
+ * at a time. This checks the kernels' index arithmetic, reductions,
+ * atomics, shared-memory transposes, SR indexing and launch geometry on
+ * edge-value inputs; what it cannot check is the hardware itself (the cvt
+ * forms are emulated with precc_encode, which numerics.cuda_ref checks
+ * against CUDA's own code) and NVPTX/ptxas code generation.
+ *
+ * Weights are shrunk from 4096x4096 to 512x512 so that the run stays
+ * short; M = 128.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <llvm-c/Analysis.h>
+#include <llvm-c/ExecutionEngine.h>
+#include <llvm-c/Target.h>
+#include "cg.h"
+#include "precc/interp.h"
+
+enum { M = 128 };
+
+/* ---- the emulated GPU: one pthread per thread of a CTA ----------------- */
+static int nthreads;
+static unsigned cur_cx, cur_cy;
+static int quit;
+static void (*entry)(void **);
+static void **entry_args;
+static pthread_barrier_t start_bar, end_bar, cta_bar, warp_bar[32];
+static uint32_t slot[1024];
+static __thread unsigned my_tid;
+static int emu_break;     /* self-test: corrupt one fp8 cvt, expect a FAIL */
+
+uint32_t
+precc_emu_sreg(uint32_t which)
+{
+	return which == 0 ? my_tid : which == 1 ? cur_cx : cur_cy;
+}
+
+uint32_t
+precc_emu_shfl_bfly(uint32_t v, uint32_t mask)
+{
+	unsigned w = my_tid / 32, base = w * 32;
+
+	slot[my_tid] = v;
+	pthread_barrier_wait(&warp_bar[w]);
+	uint32_t r = slot[base + ((my_tid - base) ^ (mask & 31))];
+	pthread_barrier_wait(&warp_bar[w]);
+	return r;
+}
+
+void
+precc_emu_barrier(void)
+{
+	pthread_barrier_wait(&cta_bar);
+}
+
+/* the rows of codegen/ptx_asm.c's asm_table */
+uint16_t
+precc_emu_asm2_16(uint32_t row, float lo, float hi)
+{
+	precc_format f = row == 0 ? PRECC_E4M3 : PRECC_E5M2;
+	if (emu_break && my_tid == 7 && cur_cx == 1)
+		return 0x5555;
+	return (uint16_t)(precc_encode(f, hi, PRECC_RNE, true, 0) << 8 | precc_encode(f, lo, PRECC_RNE, true, 0));
+}
+
+uint32_t
+precc_emu_asm2_32(uint32_t row, float lo, float hi)
+{
+	precc_format f = row == 4 ? PRECC_BF16 : PRECC_FP16;
+	return precc_encode(f, hi, PRECC_RNE, false, 0) << 16 | precc_encode(f, lo, PRECC_RNE, false, 0);
+}
+
+uint32_t
+precc_emu_asm1_32(uint32_t row, uint16_t codes)
+{
+	precc_format f = row == 2 ? PRECC_E4M3 : PRECC_E5M2;
+	uint32_t lo = precc_encode(PRECC_FP16, precc_decode(f, codes & 0xff), PRECC_RNE, false, 0);
+	uint32_t hi = precc_encode(PRECC_FP16, precc_decode(f, codes >> 8), PRECC_RNE, false, 0);
+	return hi << 16 | lo;
+}
+
+static void *
+worker(void *arg)
+{
+	my_tid = (unsigned)(uintptr_t)arg;
+	for (;;) {
+		pthread_barrier_wait(&start_bar);
+		if (quit)
+			return NULL;
+		entry(entry_args);
+		pthread_barrier_wait(&end_bar);
+	}
+}
+
+static void
+launch(int threads, unsigned gx, unsigned gy)
+{
+	pthread_t th[1024];
+
+	nthreads = threads;
+	quit = 0;
+	pthread_barrier_init(&start_bar, NULL, (unsigned)threads + 1);
+	pthread_barrier_init(&end_bar, NULL, (unsigned)threads + 1);
+	pthread_barrier_init(&cta_bar, NULL, (unsigned)threads);
+	for (int w = 0; w < threads / 32; w++)
+		pthread_barrier_init(&warp_bar[w], NULL, 32);
+	for (int i = 0; i < threads; i++)
+		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i);
+	for (cur_cy = 0; cur_cy < gy; cur_cy++)
+		for (cur_cx = 0; cur_cx < gx; cur_cx++) {
+			pthread_barrier_wait(&start_bar);
+			pthread_barrier_wait(&end_bar);
+		}
+	quit = 1;
+	pthread_barrier_wait(&start_bar);
+	for (int i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&start_bar);
+	pthread_barrier_destroy(&end_bar);
+	pthread_barrier_destroy(&cta_bar);
+	for (int w = 0; w < threads / 32; w++)
+		pthread_barrier_destroy(&warp_bar[w]);
+}
+
+/* ---- inputs --------------------------------------------------------- */
+static uint64_t rng = 0x2545f4914f6cdd1dULL;
+
+static uint32_t
+next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng >> 16);
+}
+
+/* A value of every kind: mostly moderate magnitudes, a few rows with
+ * specials (NaN and inf only in rows 5 and 9: one block each). */
+static float
+sample(long r, long i)
+{
+	uint32_t k = next() % 64;
+	if (r == 5 && i % 97 == 3)
+		return NAN;
+	if (r == 9 && i % 89 == 1)
+		return (i & 1) ? INFINITY : -INFINITY;
+	if (k == 0)
+		return 0.0f;
+	if (k == 1)
+		return -0.0f;
+	if (k == 2)
+		return ldexpf(1.0f, -130) * (float)(next() % 7);   /* subnormal */
+	if (k == 3)
+		return (next() & 1 ? 1 : -1) * 1e30f;
+	float mag = ldexpf(1.0f + (float)(next() % 1024) / 1024.0f, (int)(next() % 24) - 12);
+	return next() & 1 ? -mag : mag;
+}
+
+static void
+fill(void *buf, precc_format f, long rows, long cols, int is_state, const char *name)
+{
+	long n = rows * cols;
+	for (long i = 0; i < n; i++) {
+		float v;
+		if (is_state)
+			v = ldexpf(1.0f + (float)(next() % 256) / 256.0f, (int)(next() % 16) - 8);
+		else
+			v = sample(i / cols, i);
+		switch (precc_interp_elem_bytes(f)) {
+		case 4: ((float *)buf)[i] = v; break;
+		case 2: ((uint16_t *)buf)[i] = (uint16_t)precc_encode(f, v, PRECC_RNE, false, 0); break;
+		default: ((uint8_t *)buf)[i] = (uint8_t)next(); break;
+		}
+	}
+	(void)name;
+}
+
+static char *
+slurp(const char *path)
+{
+	FILE *fp = fopen(path, "rb");
+	char *s;
+	long n;
+
+	if (!fp)
+		return NULL;
+	fseek(fp, 0, SEEK_END);
+	n = ftell(fp);
+	rewind(fp);
+	s = malloc((size_t)n + 64);
+	if (s && fread(s, 1, (size_t)n, fp) != (size_t)n) {
+		free(s);
+		s = NULL;
+	}
+	if (s)
+		s[n] = 0;
+	fclose(fp);
+	return s;
+}
+
+/* in-place textual substitution (same or shorter replacement) */
+static void
+subst(char *s, const char *from, const char *to)
+{
+	size_t lf = strlen(from), lt = strlen(to);
+	char *p;
+
+	while ((p = strstr(s, from))) {
+		memmove(p + lt, p + lf, strlen(p + lf) + 1);
+		memcpy(p, to, lt);
+	}
+}
+
+static const char *emu_fns[] = {
+	"precc_emu_sreg", "precc_emu_shfl_bfly", "precc_emu_barrier", "precc_emu_asm2_16",
+	"precc_emu_asm2_32", "precc_emu_asm1_32",
+};
+static void *emu_addr[] = {
+	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
+	(void *)precc_emu_asm2_16, (void *)precc_emu_asm2_32, (void *)precc_emu_asm1_32,
+};
+
+static long
+extent(long d)
+{
+	return d >= 0 ? d : (M + (-d) - 1) / (-d);
+}
+
+/* Run one kernel on the host and against the interpreter; 0 if equal. */
+static int
+check_kernel(const Func *f, const char *file)
+{
+	Cg g;
+	CodegenTarget t = {CG_SM90, 0};
+	CodegenKernel info;
+	char err[1024], *msg = NULL;
+	int rc = -1;
+	LLVMExecutionEngineRef ee = NULL;
+	void *buf[64] = {0};
+	void *args[64];
+	IrInterp *ip = NULL;
+
+	cg_init(&g, CG_SM90, f->name);
+	cg_set_host(&g);
+	if (cg_kernel_module(&g, f, &t, &info, err, sizeof err)) {
+		printf("FAIL %s: %s\n", file, err);
+		cg_dispose(&g);
+		return -1;
+	}
+	/* void precc_emu_entry(ptr args): loads each parameter, calls */
+	LLVMValueRef kfn = g.fn;
+	LLVMTypeRef kty = LLVMGlobalGetValueType(kfn);
+	LLVMTypeRef pt = LLVMPointerTypeInContext(g.ctx, 0);
+	LLVMValueRef wrap = LLVMAddFunction(g.mod, "precc_emu_entry", LLVMFunctionType(g.vd, &pt, 1, 0));
+	LLVMPositionBuilderAtEnd(g.b, LLVMAppendBasicBlockInContext(g.ctx, wrap, "entry"));
+	unsigned np = LLVMCountParams(kfn);
+	LLVMValueRef kargs[64];
+	for (unsigned i = 0; i < np; i++) {
+		LLVMValueRef ix = LLVMConstInt(g.i64, i, 0);
+		LLVMValueRef slotp = LLVMBuildGEP2(g.b, pt, LLVMGetParam(wrap, 0), &ix, 1, "");
+		LLVMTypeRef ty = LLVMTypeOf(LLVMGetParam(kfn, i));
+		LLVMValueRef v = LLVMBuildLoad2(g.b, pt, slotp, "");
+		kargs[i] = ty == pt ? v : LLVMBuildLoad2(g.b, ty, v, "");
+	}
+	LLVMBuildCall2(g.b, kty, kfn, kargs, np, "");
+	LLVMBuildRetVoid(g.b);
+	char *triple = LLVMGetDefaultTargetTriple();
+	LLVMSetTarget(g.mod, triple);
+	LLVMDisposeMessage(triple);
+	LLVMSetDataLayout(g.mod, "");
+	if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg)) {
+		printf("FAIL %s: verifier: %s\n", file, msg);
+		LLVMDisposeMessage(msg);
+		cg_dispose(&g);
+		return -1;
+	}
+	LLVMDisposeMessage(msg);
+	LLVMModuleRef mod = g.mod;
+	struct LLVMMCJITCompilerOptions o;
+	LLVMInitializeMCJITCompilerOptions(&o, sizeof o);
+	o.OptLevel = 2;
+	if (LLVMCreateMCJITCompilerForModule(&ee, mod, &o, sizeof o, &msg)) {
+		printf("FAIL %s: MCJIT: %s\n", file, msg);
+		LLVMDisposeMessage(msg);
+		cg_dispose(&g);
+		return -1;
+	}
+	g.mod = NULL;
+	for (size_t i = 0; i < sizeof emu_fns / sizeof *emu_fns; i++) {
+		LLVMValueRef fn = LLVMGetNamedFunction(mod, emu_fns[i]);
+		if (fn)
+			LLVMAddGlobalMapping(ee, fn, emu_addr[i]);
+	}
+	entry = (void (*)(void **))(uintptr_t)LLVMGetFunctionAddress(ee, "precc_emu_entry");
+
+	/* buffers: params filled, outputs zeroed; the interpreter gets the params */
+	IrInterpOpts io;
+	ir_interp_opts_init(&io);
+	io.m = M;
+	io.threads = 2;
+	io.seed = 0x0123456789abcdefULL;
+	ip = ir_interp_new(f, &io, err, sizeof err);
+	if (!ip) {
+		printf("FAIL %s: interpreter: %s\n", file, err);
+		goto done;
+	}
+	for (int i = 0; i < info.nparams; i++) {
+		int v = info.param_value[i];
+		const Type *ty = &f->val[v].type;
+		long rows = ty->rank == 2 ? extent(ty->dim[0]) : 1, cols = extent(ty->dim[ty->rank - 1]);
+		size_t bytes = (size_t)(rows * cols) * precc_interp_elem_bytes(ty->fmt);
+		buf[i] = calloc(1, bytes);
+		args[i] = buf[i];
+		const Ins *d = ir_def_ins(f, v);
+		if (d && d->op == OP_param) {
+			fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, f->val[v].name);
+			if (ir_interp_bind(ip, f->val[v].name, buf[i], bytes)) {
+				printf("FAIL %s: bind %s: %s\n", file, f->val[v].name, ir_interp_error(ip));
+				goto done;
+			}
+		}
+	}
+	int64_t m = M, seed = (int64_t)io.seed;
+	int na = info.nparams;
+	if (info.has_m)
+		args[na++] = &m;
+	if (info.has_seed)
+		args[na++] = &seed;
+	entry_args = args;
+	unsigned gx = 1, gy = 1;
+	if (info.shape == CG_DELAYED_UPDATE) {
+		gx = 1;
+	} else if (info.tiled) {
+		const Type *dt = &f->val[info.data].type;
+		long rows = extent(dt->dim[0]), cols = extent(dt->dim[1]);
+		gx = (unsigned)((cols + info.tile_cols - 1) / info.tile_cols);
+		gy = (unsigned)((rows + info.tile_rows - 1) / info.tile_rows);
+	} else {
+		const Type *dt = &f->val[info.data].type;
+		long rows = extent(dt->dim[0]), cols = extent(dt->dim[1]);
+		gx = (unsigned)((rows * cols + info.elems_per_cta - 1) / info.elems_per_cta);
+	}
+	launch(info.threads, gx, gy);
+	if (ir_interp_run(ip)) {
+		printf("FAIL %s: interpreter: %s\n", file, ir_interp_error(ip));
+		goto done;
+	}
+	rc = 0;
+	for (int i = 0; i < info.nparams; i++) {
+		int v = info.param_value[i];
+		if (ir_def_ins(f, v)->op == OP_param)
+			continue;
+		long r, c;
+		size_t bytes = ir_interp_value_bytes(ip, v, &r, &c);
+		const uint8_t *want = ir_interp_value(ip, v), *got = buf[i];
+		if (!memcmp(want, got, bytes))
+			continue;
+		size_t es = precc_interp_elem_bytes(f->val[v].type.fmt), k = 0, bad = 0;
+		for (k = 0; k < bytes; k += es)
+			if (memcmp(want + k, got + k, es))
+				bad++;
+		for (k = 0; k < bytes && !memcmp(want + k, got + k, es); k += es)
+			;
+		uint32_t wv = 0, gv = 0;
+		memcpy(&wv, want + k, es);
+		memcpy(&gv, got + k, es);
+		printf("FAIL %s: %%%s: %zu of %zu elements differ; first at %zu: kernel 0x%x, "
+		       "interpreter 0x%x\n", file, f->val[v].name, bad, bytes / es, k / es, gv, wv);
+		rc = -1;
+	}
+	if (emu_break)
+		goto done;
+	printf("%s %-18s %-16s %d threads, grid %ux%u\n", rc ? "FAIL" : "ok  ", file,
+	       codegen_shape_name(info.shape), info.threads, gx, gy);
+done:
+	for (int i = 0; i < 64; i++)
+		free(buf[i]);
+	ir_interp_free(ip);
+	if (ee)
+		LLVMDisposeExecutionEngine(ee);
+	cg_dispose(&g);
+	return rc;
+}
+
+static int
+cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *dir = argc > 1 ? argv[1] : "kernels";
+	char *names[64], err[1024];
+	int n = 0, fails = 0;
+
+	LLVMLinkInMCJIT();
+	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
+		printf("skipped: this LLVM has no native target to JIT for\n");
+		return 77;
+	}
+	DIR *d = opendir(dir);
+	if (!d) {
+		fprintf(stderr, "test_emu: cannot open %s\n", dir);
+		return 1;
+	}
+	for (struct dirent *de; (de = readdir(d)) && n < 64;) {
+		size_t l = strlen(de->d_name);
+		if (l > 3 && !strcmp(de->d_name + l - 3, ".ir"))
+			names[n++] = strdup(de->d_name);
+	}
+	closedir(d);
+	qsort(names, (size_t)n, sizeof *names, cmp);
+	for (int i = 0; i < n; i++) {
+		char path[1024];
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		char *text = slurp(path);
+		if (text) {
+			subst(text, "[4096,4096]", "[512,512]");
+			subst(text, "[32,32]{128x128}", "[4,4]{128x128}");
+			subst(text, "[256,256]{16x16}", "[32,32]{16x16}");
+		}
+		Module *m = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
+		free(text);
+		if (!m || ir_verify(m, err, sizeof err)) {
+			printf("FAIL %s: %s\n", names[i], err);
+			fails++;
+		} else {
+			for (int k = 0; k < m->nfn; k++)
+				fails += check_kernel(m->fn[k], names[i]) != 0;
+		}
+		ir_module_free(m);
+		free(names[i]);
+	}
+	/* the check can fail: a corrupted cvt must be caught */
+	char path[1024];
+	snprintf(path, sizeof path, "%s/quant_tensor.ir", dir);
+	char *text = slurp(path);
+	Module *m = text ? ir_parse(text, "quant_tensor.ir", err, sizeof err) : NULL;
+	free(text);
+	emu_break = 1;
+	printf("self-test, one cvt corrupted:\n");
+	if (!m || check_kernel(m->fn[0], "quant_tensor.ir") == 0) {
+		printf("FAIL: a corrupted cvt went unnoticed\n");
+		fails++;
+	}
+	ir_module_free(m);
+	printf("%d kernel files, %d failures\n", n, fails);
+	return fails ? 1 : 0;
+}
