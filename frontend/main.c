@@ -10,6 +10,7 @@
 static const struct { const char *name; int (*run)(int, char **); const char *what; } cmds[] = {
 	{"check", cmd_check, "validate a recipe against a model and print the per-layer plan"},
 	{"ir",    cmd_ir,    "lower a recipe x model to IR and print it"},
+	{"build", cmd_build, "compile a recipe x model to kernels, manifest and C launchers"},
 	{"sim",   cmd_sim,   "measure a recipe's accuracy on one layer (interpreter vs float64)"},
 	{"fmt",   cmd_fmt,   "format calculator: encode/decode values, list a format's codes"},
 };

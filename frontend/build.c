@@ -1,0 +1,1424 @@
+/*
+ * build.c — precc build: a recipe x model through the passes to one PTX
+ * (and, with ptxas, one cubin) per distinct kernel per target, the
+ * manifest.json that precc_rt reads, and generated C launchers
+ * (docs/artifacts.md). Kernels are named and deduplicated by their content
+ * hash and kept in the kernel cache (cache.c); misses are compiled on
+ * --jobs threads, each with its own LLVM context, ptxas as a child process.
+ * --emit prints one layer's kernels at one stage instead.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+#include "cache.h"
+#include "cli.h"
+#include "codegen.h"
+#include "ir.h"
+#include "passes.h"
+#include "recipe.h"
+
+extern char **environ;
+
+#define MAXTARGET NCGSM
+#define PROGRESS_MIN 8          /* a progress bar for builds with more kernels */
+
+typedef struct Job {
+	const Func *f;              /* the kernel func, in mods[t] */
+	int t;                      /* index into Build.tg */
+	char name[24];              /* k_<16 hex>: manifest name, file stem */
+	uint64_t key;               /* cache key */
+	CacheEntry e;
+	int hit;                    /* came from the cache */
+	int reptxas;                /* hit without a cubin: ptxas only */
+	double ptxas_ms;
+	char *err;                  /* malloc'ed message when it failed */
+} Job;
+
+typedef struct Build {
+	const char *recipe_path, *model_path, *out, *layer, *emit;
+	int ntg;
+	const Target *tg[MAXTARGET];
+	CodegenSm sm[MAXTARGET];
+	Module *mods[MAXTARGET];
+	Job *jobs; int njobs;
+	struct { const Func *f; int job; } *kmap; int nkmap;   /* kernel func -> job */
+	char ptxas[4096];           /* "" when none */
+	int jobs_n, timing, no_cache;
+	Cache *cache;
+	/* progress, shared by the workers */
+	pthread_mutex_t mu;
+	int next, done, progress;
+	uint64_t recipe_hash, model_hash;
+	double ms_front, ms_passes, ms_compile, ms_write;   /* --time phases */
+} Build;
+
+static double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void
+help(FILE *f)
+{
+	fputs("usage: precc build RECIPE --model MODEL --target sm_90a[,sm_89,...] -o DIR\n"
+	      "                   [--no-cache] [--jobs N] [--time]\n"
+	      "       precc build RECIPE --model MODEL --emit=ir|llvm|ptx [--layer PATTERN]\n"
+	      "                   [--target T]\n\n"
+	      "Compile every distinct kernel of a recipe x model for each target and write\n"
+	      "the artifact directory precc_rt loads (docs/artifacts.md): manifest.json,\n"
+	      "<kernel>.<sm>.ptx, <kernel>.<sm>.cubin (when ptxas is found: $PRECC_PTXAS,\n"
+	      "/usr/local/cuda/bin/ptxas, then PATH), precc_kernels.h and precc_kernels.c.\n"
+	      "Kernels are cached by content hash under $PRECC_CACHE_DIR (default\n"
+	      "$XDG_CACHE_HOME/precc or ~/.cache/precc).\n\n"
+	      "  RECIPE             a recipe file (.lua)\n"
+	      "  --model MODEL      a Lua model file (.lua) or a HuggingFace config.json\n"
+	      "  --target T[,T...]  sm_89, sm_90, sm_90a (default sm_90a)\n"
+	      "  -o DIR             the artifact directory (made if missing)\n"
+	      "  --emit=STAGE       print the kernels of the layers matching --layer at\n"
+	      "                     STAGE (ir: after the passes, llvm: after O3, ptx) to\n"
+	      "                     stdout, for the first target; writes nothing\n"
+	      "  --layer PATTERN    with --emit: a shell glob on the whole FQN when it has\n"
+	      "                     * ? or [, otherwise a substring\n"
+	      "  --no-cache         neither read nor write the kernel cache\n"
+	      "  --jobs N, -j N     compile on N threads (default: the online cores)\n"
+	      "  --time             per-kernel LLVM and ptxas times, cache hits, total\n"
+	      "                     (also PRECC_TIME=1), on stderr\n"
+	      "  --help             this text\n\n"
+	      "exit status: 0 success, 1 user error (bad recipe or model, unwritable\n"
+	      "directory, a kernel codegen or ptxas rejects), 2 bad usage\n", f);
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static void
+job_fail(Job *j, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (!j->err && vasprintf(&j->err, fmt, ap) < 0)
+		j->err = NULL;
+	va_end(ap);
+	if (!j->err)
+		j->err = xstrdup("precc: error: out of memory");
+}
+
+static char *
+func_text(const Func *f, const char *name)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *m = open_memstream(&buf, &n);
+	Func copy = *f;
+
+	if (!m)
+		die("open_memstream: %s", strerror(errno));
+	if (name)
+		copy.name = (char *)name;
+	ir_print_func(m, &copy);
+	fclose(m);
+	return buf;
+}
+
+/* A type's IR spelling into buf (ir_print_type on a fixed buffer). */
+static const char *
+type_str(const Type *t, char *buf, size_t n)
+{
+	FILE *m = fmemopen(buf, n, "w");
+
+	if (!m)
+		die("fmemopen: %s", strerror(errno));
+	ir_print_type(m, t);
+	fputc(0, m);
+	fclose(m);
+	buf[n - 1] = 0;
+	return buf;
+}
+
+static int
+write_file(const char *dir, const char *name, const void *p, size_t n, char *err, size_t errsz)
+{
+	char path[4200];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if (!(f = fopen(path, "wb")) || fwrite(p, 1, n, f) != n) {
+		snprintf(err, errsz, "%s: error: cannot write: %s", path, strerror(errno));
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	if (fclose(f)) {
+		snprintf(err, errsz, "%s: error: cannot write: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static unsigned char *
+read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+	unsigned char *b;
+
+	if (!f)
+		return NULL;
+	if (fstat(fileno(f), &st)) {
+		fclose(f);
+		return NULL;
+	}
+	b = xmalloc((size_t)st.st_size + 1);
+	*len = fread(b, 1, (size_t)st.st_size, f);
+	b[*len] = 0;
+	fclose(f);
+	return b;
+}
+
+static int
+mkdir_p(const char *dir)
+{
+	char buf[4096];
+
+	snprintf(buf, sizeof buf, "%s", dir);
+	for (char *p = buf + 1; *p; p++)
+		if (*p == '/') {
+			*p = 0;
+			if (mkdir(buf, 0777) && errno != EEXIST)
+				return -1;
+			*p = '/';
+		}
+	if (mkdir(buf, 0777) && errno != EEXIST)
+		return -1;
+	struct stat st;
+	if (stat(buf, &st))
+		return -1;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return access(buf, W_OK | X_OK);
+}
+
+/* $PRECC_PTXAS, else /usr/local/cuda/bin/ptxas, else ptxas on PATH. */
+static void
+find_ptxas(char *out, size_t n, char *why, size_t whysz)
+{
+	const char *env = getenv("PRECC_PTXAS"), *path = getenv("PATH");
+
+	*out = 0;
+	if (env && *env) {
+		if (access(env, X_OK) == 0)
+			snprintf(out, n, "%s", env);
+		else
+			snprintf(why, whysz, "PRECC_PTXAS=%s: %s", env, strerror(errno));
+		return;
+	}
+	if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) {
+		snprintf(out, n, "/usr/local/cuda/bin/ptxas");
+		return;
+	}
+	for (const char *p = path; p && *p;) {
+		const char *e = strchr(p, ':');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		char cand[4096];
+		snprintf(cand, sizeof cand, "%.*s/ptxas", (int)l, l ? p : ".");
+		if (access(cand, X_OK) == 0) {
+			snprintf(out, n, "%s", cand);
+			return;
+		}
+		p = e ? e + 1 : NULL;
+	}
+	snprintf(why, whysz, "not in /usr/local/cuda/bin or on PATH; set PRECC_PTXAS");
+}
+
+/* The compiler's identity for the cache key: this executable's size and
+ * mtime (a rebuilt precc never reads its predecessor's kernels), the LLVM
+ * version, and the ptxas used. */
+static uint64_t
+compiler_identity(const char *ptxas)
+{
+	uint64_t h = ir_hash_str(IR_HASH_INIT, PRECC_VERSION);
+	struct stat st;
+
+	h = ir_hash_str(h, codegen_llvm_version());
+	if (stat("/proc/self/exe", &st) == 0) {
+		h = ir_hash_bytes(h, &st.st_size, sizeof st.st_size);
+		h = ir_hash_bytes(h, &st.st_mtim, sizeof st.st_mtim);
+	}
+	h = ir_hash_str(h, *ptxas ? ptxas : "no ptxas");
+	if (*ptxas && stat(ptxas, &st) == 0) {
+		h = ir_hash_bytes(h, &st.st_size, sizeof st.st_size);
+		h = ir_hash_bytes(h, &st.st_mtim, sizeof st.st_mtim);
+	}
+	return h;
+}
+
+static uint64_t
+model_identity(const Model *md)
+{
+	uint64_t h = ir_hash_str(IR_HASH_INIT, md->name ? md->name : "");
+
+	for (int i = 0; i < md->nlinears; i++) {
+		const Linear *l = &md->linears[i];
+		long v[4] = {l->in_features, l->out_features, l->tied, l->bias};
+		h = ir_hash_str(h, l->fqn);
+		h = ir_hash_bytes(h, v, sizeof v);
+	}
+	return h;
+}
+
+static uint64_t
+file_identity(const char *path)
+{
+	size_t n = 0;
+	unsigned char *b = read_file(path, &n);
+	uint64_t h = b ? ir_hash_bytes(IR_HASH_INIT, b, n) : ir_hash_str(IR_HASH_INIT, path);
+
+	free(b);
+	return h;
+}
+
+static const char *
+base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+/* "llama-3-8b.json" -> "llama-3-8b" */
+static char *
+stem(const char *path)
+{
+	char *s = xstrdup(base_name(path)), *dot = strrchr(s, '.');
+
+	if (dot && dot != s)
+		*dot = 0;
+	return s;
+}
+
+/* ---- ptxas -------------------------------------------------------------- */
+
+static long
+scan_after(const char *log, const char *word, int before)
+{
+	/* ptxas -v: "Used 24 registers", "0 bytes spill stores" */
+	long best = -1;
+
+	for (const char *p = log; (p = strstr(p, word)); p += strlen(word)) {
+		long v;
+		if (before) {
+			const char *q = p;
+			while (q > log && q[-1] == ' ')
+				q--;
+			while (q > log && q[-1] >= '0' && q[-1] <= '9')
+				q--;
+			v = strtol(q, NULL, 10);
+		} else
+			v = strtol(p + strlen(word), NULL, 10);
+		if (v > best)
+			best = v;
+	}
+	return best;
+}
+
+static int
+run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath)
+{
+	char log[4300], arch[32];
+	const char *sm = b->tg[j->t]->name;
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int st = 0, rc;
+	double t0 = now_ms();
+
+	snprintf(log, sizeof log, "%s.log", cubinpath);
+	snprintf(arch, sizeof arch, "-arch=%s", sm);
+	char *argv[] = {b->ptxas, "-v", arch, "-o", (char *)cubinpath, (char *)ptxpath, NULL};
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	rc = posix_spawn(&pid, b->ptxas, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc) {
+		job_fail(j, "precc: error: cannot run %s: %s", b->ptxas, strerror(rc));
+		return -1;
+	}
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	j->ptxas_ms = now_ms() - t0;
+	size_t n = 0;
+	char *text = (char *)read_file(log, &n);
+	unlink(log);
+	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+		job_fail(j, "precc: error: ptxas rejected %s (%s):\n%s", ptxpath,
+		         j->f->name, text ? text : "");
+		free(text);
+		return -1;
+	}
+	j->e.regs = text ? (int)scan_after(text, "Used ", 0) : -1;
+	long spills = text ? scan_after(text, " bytes spill stores", 1) : -1;
+	long loads = text ? scan_after(text, " bytes spill loads", 1) : -1;
+	j->e.spill_bytes = spills > loads ? (int)spills : (int)loads;
+	free(text);
+	free(j->e.cubin);
+	j->e.cubin = read_file(cubinpath, &j->e.cubin_len);
+	if (!j->e.cubin) {
+		job_fail(j, "precc: error: ptxas wrote no %s", cubinpath);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- compiling ---------------------------------------------------------- */
+
+static void
+progress(Build *b)
+{
+	int w = 30, fill;
+
+	if (!b->progress)
+		return;
+	fill = b->njobs ? b->done * w / b->njobs : w;
+	fputc('\r', stderr);
+	fputc('[', stderr);
+	for (int i = 0; i < w; i++)
+		fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
+	fprintf(stderr, "] %d/%d kernels", b->done, b->njobs);
+	if (b->done == b->njobs)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
+static void
+compile_job(Build *b, Job *j)
+{
+	char ptxname[64], ptxpath[4200], cubinpath[4200];
+	const char *sm = b->tg[j->t]->name;
+
+	snprintf(ptxname, sizeof ptxname, "%s.%s.ptx", j->name, sm);
+	snprintf(ptxpath, sizeof ptxpath, "%s/%s", b->out, ptxname);
+	snprintf(cubinpath, sizeof cubinpath, "%s/%s.%s.cubin", b->out, j->name, sm);
+	if (!j->hit) {
+		CodegenTarget ct = {b->sm[j->t], 0};
+		char err[1024];
+		if (codegen_kernel_ptx(j->f, &ct, &j->e.ptx, &j->e.info, err, sizeof err)) {
+			job_fail(j, "precc: error: %s", err);
+			return;
+		}
+		j->e.ptx_len = strlen(j->e.ptx);
+		j->e.regs = j->e.spill_bytes = -1;
+	}
+	char werr[4400];
+	if (write_file(b->out, ptxname, j->e.ptx, j->e.ptx_len, werr, sizeof werr)) {
+		job_fail(j, "%s", werr);
+		return;
+	}
+	if (*b->ptxas && !j->e.cubin) {
+		if (run_ptxas(b, j, ptxpath, cubinpath))
+			return;
+	} else if (j->e.cubin) {
+		char name[64];
+		snprintf(name, sizeof name, "%s.%s.cubin", j->name, sm);
+		if (write_file(b->out, name, j->e.cubin, j->e.cubin_len, werr, sizeof werr)) {
+			job_fail(j, "%s", werr);
+			return;
+		}
+	}
+	if (!j->hit || j->reptxas)
+		cache_put(b->cache, j->key, &j->e);
+}
+
+static void *
+worker(void *arg)
+{
+	Build *b = arg;
+
+	for (;;) {
+		pthread_mutex_lock(&b->mu);
+		int k = b->next < b->njobs ? b->next++ : -1;
+		pthread_mutex_unlock(&b->mu);
+		if (k < 0)
+			return NULL;
+		compile_job(b, &b->jobs[k]);
+		pthread_mutex_lock(&b->mu);
+		b->done++;
+		progress(b);
+		pthread_mutex_unlock(&b->mu);
+	}
+}
+
+static int
+compile_all(Build *b)
+{
+	int nth = b->jobs_n, nwork = 0;
+
+	for (int k = 0; k < b->njobs; k++) {
+		Job *j = &b->jobs[k];
+		j->hit = cache_get(b->cache, j->key, &j->e);
+		if (j->hit && *b->ptxas && !j->e.cubin)
+			j->reptxas = 1;
+		nwork += !j->hit || j->reptxas;
+	}
+	b->progress = isatty(2) && nwork > PROGRESS_MIN;
+	if (nth > nwork)
+		nth = nwork;
+	if (nth <= 1) {
+		for (int k = 0; k < b->njobs; k++) {
+			compile_job(b, &b->jobs[k]);
+			b->done++;
+			progress(b);
+		}
+	} else {
+		pthread_t *th = xcalloc((size_t)nth, sizeof *th);
+		int started = 0;
+		for (int i = 0; i < nth; i++)
+			if (pthread_create(&th[i], NULL, worker, b) == 0)
+				started++;
+			else
+				break;
+		if (!started)
+			worker(b);
+		for (int i = 0; i < started; i++)
+			pthread_join(th[i], NULL);
+		free(th);
+	}
+	int bad = 0;
+	for (int k = 0; k < b->njobs; k++)
+		if (b->jobs[k].err) {
+			fprintf(stderr, "%s\n", b->jobs[k].err);
+			bad = 1;
+		}
+	return bad ? -1 : 0;
+}
+
+/* ---- kernels and layers ------------------------------------------------- */
+
+static Job *
+find_job(Build *b, int t, const char *func)
+{
+	const Func *f = ir_find_func(b->mods[t], func);
+
+	for (int k = 0; f && k < b->nkmap; k++)
+		if (b->kmap[k].f == f)
+			return &b->jobs[b->kmap[k].job];
+	return NULL;
+}
+
+/* One job per distinct kernel x target: kernels with the same content hash
+ * (in one module or across targets) share a job. */
+static void
+collect_jobs(Build *b, uint64_t ident)
+{
+	int cap = 0, kcap = 0;
+
+	for (int t = 0; t < b->ntg; t++) {
+		const Module *m = b->mods[t];
+		for (int i = 0; i < m->nfn; i++) {
+			const Func *f = m->fn[i];
+			if (!f->kernel)
+				continue;
+			uint64_t h = ir_func_hash(f, b->tg[t]->name);
+			char name[24];
+			int k;
+			snprintf(name, sizeof name, "k_%016llx", (unsigned long long)h);
+			for (k = 0; k < b->njobs; k++)
+				if (!strcmp(b->jobs[k].name, name))
+					break;
+			if (k == b->njobs) {
+				if (b->njobs == cap)
+					b->jobs = xrealloc(b->jobs, (size_t)(cap = cap ? cap * 2 : 64)
+					                            * sizeof *b->jobs);
+				Job *j = &b->jobs[b->njobs++];
+				memset(j, 0, sizeof *j);
+				j->f = f;
+				j->t = t;
+				snprintf(j->name, sizeof j->name, "%s", name);
+				j->key = ir_hash_str(ir_hash_bytes(ident, &h, sizeof h), b->tg[t]->name);
+			}
+			if (b->nkmap == kcap)
+				b->kmap = xrealloc(b->kmap, (size_t)(kcap = kcap ? kcap * 2 : 64)
+				                            * sizeof *b->kmap);
+			b->kmap[b->nkmap].f = f;
+			b->kmap[b->nkmap++].job = k;
+		}
+	}
+}
+
+static int
+nparams_of(const Func *f)
+{
+	int n = 0;
+
+	for (int i = 0; i < f->nins; i++)
+		n += f->ins[i].op == OP_param;
+	return n;
+}
+
+static const char *
+param_role(ParamKind k)
+{
+	static const char *const names[NPARAMKIND] = {
+		[PARAM_IN] = "input", [PARAM_WEIGHT] = "weight", [PARAM_GRAD] = "grad_output",
+		[PARAM_STATE] = "state", [PARAM_BIAS] = "bias", [PARAM_BUF] = "buffer"};
+	return (unsigned)k < NPARAMKIND ? names[k] : "buffer";
+}
+
+/* Outputs that an atomic max accumulates into: whole-tensor amax values. */
+static int
+zero_output(const Func *f, int v)
+{
+	const Ins *d = ir_def_ins(f, v);
+
+	return d && d->op == OP_amax && d->type.is_scale && d->type.block[0] == 0
+	       && d->type.block[1] == 0;
+}
+
+static cJSON *
+kernel_json(Build *b, Job *j)
+{
+	const Func *f = j->f;
+	const CodegenKernel *in = &j->e.info;
+	cJSON *k = cJSON_CreateObject(), *g, *ps, *zo, *files, *ft;
+	int nin = nparams_of(f);
+
+	cJSON_AddStringToObject(k, "name", j->name);
+	cJSON_AddStringToObject(k, "shape", codegen_shape_name(in->shape));
+	cJSON_AddStringToObject(k, "entry", in->name);
+	cJSON_AddStringToObject(k, "target", b->tg[j->t]->name);
+	cJSON_AddStringToObject(k, "func", f->name);
+	cJSON_AddNumberToObject(k, "threads", in->threads);
+	g = cJSON_AddObjectToObject(k, "grid");
+	cJSON_AddBoolToObject(g, "tiled", in->tiled);
+	cJSON_AddStringToObject(g, "data", in->data >= 0 && in->data < f->nval
+	                                   ? f->val[in->data].name : "");
+	cJSON_AddNumberToObject(g, "elems_per_cta", (double)in->elems_per_cta);
+	cJSON_AddNumberToObject(g, "tile_rows", (double)in->tile_rows);
+	cJSON_AddNumberToObject(g, "tile_cols", (double)in->tile_cols);
+	cJSON_AddNumberToObject(g, "m_multiple", (double)(in->m_multiple > 0 ? in->m_multiple : 1));
+	if (f->pattr[PA_LAUNCH])
+		cJSON_AddStringToObject(k, "launch", f->pattr[PA_LAUNCH]);
+	ps = cJSON_AddArrayToObject(k, "params");
+	zo = cJSON_CreateArray();
+	for (int i = 0; i < in->nparams; i++) {
+		int v = in->param_value[i];
+		cJSON *p = cJSON_CreateObject();
+		char ty[128];
+		cJSON_AddStringToObject(p, "name", f->val[v].name);
+		cJSON_AddStringToObject(p, "dir", i < nin ? "in" : "out");
+		cJSON_AddStringToObject(p, "type", type_str(&f->val[v].type, ty, sizeof ty));
+		cJSON_AddItemToArray(ps, p);
+		if (i >= nin && zero_output(f, v))
+			cJSON_AddItemToArray(zo, cJSON_CreateString(f->val[v].name));
+	}
+	cJSON_AddBoolToObject(k, "has_m", in->has_m);
+	cJSON_AddBoolToObject(k, "has_seed", in->has_seed);
+	cJSON_AddItemToObject(k, "zero_outputs", zo);
+	char *ir = func_text(f, j->name);
+	cJSON_AddStringToObject(k, "ir", ir);
+	free(ir);
+	files = cJSON_AddObjectToObject(k, "files");
+	ft = cJSON_AddObjectToObject(files, b->tg[j->t]->name);
+	char fn[64];
+	snprintf(fn, sizeof fn, "%s.%s.ptx", j->name, b->tg[j->t]->name);
+	cJSON_AddStringToObject(ft, "ptx", fn);
+	if (j->e.cubin) {
+		snprintf(fn, sizeof fn, "%s.%s.cubin", j->name, b->tg[j->t]->name);
+		cJSON_AddStringToObject(ft, "cubin", fn);
+		cJSON_AddNumberToObject(ft, "regs", j->e.regs);
+		cJSON_AddNumberToObject(ft, "spill_bytes", j->e.spill_bytes);
+	}
+	return k;
+}
+
+/* The GEMMs of a step func by name: ret operand k is the result of the
+ * k-th GEMM of the layer's merged fprop, dgrad, wgrad (merge.c). */
+static void
+gemm_names(const Func *f, const char **name)
+{
+	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
+	int k = 0;
+
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_ret)
+			for (int a = 0; a < f->ins[i].narg && a < 3; a++) {
+				const Ins *d = ir_def_ins(f, f->ins[i].arg[a]);
+				if (d && d->op == OP_cast && d->narg)
+					d = ir_def_ins(f, d->arg[0]);
+				if (d && d->op == OP_gemm)
+					name[d - f->ins] = g3[a];
+			}
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_gemm) {
+			if (!name[i])
+				name[i] = g3[k < 3 ? k : 2];
+			k++;
+		}
+}
+
+static void
+add_buffer(cJSON *bufs, const Func *f, int v, const char *role, char *seen)
+{
+	if (seen[v])
+		return;
+	seen[v] = 1;
+	cJSON *o = cJSON_CreateObject();
+	char ty[128];
+	cJSON_AddStringToObject(o, "name", f->val[v].name);
+	cJSON_AddStringToObject(o, "type", type_str(&f->val[v].type, ty, sizeof ty));
+	cJSON_AddStringToObject(o, "role", role);
+	cJSON_AddItemToArray(bufs, o);
+}
+
+static const char *
+result_role(const Func *f, int v)
+{
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		if (in->op == OP_update && in->narg == 2 && in->arg[1] == v)
+			return "next_state";
+	}
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		if (in->op == OP_gemm || in->op == OP_ret)
+			for (int a = 0; a < in->narg; a++)
+				if (in->arg[a] == v)
+					return "output";
+	}
+	return "scratch";
+}
+
+static cJSON *
+layers_json(Build *b, int t)
+{
+	const Module *m = b->mods[t];
+	cJSON *layers = cJSON_CreateArray();
+
+	for (int i = 0; i < m->nfn; i++) {
+		const Func *f = m->fn[i];
+		if (f->kernel)
+			continue;
+		cJSON *l = cJSON_CreateObject(), *bufs, *steps, *ups;
+		const char **gname = xcalloc((size_t)f->nins + 1, sizeof *gname);
+		char *seen = xcalloc((size_t)f->nval + 1, 1);
+		gemm_names(f, gname);
+		cJSON_AddStringToObject(l, "fqn", f->name);
+		bufs = cJSON_AddArrayToObject(l, "buffers");
+		steps = cJSON_AddArrayToObject(l, "steps");
+		for (int k = 0; k < f->nins; k++) {
+			const Ins *in = &f->ins[k];
+			if (in->op != OP_call)
+				continue;
+			Job *j = find_job(b, t, in->callee);
+			if (!j)
+				die("call of unknown kernel @%s in @%s", in->callee, f->name);
+			const char *gemm = NULL;
+			for (int q = k + 1; q < f->nins && !gemm; q++)
+				gemm = gname[q];
+			for (int q = k - 1; q >= 0 && !gemm; q--)
+				gemm = gname[q];
+			cJSON *s = cJSON_CreateObject(), *args;
+			cJSON_AddStringToObject(s, "kernel", j->name);
+			cJSON_AddStringToObject(s, "gemm", gemm ? gemm : "none");
+			args = cJSON_AddArrayToObject(s, "args");
+			/* kernel params map to call operands, kernel ret operands to
+			 * call results */
+			const Func *kf = j->f;
+			const Ins *ret = NULL;
+			for (int q = 0; q < kf->nins; q++)
+				if (kf->ins[q].op == OP_ret)
+					ret = &kf->ins[q];
+			for (int p = 0; p < j->e.info.nparams; p++) {
+				int kv = j->e.info.param_value[p], cv = -1, pi = 0;
+				for (int q = 0; q < kf->nins && cv < 0; q++)
+					if (kf->ins[q].op == OP_param) {
+						if (kf->ins[q].res == kv && pi < in->narg)
+							cv = in->arg[pi];
+						pi++;
+					}
+				for (int r = 0; ret && cv < 0 && r < ret->narg; r++)
+					if (ret->arg[r] == kv && r < ir_nres(in))
+						cv = ir_res(in, r);
+				if (cv < 0)
+					die("@%s: kernel value %%%s has no buffer at the call in @%s", kf->name,
+					    kf->val[kv].name, f->name);
+				const Ins *d = ir_def_ins(f, cv);
+				add_buffer(bufs, f, cv, d && d->op == OP_param ? param_role(d->param)
+				                                            : result_role(f, cv), seen);
+				cJSON_AddItemToArray(args, cJSON_CreateString(f->val[cv].name));
+			}
+			cJSON_AddItemToArray(steps, s);
+		}
+		ups = cJSON_AddArrayToObject(l, "updates");
+		for (int k = 0; k < f->nins; k++)
+			if (f->ins[k].op == OP_update && f->ins[k].narg == 2) {
+				cJSON *u = cJSON_CreateObject();
+				cJSON_AddStringToObject(u, "state", f->val[f->ins[k].arg[0]].name);
+				cJSON_AddStringToObject(u, "next", f->val[f->ins[k].arg[1]].name);
+				cJSON_AddItemToArray(ups, u);
+			}
+		free(gname);
+		free(seen);
+		cJSON_AddItemToArray(layers, l);
+	}
+	return layers;
+}
+
+static char *
+manifest_text(Build *b, const char *recipe_name, const char *model_name)
+{
+	cJSON *root = cJSON_CreateObject(), *o, *ts, *ks;
+	char hex[24];
+
+	cJSON_AddNumberToObject(root, "precc_manifest", 1);
+	cJSON_AddStringToObject(root, "precc_version", PRECC_VERSION);
+	cJSON_AddStringToObject(root, "llvm_version", codegen_llvm_version());
+	o = cJSON_AddObjectToObject(root, "recipe");
+	cJSON_AddStringToObject(o, "name", recipe_name);
+	snprintf(hex, sizeof hex, "%016llx", (unsigned long long)b->recipe_hash);
+	cJSON_AddStringToObject(o, "hash", hex);
+	o = cJSON_AddObjectToObject(root, "model");
+	cJSON_AddStringToObject(o, "name", model_name);
+	snprintf(hex, sizeof hex, "%016llx", (unsigned long long)b->model_hash);
+	cJSON_AddStringToObject(o, "hash", hex);
+	ts = cJSON_AddArrayToObject(root, "targets");
+	for (int t = 0; t < b->ntg; t++)
+		cJSON_AddItemToArray(ts, cJSON_CreateString(b->tg[t]->name));
+	ks = cJSON_AddArrayToObject(root, "kernels");
+	for (int k = 0; k < b->njobs; k++)
+		cJSON_AddItemToArray(ks, kernel_json(b, &b->jobs[k]));
+	cJSON_AddItemToObject(root, "layers", layers_json(b, 0));
+	if (b->ntg > 1) {
+		o = cJSON_AddObjectToObject(root, "target_layers");
+		for (int t = 1; t < b->ntg; t++)
+			cJSON_AddItemToObject(o, b->tg[t]->name, layers_json(b, t));
+	}
+	char *text = cJSON_PrintBuffered(root, 1 << 20, 1);
+	cJSON_Delete(root);
+	if (!text)
+		die("cJSON_Print: out of memory");
+	size_t n = strlen(text);
+	text = xrealloc(text, n + 2);
+	text[n++] = '\n';
+	text[n] = 0;
+	return text;
+}
+
+/* ---- generated C -------------------------------------------------------- */
+
+static void
+c_ident(char *dst, size_t n, const char *name)
+{
+	size_t k = 0;
+
+	if (!((*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') || *name == '_'))
+		dst[k++] = 'p';
+	for (; *name && k + 1 < n; name++)
+		dst[k++] = (*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z')
+		           || (*name >= '0' && *name <= '9') ? *name : '_';
+	dst[k] = 0;
+}
+
+static long
+elem_bytes(precc_format f)
+{
+	return f == PRECC_FP32 || f == PRECC_TF32 ? 4 : f == PRECC_FP16 || f == PRECC_BF16 ? 2 : 1;
+}
+
+/* A C expression for one dim at run time m. */
+static void
+c_dim(FILE *o, long d)
+{
+	if (d >= 0)
+		fprintf(o, "(int64_t)%ld", d);
+	else if (d == DIM_M)
+		fprintf(o, "m");
+	else
+		fprintf(o, "((m + %ld) / %ld)", -d - 1, -d);
+}
+
+static void
+c_extent(FILE *o, const Type *t, const char *rows, const char *cols)
+{
+	fprintf(o, "\tint64_t %s = ", rows);
+	if (t->rank == 1)
+		fprintf(o, "1");
+	else
+		c_dim(o, t->dim[0]);
+	fprintf(o, ", %s = ", cols);
+	c_dim(o, t->dim[t->rank == 1 ? 0 : 1]);
+	fprintf(o, ";\n");
+}
+
+static void
+c_signature(FILE *o, const Job *j)
+{
+	const Func *f = j->f;
+	int nin = nparams_of(f);
+	char id[128];
+
+	fprintf(o, "int precc_%s(", j->name);
+	for (int i = 0; i < j->e.info.nparams; i++) {
+		int v = j->e.info.param_value[i];
+		c_ident(id, sizeof id, f->val[v].name);
+		fprintf(o, "%sprecc_%s *%s, ", i < nin ? "const " : "",
+		        ir_fmt_name(f->val[v].type.fmt), id);
+	}
+	if (j->e.info.has_m)
+		fprintf(o, "int64_t m, ");
+	if (j->e.info.has_seed)
+		fprintf(o, "uint64_t seed, ");
+	fprintf(o, "void *stream)");
+}
+
+static void
+c_text(Build *b, const char *recipe_name, const char *model_name, char **hb, char **cb)
+{
+	size_t hn = 0, cn = 0;
+	FILE *h = open_memstream(hb, &hn), *c = open_memstream(cb, &cn);
+
+	if (!h || !c)
+		die("open_memstream: %s", strerror(errno));
+	fprintf(h, "/*\n * precc_kernels.h — typed launchers for the kernels of manifest.json.\n"
+	           " * Generated by precc build (precc %s, LLVM %s) from recipe %s (%016llx)\n"
+	           " * and model %s (%016llx); do not edit.\n *\n"
+	           " * Plain C, no CUDA header: each launcher computes its grid as the manifest\n"
+	           " * says and calls the launch hook, which precc_rt (or the caller) installs\n"
+	           " * with precc_kernels_set_hooks. Device pointers are typed by element\n"
+	           " * format (one byte per element for 8-bit and narrower formats). Each\n"
+	           " * launcher returns 0, -1 when no hooks are set, -2 when m is not a multiple\n"
+	           " * of the kernel's m_multiple (or negative), else the hook's nonzero result.\n */\n"
+	           "#ifndef PRECC_KERNELS_H\n#define PRECC_KERNELS_H\n\n"
+	           "#include <stddef.h>\n#include <stdint.h>\n\n"
+	           "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+	           "#ifndef PRECC_ELEMENT_TYPES\n#define PRECC_ELEMENT_TYPES\n",
+	        PRECC_VERSION, codegen_llvm_version(), recipe_name,
+	        (unsigned long long)b->recipe_hash, model_name, (unsigned long long)b->model_hash);
+	for (int f = 0; f < PRECC_NFORMAT; f++)
+		fprintf(h, "typedef %s precc_%s;\n",
+		        elem_bytes(f) == 4 ? "float" : elem_bytes(f) == 2 ? "uint16_t" : "uint8_t",
+		        ir_fmt_name(f));
+	fprintf(h, "#endif\n\n"
+	           "#define PRECC_KERNELS_RECIPE_HASH 0x%016llxull\n"
+	           "#define PRECC_KERNELS_MODEL_HASH 0x%016llxull\n"
+	           "#define PRECC_LAUNCH_COOPERATIVE 1u\n\n"
+	           "typedef struct precc_kernels_hooks {\n"
+	           "\tvoid *ctx;\n"
+	           "\t/* Launch kernel `name` (manifest \"name\"; `entry` is its PTX entry)\n"
+	           "\t * on a grid[0] x grid[1] x grid[2] grid of `threads`-thread CTAs. args[i]\n"
+	           "\t * points at kernel parameter i (cuLaunchKernel's kernelParams); stream\n"
+	           "\t * is a CUstream. flags: PRECC_LAUNCH_COOPERATIVE. Returns 0 or an error. */\n"
+	           "\tint (*launch)(void *ctx, const char *name, const char *entry,\n"
+	           "\t              const unsigned grid[3], unsigned threads, unsigned flags,\n"
+	           "\t              void **args, void *stream);\n"
+	           "\t/* Zero `bytes` bytes at device pointer ptr on stream (an atomic amax\n"
+	           "\t * output, before its launch). Returns 0 or an error. */\n"
+	           "\tint (*zero)(void *ctx, void *ptr, size_t bytes, void *stream);\n"
+	           "} precc_kernels_hooks;\n\n"
+	           "/* Copies *hooks; NULL uninstalls. */\n"
+	           "void precc_kernels_set_hooks(const precc_kernels_hooks *hooks);\n\n",
+	        (unsigned long long)b->recipe_hash, (unsigned long long)b->model_hash);
+	fprintf(c, "/* precc_kernels.c — generated by precc build (precc %s); do not edit. */\n"
+	           "#include \"precc_kernels.h\"\n\n"
+	           "static precc_kernels_hooks hooks;\n\n"
+	           "void\nprecc_kernels_set_hooks(const precc_kernels_hooks *h)\n{\n"
+	           "\tif (h)\n\t\thooks = *h;\n\telse\n\t\thooks.launch = 0, hooks.zero = 0, hooks.ctx = 0;\n}\n",
+	        PRECC_VERSION);
+	for (int k = 0; k < b->njobs; k++) {
+		const Job *j = &b->jobs[k];
+		const CodegenKernel *in = &j->e.info;
+		const Func *f = j->f;
+		int nin = nparams_of(f);
+		char id[128];
+
+		fprintf(h, "/* %s (%s, %s): %s, %d threads */\n", j->name, f->name,
+		        b->tg[j->t]->name, codegen_shape_name(in->shape), in->threads);
+		c_signature(h, j);
+		fprintf(h, ";\n");
+		fprintf(c, "\n");
+		c_signature(c, j);
+		fprintf(c, "\n{\n\tunsigned grid[3] = {1, 1, 1};\n");
+		if (in->has_m)
+			fprintf(c, "\tif (m < 0 || m %% %ld)\n\t\treturn -2;\n",
+			        in->m_multiple > 0 ? in->m_multiple : 1);
+		if (in->data >= 0 && in->data < f->nval) {
+			c_extent(c, &f->val[in->data].type, "rows", "cols");
+			if (in->tiled)
+				fprintf(c, "\tgrid[0] = (unsigned)((cols + %ld) / %ld);\n"
+				           "\tgrid[1] = (unsigned)((rows + %ld) / %ld);\n",
+				        in->tile_cols - 1, in->tile_cols, in->tile_rows - 1, in->tile_rows);
+			else
+				fprintf(c, "\tgrid[0] = (unsigned)((rows * cols + %ld) / %ld);\n",
+				        in->elems_per_cta - 1, in->elems_per_cta > 0 ? in->elems_per_cta : 1);
+			fprintf(c, "\tif (grid[0] == 0)\n\t\tgrid[0] = 1;\n"
+			           "\tif (grid[1] == 0)\n\t\tgrid[1] = 1;\n");
+		}
+		fprintf(c, "\tif (!hooks.launch)\n\t\treturn -1;\n");
+		for (int i = nin; i < in->nparams; i++) {
+			int v = in->param_value[i];
+			if (!zero_output(f, v))
+				continue;
+			const Type *t = &f->val[v].type;
+			c_ident(id, sizeof id, f->val[v].name);
+			fprintf(c, "\t{\n\t\tif (!hooks.zero)\n\t\t\treturn -1;\n");
+			c_extent(c, t, "zr", "zc");
+			fprintf(c, "\t\tint rc = hooks.zero(hooks.ctx, (void *)%s, "
+			           "(size_t)(zr * zc * %ld), stream);\n\t\tif (rc)\n\t\t\treturn rc;\n\t}\n",
+			        id, elem_bytes(t->fmt));
+		}
+		fprintf(c, "\tvoid *args[] = {");
+		for (int i = 0; i < in->nparams; i++) {
+			c_ident(id, sizeof id, f->val[in->param_value[i]].name);
+			fprintf(c, "%s(void *)&%s", i ? ", " : "", id);
+		}
+		if (in->has_m)
+			fprintf(c, ", (void *)&m");
+		if (in->has_seed)
+			fprintf(c, ", (void *)&seed");
+		fprintf(c, "};\n\treturn hooks.launch(hooks.ctx, \"%s\", \"%s\", grid, %du, %su, args, "
+		           "stream);\n}\n",
+		        j->name, in->name, in->threads,
+		        f->pattr[PA_LAUNCH] && !strcmp(f->pattr[PA_LAUNCH], "cooperative")
+		        ? "PRECC_LAUNCH_COOPERATIVE" : "0");
+	}
+	fprintf(h, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
+	fclose(h);
+	fclose(c);
+}
+
+/* ---- whole-build cache entries -------------------------------------------
+ * A build of the same recipe bytes, model and targets by the same compiler
+ * makes the same artifacts: its entry holds the three generated files and
+ * the cache keys of its kernels, so a warm build skips lowering and the
+ * passes. Any kernel entry missing or corrupt: the build runs in full. */
+
+static const char *const gen_files[3] = {"manifest.json", "precc_kernels.h", "precc_kernels.c"};
+
+static uint64_t
+build_key(const Build *b, uint64_t ident)
+{
+	uint64_t h = ir_hash_str(ident, "build");
+
+	h = ir_hash_bytes(h, &b->recipe_hash, 8);
+	h = ir_hash_bytes(h, &b->model_hash, 8);
+	for (int t = 0; t < b->ntg; t++)
+		h = ir_hash_str(h, b->tg[t]->name);
+	return h;
+}
+
+static void
+put_build(Build *b, uint64_t key, char *const text[3])
+{
+	unsigned char *p = NULL;
+	size_t n = 0;
+	FILE *m = open_memstream((char **)&p, &n);
+	uint32_t nk = (uint32_t)b->njobs;
+
+	if (!m || !b->cache) {
+		if (m)
+			fclose(m);
+		free(p);
+		return;
+	}
+	fwrite(&nk, 4, 1, m);
+	for (int k = 0; k < b->njobs; k++) {
+		uint32_t t = (uint32_t)b->jobs[k].t;
+		fwrite(&b->jobs[k].key, 8, 1, m);
+		fwrite(&t, 4, 1, m);
+		fwrite(b->jobs[k].name, 1, sizeof b->jobs[k].name, m);
+	}
+	for (int i = 0; i < 3; i++) {
+		uint64_t l = strlen(text[i]);
+		fwrite(&l, 8, 1, m);
+		fwrite(text[i], 1, l, m);
+	}
+	fclose(m);
+	cache_put_blob(b->cache, key, p, n);
+	free(p);
+}
+
+/* 1: the whole build came from the cache and its files are written. */
+static int
+get_build(Build *b, uint64_t key, char *err, size_t errsz)
+{
+	size_t n = 0, at = 4;
+	unsigned char *p = cache_get_blob(b->cache, key, &n);
+	uint32_t nk;
+	char *text[3] = {NULL, NULL, NULL};
+	int ok = 0;
+
+	if (!p)
+		return 0;
+	if (n < 4)
+		goto out;
+	memcpy(&nk, p, 4);
+	if (nk > (n - 4) / 36)
+		goto out;
+	b->jobs = xcalloc(nk ? nk : 1, sizeof *b->jobs);
+	for (uint32_t k = 0; k < nk; k++, b->njobs++) {
+		Job *j = &b->jobs[k];
+		uint32_t t;
+		memcpy(&j->key, p + at, 8);
+		memcpy(&t, p + at + 8, 4);
+		memcpy(j->name, p + at + 12, sizeof j->name);
+		at += 12 + sizeof j->name;
+		j->name[sizeof j->name - 1] = 0;
+		if (t >= (uint32_t)b->ntg || !cache_get(b->cache, j->key, &j->e))
+			goto out;
+		j->t = (int)t;
+		j->hit = 1;
+	}
+	for (int i = 0; i < 3; i++) {
+		uint64_t l;
+		if (n - at < 8)
+			goto out;
+		memcpy(&l, p + at, 8);
+		at += 8;
+		if (l > n - at)
+			goto out;
+		text[i] = xmalloc(l + 1);
+		memcpy(text[i], p + at, l);
+		text[i][l] = 0;
+		at += l;
+	}
+	if (at != n)
+		goto out;
+	ok = 1;
+	for (int k = 0; k < b->njobs && ok == 1; k++) {
+		Job *j = &b->jobs[k];
+		char name[64];
+		snprintf(name, sizeof name, "%s.%s.ptx", j->name, b->tg[j->t]->name);
+		if (write_file(b->out, name, j->e.ptx, j->e.ptx_len, err, errsz))
+			ok = -1;
+		snprintf(name, sizeof name, "%s.%s.cubin", j->name, b->tg[j->t]->name);
+		if (ok == 1 && j->e.cubin
+		    && write_file(b->out, name, j->e.cubin, j->e.cubin_len, err, errsz))
+			ok = -1;
+	}
+	for (int i = 0; i < 3 && ok == 1; i++)
+		if (write_file(b->out, gen_files[i], text[i], strlen(text[i]), err, errsz))
+			ok = -1;
+out:
+	for (int i = 0; i < 3; i++)
+		free(text[i]);
+	free(p);
+	if (!ok) {
+		for (int k = 0; k < b->njobs; k++)
+			cache_entry_free(&b->jobs[k].e);
+		free(b->jobs);
+		b->jobs = NULL;
+		b->njobs = 0;
+	}
+	return ok;
+}
+
+/* ---- --emit ------------------------------------------------------------- */
+
+static int
+emit(Build *b)
+{
+	const Module *m = b->mods[0];
+	int rc = 0;
+	char **done = xcalloc((size_t)m->nfn + 1, sizeof *done);
+	int ndone = 0;
+
+	for (int i = 0; i < m->nfn && !rc; i++) {
+		const Func *f = m->fn[i];
+		if (f->kernel)
+			continue;
+		for (int k = 0; k < f->nins && !rc; k++) {
+			const Ins *in = &f->ins[k];
+			int seen = 0;
+			if (in->op != OP_call)
+				continue;
+			for (int d = 0; d < ndone; d++)
+				seen |= !strcmp(done[d], in->callee);
+			if (seen)
+				continue;
+			done[ndone++] = in->callee;
+			const Func *kf = ir_find_func(m, in->callee);
+			if (!kf)
+				die("call of unknown kernel @%s", in->callee);
+			uint64_t h = ir_func_hash(kf, b->tg[0]->name);
+			char name[24], err[1024];
+			snprintf(name, sizeof name, "k_%016llx", (unsigned long long)h);
+			if (!strcmp(b->emit, "ir")) {
+				printf("# %s: %s, first called by %s\n", name, kf->name, f->name);
+				ir_print_func(stdout, kf);
+				continue;
+			}
+			CodegenTarget ct = {b->sm[0], 0};
+			CodegenKernel info;
+			char *text = NULL;
+			int llvm = !strcmp(b->emit, "llvm");
+			if ((llvm ? codegen_kernel_llvm : codegen_kernel_ptx)(kf, &ct, &text, &info, err,
+			                                                      sizeof err)) {
+				fprintf(stderr, "precc: error: %s\n", err);
+				rc = 1;
+				break;
+			}
+			printf("%s %s: %s, first called by %s\n", llvm ? ";" : "//", name, kf->name, f->name);
+			fputs(text, stdout);
+			free(text);
+		}
+	}
+	free(done);
+	return rc;
+}
+
+/* ---- the command -------------------------------------------------------- */
+
+static int
+parse_targets(Build *b, const char *list)
+{
+	char buf[256], *tok, *save;
+
+	snprintf(buf, sizeof buf, "%s", list);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		const Target *t = target_by_name(tok);
+		int sm = codegen_sm_by_name(tok);
+		if (!t || sm < 0)
+			return usage_error("build", "unknown target '%s' (targets: %s)", tok, target_names);
+		int dup = 0;
+		for (int k = 0; k < b->ntg; k++)
+			dup |= b->tg[k] == t;
+		if (dup)
+			continue;
+		b->tg[b->ntg] = t;
+		b->sm[b->ntg++] = (CodegenSm)sm;
+	}
+	if (!b->ntg)
+		return usage_error("build", "--target needs a target (targets: %s)", target_names);
+	return 0;
+}
+
+static void
+print_times(Build *b, double t0)
+{
+	int hits = 0, built = 0, ptx = 0;
+	double llvm = 0, px = 0;
+
+	for (int k = 0; k < b->njobs; k++) {
+		const Job *j = &b->jobs[k];
+		if (j->hit)
+			hits++;
+		else if (!j->err) {
+			built++;
+			llvm += j->e.info.llvm_ms;
+			fprintf(stderr, "time: %s %-7s %-16s LLVM %7.1f ms", j->name, b->tg[j->t]->name,
+			        codegen_shape_name(j->e.info.shape), j->e.info.llvm_ms);
+			if (j->ptxas_ms > 0)
+				fprintf(stderr, "  ptxas %7.1f ms", j->ptxas_ms);
+			fprintf(stderr, "  %s\n", j->f->name);
+		}
+		if (j->ptxas_ms > 0) {
+			ptx++;
+			px += j->ptxas_ms;
+		}
+	}
+	fprintf(stderr, "time: recipe+model+plan %.1f ms, lower+passes %.1f ms, kernels %.1f ms, "
+	                "manifest+C %.1f ms\n", b->ms_front, b->ms_passes, b->ms_compile, b->ms_write);
+	fprintf(stderr, "time: %d kernels, %d cache hits, %d LLVM (%.1f ms, %.1f ms/kernel), "
+	                "%d ptxas (%.1f ms), %d jobs, total %.1f ms\n",
+	        b->njobs, hits, built, llvm, built ? llvm / built : 0.0, ptx, px, b->jobs_n,
+	        now_ms() - t0);
+}
+
+int
+cmd_build(int argc, char **argv)
+{
+	double t0 = now_ms();
+	Build b;
+	const char *targets = "sm_90a", *jobs = NULL;
+	static const char *const opts[] = {"--model", "--target", "--output", "--emit", "--layer",
+	                                   "--no-cache", "--jobs", "--time", "--help"};
+	int rc = 0;
+
+	memset(&b, 0, sizeof b);
+	b.timing = getenv("PRECC_TIME") && !strcmp(getenv("PRECC_TIME"), "1");
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = NULL;
+		static const struct { const char *opt; int len; char shortopt; } valued[] = {
+			{"--model", 7, 'm'}, {"--target", 8, 0}, {"--output", 8, 'o'}, {"--emit", 6, 0},
+			{"--layer", 7, 0}, {"--jobs", 6, 'j'}};
+		int which = -1;
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			help(stdout);
+			return 0;
+		}
+		if (!strcmp(a, "--no-cache")) {
+			b.no_cache = 1;
+			continue;
+		}
+		if (!strcmp(a, "--time")) {
+			b.timing = 1;
+			continue;
+		}
+		for (int k = 0; k < 6; k++) {
+			int l = valued[k].len;
+			if (!strncmp(a, valued[k].opt, l) && (a[l] == 0 || a[l] == '=')) {
+				which = k;
+				v = a[l] == '=' ? a + l + 1 : NULL;
+			} else if (valued[k].shortopt && a[0] == '-' && a[1] == valued[k].shortopt) {
+				which = k;
+				v = a[2] ? a + 2 : NULL;
+			}
+			if (which >= 0)
+				break;
+		}
+		if (which >= 0) {
+			if (!v) {
+				if (++i == argc)
+					return usage_error("build", "%s needs a value", a);
+				v = argv[i];
+			}
+			const char **slot[] = {&b.model_path, &targets, &b.out, &b.emit, &b.layer, &jobs};
+			*slot[which] = v;
+		} else if (a[0] == '-' && a[1]) {
+			const char *s = suggest(a, opts, sizeof opts / sizeof opts[0]);
+			if (s)
+				return usage_error("build", "unknown option '%s' (did you mean '%s'?)", a, s);
+			return usage_error("build", "unknown option '%s'", a);
+		} else if (b.recipe_path)
+			return usage_error("build", "one recipe at a time ('%s' and '%s')", b.recipe_path, a);
+		else
+			b.recipe_path = a;
+	}
+	if (!b.recipe_path)
+		return usage_error("build", "missing RECIPE");
+	if (!b.model_path || !*b.model_path)
+		return usage_error("build", "missing --model MODEL");
+	if ((rc = parse_targets(&b, targets)))
+		return rc;
+	if (b.emit && strcmp(b.emit, "ir") && strcmp(b.emit, "llvm") && strcmp(b.emit, "ptx"))
+		return usage_error("build", "unknown --emit stage '%s' (stages: ir, llvm, ptx)", b.emit);
+	if (b.layer && !b.emit)
+		return usage_error("build", "--layer applies to --emit");
+	if (!b.emit && !b.out)
+		return usage_error("build", "missing -o DIR");
+	b.jobs_n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (jobs) {
+		char *end;
+		long n = strtol(jobs, &end, 10);
+		if (*end || n < 1 || n > 256)
+			return usage_error("build", "--jobs wants a number from 1 to 256, not '%s'", jobs);
+		b.jobs_n = (int)n;
+	}
+	if (b.jobs_n < 1)
+		b.jobs_n = 1;
+	if (b.out && !b.emit && mkdir_p(b.out))
+		errorf(b.out, 0, "cannot create the output directory: %s", strerror(errno));
+
+	Recipe *recipe = recipe_load(b.recipe_path);
+	Model *model = model_load(b.model_path);
+	Plan *plan = plan_resolve(recipe, model);
+	char *rname = recipe->name && *recipe->name ? xstrdup(recipe->name) : stem(b.recipe_path);
+	char *mname = model->name && *model->name ? xstrdup(model->name) : stem(b.model_path);
+	b.recipe_hash = file_identity(recipe->path ? recipe->path : b.recipe_path);
+	b.model_hash = model_identity(model);
+	double tp = now_ms();
+	b.ms_front = tp - t0;
+	uint64_t ident = 0, bkey = 0;
+	if (!b.emit) {
+		char why[4200] = "";
+		find_ptxas(b.ptxas, sizeof b.ptxas, why, sizeof why);
+		if (!*b.ptxas)
+			fprintf(stderr, "precc build: note: ptxas not found (%s): no cubins are written "
+			                "and manifest.json lists PTX only\n", why);
+		b.cache = cache_open(b.no_cache);
+		ident = compiler_identity(b.ptxas);
+		bkey = build_key(&b, ident);
+		char err[4400] = "";
+		int got = get_build(&b, bkey, err, sizeof err);
+		if (got < 0) {
+			fprintf(stderr, "%s\n", err);
+			rc = 1;
+		}
+		if (got) {
+			b.ms_front = now_ms() - t0;
+			goto done;
+		}
+	}
+	tp = now_ms();
+	for (int t = 0; t < (b.emit ? 1 : b.ntg); t++) {
+		char err[4096];
+		Module *m = lower_plan(plan, b.layer);
+		b.mods[t] = m;
+		if (m->nfn == 0) {
+			fprintf(stderr, "precc: error: no layer of '%s' matches '%s'\n", b.model_path,
+			        b.layer ? b.layer : "");
+			rc = 1;
+			goto done;
+		}
+		if (ir_verify(m, err, sizeof err)) {
+			fprintf(stderr, "precc: %s\n", err);
+			rc = 1;
+			goto done;
+		}
+		PassOptions po = {.target = b.tg[t]};
+		passes_run(m, &po);
+	}
+	b.ms_passes = now_ms() - tp;
+	if (b.emit) {
+		rc = emit(&b);
+		goto done;
+	}
+
+	pthread_mutex_init(&b.mu, NULL);
+	collect_jobs(&b, ident);
+	tp = now_ms();
+	rc = compile_all(&b) ? 1 : 0;
+	pthread_mutex_destroy(&b.mu);
+	b.ms_compile = now_ms() - tp;
+	if (!rc) {
+		char err[4400] = "", *text[3];
+		tp = now_ms();
+		text[0] = manifest_text(&b, rname, mname);
+		c_text(&b, rname, mname, &text[1], &text[2]);
+		for (int i = 0; i < 3 && !rc; i++)
+			if (write_file(b.out, gen_files[i], text[i], strlen(text[i]), err, sizeof err)) {
+				fprintf(stderr, "%s\n", err);
+				rc = 1;
+			}
+		if (!rc)
+			put_build(&b, bkey, text);
+		for (int i = 0; i < 3; i++)
+			free(text[i]);
+		b.ms_write = now_ms() - tp;
+	}
+done:
+	if (b.timing && !b.emit)
+		print_times(&b, t0);
+	cache_close(b.cache);
+	for (int k = 0; k < b.njobs; k++) {
+		cache_entry_free(&b.jobs[k].e);
+		free(b.jobs[k].err);
+	}
+	free(b.jobs);
+	free(b.kmap);
+	for (int t = 0; t < b.ntg; t++)
+		if (b.mods[t])
+			ir_module_free(b.mods[t]);
+	free(rname);
+	free(mname);
+	plan_free(plan);
+	model_free(model);
+	recipe_free(recipe);
+	return rc;
+}

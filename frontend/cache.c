@@ -1,0 +1,326 @@
+/*
+ * cache.c — the content-hashed kernel cache of precc build (cache.h).
+ * Keys are computed by the caller (build.c: kernel IR + target + compiler
+ * identity); this file only stores and verifies. Entry layout, all
+ * integers little-endian as the host writes them (a cache is per machine):
+ *
+ * Kernel entries (cache_get/cache_put) and build entries (raw payloads,
+ * cache_get_blob/cache_put_blob) share the header.
+ *
+ *	header   "PRECCKC1"  u32 version (1)  u32 0  u64 key  u64 payload length
+ *	         u64 FNV-1a 64 of the payload
+ *	payload  u32 sizeof(CodegenKernel)  CodegenKernel  i32 regs  i32 spills
+ *	         u64 ptx length  ptx bytes  u64 cubin length  cubin bytes
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cache.h"
+#include "recipe.h"
+
+#define MAGIC "PRECCKC1"
+#define VERSION 1u
+#define HDR 40
+
+struct Cache {
+	char *dir;        /* .../precc/kernels */
+};
+
+static int
+mkdir_p(char *path)
+{
+	for (char *p = path + 1; *p; p++)
+		if (*p == '/') {
+			*p = 0;
+			int r = mkdir(path, 0777);
+			*p = '/';
+			if (r && errno != EEXIST)
+				return -1;
+		}
+	return mkdir(path, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+Cache *
+cache_open(int disabled)
+{
+	const char *env = getenv("PRECC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
+	           *home = getenv("HOME");
+	char buf[4096];
+
+	if (disabled)
+		return NULL;
+	if (env && *env)
+		snprintf(buf, sizeof buf, "%s/kernels", env);
+	else if (xdg && *xdg)
+		snprintf(buf, sizeof buf, "%s/precc/kernels", xdg);
+	else if (home && *home)
+		snprintf(buf, sizeof buf, "%s/.cache/precc/kernels", home);
+	else {
+		warnf(NULL, 0, "no cache: neither PRECC_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
+		return NULL;
+	}
+	if (mkdir_p(buf)) {
+		warnf(buf, 0, "cache off: cannot create the cache directory: %s", strerror(errno));
+		return NULL;
+	}
+	Cache *c = xcalloc(1, sizeof *c);
+	c->dir = xstrdup(buf);
+	return c;
+}
+
+const char *
+cache_dir(const Cache *c)
+{
+	return c ? c->dir : NULL;
+}
+
+void
+cache_close(Cache *c)
+{
+	if (c) {
+		free(c->dir);
+		free(c);
+	}
+}
+
+void
+cache_entry_free(CacheEntry *e)
+{
+	free(e->ptx);
+	free(e->cubin);
+	e->ptx = NULL;
+	e->cubin = NULL;
+}
+
+static void
+entry_path(const Cache *c, uint64_t key, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s/%016llx.pkc", c->dir, (unsigned long long)key);
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+typedef struct Rd { const unsigned char *p; size_t n, at; int bad; } Rd;
+
+static void
+take(Rd *r, void *dst, size_t n)
+{
+	if (r->bad || r->n - r->at < n) {
+		r->bad = 1;
+		if (dst)
+			memset(dst, 0, n);
+		return;
+	}
+	if (dst)
+		memcpy(dst, r->p + r->at, n);
+	r->at += n;
+}
+
+static void *
+take_blob(Rd *r, size_t *len, int nul)
+{
+	uint64_t n = 0;
+
+	take(r, &n, 8);
+	if (r->bad || n > r->n - r->at) {
+		r->bad = 1;
+		return NULL;
+	}
+	*len = n;
+	if (n == 0 && !nul)
+		return NULL;
+	unsigned char *b = xmalloc(n + 1);
+	take(r, b, n);
+	b[n] = 0;
+	return b;
+}
+
+/* The payload of the entry for key, verified; NULL on a miss (a bad entry
+ * warns, naming the file). */
+static unsigned char *
+get_blob(Cache *c, uint64_t key, size_t *len, char *path, size_t pathsz)
+{
+	const char *why = NULL;
+	unsigned char *buf = NULL;
+	struct stat st;
+	FILE *f;
+
+	entry_path(c, key, path, pathsz);
+	if (!(f = fopen(path, "rb")))
+		return NULL;         /* a plain miss */
+	if (fstat(fileno(f), &st) || st.st_size < HDR) {
+		why = "truncated header";
+		goto bad;
+	}
+	buf = xmalloc((size_t)st.st_size);
+	if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+		why = "short read";
+		goto bad;
+	}
+	uint32_t ver;
+	uint64_t k, plen, phash;
+	memcpy(&ver, buf + 8, 4);
+	memcpy(&k, buf + 16, 8);
+	memcpy(&plen, buf + 24, 8);
+	memcpy(&phash, buf + 32, 8);
+	if (memcmp(buf, MAGIC, 8))
+		why = "bad magic";
+	else if (ver != VERSION)
+		why = "other cache format version";
+	else if (k != key)
+		why = "key mismatch";
+	else if (plen != (uint64_t)st.st_size - HDR)
+		why = plen > (uint64_t)st.st_size - HDR ? "truncated payload" : "trailing bytes";
+	else if (ir_hash_bytes(IR_HASH_INIT, buf + HDR, plen) != phash)
+		why = "payload hash mismatch";
+	if (why)
+		goto bad;
+	fclose(f);
+	memmove(buf, buf + HDR, plen);
+	*len = plen;
+	return buf;
+bad:
+	warnf(path, 0, "corrupt cache entry (%s): rebuilding it", why);
+	free(buf);
+	fclose(f);
+	return NULL;
+}
+
+unsigned char *
+cache_get_blob(Cache *c, uint64_t key, size_t *len)
+{
+	char path[4200];
+
+	return c ? get_blob(c, key, len, path, sizeof path) : NULL;
+}
+
+int
+cache_get(Cache *c, uint64_t key, CacheEntry *e)
+{
+	char path[4200];
+	size_t plen = 0;
+	unsigned char *buf;
+
+	memset(e, 0, sizeof *e);
+	if (!c || !(buf = get_blob(c, key, &plen, path, sizeof path)))
+		return 0;
+	Rd r = {buf, plen, 0, 0};
+	uint32_t isz = 0;
+	int32_t regs = -1, spills = -1;
+	take(&r, &isz, 4);
+	if (isz != sizeof e->info) {
+		warnf(path, 0, "corrupt cache entry (other compiler layout): rebuilding it");
+		free(buf);
+		return 0;
+	}
+	take(&r, &e->info, sizeof e->info);
+	take(&r, &regs, 4);
+	take(&r, &spills, 4);
+	e->ptx = take_blob(&r, &e->ptx_len, 1);
+	e->cubin = take_blob(&r, &e->cubin_len, 0);
+	free(buf);
+	if (r.bad || r.at != r.n || !e->ptx || strlen(e->ptx) != e->ptx_len) {
+		warnf(path, 0, "corrupt cache entry (malformed payload): rebuilding it");
+		cache_entry_free(e);
+		memset(e, 0, sizeof *e);
+		return 0;
+	}
+	e->regs = regs;
+	e->spill_bytes = spills;
+	e->info.llvm_ms = 0;
+	return 1;
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+typedef struct Wr { unsigned char *p; size_t n, cap; } Wr;
+
+static void
+put(Wr *w, const void *src, size_t n)
+{
+	if (w->n + n > w->cap) {
+		while (w->n + n > w->cap)
+			w->cap = w->cap ? w->cap * 2 : 4096;
+		w->p = xrealloc(w->p, w->cap);
+	}
+	memcpy(w->p + w->n, src, n);
+	w->n += n;
+}
+
+static int
+write_all(int fd, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	while (n) {
+		ssize_t k = write(fd, b, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+void
+cache_put_blob(Cache *c, uint64_t key, const void *payload, size_t plen_)
+{
+	char path[4200], tmp[4300];
+	unsigned char hdr[HDR] = {0};
+	uint32_t ver = VERSION;
+	uint64_t plen = plen_, phash = ir_hash_bytes(IR_HASH_INIT, payload, plen_);
+	int fd;
+
+	if (!c)
+		return;
+	memcpy(hdr, MAGIC, 8);
+	memcpy(hdr + 8, &ver, 4);
+	memcpy(hdr + 16, &key, 8);
+	memcpy(hdr + 24, &plen, 8);
+	memcpy(hdr + 32, &phash, 8);
+	entry_path(c, key, path, sizeof path);
+	snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+	if ((fd = mkstemp(tmp)) < 0) {
+		warnf(tmp, 0, "cannot write a cache entry: %s", strerror(errno));
+		return;
+	}
+	if (write_all(fd, hdr, HDR) || write_all(fd, payload, plen_) || fchmod(fd, 0644)) {
+		warnf(tmp, 0, "cannot write a cache entry: %s", strerror(errno));
+		close(fd);
+		unlink(tmp);
+	} else if (close(fd) || rename(tmp, path)) {
+		warnf(path, 0, "cannot store a cache entry: %s", strerror(errno));
+		unlink(tmp);
+	}
+}
+
+void
+cache_put(Cache *c, uint64_t key, const CacheEntry *e)
+{
+	Wr w = {0};
+	uint32_t isz = sizeof e->info;
+	int32_t regs = e->regs, spills = e->spill_bytes;
+	uint64_t n;
+
+	if (!c)
+		return;
+	put(&w, &isz, 4);
+	put(&w, &e->info, sizeof e->info);
+	put(&w, &regs, 4);
+	put(&w, &spills, 4);
+	n = e->ptx_len;
+	put(&w, &n, 8);
+	put(&w, e->ptx, e->ptx_len);
+	n = e->cubin ? e->cubin_len : 0;
+	put(&w, &n, 8);
+	if (n)
+		put(&w, e->cubin, n);
+	cache_put_blob(c, key, w.p, w.n);
+	free(w.p);
+}

@@ -1,0 +1,44 @@
+/*
+ * cache.h — precc build's content-hashed kernel cache (cache.c).
+ *
+ * One file per key under $PRECC_CACHE_DIR (else $XDG_CACHE_HOME/precc,
+ * else ~/.cache/precc): kernels/<16 hex>.pkc, a 40-byte header (magic
+ * "PRECCKC1", format version, key, payload length, FNV-1a 64 of the
+ * payload) and the payload (launch info, registers, PTX, cubin). Entries
+ * are written to a mkstemp file in the same directory and renamed into
+ * place, so a reader sees a whole entry or none; a reader that finds a
+ * bad one (truncated, wrong key, payload hash mismatch) warns, naming the
+ * file, and reports a miss so the kernel is rebuilt and rewritten.
+ */
+#ifndef PRECC_CACHE_H
+#define PRECC_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "codegen.h"
+
+typedef struct CacheEntry {
+	CodegenKernel info;       /* llvm_ms is 0 in entries read back */
+	int regs, spill_bytes;    /* from ptxas -v; -1 when not known */
+	char *ptx; size_t ptx_len;
+	unsigned char *cubin; size_t cubin_len;   /* NULL, 0: none */
+} CacheEntry;
+
+typedef struct Cache Cache;
+
+/* The cache directory in use, or NULL when the cache is off (disabled, or
+ * the directory cannot be made: then one warning says why). */
+Cache *cache_open(int disabled);
+const char *cache_dir(const Cache *);
+void cache_close(Cache *);
+/* 1 and *e filled (free with cache_entry_free) on a hit; 0 on a miss. */
+int cache_get(Cache *, uint64_t key, CacheEntry *e);
+/* Stores e under key; a failure only warns (the build goes on). */
+void cache_put(Cache *, uint64_t key, const CacheEntry *e);
+void cache_entry_free(CacheEntry *);
+/* The same for a raw payload (build.c's whole-build entries): a malloc'ed
+ * copy of the verified payload, or NULL on a miss. */
+unsigned char *cache_get_blob(Cache *, uint64_t key, size_t *len);
+void cache_put_blob(Cache *, uint64_t key, const void *payload, size_t len);
+
+#endif
