@@ -4,6 +4,9 @@
  *
  * A Module holds Funcs; a Func is one GEMM of one layer (fprop, dgrad or
  * wgrad) as a straight-line list of SSA instructions over typed tensors.
+ * After the passes, a func is a layer's whole step (passes/merge.c) that
+ * calls kernels (Func.kernel) and runs GEMMs; pass attributes (PassAttr)
+ * record the passes' decisions.
  * Types carry format and shape; dims are static, or the dynamic token count
  * M (optionally divided by a block: M/128). Scale tensors also carry their
  * granularity: the tile of data elements each scale element covers.

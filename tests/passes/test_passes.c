@@ -238,6 +238,112 @@ test_partition(void)
 	}
 }
 
+/* Bind every param of f by name from a pool of deterministic buffers (the
+ * same name gets the same bytes in every func), run, return the results'
+ * bytes concatenated in ret order. */
+typedef struct Pool { char name[64][64]; void *buf[64]; size_t n[64]; int count; } Pool;
+
+static void *
+pool_get(Pool *p, const Func *f, int v, size_t bytes)
+{
+	const char *name = f->val[v].name;
+	const Type *t = &f->val[v].type;
+
+	for (int k = 0; k < p->count; k++)
+		if (!strcmp(p->name[k], name))
+			return p->buf[k];
+	int k = p->count++;
+	snprintf(p->name[k], sizeof p->name[k], "%s", name);
+	p->buf[k] = calloc(1, bytes + 1);
+	p->n[k] = bytes;
+	if (t->fmt == PRECC_BF16) {
+		uint16_t *b = p->buf[k];
+		uint32_t x = 12345u + (uint32_t)k * 7919u;
+		for (size_t i = 0; i < bytes / 2; i++) {
+			x = x * 1664525u + 1013904223u;
+			b[i] = (uint16_t)precc_encode(PRECC_BF16, ((float)(x >> 8) / 16777216.0f - 0.5f) * 8,
+			                              PRECC_RNE, false, 0);
+		}
+	} else if (t->fmt == PRECC_FP32 && t->is_scale) {
+		float *b = p->buf[k];
+		for (size_t i = 0; i < bytes / 4; i++)
+			b[i] = 1.0f;
+	}
+	return p->buf[k];
+}
+
+static int
+run_func(const Func *f, Pool *p, unsigned char **out, size_t *nout)
+{
+	IrInterpOpts o;
+	char err[512];
+	IrInterp *ip;
+
+	ir_interp_opts_init(&o);
+	o.m = 256, o.threads = 1;
+	if (!(ip = ir_interp_new(f, &o, err, sizeof err))) {
+		fprintf(stderr, "%s\n", err);
+		return -1;
+	}
+	for (int j = 0; j < f->nins; j++)
+		if (f->ins[j].op == OP_param) {
+			long r, c;
+			size_t b = ir_interp_value_bytes(ip, f->ins[j].res, &r, &c);
+			ir_interp_bind(ip, f->val[f->ins[j].res].name, pool_get(p, f, f->ins[j].res, b), b);
+		}
+	if (ir_interp_run(ip)) {
+		fprintf(stderr, "%s\n", ir_interp_error(ip));
+		ir_interp_free(ip);
+		return -1;
+	}
+	for (int k = 0; k < ir_interp_nresults(ip); k++) {
+		long r, c;
+		int v = ir_interp_result(ip, k);
+		size_t b = ir_interp_value_bytes(ip, v, &r, &c);
+		*out = realloc(*out, *nout + b + 1);
+		memcpy(*out + *nout, ir_interp_value(ip, v), b);
+		*nout += b;
+	}
+	ir_interp_free(ip);
+	return 0;
+}
+
+/* A step func computes what its three funcs computed, bit for bit. */
+static void
+test_merge_means_the_same(void)
+{
+	static const char *const rs[] = {"te_delayed_hybrid", "current_tensorwise", "rowwise_gw_hp",
+	                                 "deepseek_v3", "nvfp4"};
+	for (size_t r = 0; r < sizeof rs / sizeof rs[0]; r++) {
+		char path[1024];
+		snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, rs[r]);
+		Recipe *rc = recipe_load(path);
+		snprintf(path, sizeof path, "%s/models/tiny.lua", PRECC_RECIPES);
+		Model *md = model_load(path);
+		Plan *p = plan_resolve(rc, md);
+		Module *three = lower_plan(p, "model.layers.0.self_attn.q_proj");
+		Module *one = lower_plan(p, "model.layers.0.self_attn.q_proj");
+		PassOptions o = {.target = target_by_name("sm_90a"), .stop_after = "merge"};
+		Pool pool = {0};
+		unsigned char *a = NULL, *b = NULL;
+		size_t na = 0, nb = 0;
+		int bad = 0;
+
+		passes_run(one, &o);
+		CHECK(one->nfn == 1 && three->nfn == 3, "%s: %d step funcs", rs[r], one->nfn);
+		for (int k = 0; k < three->nfn; k++)
+			bad |= run_func(three->fn[k], &pool, &a, &na);
+		bad |= run_func(one->fn[0], &pool, &b, &nb);
+		CHECK(!bad && na == nb && na && !memcmp(a, b, na), "%s: the step func's results "
+		      "differ from its funcs' (%zu vs %zu bytes)", rs[r], nb, na);
+		free(a), free(b);
+		for (int k = 0; k < pool.count; k++)
+			free(pool.buf[k]);
+		ir_module_free(one), ir_module_free(three);
+		plan_free(p), model_free(md), recipe_free(rc);
+	}
+}
+
 int
 main(void)
 {
@@ -245,6 +351,7 @@ main(void)
 	test_roundtrip_and_hash();
 	test_errors();
 	test_partition();
+	test_merge_means_the_same();
 	printf("%d/%d pass checks passed\n", checks - fails, checks);
 	return fails != 0;
 }
