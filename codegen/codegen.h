@@ -57,10 +57,22 @@ typedef enum CgShape {
 	NCGSHAPE
 } CgShape;
 
-/* How to launch a kernel: grid = (gx, gy, 1) with
+/* How to launch a kernel. One phase (nphases == 1): grid = (gx, gy, 1),
  *   flat:  gx = ceil(rows * cols / elems_per_cta), gy = 1;
  *   tiled: gx = ceil(cols / tile_cols), gy = ceil(rows / tile_rows);
- * rows/cols are those of data value `data` at the run's M. */
+ *   delayed_update: gx = gy = 1;
+ * rows/cols are those of data value `data` at the run's M. Several phases
+ * (one per quantize of a fused kernel, e.g. x and x.t from one launch):
+ * grid = (sum over phases of gx_p * gy_p, 1, 1), each phase's gx_p, gy_p
+ * by the rule above from phase[p]; the kernel deals its CTAs out to the
+ * phases in order. */
+enum { CG_MAXPHASE = 8 };
+typedef struct CodegenPhase {
+	CgShape shape;
+	int data, tiled;
+	long elems_per_cta, tile_rows, tile_cols;
+} CodegenPhase;
+
 typedef struct CodegenKernel {
 	CgShape shape;
 	char name[64];        /* the PTX entry: "precc_quant_rowblock" ... */
@@ -73,6 +85,8 @@ typedef struct CodegenKernel {
 	int nparams;          /* pointer params: inputs then outputs */
 	int param_value[32];  /* the value each pointer param carries */
 	int has_m, has_seed;
+	int nphases;          /* 1, or the phases of a fused kernel */
+	CodegenPhase phase[CG_MAXPHASE];
 	double llvm_ms;       /* time in LLVM: build, verify, O3, emit */
 } CodegenKernel;
 

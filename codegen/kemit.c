@@ -28,6 +28,7 @@ typedef struct E {
 	LLVMValueRef *sc;         /* value -> per-block scalar (f32, or i32 code) */
 	LLVMValueRef m, seed;
 	LLVMValueRef red;         /* shared i32[32] */
+	LLVMValueRef vcx, vcy;    /* a phase's own CTA ids (i32), or NULL */
 } E;
 
 static LLVMValueRef c32(E *e, uint64_t v) { return LLVMConstInt(e->g->i32, v, 0); }
@@ -81,6 +82,10 @@ sreg(E *e, const char *name)
 {
 	char buf[64];
 
+	if (e->vcx && !strcmp(name, "ctaid.x"))
+		return e->vcx;
+	if (e->vcx && !strcmp(name, "ctaid.y"))
+		return e->vcy;
 	snprintf(buf, sizeof buf, "llvm.nvvm.read.ptx.sreg.%s", name);
 	return intrin(e, buf, NULL, 0, NULL, 0);
 }
@@ -426,6 +431,8 @@ check_scalar_ops(E *e)
 
 	for (int i = 0; i < f->nins; i++) {
 		const Ins *in = &f->ins[i];
+		if (!kin(e->k, i))
+			continue;
 		if (in->op == OP_scale && in->nonfinite != NF_KEEP)
 			return kfail(e->k, "%%%s = scale: nonfinite=%s needs a status output (not "
 			             "generated yet)", f->val[in->res].name, nonfinite_name(in->nonfinite));
@@ -640,7 +647,7 @@ check_amax_ops(E *e, int no_tensorwise)
 
 	for (int i = 0; i < f->nins; i++) {
 		const Ins *in = &f->ins[i];
-		if (in->op != OP_amax)
+		if (in->op != OP_amax || !kin(e->k, i))
 			continue;
 		int src = e->k->qsrc >= 0 ? e->k->qsrc : e->k->x;
 		if (in->arg[0] != src)
@@ -652,7 +659,7 @@ check_amax_ops(E *e, int no_tensorwise)
 			             f->val[in->res].name);
 		if (tw) {
 			for (int j = 0; j < f->nins; j++)
-				for (int a = 0; a < f->ins[j].narg; a++)
+				for (int a = 0; a < f->ins[j].narg && kin(e->k, j); a++)
 					if (f->ins[j].arg[a] == in->res && f->ins[j].op != OP_ret
 					    && f->ins[j].op != OP_update)
 						return kfail(e->k, "%%%s = amax: a tensorwise amax is not known "
@@ -696,7 +703,7 @@ emit_flat(E *e)
 		LLVMValueRef g = lanes <= 32 ? group_max(e, mbits, lanes) : cta_max(e, mbits);
 		bidx = LLVMBuildUDiv(e->b, idx, c64(e, (uint64_t)k->blen), "");
 		for (int i = 0; i < k->f->nins; i++)
-			if (k->f->ins[i].op == OP_amax && !is_tensorwise_t(&k->f->ins[i].type))
+			if (kin(k, i) && k->f->ins[i].op == OP_amax && !is_tensorwise_t(&k->f->ins[i].type))
 				e->sc[k->f->ins[i].res] = LLVMBuildBitCast(e->b, g, e->g->f32, "");
 		leader = LLVMBuildICmp(e->b, LLVMIntEQ,
 		                       LLVMBuildURem(e->b, gid, c64(e, (uint64_t)lanes), ""), c64(e, 0), "");
@@ -863,7 +870,7 @@ emit_tile(E *e)
 	LLVMValueRef tcc = LLVMBuildSelect(b, tcok, tc, c64(e, 0), "");
 	LLVMValueRef bidx = LLVMBuildAdd(b, LLVMBuildMul(b, tr, ntc, ""), tcc, "");
 	for (int i = 0; i < k->f->nins; i++)
-		if (k->f->ins[i].op == OP_amax)
+		if (kin(k, i) && k->f->ins[i].op == OP_amax)
 			e->sc[k->f->ins[i].res] = LLVMBuildBitCast(b, m, e->g->f32, "");
 	LLVMValueRef mult = quant_multiplier(e, q, bidx);
 	for (int i = 0; i < k->nout; i++)
@@ -973,7 +980,7 @@ emit_colblock(E *e)
 	loop_end(e, &l);
 	LLVMValueRef bidx = LLVMBuildAdd(b, LLVMBuildMul(b, c, nrb, ""), rb, "");
 	for (int n = 0; n < k->f->nins; n++)
-		if (k->f->ins[n].op == OP_amax)
+		if (kin(k, n) && k->f->ins[n].op == OP_amax)
 			e->sc[k->f->ins[n].res] = LLVMBuildBitCast(b, m, e->g->f32, "");
 	LLVMValueRef mult = quant_multiplier(e, q, bidx);
 	for (int n = 0; n < k->nout; n++)
@@ -1158,6 +1165,81 @@ emit_delayed(E *e)
 	return 0;
 }
 
+static int
+emit_shape(E *e)
+{
+	Kern *k = e->k;
+
+	switch (k->shape) {
+	case CG_AMAX_TENSOR:
+	case CG_QUANT_ROWBLOCK:
+		return emit_flat(e);
+	case CG_QUANT_TENSOR:
+		return k->tr >= 0 ? emit_transpose(e) : emit_flat(e);
+	case CG_QUANT_TILE: return emit_tile(e);
+	case CG_QUANT_COLBLOCK: return emit_colblock(e);
+	case CG_DEQUANT: return emit_dequant(e);
+	case CG_DELAYED_UPDATE: return emit_delayed(e);
+	default: return kfail(k, "shape %d", (int)k->shape);
+	}
+}
+
+/* CTAs of phase k at run time, and its grid width (tiled). */
+static LLVMValueRef
+phase_ctas(E *e, const Kern *k, LLVMValueRef *gx)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef rows = dimv(e, k->rows), cols = dimv(e, k->cols);
+
+	if (k->tiled) {
+		*gx = LLVMBuildUDiv(b, LLVMBuildAdd(b, cols, c64(e, (uint64_t)k->tile_cols - 1), ""),
+		                    c64(e, (uint64_t)k->tile_cols), "");
+		LLVMValueRef gy = LLVMBuildUDiv(b, LLVMBuildAdd(b, rows, c64(e, (uint64_t)k->tile_rows - 1), ""),
+		                                c64(e, (uint64_t)k->tile_rows), "");
+		return LLVMBuildMul(b, *gx, gy, "");
+	}
+	*gx = NULL;
+	LLVMValueRef n = LLVMBuildMul(b, rows, cols, "");
+	return LLVMBuildUDiv(b, LLVMBuildAdd(b, n, c64(e, (uint64_t)k->elems_per_cta - 1), ""),
+	                     c64(e, (uint64_t)k->elems_per_cta), "");
+}
+
+/* A fused kernel: CTA b runs the phase whose range holds b, with its own
+ * CTA ids; each phase's body is CTA-uniform, so its barriers and
+ * shuffles see every thread. */
+static int
+emit_phases(E *base)
+{
+	Kern *top = base->k;
+	LLVMBuilderRef b = base->b;
+	LLVMValueRef cta = LLVMBuildZExt(b, sreg(base, "ctaid.x"), base->g->i64, "");
+	LLVMValueRef start = c64(base, 0);
+	int rc = 0;
+
+	for (int p = 0; p < top->nphase && rc == 0; p++) {
+		E e = *base;
+		Kern *k = &top->phase[p];
+		LLVMValueRef gx, n = phase_ctas(&e, k, &gx);
+		LLVMValueRef end = LLVMBuildAdd(b, start, n, "");
+		LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntUGE, cta, start, ""),
+		                               LLVMBuildICmp(b, LLVMIntULT, cta, end, ""), "");
+		LLVMBasicBlockRef cont = begin_if(&e, in);
+		LLVMValueRef local = LLVMBuildSub(b, cta, start, "");
+		e.k = k;
+		e.sc = calloc((size_t)k->f->nval + 1, sizeof *e.sc);
+		if (!e.sc)
+			return kfail(top, "out of memory");
+		e.vcx = LLVMBuildTrunc(b, gx ? LLVMBuildURem(b, local, gx, "") : local, e.g->i32, "");
+		e.vcy = LLVMBuildTrunc(b, gx ? LLVMBuildUDiv(b, local, gx, "") : c64(&e, 0), e.g->i32, "");
+		rc = emit_shape(&e);
+		free(e.sc);
+		if (rc == 0)
+			end_if(&e, cont);
+		start = end;
+	}
+	return rc;
+}
+
 int
 kemit(Cg *g, Kern *k, char *err, size_t errsz)
 {
@@ -1208,19 +1290,10 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		LLVMSetInitializer(e.red, LLVMGetUndef(rt));
 		LLVMSetLinkage(e.red, LLVMInternalLinkage);
 	}
-	switch (k->shape) {
-	case CG_AMAX_TENSOR:
-	case CG_QUANT_ROWBLOCK:
-		rc = emit_flat(&e);
-		break;
-	case CG_QUANT_TENSOR:
-		rc = k->tr >= 0 ? emit_transpose(&e) : emit_flat(&e);
-		break;
-	case CG_QUANT_TILE: rc = emit_tile(&e); break;
-	case CG_QUANT_COLBLOCK: rc = emit_colblock(&e); break;
-	case CG_DEQUANT: rc = emit_dequant(&e); break;
-	case CG_DELAYED_UPDATE: rc = emit_delayed(&e); break;
-	default: rc = kfail(k, "shape %d", (int)k->shape);
+	if (k->nphase) {
+		rc = emit_phases(&e);
+	} else {
+		rc = emit_shape(&e);
 	}
 	if (rc == 0)
 		LLVMBuildRetVoid(g->b);

@@ -28,7 +28,18 @@ struct Kern {
 	int threads, tiled;
 	long elems_per_cta, tile_rows, tile_cols, m_multiple;
 	int has_m, has_seed;
+	/* a kernel of several quantize chains (x and x.t from one launch):
+	 * phase[p] is a Kern of its own whose mask marks its instructions;
+	 * the CTAs of the launch are dealt out to the phases in order */
+	const unsigned char *mask;     /* NULL: every instruction */
+	Kern *phase; int nphase;
 };
+
+static inline int
+kin(const Kern *k, int i)
+{
+	return !k->mask || k->mask[i];
+}
 
 int kfail(Kern *, const char *fmt, ...);
 

@@ -67,6 +67,8 @@ classify(Kern *k)
 	k->q = -1;
 	for (int i = 0; i < f->nins; i++) {
 		const Ins *in = &f->ins[i];
+		if (!kin(k, i))
+			continue;
 		switch (in->op) {
 		case OP_param:
 			if (k->nin >= KMAXP)
@@ -127,7 +129,7 @@ classify(Kern *k)
 		if (!namax)
 			return kfail(k, "nothing to compute");
 		for (int i = 0; i < f->nins; i++)
-			if (f->ins[i].op == OP_amax && !is_tensorwise(&f->ins[i].type))
+			if (kin(k, i) && f->ins[i].op == OP_amax && !is_tensorwise(&f->ins[i].type))
 				return kfail(k, "amax-only kernels are tensorwise (blockwise amax goes "
 				             "with its quantize)");
 		k->shape = CG_AMAX_TENSOR;
@@ -141,7 +143,7 @@ classify(Kern *k)
 		return kfail(k, "%%%s = quantize: its operand must be the data param %%%s or its "
 		             "transpose", f->val[q->res].name, f->val[k->x].name);
 	for (int i = 0; i < f->nins; i++)
-		if (f->ins[i].op == OP_transpose && f->ins[i].arg[0] == q->res)
+		if (kin(k, i) && f->ins[i].op == OP_transpose && f->ins[i].arg[0] == q->res)
 			k->tr = i;
 	if (colsrc)
 		ntr--;
@@ -233,6 +235,8 @@ geometry(Kern *k, const CodegenTarget *t)
 			k->m_multiple = k->bc;
 		if (cols < 0)
 			return kfail(k, "%%%s: columns M", k->f->val[k->x].name);
+		k->tiled = 0;
+		k->elems_per_cta = (long)k->threads * k->bc;
 		return 0;
 	}
 	if (cols >= 0 && cols % need)
@@ -241,6 +245,16 @@ geometry(Kern *k, const CodegenTarget *t)
 	if (k->tr >= 0 && rows >= 0 && rows % 64)
 		return kfail(k, "%%%s: %ld rows, not a multiple of 64 (fused transpose tiles)",
 		             k->f->val[k->x].name, rows);
+	k->tiled = 0;
+	k->elems_per_cta = (long)k->threads * VEC;
+	if (k->shape == CG_QUANT_TENSOR && k->tr >= 0) {
+		k->tiled = 1;
+		k->tile_rows = k->tile_cols = 64;
+	} else if (k->shape == CG_QUANT_TILE) {
+		k->tiled = 1;
+		k->tile_rows = k->br;
+		k->tile_cols = k->br == 128 ? 128 : k->threads;
+	}
 	k->m_multiple = 1;
 	if (cols == DIM_M)
 		k->m_multiple = need;
@@ -281,6 +295,118 @@ fill_info(const Kern *k, CodegenKernel *info)
 		info->param_value[k->nin + i] = k->out[i];
 	info->has_m = k->has_m;
 	info->has_seed = k->has_seed;
+	info->nphases = k->nphase ? k->nphase : 1;
+	for (int p = 0; p < info->nphases && p < CG_MAXPHASE; p++) {
+		const Kern *ph = k->nphase ? &k->phase[p] : k;
+		info->phase[p].shape = ph->shape;
+		info->phase[p].data = ph->x;
+		info->phase[p].tiled = ph->tiled;
+		info->phase[p].elems_per_cta = ph->elems_per_cta;
+		info->phase[p].tile_rows = ph->tile_rows;
+		info->phase[p].tile_cols = ph->tile_cols;
+	}
+}
+
+/* Mark in mask every instruction that quantize q needs (its operands'
+ * definitions, transitively). */
+static void
+mark_back(const Func *f, int i, unsigned char *mask)
+{
+	if (mask[i])
+		return;
+	mask[i] = 1;
+	for (int a = 0; a < f->ins[i].narg; a++) {
+		const Ins *d = ir_def_ins(f, f->ins[i].arg[a]);
+		if (d)
+			mark_back(f, (int)(d - f->ins), mask);
+	}
+}
+
+/* Several quantizes: one phase per quantize, holding what it needs and
+ * what only it feeds (recips, transposes of its codes and scales). */
+static int
+split_phases(Kern *top, const CodegenTarget *t)
+{
+	const Func *f = top->f;
+	int qs[8], nq = 0;
+
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_quantize) {
+			if (nq == 8)
+				return kfail(top, "more than 8 quantizes in one kernel");
+			qs[nq++] = i;
+		}
+	if (nq < 2)
+		return 0;
+	unsigned char *masks = calloc((size_t)nq, (size_t)f->nins);
+	Kern *ph = calloc((size_t)nq, sizeof *ph);
+	if (!masks || !ph) {
+		free(masks);
+		free(ph);
+		return kfail(top, "out of memory");
+	}
+	top->phase = ph;
+	top->nphase = nq;
+	for (int p = 0; p < nq; p++)
+		mark_back(f, qs[p], masks + (size_t)p * (size_t)f->nins);
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (int i = 0; i < f->nins; i++) {
+			const Ins *in = &f->ins[i];
+			int owned = 0;
+			if (in->op == OP_param || in->op == OP_ret || in->op == OP_update)
+				continue;
+			for (int p = 0; p < nq; p++)
+				owned |= masks[(size_t)p * (size_t)f->nins + (size_t)i];
+			if (owned)
+				continue;
+			for (int p = 0; p < nq && !owned; p++)
+				for (int a = 0; a < in->narg; a++) {
+					const Ins *d = ir_def_ins(f, in->arg[a]);
+					if (d && masks[(size_t)p * (size_t)f->nins + (size_t)(d - f->ins)]
+					    && d->op != OP_param) {
+						mark_back(f, i, masks + (size_t)p * (size_t)f->nins);
+						owned = changed = 1;
+						break;
+					}
+				}
+		}
+	}
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		int owned = in->op == OP_param || in->op == OP_ret || in->op == OP_update;
+		for (int p = 0; p < nq; p++)
+			owned |= masks[(size_t)p * (size_t)f->nins + (size_t)i];
+		if (!owned)
+			return kfail(top, "%%%s = %s: serves none of the kernel's quantizes",
+			             in->res >= 0 ? f->val[in->res].name : "?", opinfo[in->op].name);
+	}
+	for (int p = 0; p < nq; p++) {
+		Kern *k = &ph[p];
+		*k = *top;
+		k->phase = NULL;
+		k->nphase = 0;
+		k->mask = masks + (size_t)p * (size_t)f->nins;
+		k->nin = k->nout = 0;
+		k->tr = -1;
+		k->qsrc = -1;
+		for (int j = 0; j < top->nout; j++) {
+			const Ins *d = ir_def_ins(f, top->out[j]);
+			if (d && k->mask[d - f->ins])
+				k->out[k->nout++] = top->out[j];
+		}
+		if (classify(k) || geometry(k, t))
+			return -1;
+		if (k->threads != ph[0].threads)
+			return kfail(top, "its quantizes need %d and %d threads per CTA", ph[0].threads,
+			             k->threads);
+		if (k->m_multiple > top->m_multiple)
+			top->m_multiple = k->m_multiple;
+	}
+	top->threads = ph[0].threads;
+	top->shape = ph[0].shape;
+	top->x = ph[0].x;
+	return 0;
 }
 
 /* Recognise f and emit its kernel function into g (already cg_init'ed). */
@@ -298,21 +424,39 @@ cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *in
 	k.qsrc = -1;
 	if (!t || (unsigned)t->sm >= NCGSM)
 		return kfail(&k, "unknown target");
-	if (classify(&k))
-		return -1;
-	if (k.shape == CG_DELAYED_UPDATE) {
-		k.threads = 32;
-	} else if (geometry(&k, t)) {
-		return -1;
+	k.m_multiple = 1;
+	int rc = split_phases(&k, t);
+	if (rc == 0 && k.nphase == 0) {
+		/* one chain: the kernel is its own only phase */
+		if (classify(&k))
+			rc = -1;
+		else if (k.shape == CG_DELAYED_UPDATE) {
+			k.threads = 32;
+			k.elems_per_cta = 0;
+		} else if (geometry(&k, t))
+			rc = -1;
+	} else if (rc == 0) {
+		/* the ABI: every param and output of the whole kernel */
+		k.nin = 0;
+		for (int i = 0; i < f->nins; i++)
+			if (f->ins[i].op == OP_param)
+				k.in[k.nin++] = f->ins[i].res;
 	}
-	k.has_m = uses_m(f);
-	k.has_seed = k.q >= 0 && f->ins[k.q].op == OP_quantize && f->ins[k.q].round == PRECC_SR;
-	snprintf(k.name, sizeof k.name, "precc_%s", codegen_shape_name(k.shape));
-	if (kemit(g, &k, err, errsz))
-		return -1;
-	if (info)
+	if (rc == 0) {
+		k.has_m = uses_m(f);
+		for (int i = 0; i < f->nins; i++)
+			if (f->ins[i].op == OP_quantize && f->ins[i].round == PRECC_SR)
+				k.has_seed = 1;
+		snprintf(k.name, sizeof k.name, "precc_%s", k.nphase ? "fused"
+		         : codegen_shape_name(k.shape));
+		rc = kemit(g, &k, err, errsz);
+	}
+	if (rc == 0 && info)
 		fill_info(&k, info);
-	return 0;
+	if (k.phase)
+		free((void *)k.phase[0].mask);
+	free(k.phase);
+	return rc;
 }
 
 static int

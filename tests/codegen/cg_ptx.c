@@ -82,7 +82,8 @@ main(int argc, char **argv)
 			continue;
 		}
 		printf("// @%s: %s, %d threads, %s grid, %.1f ms in LLVM\n%s", m->fn[i]->name,
-		       codegen_shape_name(info.shape), info.threads, info.tiled ? "tiled" : "flat",
+		       info.nphases > 1 ? "fused" : codegen_shape_name(info.shape), info.threads,
+		       info.nphases > 1 ? "phased" : info.tiled ? "tiled" : "flat",
 		       info.llvm_ms, out);
 		free(out);
 	}

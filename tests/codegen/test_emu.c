@@ -338,7 +338,19 @@ check_kernel(const Func *f, const char *file)
 		args[na++] = &seed;
 	entry_args = args;
 	unsigned gx = 1, gy = 1;
-	if (info.shape == CG_DELAYED_UPDATE) {
+	if (info.nphases > 1) {
+		gx = 0;
+		for (int p = 0; p < info.nphases; p++) {
+			const CodegenPhase *ph = &info.phase[p];
+			const Type *dt = &f->val[ph->data].type;
+			long rows = extent(dt->dim[0]), cols = extent(dt->dim[1]);
+			if (ph->tiled)
+				gx += (unsigned)(((cols + ph->tile_cols - 1) / ph->tile_cols)
+				                 * ((rows + ph->tile_rows - 1) / ph->tile_rows));
+			else
+				gx += (unsigned)((rows * cols + ph->elems_per_cta - 1) / ph->elems_per_cta);
+		}
+	} else if (info.shape == CG_DELAYED_UPDATE) {
 		gx = 1;
 	} else if (info.tiled) {
 		const Type *dt = &f->val[info.data].type;
@@ -381,7 +393,7 @@ check_kernel(const Func *f, const char *file)
 	if (emu_break)
 		goto done;
 	printf("%s %-18s %-16s %d threads, grid %ux%u\n", rc ? "FAIL" : "ok  ", file,
-	       codegen_shape_name(info.shape), info.threads, gx, gy);
+	       info.nphases > 1 ? "fused" : codegen_shape_name(info.shape), info.threads, gx, gy);
 done:
 	for (int i = 0; i < 64; i++)
 		free(buf[i]);
