@@ -30,6 +30,8 @@ int rt_cuda_open(precc_rt *rt)
 
 void rt_cuda_close(precc_rt *rt) {}
 
+int rt_cuda_is_device_ptr(const void *p) { return 0; }
+
 #else
 
 #include <dlfcn.h>
@@ -47,7 +49,8 @@ void rt_cuda_close(precc_rt *rt) {}
 	X(cuModuleLoadDataEx) X(cuModuleGetFunction) X(cuModuleUnload) \
 	X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) \
 	X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
-	X(cuMemsetD8) X(cuStreamSynchronize) X(cuPointerGetAttribute)
+	X(cuMemsetD8) X(cuStreamSynchronize) X(cuPointerGetAttribute) \
+	X(cuMemsetD8Async) X(cuMemcpyDtoDAsync)
 
 #define SYM_(f) #f
 #define SYM(f) SYM_(f)
@@ -390,6 +393,31 @@ int rt_cuda_sync(precc_rt *rt, CUstream stream)
 {
 	WRAP(CALL(cuStreamSynchronize, (stream), " (errors of earlier "
 	          "asynchronous launches surface here)"))
+}
+
+int rt_cuda_memset8_async(precc_rt *rt, CUdeviceptr dst, unsigned char v,
+                          size_t n, CUstream stream)
+{
+	WRAP(CALL(cuMemsetD8Async, (dst, v, n, stream), " of %zu bytes", n))
+}
+
+int rt_cuda_dtod_async(precc_rt *rt, CUdeviceptr dst, CUdeviceptr src,
+                       size_t bytes, CUstream stream)
+{
+	WRAP(CALL(cuMemcpyDtoDAsync, (dst, src, bytes, stream), " of %zu bytes",
+	          bytes))
+}
+
+int rt_cuda_is_device_ptr(const void *p)
+{
+	unsigned int type = 0;
+
+	if (!drv.lib || !p)
+		return 0;
+	/* with unified addressing the query needs no current context */
+	return drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+	                                 (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS
+	       && type == CU_MEMORYTYPE_DEVICE;
 }
 
 int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what)

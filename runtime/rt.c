@@ -114,6 +114,7 @@ void precc_rt_close(precc_rt *rt)
 {
 	if (!rt)
 		return;
+	rt_artifact_free(rt, rt->art);
 	if (rt->backend == PRECC_BACKEND_CUDA)
 		rt_cuda_close(rt);
 	free(rt);

@@ -11,7 +11,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "precc/precc_rt.h"
+#include "ir.h"
 
 #ifdef PRECC_HAVE_CUDA_H
 #include <cuda.h>
@@ -20,8 +22,12 @@
 #define RT_ERR_MAX 16384   /* room for a message plus a JIT log */
 #define RT_JIT_LOG 8192    /* bytes of each JIT log buffer */
 
+struct rt_artifact;
+
 struct precc_rt {
 	precc_backend backend;
+	struct rt_artifact *art;   /* precc_rt_load, or NULL */
+	int timing;                /* precc_rt_set_timing */
 #ifdef PRECC_HAVE_CUDA_H
 	CUdevice dev;
 	CUcontext ctx;
@@ -35,6 +41,105 @@ struct precc_rt {
 
 /* rt.c */
 void rt_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* json.c — strict JSON (why not cJSON: see the file). */
+#define JSON_MAX_DEPTH 64
+#define JSON_MAX_BYTES (256 << 20)
+typedef enum json_kind { JSON_NULL, JSON_BOOL, JSON_NUM, JSON_STR, JSON_ARR,
+                         JSON_OBJ } json_kind;
+typedef struct json json;
+struct json {
+	json_kind kind;
+	int line, col;            /* where the value starts */
+	int b;                    /* JSON_BOOL */
+	double num;               /* JSON_NUM */
+	char *str; size_t len;    /* JSON_STR: UTF-8, NUL-terminated */
+	json **item;              /* JSON_ARR, JSON_OBJ: n values */
+	char **key;               /* JSON_OBJ: n keys, in file order */
+	size_t n, cap;
+};
+/* NULL with "name:line:col: error: message" in err on failure. */
+json *json_parse(const char *text, size_t len, const char *name, char *err,
+                 size_t errsz);
+void json_free(json *);
+const json *json_get(const json *obj, const char *key);  /* NULL: absent */
+const char *json_kind_name(json_kind);                   /* "a string" */
+
+/* artifact.c — the manifest read into these (docs/artifacts.md). */
+typedef struct rt_type {
+	precc_format fmt;
+	int rank;
+	long dim[2];              /* ir.h's dims: < 0 is ceil(M / -d) */
+} rt_type;
+/* Parses "bf16[M,4096]", "f32[1,1]{*x*}", "e8m0[4096,M/32]{1x32}". */
+int rt_type_parse(const char *s, rt_type *t);
+/* Bytes at M (0 on overflow); rows and cols (rank 1: 1 x n) may be NULL. */
+size_t rt_type_bytes(const rt_type *t, long m, long *rows, long *cols);
+
+typedef struct rt_param {
+	char *name, *type_str;
+	rt_type type;
+	int out;                  /* dir "out" */
+} rt_param;
+
+typedef struct rt_kdesc {
+	char *name, *shape, *entry, *ir;
+	int threads;
+	int tiled, data;          /* data: index into param */
+	long elems_per_cta, tile_rows, tile_cols, m_multiple;
+	unsigned smem;            /* optional "smem": dynamic shared bytes */
+	rt_param *param; int nparam;
+	int has_m, has_seed;
+	int *zero; int nzero;     /* zero_outputs as param indices */
+	int used;                 /* a step of the chosen layers runs it */
+	Module *mod;              /* the parsed ir */
+	const Func *fn;
+	int *abi_value;           /* per param: its IR value */
+	/* run statistics */
+	long launches;
+	double elems, seconds;
+	char loaded[160];         /* cuda: the file loaded; cpu: "ir" */
+#ifdef PRECC_HAVE_CUDA_H
+	CUmodule cumod;
+	struct rt_kernel *k;
+#endif
+} rt_kdesc;
+
+typedef struct rt_buffer {
+	char *name, *type_str, *role;
+	rt_type type;
+	int written;              /* some step writes it */
+} rt_buffer;
+
+typedef struct rt_step {
+	int kernel;
+	char *gemm;
+	int *arg;                 /* per kernel param: buffer index */
+} rt_step;
+
+typedef struct rt_layer {
+	char *fqn;
+	rt_buffer *buf; int nbuf;
+	rt_step *step; int nstep;
+	int (*update)[2]; int nupdate;  /* (state, next) buffers, after the steps */
+	long m_multiple;          /* lcm over its steps' kernels */
+} rt_layer;
+
+typedef struct rt_artifact {
+	char *dir;
+	char *precc_version, *llvm_version;
+	char *recipe_name, *model_name;
+	uint64_t recipe_hash, model_hash;
+	char **target; int ntarget;
+	const char *layers_of;    /* the target whose layers were read */
+	rt_kdesc *kern; int nkern;
+	rt_layer *layer; int nlayer;
+} rt_artifact;
+
+void rt_artifact_free(precc_rt *rt, rt_artifact *a);
+
+/* state.c */
+void rt_state_ids(const precc_state *st, uint64_t *recipe, uint64_t *model);
 
 /* cuda.c
  * rt_cuda_open fills rt's cuda fields; on failure returns -1 with the
@@ -78,10 +183,18 @@ int rt_cuda_htod(precc_rt *rt, CUdeviceptr dst, const void *src, size_t bytes);
 int rt_cuda_dtoh(precc_rt *rt, void *dst, CUdeviceptr src, size_t bytes);
 int rt_cuda_memset8(precc_rt *rt, CUdeviceptr dst, unsigned char v, size_t n);
 int rt_cuda_sync(precc_rt *rt, CUstream stream);
+int rt_cuda_memset8_async(precc_rt *rt, CUdeviceptr dst, unsigned char v,
+                          size_t n, CUstream stream);
+int rt_cuda_dtod_async(precc_rt *rt, CUdeviceptr dst, CUdeviceptr src,
+                       size_t bytes, CUstream stream);
 
 /* 0 when p is device (or managed) memory of the driver; -1 with "what is a
  * host pointer, the cuda backend needs device memory" otherwise. */
 int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what);
 #endif
+/* 1 when the driver is loaded in this process and says p is device (or
+ * managed) memory; 0 otherwise (no driver, host memory, or unknown). For
+ * the cpu backend's check against device pointers. */
+int rt_cuda_is_device_ptr(const void *p);
 
 #endif

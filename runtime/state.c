@@ -510,3 +510,9 @@ int precc_state_load(precc_state *st, const char *path)
 	free(buf);
 	return 0;
 }
+
+void rt_state_ids(const precc_state *st, uint64_t *recipe, uint64_t *model)
+{
+	*recipe = st->recipe;
+	*model = st->model;
+}

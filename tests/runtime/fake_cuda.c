@@ -3,9 +3,11 @@
  * loaded through PRECC_LIBCUDA, it exports the versioned driver symbols
  * (cuda.h's #defines rename these definitions) and behaves as $FAKE_CUDA
  * says: "init_fail" (cuInit → CUDA_ERROR_NO_DEVICE), "no_device" (0
- * devices), otherwise one device. It computes nothing: a module whose text
- * contains "bad" fails to JIT with a log, launches only record their
- * geometry. Built with -DFAKE_MISSING it lacks cuPointerGetAttribute.
+ * devices), otherwise one device (sm_90). It computes nothing: a module
+ * whose text contains "bad" fails to JIT with a log, any module has the
+ * functions "k" and "precc_*", launches only record their geometry, and
+ * the async memset/copy run at once. Built with -DFAKE_MISSING it lacks
+ * cuPointerGetAttribute.
  *
  * It tracks the context stack per process (tests are single-threaded) so
  * tests can check that the runtime leaves no context current.
@@ -171,7 +173,7 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *image,
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
 	NEED_CTX();
-	if (strcmp(name, "k") != 0)
+	if (strcmp(name, "k") != 0 && strncmp(name, "precc_", 6) != 0)
 		return CUDA_ERROR_NOT_FOUND;
 	*f = (CUfunction)(void *)&fake_fn;
 	return 0;
@@ -209,12 +211,12 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
 }
 
 /* "Device" memory is host memory the fake remembers handing out. */
-static void *allocs[16];
+static void *allocs[64];
 
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n)
 {
 	NEED_CTX();
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < 64; i++)
 		if (!allocs[i]) {
 			if (!(allocs[i] = malloc(n ? n : 1)))
 				return CUDA_ERROR_INVALID_VALUE;
@@ -227,7 +229,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n)
 CUresult CUDAAPI cuMemFree(CUdeviceptr p)
 {
 	NEED_CTX();
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < 64; i++)
 		if (allocs[i] && (uintptr_t)allocs[i] == p) {
 			free(allocs[i]);
 			allocs[i] = NULL;
@@ -259,12 +261,28 @@ CUresult CUDAAPI cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n)
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream s) { NEED_CTX(); return 0; }
 
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n,
+                                 CUstream s)
+{
+	NEED_CTX();
+	memset((void *)(uintptr_t)d, v, n);
+	return 0;
+}
+
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n,
+                                   CUstream st)
+{
+	NEED_CTX();
+	memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n);
+	return 0;
+}
+
 #ifndef FAKE_MISSING
 CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a,
                                        CUdeviceptr p)
 {
-	NEED_CTX();
-	for (int i = 0; i < 16; i++)
+	/* no NEED_CTX: with unified addressing the real one needs none */
+	for (int i = 0; i < 64; i++)
 		if (allocs[i] && (uintptr_t)allocs[i] == p) {
 			*(unsigned *)data = CU_MEMORYTYPE_DEVICE;
 			return 0;

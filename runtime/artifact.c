@@ -1,0 +1,862 @@
+/*
+ * artifact.c — open an artifact directory: read and validate manifest.json
+ * (docs/artifacts.md, format 1), parse each kernel's IR with precc_ir (the
+ * cpu backend runs it; both backends take the kernel ABI from it), and on
+ * the cuda backend load each kernel's cubin for the device, else its PTX.
+ *
+ * Every manifest error names the file, the line:col of the value and the
+ * path of the key: "DIR/manifest.json:14:7: error: kernels[0]: missing key
+ * 'threads'". Nothing is half-loaded: a failure frees all of it.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "precc/interp.h"
+#include "rt.h"
+
+#define MANIFEST_FORMAT 1
+
+typedef struct Ctx {
+	const char *file;         /* "DIR/manifest.json" */
+	int failed;
+} Ctx;
+
+static int bad(Ctx *c, const json *at, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int bad(Ctx *c, const json *at, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (at)
+		rt_error("%s:%d:%d: error: %s", c->file, at->line, at->col, msg);
+	else
+		rt_error("%s: error: %s", c->file, msg);
+	c->failed = 1;
+	return -1;
+}
+
+/* The value of key in obj, of kind k; an error naming path and key when
+ * it is missing or of another kind. */
+static const json *need(Ctx *c, const json *obj, const char *path,
+                        const char *key, json_kind k)
+{
+	const json *v = json_get(obj, key);
+
+	if (!v) {
+		bad(c, obj, "%s%smissing key '%s'", path, *path ? ": " : "", key);
+		return NULL;
+	}
+	if (v->kind != k) {
+		bad(c, v, "%s%s'%s' is %s, expected %s", path, *path ? ": " : "",
+		    key, json_kind_name(v->kind), json_kind_name(k));
+		return NULL;
+	}
+	return v;
+}
+
+static char *dup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = malloc(n);
+
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+static char *need_str(Ctx *c, const json *obj, const char *path,
+                      const char *key)
+{
+	const json *v = need(c, obj, path, key, JSON_STR);
+	char *s;
+
+	if (!v)
+		return NULL;
+	if (!(s = dup(v->str)))
+		bad(c, v, "out of memory");
+	return s;
+}
+
+/* An integer in [lo, hi]. */
+static int need_long(Ctx *c, const json *obj, const char *path,
+                     const char *key, long lo, long hi, long *out)
+{
+	const json *v = need(c, obj, path, key, JSON_NUM);
+
+	if (!v)
+		return -1;
+	if (v->num != (double)(long)v->num || v->num < (double)lo ||
+	    v->num > (double)hi)
+		return bad(c, v, "%s: '%s' is %g, expected an integer in [%ld, %ld]",
+		           path, key, v->num, lo, hi);
+	*out = (long)v->num;
+	return 0;
+}
+
+static int need_bool(Ctx *c, const json *obj, const char *path,
+                     const char *key, int *out)
+{
+	const json *v = need(c, obj, path, key, JSON_BOOL);
+
+	if (!v)
+		return -1;
+	*out = v->b;
+	return 0;
+}
+
+static int parse_hash(Ctx *c, const json *obj, const char *path, uint64_t *h)
+{
+	const json *v = need(c, obj, path, "hash", JSON_STR);
+	uint64_t x = 0;
+
+	if (!v)
+		return -1;
+	if (v->len != 16)
+		goto no;
+	for (int i = 0; i < 16; i++) {
+		char ch = v->str[i];
+		x <<= 4;
+		if (ch >= '0' && ch <= '9') x |= (uint64_t)(ch - '0');
+		else if (ch >= 'a' && ch <= 'f') x |= (uint64_t)(ch - 'a' + 10);
+		else goto no;
+	}
+	*h = x;
+	return 0;
+no:
+	return bad(c, v, "%s: 'hash' is \"%s\", expected 16 lowercase hex digits",
+	           path, v->str);
+}
+
+/* ---- types ------------------------------------------------------------ */
+
+int rt_type_parse(const char *s, rt_type *t)
+{
+	char fmt[16];
+	const char *p = strchr(s, '['), *q;
+	size_t n;
+	int f;
+
+	memset(t, 0, sizeof *t);
+	if (!p || (n = (size_t)(p - s)) == 0 || n >= sizeof fmt)
+		return -1;
+	memcpy(fmt, s, n);
+	fmt[n] = 0;
+	if ((f = ir_fmt_by_name(fmt)) < 0)
+		return -1;
+	t->fmt = (precc_format)f;
+	p++;
+	for (;;) {
+		long d;
+		char *end;
+		if (t->rank == MAXRANK)
+			return -1;
+		if (*p == 'M') {
+			p++;
+			d = DIM_M;
+			if (*p == '/') {
+				p++;
+				if (*p < '1' || *p > '9')
+					return -1;
+				errno = 0;
+				d = -strtol(p, &end, 10);
+				if (errno || d < -(1L << 40))
+					return -1;
+				p = end;
+			}
+		} else {
+			if (*p < '0' || *p > '9')
+				return -1;
+			errno = 0;
+			d = strtol(p, &end, 10);
+			if (errno || d <= 0 || d > (1L << 40))
+				return -1;
+			p = end;
+		}
+		t->dim[t->rank++] = d;
+		if (*p == ',') {
+			p++;
+			continue;
+		}
+		if (*p++ != ']')
+			return -1;
+		break;
+	}
+	if (*p == '{') {
+		q = strchr(p, '}');
+		if (!q || q[1])
+			return -1;
+	} else if (*p)
+		return -1;
+	return 0;
+}
+
+static long extent(long d, long m) { return d >= 0 ? d : m / -d + (m % -d != 0); }
+
+size_t rt_type_bytes(const rt_type *t, long m, long *rows, long *cols)
+{
+	long r = 1, c;
+	size_t n;
+
+	if (t->rank == 2)
+		r = extent(t->dim[0], m), c = extent(t->dim[1], m);
+	else
+		c = extent(t->dim[0], m);
+	if (rows)
+		*rows = r;
+	if (cols)
+		*cols = c;
+	if (r <= 0 || c <= 0 ||
+	    __builtin_mul_overflow((size_t)r, (size_t)c, &n) ||
+	    __builtin_mul_overflow(n, precc_interp_elem_bytes(t->fmt), &n))
+		return 0;
+	return n;
+}
+
+static int type_eq(const rt_type *a, const rt_type *b)
+{
+	if (a->fmt != b->fmt || a->rank != b->rank)
+		return 0;
+	for (int i = 0; i < a->rank; i++)
+		if (a->dim[i] != b->dim[i])
+			return 0;
+	return 1;
+}
+
+static int need_type(Ctx *c, const json *obj, const char *path, char **str,
+                     rt_type *t)
+{
+	const json *v = need(c, obj, path, "type", JSON_STR);
+
+	if (!v)
+		return -1;
+	if (rt_type_parse(v->str, t))
+		return bad(c, v, "%s: type \"%s\" is not FORMAT[DIM,DIM]{GRAN} "
+		           "(DIM: N, M or M/N)", path, v->str);
+	if (!(*str = dup(v->str)))
+		return bad(c, v, "out of memory");
+	return 0;
+}
+
+/* ---- kernels ------------------------------------------------------------ */
+
+static int find_param(const rt_kdesc *k, const char *name)
+{
+	for (int i = 0; i < k->nparam; i++)
+		if (strcmp(k->param[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/* The kernel ABI of codegen/codegen.h from the IR: every param op, then
+ * every ret operand. State updates are the layer's ("updates"), never a
+ * kernel's: the verifier refuses update in a kernel. */
+static int kernel_abi(Ctx *c, const json *at, rt_kdesc *k)
+{
+	const Func *f = k->fn;
+	int *v = calloc((size_t)f->nins * 2 + 1, sizeof *v), n = 0, nin = 0;
+
+	if (!v)
+		return bad(c, at, "out of memory");
+	k->abi_value = v;
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_param)
+			v[n++] = f->ins[i].res;
+	nin = n;
+	for (int i = 0; i < f->nins; i++) {
+		if (f->ins[i].op == OP_ret)
+			for (int a = 0; a < f->ins[i].narg; a++)
+				v[n++] = f->ins[i].arg[a];
+		if (f->ins[i].op == OP_update)
+			return bad(c, at, "kernel '%s': its ir has an update; state "
+			           "updates belong to the layer ('updates')", k->name);
+	}
+	if (n != k->nparam)
+		return bad(c, at, "kernel '%s': 'params' lists %d pointers, its IR "
+		           "has %d (%d params, %d outputs)", k->name, k->nparam, n,
+		           nin, n - nin);
+	for (int i = 0; i < n; i++) {
+		const Type *t = &f->val[v[i]].type;
+		rt_type it = {t->fmt, t->rank, {t->dim[0], t->rank > 1 ? t->dim[1] : 0}};
+		if (k->param[i].out != (i >= nin))
+			return bad(c, at, "kernel '%s': param %d '%s' is dir \"%s\", the "
+			           "IR makes it an %s", k->name, i, k->param[i].name,
+			           k->param[i].out ? "out" : "in",
+			           i >= nin ? "output" : "input");
+		if (!type_eq(&it, &k->param[i].type))
+			return bad(c, at, "kernel '%s': param %d '%s' is %s in 'params' "
+			           "but %%%s in the IR has another format or shape",
+			           k->name, i, k->param[i].name, k->param[i].type_str,
+			           f->val[v[i]].name);
+	}
+	return 0;
+}
+
+static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
+{
+	char path[256], err[1024];
+	const json *grid, *params, *zero, *v;
+	long x;
+
+	snprintf(path, sizeof path, "kernels[%d]", idx);
+	if (j->kind != JSON_OBJ)
+		return bad(c, j, "%s is %s, expected an object", path,
+		           json_kind_name(j->kind));
+	if (!(k->name = need_str(c, j, path, "name")))
+		return -1;
+	snprintf(path, sizeof path, "kernels[%d] '%s'", idx, k->name);
+	if (!(k->shape = need_str(c, j, path, "shape")) ||
+	    !(k->entry = need_str(c, j, path, "entry")) ||
+	    !(k->ir = need_str(c, j, path, "ir")) ||
+	    need_long(c, j, path, "threads", 1, 1024, &x))
+		return -1;
+	k->threads = (int)x;
+	if (need_bool(c, j, path, "has_m", &k->has_m) ||
+	    need_bool(c, j, path, "has_seed", &k->has_seed))
+		return -1;
+	if ((v = json_get(j, "smem"))) {
+		if (need_long(c, j, path, "smem", 0, 1 << 30, &x))
+			return -1;
+		k->smem = (unsigned)x;
+	}
+	if (!(params = need(c, j, path, "params", JSON_ARR)))
+		return -1;
+	if (params->n == 0 || params->n > 32)
+		return bad(c, params, "%s: %zu params, expected 1 to 32", path,
+		           params->n);
+	if (!(k->param = calloc(params->n, sizeof *k->param)))
+		return bad(c, params, "out of memory");
+	for (size_t i = 0; i < params->n; i++) {
+		const json *p = params->item[i];
+		rt_param *kp = &k->param[k->nparam];
+		char pp[300];
+		char *dir;
+		snprintf(pp, sizeof pp, "%s params[%zu]", path, i);
+		if (p->kind != JSON_OBJ)
+			return bad(c, p, "%s is %s, expected an object", pp,
+			           json_kind_name(p->kind));
+		k->nparam++;
+		if (!(kp->name = need_str(c, p, pp, "name")) ||
+		    need_type(c, p, pp, &kp->type_str, &kp->type) ||
+		    !(dir = need_str(c, p, pp, "dir")))
+			return -1;
+		kp->out = strcmp(dir, "out") == 0;
+		if (!kp->out && strcmp(dir, "in") != 0) {
+			free(dir);
+			return bad(c, json_get(p, "dir"), "%s: dir is \"%s\", expected "
+			           "\"in\" or \"out\"", pp, json_get(p, "dir")->str);
+		}
+		free(dir);
+		if (find_param(k, kp->name) != k->nparam - 1)
+			return bad(c, p, "%s: a second param named '%s'", pp, kp->name);
+	}
+	if (!(grid = need(c, j, path, "grid", JSON_OBJ)))
+		return -1;
+	{
+		char gp[300];
+		const json *d;
+		snprintf(gp, sizeof gp, "%s grid", path);
+		if (need_bool(c, grid, gp, "tiled", &k->tiled) ||
+		    !(d = need(c, grid, gp, "data", JSON_STR)) ||
+		    need_long(c, grid, gp, "elems_per_cta", 0, 1L << 40,
+		              &k->elems_per_cta) ||
+		    need_long(c, grid, gp, "tile_rows", 0, 1L << 20, &k->tile_rows) ||
+		    need_long(c, grid, gp, "tile_cols", 0, 1L << 20, &k->tile_cols) ||
+		    need_long(c, grid, gp, "m_multiple", 1, 1L << 20, &k->m_multiple))
+			return -1;
+		if ((k->data = find_param(k, d->str)) < 0)
+			return bad(c, d, "%s: data '%s' is not one of the params", gp,
+			           d->str);
+		if (k->tiled ? k->tile_rows < 1 || k->tile_cols < 1
+		             : k->elems_per_cta < 1)
+			return bad(c, grid, "%s: a %s grid needs %s >= 1", gp,
+			           k->tiled ? "tiled" : "flat",
+			           k->tiled ? "tile_rows and tile_cols" : "elems_per_cta");
+	}
+	if (!(zero = need(c, j, path, "zero_outputs", JSON_ARR)))
+		return -1;
+	if (!(k->zero = calloc(zero->n + 1, sizeof *k->zero)))
+		return bad(c, zero, "out of memory");
+	for (size_t i = 0; i < zero->n; i++) {
+		const json *z = zero->item[i];
+		int p;
+		if (z->kind != JSON_STR || (p = find_param(k, z->str)) < 0 ||
+		    !k->param[p].out)
+			return bad(c, z, "%s: zero_outputs[%zu] is not the name of an "
+			           "out param", path, i);
+		k->zero[k->nzero++] = p;
+	}
+	/* the IR: the cpu backend runs it, both take the ABI from it */
+	if (!(k->mod = ir_parse(k->ir, k->name, err, sizeof err)))
+		return bad(c, json_get(j, "ir"), "%s: its ir does not parse: %s",
+		           path, err);
+	for (int i = 0; i < k->mod->nfn && !k->fn; i++)
+		if (k->mod->nfn == 1 || strcmp(k->mod->fn[i]->name, k->name) == 0)
+			k->fn = k->mod->fn[i];
+	if (!k->fn)
+		return bad(c, json_get(j, "ir"), "%s: its ir has no function @%s",
+		           path, k->name);
+	if (ir_verify(k->mod, err, sizeof err))
+		return bad(c, json_get(j, "ir"), "%s: its ir does not verify: %s",
+		           path, err);
+	return kernel_abi(c, j, k);
+}
+
+/* ---- layers ------------------------------------------------------------ */
+
+static int find_kernel(const rt_artifact *a, const char *name)
+{
+	for (int i = 0; i < a->nkern; i++)
+		if (strcmp(a->kern[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+static int find_buffer(const rt_layer *l, const char *name)
+{
+	for (int i = 0; i < l->nbuf; i++)
+		if (strcmp(l->buf[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+static long gcd(long a, long b) { while (b) { long t = a % b; a = b; b = t; } return a; }
+
+static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
+                      rt_layer *l)
+{
+	char path[600];
+	const json *bufs, *steps, *ups;
+
+	snprintf(path, sizeof path, "layers[%d]", idx);
+	if (j->kind != JSON_OBJ)
+		return bad(c, j, "%s is %s, expected an object", path,
+		           json_kind_name(j->kind));
+	if (!(l->fqn = need_str(c, j, path, "fqn")))
+		return -1;
+	snprintf(path, sizeof path, "layers[%d] '%.400s'", idx, l->fqn);
+	if (!(bufs = need(c, j, path, "buffers", JSON_ARR)) ||
+	    !(steps = need(c, j, path, "steps", JSON_ARR)))
+		return -1;
+	if (!(l->buf = calloc(bufs->n + 1, sizeof *l->buf)) ||
+	    !(l->step = calloc(steps->n + 1, sizeof *l->step)))
+		return bad(c, j, "out of memory");
+	for (size_t i = 0; i < bufs->n; i++) {
+		const json *b = bufs->item[i];
+		rt_buffer *lb = &l->buf[l->nbuf];
+		char bp[700];
+		snprintf(bp, sizeof bp, "%s buffers[%zu]", path, i);
+		if (b->kind != JSON_OBJ)
+			return bad(c, b, "%s is %s, expected an object", bp,
+			           json_kind_name(b->kind));
+		l->nbuf++;
+		if (!(lb->name = need_str(c, b, bp, "name")) ||
+		    need_type(c, b, bp, &lb->type_str, &lb->type) ||
+		    !(lb->role = need_str(c, b, bp, "role")))
+			return -1;
+		if (find_buffer(l, lb->name) != l->nbuf - 1)
+			return bad(c, b, "%s: a second buffer named '%s'", bp, lb->name);
+	}
+	l->m_multiple = 1;
+	for (size_t i = 0; i < steps->n; i++) {
+		const json *s = steps->item[i], *kn, *args, *g;
+		rt_step *st = &l->step[l->nstep];
+		const rt_kdesc *k;
+		char sp[700];
+		snprintf(sp, sizeof sp, "%s steps[%zu]", path, i);
+		if (s->kind != JSON_OBJ)
+			return bad(c, s, "%s is %s, expected an object", sp,
+			           json_kind_name(s->kind));
+		l->nstep++;
+		if (!(kn = need(c, s, sp, "kernel", JSON_STR)) ||
+		    !(args = need(c, s, sp, "args", JSON_ARR)))
+			return -1;
+		if ((st->kernel = find_kernel(a, kn->str)) < 0)
+			return bad(c, kn, "%s: kernel '%s' is not in 'kernels'", sp,
+			           kn->str);
+		if ((g = json_get(s, "gemm")) && g->kind == JSON_STR &&
+		    !(st->gemm = dup(g->str)))
+			return bad(c, g, "out of memory");
+		k = &a->kern[st->kernel];
+		if ((int)args->n != k->nparam)
+			return bad(c, args, "%s: %zu args for kernel '%s', which takes %d",
+			           sp, args->n, k->name, k->nparam);
+		if (!(st->arg = calloc(args->n + 1, sizeof *st->arg)))
+			return bad(c, args, "out of memory");
+		for (size_t p = 0; p < args->n; p++) {
+			const json *an = args->item[p];
+			int b;
+			if (an->kind != JSON_STR)
+				return bad(c, an, "%s: args[%zu] is %s, expected a buffer "
+				           "name", sp, p, json_kind_name(an->kind));
+			if ((b = find_buffer(l, an->str)) < 0)
+				return bad(c, an, "%s: args[%zu] '%s' is not one of the "
+				           "layer's buffers", sp, p, an->str);
+			if (!type_eq(&l->buf[b].type, &k->param[p].type))
+				return bad(c, an, "%s: buffer '%s' is %s, kernel '%s' param "
+				           "'%s' is %s", sp, an->str, l->buf[b].type_str,
+				           k->name, k->param[p].name, k->param[p].type_str);
+			st->arg[p] = b;
+			if (k->param[p].out)
+				l->buf[b].written = 1;
+		}
+		l->m_multiple = l->m_multiple / gcd(l->m_multiple, k->m_multiple) *
+		                k->m_multiple;
+	}
+	if ((ups = json_get(j, "updates"))) {
+		if (ups->kind != JSON_ARR)
+			return bad(c, ups, "%s: 'updates' is %s, expected an array", path,
+			           json_kind_name(ups->kind));
+		if (!(l->update = calloc(ups->n + 1, sizeof *l->update)))
+			return bad(c, ups, "out of memory");
+		for (size_t i = 0; i < ups->n; i++) {
+			const json *u = ups->item[i], *sn, *nn;
+			char up[700];
+			int sb, nb;
+			snprintf(up, sizeof up, "%s updates[%zu]", path, i);
+			if (u->kind != JSON_OBJ)
+				return bad(c, u, "%s is %s, expected an object", up,
+				           json_kind_name(u->kind));
+			if (!(sn = need(c, u, up, "state", JSON_STR)) ||
+			    !(nn = need(c, u, up, "next", JSON_STR)))
+				return -1;
+			if ((sb = find_buffer(l, sn->str)) < 0 ||
+			    (nb = find_buffer(l, nn->str)) < 0)
+				return bad(c, sb < 0 ? sn : nn, "%s: '%s' is not one of the "
+				           "layer's buffers", up, sb < 0 ? sn->str : nn->str);
+			if (!type_eq(&l->buf[sb].type, &l->buf[nb].type))
+				return bad(c, u, "%s: state '%s' is %s, next '%s' is %s", up,
+				           sn->str, l->buf[sb].type_str, nn->str,
+				           l->buf[nb].type_str);
+			l->update[l->nupdate][0] = sb;
+			l->update[l->nupdate][1] = nb;
+			l->nupdate++;
+			l->buf[sb].written = 1;
+		}
+	}
+	return 0;
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+static char *read_file(const char *path, size_t *len, char *why, size_t whysz)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f) {
+		snprintf(why, whysz, "%s", strerror(errno));
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
+		snprintf(why, whysz, "cannot seek: %s", strerror(errno));
+		fclose(f);
+		return NULL;
+	}
+	if ((unsigned long)n > JSON_MAX_BYTES * 4UL) {
+		snprintf(why, whysz, "%ld bytes is too large", n);
+		fclose(f);
+		return NULL;
+	}
+	if (!(buf = malloc((size_t)n + 1))) {
+		snprintf(why, whysz, "out of memory");
+		fclose(f);
+		return NULL;
+	}
+	if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		snprintf(why, whysz, "read error");
+		free(buf);
+		fclose(f);
+		return NULL;
+	}
+	buf[n] = 0;
+	*len = (size_t)n;
+	fclose(f);
+	return buf;
+}
+
+#ifdef PRECC_HAVE_CUDA_H
+/* A file name from the manifest: one plain name inside DIR. */
+static int plain_name(const char *s)
+{
+	return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
+}
+
+/* Loads kernel k's file for target tg: the cubin when tg is the
+ * device's own (cubin_ok) and the manifest has one, else the PTX. */
+static int load_cuda(Ctx *c, precc_rt *rt, rt_artifact *a, const json *jk,
+                     rt_kdesc *k, const char *tg, int cubin_ok)
+{
+	const json *files = json_get(jk, "files"), *pick;
+	char path[4096], why[256], what[4400];
+	char *image = NULL;
+	size_t len;
+	int rc;
+
+	if (!files || files->kind != JSON_OBJ)
+		return bad(c, jk, "kernel '%s': missing key 'files' (the cuda "
+		           "backend needs its PTX or cubin)", k->name);
+	if (!(pick = json_get(files, tg)) || pick->kind != JSON_OBJ)
+		return bad(c, files, "kernel '%s': no files for %s", k->name, tg);
+	for (int pass = cubin_ok ? 0 : 1; pass < 2 && !image; pass++) {
+		const json *f = json_get(pick, pass == 0 ? "cubin" : "ptx");
+		if (!f)
+			continue;
+		if (f->kind != JSON_STR || !plain_name(f->str))
+			return bad(c, f, "kernel '%s': file \"%s\" is not a plain file "
+			           "name inside the artifact directory", k->name,
+			           f->kind == JSON_STR ? f->str : "?");
+		snprintf(path, sizeof path, "%s/%s", a->dir, f->str);
+		image = read_file(path, &len, why, sizeof why);
+		if (!image && pass == 1)
+			return bad(c, f, "kernel '%s': cannot read '%s': %s", k->name,
+			           path, why);
+		if (image)
+			snprintf(k->loaded, sizeof k->loaded, "%s", f->str);
+	}
+	if (!image)
+		return bad(c, pick, "kernel '%s': no 'ptx' for %s", k->name, tg);
+	snprintf(what, sizeof what, "kernel '%s' from '%s'", k->name, path);
+	rc = rt_cuda_module_load(rt, image, what, &k->cumod);
+	free(image);
+	if (rc)
+		return -1;
+	if (!(k->k = calloc(1, sizeof *k->k))) {
+		rt_error("out of memory");
+		return -1;
+	}
+	if (rt_cuda_kernel(rt, k->cumod, k->entry, k->k) ||
+	    (k->smem && rt_cuda_kernel_reserve_smem(rt, k->k, k->smem)))
+		return -1;
+	return 0;
+}
+#endif
+
+/* ---- the manifest --------------------------------------------------------- */
+
+static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
+{
+	const json *v, *r, *md, *tg, *ks, *ls;
+	int tgi, cubin_ok = 0;
+	long fmt;
+
+	if (m->kind != JSON_OBJ)
+		return bad(c, m, "the manifest is %s, expected an object",
+		           json_kind_name(m->kind));
+	/* versions first: another precc's manifest may differ in everything */
+	if (need_long(c, m, "", "precc_manifest", 0, 1L << 30, &fmt) ||
+	    !(a->precc_version = need_str(c, m, "", "precc_version")))
+		return -1;
+	if (fmt != MANIFEST_FORMAT || strcmp(a->precc_version, PRECC_VERSION))
+		return bad(c, json_get(m, fmt != MANIFEST_FORMAT ? "precc_manifest"
+		                                                 : "precc_version"),
+		           "written by precc %s (manifest format %ld); this precc_rt "
+		           "is precc %s (manifest format %d): rebuild the artifacts "
+		           "with precc %s", a->precc_version, fmt, PRECC_VERSION,
+		           MANIFEST_FORMAT, PRECC_VERSION);
+	if (!(a->llvm_version = need_str(c, m, "", "llvm_version")) ||
+	    !(r = need(c, m, "", "recipe", JSON_OBJ)) ||
+	    !(a->recipe_name = need_str(c, r, "recipe", "name")) ||
+	    parse_hash(c, r, "recipe", &a->recipe_hash) ||
+	    !(md = need(c, m, "", "model", JSON_OBJ)) ||
+	    !(a->model_name = need_str(c, md, "model", "name")) ||
+	    parse_hash(c, md, "model", &a->model_hash) ||
+	    !(tg = need(c, m, "", "targets", JSON_ARR)) ||
+	    !(ks = need(c, m, "", "kernels", JSON_ARR)) ||
+	    !(ls = need(c, m, "", "layers", JSON_ARR)))
+		return -1;
+	if (!(a->target = calloc(tg->n + 1, sizeof *a->target)) ||
+	    !(a->kern = calloc(ks->n + 1, sizeof *a->kern)) ||
+	    !(a->layer = calloc(ls->n + 1, sizeof *a->layer)))
+		return bad(c, m, "out of memory");
+	for (size_t i = 0; i < tg->n; i++) {
+		if ((v = tg->item[i])->kind != JSON_STR)
+			return bad(c, v, "targets[%zu] is %s, expected a string", i,
+			           json_kind_name(v->kind));
+		if (!(a->target[a->ntarget++] = dup(v->str)))
+			return bad(c, v, "out of memory");
+	}
+	for (size_t i = 0; i < ks->n; i++) {
+		a->nkern++;
+		if (read_kernel(c, ks->item[i], (int)i, &a->kern[i]))
+			return -1;
+		if (find_kernel(a, a->kern[i].name) != (int)i)
+			return bad(c, ks->item[i], "kernels[%zu]: a second kernel named "
+			           "'%s'", i, a->kern[i].name);
+	}
+	/* the target: cpu reads the first target's layers; cuda the device's
+	 * own (sm_XYa, then sm_XY), else the newest older one's PTX */
+	tgi = 0;
+	if (a->ntarget == 0)
+		return bad(c, tg, "'targets' is empty");
+#ifdef PRECC_HAVE_CUDA_H
+	if (rt->backend == PRECC_BACKEND_CUDA) {
+		int dev = rt->sm_major * 10 + rt->sm_minor, best = -1, besti = -1;
+		char want[2][16];
+		snprintf(want[0], sizeof want[0], "sm_%da", dev);
+		snprintf(want[1], sizeof want[1], "sm_%d", dev);
+		tgi = -1;
+		for (int w = 0; w < 2 && tgi < 0; w++)
+			for (int t = 0; t < a->ntarget; t++)
+				if (strcmp(a->target[t], want[w]) == 0)
+					tgi = t, cubin_ok = 1;
+		for (int t = 0; t < a->ntarget && tgi < 0; t++) {
+			int sm;
+			char tail;
+			if (sscanf(a->target[t], "sm_%d%c", &sm, &tail) == 1 && sm < dev &&
+			    sm > best)
+				best = sm, besti = t;
+		}
+		if (tgi < 0)
+			tgi = besti;   /* PTX only: a cubin is for its own sm */
+		if (tgi < 0)
+			return bad(c, tg, "no target for this device (sm_%d): the "
+			           "artifacts are for %s%s; rebuild with --target "
+			           "sm_%d%s", dev, a->target[0],
+			           a->ntarget > 1 ? ", ..." : "", dev,
+			           dev == 90 ? "a" : "");
+	}
+#endif
+	a->layers_of = a->target[tgi];
+	if (tgi > 0) {
+		const json *tl = json_get(m, "target_layers");
+		if (!(ls = tl ? json_get(tl, a->target[tgi]) : NULL))
+			return bad(c, tl ? tl : m, "missing key 'target_layers.%s' (the "
+			           "layers of target %s)", a->target[tgi], a->target[tgi]);
+		if (ls->kind != JSON_ARR)
+			return bad(c, ls, "'target_layers.%s' is %s, expected an array",
+			           a->target[tgi], json_kind_name(ls->kind));
+		free(a->layer);
+		if (!(a->layer = calloc(ls->n + 1, sizeof *a->layer)))
+			return bad(c, ls, "out of memory");
+	}
+	for (size_t i = 0; i < ls->n; i++) {
+		a->nlayer++;
+		if (read_layer(c, a, ls->item[i], (int)i, &a->layer[i]))
+			return -1;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(a->layer[j].fqn, a->layer[i].fqn) == 0)
+				return bad(c, ls->item[i], "layers[%zu]: a second layer named "
+				           "'%s'", i, a->layer[i].fqn);
+		for (int s = 0; s < a->layer[i].nstep; s++)
+			a->kern[a->layer[i].step[s].kernel].used = 1;
+	}
+#ifdef PRECC_HAVE_CUDA_H
+	if (rt->backend == PRECC_BACKEND_CUDA)
+		for (int i = 0; i < a->nkern; i++)
+			if (a->kern[i].used &&
+			    load_cuda(c, rt, a, ks->item[i], &a->kern[i], a->target[tgi],
+			              cubin_ok))
+				return -1;
+#endif
+	for (int i = 0; i < a->nkern; i++)
+		if (!a->kern[i].loaded[0])
+			snprintf(a->kern[i].loaded, sizeof a->kern[i].loaded, "%s",
+			         rt->backend == PRECC_BACKEND_CPU ? "ir" : "-");
+	return 0;
+}
+
+void rt_artifact_free(precc_rt *rt, rt_artifact *a)
+{
+	if (!a)
+		return;
+	for (int i = 0; i < a->nkern; i++) {
+		rt_kdesc *k = &a->kern[i];
+#ifdef PRECC_HAVE_CUDA_H
+		if (k->cumod && rt->backend == PRECC_BACKEND_CUDA)
+			rt_cuda_module_unload(rt, k->cumod);
+		free(k->k);
+#endif
+		for (int p = 0; p < k->nparam; p++) {
+			free(k->param[p].name);
+			free(k->param[p].type_str);
+		}
+		free(k->param);
+		free(k->name);
+		free(k->shape);
+		free(k->entry);
+		free(k->ir);
+		free(k->zero);
+		free(k->abi_value);
+		ir_module_free(k->mod);
+	}
+	for (int i = 0; i < a->nlayer; i++) {
+		rt_layer *l = &a->layer[i];
+		for (int b = 0; b < l->nbuf; b++) {
+			free(l->buf[b].name);
+			free(l->buf[b].type_str);
+			free(l->buf[b].role);
+		}
+		for (int s = 0; s < l->nstep; s++) {
+			free(l->step[s].gemm);
+			free(l->step[s].arg);
+		}
+		free(l->buf);
+		free(l->step);
+		free(l->update);
+		free(l->fqn);
+	}
+	for (int i = 0; i < a->ntarget; i++)
+		free(a->target[i]);
+	free(a->target);
+	free(a->kern);
+	free(a->layer);
+	free(a->dir);
+	free(a->precc_version);
+	free(a->llvm_version);
+	free(a->recipe_name);
+	free(a->model_name);
+	free(a);
+}
+
+int precc_rt_load(precc_rt *rt, const char *dir)
+{
+	char file[4096], why[256], err[1024];
+	rt_artifact *a;
+	json *m;
+	size_t len;
+	char *text;
+	Ctx c = {file, 0};
+
+	if (!rt || !dir) {
+		rt_error("manifest: precc_rt_load needs a runtime and a directory");
+		return -1;
+	}
+	if (rt->art) {
+		rt_error("manifest: this runtime already has '%s' loaded (open "
+		         "another runtime for '%s')", rt->art->dir, dir);
+		return -1;
+	}
+	snprintf(file, sizeof file, "%s/manifest.json", dir);
+	if (!(text = read_file(file, &len, why, sizeof why))) {
+		rt_error("%s: error: cannot read: %s", file, why);
+		return -1;
+	}
+	m = json_parse(text, len, file, err, sizeof err);
+	free(text);
+	if (!m) {
+		rt_error("%s", err);
+		return -1;
+	}
+	if (!(a = calloc(1, sizeof *a)) || !(a->dir = dup(dir))) {
+		free(a);
+		json_free(m);
+		rt_error("out of memory reading %s", file);
+		return -1;
+	}
+	if (read_manifest(&c, rt, a, m)) {
+		rt_artifact_free(rt, a);
+		json_free(m);
+		return -1;
+	}
+	json_free(m);
+	rt->art = a;
+	return 0;
+}

@@ -1,0 +1,593 @@
+/*
+ * plan.c — run a layer's quantize plan (docs/artifacts.md, "layers"):
+ * argument checks before any launch, then each step on the caller's
+ * buffers — cuda: zero the zero_outputs, launch with the manifest's grid,
+ * copy each update's new value over its state buffer, all on the caller's
+ * stream; cpu: the kernel's IR through the interpreter. Also the layer and
+ * kernel queries, backend memory, and the scaling state of an artifact.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "precc/interp.h"
+#include "rt.h"
+
+#define ALIGN 16   /* kernels load and store 16-byte vectors */
+
+static const rt_layer *layer_at(const precc_rt *rt, int layer)
+{
+	if (!rt || !rt->art || layer < 0 || layer >= rt->art->nlayer)
+		return NULL;
+	return &rt->art->layer[layer];
+}
+
+static const rt_layer *need_layer(const precc_rt *rt, int layer)
+{
+	const rt_layer *l = layer_at(rt, layer);
+
+	if (!l) {
+		if (!rt || !rt->art)
+			rt_error("plan: no artifact directory is loaded (precc_rt_load)");
+		else
+			rt_error("plan: layer %d is out of range (the manifest has %d)",
+			         layer, rt->art->nlayer);
+	}
+	return l;
+}
+
+precc_rt *precc_rt_open(const char *dir, precc_backend kind, char *why,
+                        size_t whysize)
+{
+	precc_rt *rt = precc_rt_open_backend(kind, why, whysize);
+
+	if (!rt)
+		return NULL;
+	if (precc_rt_load(rt, dir)) {
+		char err[RT_ERR_MAX];
+		snprintf(err, sizeof err, "%s", precc_rt_last_error());
+		precc_rt_close(rt);
+		rt_error("%s", err);
+		if (why && whysize)
+			snprintf(why, whysize, "%s", err);
+		return NULL;
+	}
+	return rt;
+}
+
+void precc_rt_artifact_info(const precc_rt *rt, precc_artifact_info *info)
+{
+	const rt_artifact *a = rt ? rt->art : NULL;
+
+	memset(info, 0, sizeof *info);
+	if (!a)
+		return;
+	info->dir = a->dir;
+	info->precc_version = a->precc_version;
+	info->llvm_version = a->llvm_version;
+	info->recipe_name = a->recipe_name;
+	info->model_name = a->model_name;
+	info->recipe_hash = a->recipe_hash;
+	info->model_hash = a->model_hash;
+	info->nkernels = a->nkern;
+	info->nlayers = a->nlayer;
+}
+
+int precc_rt_layer_count(const precc_rt *rt)
+{
+	return rt && rt->art ? rt->art->nlayer : 0;
+}
+
+const char *precc_rt_layer_name(const precc_rt *rt, int layer)
+{
+	const rt_layer *l = layer_at(rt, layer);
+	return l ? l->fqn : NULL;
+}
+
+int precc_rt_layer_find(const precc_rt *rt, const char *fqn)
+{
+	for (int i = 0; fqn && i < precc_rt_layer_count(rt); i++)
+		if (strcmp(rt->art->layer[i].fqn, fqn) == 0)
+			return i;
+	return -1;
+}
+
+long precc_rt_layer_m_multiple(const precc_rt *rt, int layer)
+{
+	const rt_layer *l = layer_at(rt, layer);
+	return l ? l->m_multiple : -1;
+}
+
+int precc_rt_buffer_count(const precc_rt *rt, int layer)
+{
+	const rt_layer *l = layer_at(rt, layer);
+	return l ? l->nbuf : -1;
+}
+
+int precc_rt_buffer_info(const precc_rt *rt, int layer, int i, long m,
+                         precc_buffer_info *info)
+{
+	const rt_layer *l = need_layer(rt, layer);
+	const rt_buffer *b;
+
+	memset(info, 0, sizeof *info);
+	if (!l)
+		return -1;
+	if (i < 0 || i >= l->nbuf) {
+		rt_error("plan: buffer %d of layer '%s' is out of range (it has %d)",
+		         i, l->fqn, l->nbuf);
+		return -1;
+	}
+	b = &l->buf[i];
+	info->name = b->name;
+	info->type = b->type_str;
+	info->role = b->role;
+	info->format = ir_fmt_name(b->type.fmt);
+	info->format_id = (int)b->type.fmt;
+	info->written = b->written;
+	info->bytes = rt_type_bytes(&b->type, m, &info->rows, &info->cols);
+	if (!info->bytes) {
+		rt_error("plan: layer '%s' buffer '%s' %s has no size at M=%ld",
+		         l->fqn, b->name, b->type_str, m);
+		return -1;
+	}
+	return 0;
+}
+
+int precc_rt_step_count(const precc_rt *rt, int layer)
+{
+	const rt_layer *l = layer_at(rt, layer);
+	return l ? l->nstep : -1;
+}
+
+int precc_rt_step_info(const precc_rt *rt, int layer, int step,
+                       precc_step_info *info)
+{
+	const rt_layer *l = need_layer(rt, layer);
+	const rt_kdesc *k;
+
+	memset(info, 0, sizeof *info);
+	if (!l)
+		return -1;
+	if (step < 0 || step >= l->nstep) {
+		rt_error("plan: step %d of layer '%s' is out of range (it has %d)",
+		         step, l->fqn, l->nstep);
+		return -1;
+	}
+	k = &rt->art->kern[l->step[step].kernel];
+	info->kernel = l->step[step].kernel;
+	info->gemm = l->step[step].gemm;
+	info->nargs = k->nparam;
+	info->args = l->step[step].arg;
+	for (int p = 0; p < k->nparam; p++)
+		if (k->param[p].out)
+			info->out_mask |= 1u << p;
+	return 0;
+}
+
+void precc_rt_set_timing(precc_rt *rt, int on) { rt->timing = on; }
+
+int precc_rt_kernel_count(const precc_rt *rt)
+{
+	return rt && rt->art ? rt->art->nkern : 0;
+}
+
+int precc_rt_kernel_info(const precc_rt *rt, int k, precc_kernel_info *info)
+{
+	const rt_kdesc *d;
+
+	memset(info, 0, sizeof *info);
+	if (k < 0 || k >= precc_rt_kernel_count(rt)) {
+		rt_error("plan: kernel %d is out of range", k);
+		return -1;
+	}
+	d = &rt->art->kern[k];
+	info->name = d->name;
+	info->shape = d->shape;
+	info->entry = d->entry;
+	info->loaded = d->loaded;
+#ifdef PRECC_HAVE_CUDA_H
+	if (d->k) {
+		info->num_regs = d->k->num_regs;
+		info->spill_bytes = d->k->local_bytes;
+	}
+#endif
+	info->launches = d->launches;
+	info->elements = d->elems;
+	info->seconds = d->seconds;
+	return 0;
+}
+
+/* ---- memory ------------------------------------------------------------- */
+
+void *precc_rt_malloc(precc_rt *rt, size_t bytes)
+{
+	void *p = NULL;
+
+#ifdef PRECC_HAVE_CUDA_H
+	if (rt->backend == PRECC_BACKEND_CUDA) {
+		CUdeviceptr d;
+		if (rt_cuda_alloc(rt, bytes ? bytes : 1, &d))
+			return NULL;
+		return (void *)(uintptr_t)d;
+	}
+#endif
+	if (posix_memalign(&p, 64, bytes ? bytes : 1)) {
+		rt_error("out of memory (%zu bytes)", bytes);
+		return NULL;
+	}
+	return p;
+}
+
+void precc_rt_free(precc_rt *rt, void *p)
+{
+	if (!p)
+		return;
+#ifdef PRECC_HAVE_CUDA_H
+	if (rt->backend == PRECC_BACKEND_CUDA) {
+		rt_cuda_free(rt, (CUdeviceptr)(uintptr_t)p);
+		return;
+	}
+#endif
+	free(p);
+}
+
+int precc_rt_upload(precc_rt *rt, void *dst, const void *src, size_t bytes)
+{
+#ifdef PRECC_HAVE_CUDA_H
+	if (rt->backend == PRECC_BACKEND_CUDA)
+		return rt_cuda_htod(rt, (CUdeviceptr)(uintptr_t)dst, src, bytes);
+#endif
+	memcpy(dst, src, bytes);
+	return 0;
+}
+
+int precc_rt_download(precc_rt *rt, void *dst, const void *src, size_t bytes)
+{
+#ifdef PRECC_HAVE_CUDA_H
+	if (rt->backend == PRECC_BACKEND_CUDA)
+		return rt_cuda_dtoh(rt, dst, (CUdeviceptr)(uintptr_t)src, bytes);
+#endif
+	memcpy(dst, src, bytes);
+	return 0;
+}
+
+int precc_rt_sync(precc_rt *rt, void *stream)
+{
+#ifdef PRECC_HAVE_CUDA_H
+	if (rt->backend == PRECC_BACKEND_CUDA)
+		return rt_cuda_sync(rt, (CUstream)stream);
+#endif
+	return 0;
+}
+
+/* ---- argument checks ------------------------------------------------------ */
+
+static int check_args(precc_rt *rt, const rt_layer *l, long m,
+                      void *const *buffers)
+{
+	if (m <= 0) {
+		rt_error("plan: layer '%s': M = %ld, the token count must be positive",
+		         l->fqn, m);
+		return -1;
+	}
+	if (m % l->m_multiple) {
+		rt_error("plan: layer '%s': M = %ld is not a multiple of %ld (its "
+		         "kernels' block size along M)", l->fqn, m, l->m_multiple);
+		return -1;
+	}
+	if (!buffers) {
+		rt_error("plan: layer '%s': buffers is NULL (it needs %d)", l->fqn,
+		         l->nbuf);
+		return -1;
+	}
+	for (int s = 0; s <= l->nstep; s++) {
+		const rt_kdesc *k = s < l->nstep ? &rt->art->kern[l->step[s].kernel]
+		                                 : NULL;
+		int np = k ? k->nparam : 2 * l->nupdate;
+		for (int p = 0; p < np; p++) {
+			int b = k ? l->step[s].arg[p] : l->update[p / 2][p % 2];
+			const void *ptr = buffers[b];
+			char what[512];
+			if (!rt_type_bytes(&l->buf[b].type, m, NULL, NULL)) {
+				rt_error("plan: layer '%s': buffer '%s' %s overflows at M=%ld",
+				         l->fqn, l->buf[b].name, l->buf[b].type_str, m);
+				return -1;
+			}
+			snprintf(what, sizeof what, "layer '%s' buffer %d '%s'", l->fqn,
+			         b, l->buf[b].name);
+			if (!ptr) {
+				rt_error("plan: %s is NULL", what);
+				return -1;
+			}
+			if ((uintptr_t)ptr % ALIGN) {
+				rt_error("plan: %s (%p) is not %d-byte aligned (kernels use "
+				         "%d-byte vector access)", what, ptr, ALIGN, ALIGN);
+				return -1;
+			}
+#ifdef PRECC_HAVE_CUDA_H
+			if (rt->backend == PRECC_BACKEND_CUDA &&
+			    rt_cuda_check_device_ptr(rt, ptr, what))
+				return -1;
+#endif
+			if (rt->backend == PRECC_BACKEND_CPU && rt_cuda_is_device_ptr(ptr)) {
+				rt_error("plan: %s (%p) is device memory; the cpu backend "
+				         "needs host memory", what, ptr);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- steps --------------------------------------------------------------- */
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int run_cpu(precc_rt *rt, const rt_layer *l, const rt_step *st,
+                   rt_kdesc *k, long m, void *const *buffers, uint64_t seed,
+                   int *skipped)
+{
+	IrInterpOpts o;
+	IrInterp *ip;
+	char err[1024];
+	int rc = -1;
+
+	ir_interp_opts_init(&o);
+	o.m = m;
+	o.seed = seed;
+	if (!(ip = ir_interp_new(k->fn, &o, err, sizeof err))) {
+		rt_error("cpu: layer '%s' kernel '%s': %s", l->fqn, k->name, err);
+		return -1;
+	}
+	for (int p = 0; p < k->nparam; p++) {
+		const rt_buffer *b = &l->buf[st->arg[p]];
+		size_t bytes = rt_type_bytes(&b->type, m, NULL, NULL);
+		if (k->param[p].out)
+			continue;
+		if (ir_interp_bind(ip, k->fn->val[k->abi_value[p]].name,
+		                   buffers[st->arg[p]], bytes))
+			goto out;
+	}
+	if (ir_interp_run(ip))
+		goto out;
+	for (int p = 0; p < k->nparam; p++) {
+		const rt_buffer *b = &l->buf[st->arg[p]];
+		size_t bytes = rt_type_bytes(&b->type, m, NULL, NULL);
+		const void *v = ir_interp_value(ip, k->abi_value[p]);
+		if (!k->param[p].out)
+			continue;
+		if (!v || ir_interp_value_bytes(ip, k->abi_value[p], NULL, NULL) != bytes) {
+			rt_error("cpu: layer '%s' kernel '%s': output '%s' has no value "
+			         "of %zu bytes", l->fqn, k->name, b->name, bytes);
+			ir_interp_free(ip);
+			return -1;
+		}
+		memcpy(buffers[st->arg[p]], v, bytes);
+	}
+	*skipped |= ir_interp_skipped(ip);
+	rc = 0;
+out:
+	if (rc)
+		rt_error("cpu: layer '%s' kernel '%s': %s", l->fqn, k->name,
+		         ir_interp_error(ip));
+	ir_interp_free(ip);
+	return rc;
+}
+
+#ifdef PRECC_HAVE_CUDA_H
+static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
+                    rt_kdesc *k, long m, void *const *buffers, uint64_t seed,
+                    CUstream stream)
+{
+	CUdeviceptr ptr[32];
+	void *params[34];
+	int64_t m64 = m;
+	uint64_t seed64 = seed;
+	unsigned grid[3] = {1, 1, 1}, block[3] = {(unsigned)k->threads, 1, 1};
+	long rows, cols;
+	int n = 0;
+
+	rt_type_bytes(&k->param[k->data].type, m, &rows, &cols);
+	if (k->tiled) {
+		long gx = (cols + k->tile_cols - 1) / k->tile_cols;
+		long gy = (rows + k->tile_rows - 1) / k->tile_rows;
+		if (gx > 0x7fffffffL || gy > 65535) {
+			rt_error("cuda: layer '%s' kernel '%s': grid %ldx%ld at M=%ld is "
+			         "larger than CUDA allows", l->fqn, k->name, gx, gy, m);
+			return -1;
+		}
+		grid[0] = (unsigned)gx, grid[1] = (unsigned)gy;
+	} else {
+		double e = (double)rows * (double)cols;
+		long gx = (long)((e + (double)k->elems_per_cta - 1) /
+		                 (double)k->elems_per_cta);
+		if (gx > 0x7fffffffL) {
+			rt_error("cuda: layer '%s' kernel '%s': %ld CTAs at M=%ld is more "
+			         "than CUDA allows", l->fqn, k->name, gx, m);
+			return -1;
+		}
+		grid[0] = (unsigned)(gx > 0 ? gx : 1);
+	}
+	for (int z = 0; z < k->nzero; z++) {
+		int b = st->arg[k->zero[z]];
+		if (rt_cuda_memset8_async(rt, (CUdeviceptr)(uintptr_t)buffers[b], 0,
+		                          rt_type_bytes(&l->buf[b].type, m, NULL, NULL),
+		                          stream))
+			return -1;
+	}
+	for (int p = 0; p < k->nparam; p++) {
+		ptr[p] = (CUdeviceptr)(uintptr_t)buffers[st->arg[p]];
+		params[n++] = &ptr[p];
+	}
+	if (k->has_m)
+		params[n++] = &m64;
+	if (k->has_seed)
+		params[n++] = &seed64;
+	return rt_cuda_launch(rt, k->k, grid, block, k->smem, stream, params);
+}
+#endif
+
+int precc_rt_run_layer(precc_rt *rt, int layer, long m, void *const *buffers,
+                       uint64_t seed, void *stream)
+{
+	const rt_layer *l = need_layer(rt, layer);
+	int skipped = 0;
+
+	if (!l || check_args(rt, l, m, buffers))
+		return -1;
+	for (int s = 0; s < l->nstep; s++) {
+		const rt_step *st = &l->step[s];
+		rt_kdesc *k = &rt->art->kern[st->kernel];
+		double t0 = rt->timing ? now() : 0;
+		long rows, cols;
+		int rc;
+#ifdef PRECC_HAVE_CUDA_H
+		if (rt->backend == PRECC_BACKEND_CUDA) {
+			rc = run_cuda(rt, l, st, k, m, buffers, seed, (CUstream)stream);
+			if (rc == 0 && rt->timing)
+				rc = rt_cuda_sync(rt, (CUstream)stream);
+		} else
+#endif
+			rc = run_cpu(rt, l, st, k, m, buffers, seed, &skipped);
+		if (rc)
+			return -1;
+		rt_type_bytes(&k->param[k->data].type, m, &rows, &cols);
+		k->launches++;
+		k->elems += (double)rows * (double)cols;
+		if (rt->timing)
+			k->seconds += now() - t0;
+	}
+	/* the layer's state updates commit after its steps (none after a
+	 * step that nonfinite=skip skipped: cpu only, see docs/runtime.md) */
+	for (int u = 0; u < l->nupdate && !skipped; u++) {
+		int sb = l->update[u][0], nb = l->update[u][1];
+		size_t bytes = rt_type_bytes(&l->buf[sb].type, m, NULL, NULL);
+#ifdef PRECC_HAVE_CUDA_H
+		if (rt->backend == PRECC_BACKEND_CUDA) {
+			if (rt_cuda_dtod_async(rt, (CUdeviceptr)(uintptr_t)buffers[sb],
+			                       (CUdeviceptr)(uintptr_t)buffers[nb], bytes,
+			                       (CUstream)stream))
+				return -1;
+			continue;
+		}
+#endif
+		memmove(buffers[sb], buffers[nb], bytes);
+	}
+	return 0;
+}
+
+/* ---- scaling state ------------------------------------------------------ */
+
+static int is_state(const rt_buffer *b) { return strcmp(b->role, "state") == 0; }
+
+precc_state *precc_rt_state_new(const precc_rt *rt)
+{
+	const rt_artifact *a = rt ? rt->art : NULL;
+	char **names = NULL;
+	uint32_t *len = NULL;
+	size_t n = 0, cap = 0;
+	precc_state *st = NULL;
+
+	if (!a) {
+		rt_error("state: no artifact directory is loaded (precc_rt_load)");
+		return NULL;
+	}
+	for (int i = 0; i < a->nlayer; i++)
+		for (int b = 0; b < a->layer[i].nbuf; b++)
+			cap += is_state(&a->layer[i].buf[b]);
+	names = calloc(cap + 1, sizeof *names);
+	len = calloc(cap + 1, sizeof *len);
+	if (!names || !len)
+		goto oom;
+	for (int i = 0; i < a->nlayer; i++)
+		for (int b = 0; b < a->layer[i].nbuf; b++) {
+			const rt_buffer *bf = &a->layer[i].buf[b];
+			size_t bytes = rt_type_bytes(&bf->type, 1, NULL, NULL), sz;
+			if (!is_state(bf))
+				continue;
+			sz = strlen(a->layer[i].fqn) + strlen(bf->name) + 2;
+			if (!(names[n] = malloc(sz)))
+				goto oom;
+			snprintf(names[n], sz, "%s:%s", a->layer[i].fqn, bf->name);
+			len[n++] = (uint32_t)((bytes + 3) / 4);
+		}
+	st = precc_state_new(a->recipe_hash, a->model_hash, n,
+	                     (const char *const *)names, len);
+	goto out;
+oom:
+	rt_error("state: out of memory");
+out:
+	for (size_t i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+	free(len);
+	return st;
+}
+
+static int state_copy(precc_rt *rt, precc_state *st, int layer,
+                      void *const *buffers, int pull)
+{
+	const rt_layer *l = need_layer(rt, layer);
+	uint64_t recipe, model;
+
+	if (!l)
+		return -1;
+	if (!st || !buffers) {
+		rt_error("state: NULL %s", st ? "buffers" : "state");
+		return -1;
+	}
+	rt_state_ids(st, &recipe, &model);
+	if (recipe != rt->art->recipe_hash || model != rt->art->model_hash) {
+		rt_error("state: this state is for recipe %016llx model %016llx, the "
+		         "artifact '%s' for recipe %016llx model %016llx",
+		         (unsigned long long)recipe, (unsigned long long)model,
+		         rt->art->dir, (unsigned long long)rt->art->recipe_hash,
+		         (unsigned long long)rt->art->model_hash);
+		return -1;
+	}
+	for (int b = 0; b < l->nbuf; b++) {
+		const rt_buffer *bf = &l->buf[b];
+		size_t bytes = rt_type_bytes(&bf->type, 1, NULL, NULL);
+		char name[8192];
+		precc_state_tensor t;
+		long i;
+		if (!is_state(bf))
+			continue;
+		snprintf(name, sizeof name, "%s:%s", l->fqn, bf->name);
+		if ((i = precc_state_find(st, name)) < 0 ||
+		    precc_state_tensor_at(st, (size_t)i, &t) ||
+		    (size_t)t.history_len * 4 < bytes) {
+			rt_error("state: no tensor '%s' of %zu bytes in this state", name,
+			         bytes);
+			return -1;
+		}
+		if (!buffers[b]) {
+			rt_error("state: layer '%s' buffer '%s' is NULL", l->fqn, bf->name);
+			return -1;
+		}
+		if (pull ? precc_rt_download(rt, t.amax_history, buffers[b], bytes)
+		         : precc_rt_upload(rt, buffers[b], t.amax_history, bytes))
+			return -1;
+	}
+	return 0;
+}
+
+int precc_rt_state_pull(precc_rt *rt, precc_state *st, int layer,
+                        void *const *buffers)
+{
+	return state_copy(rt, st, layer, buffers, 1);
+}
+
+int precc_rt_state_push(precc_rt *rt, precc_state *st, int layer,
+                        void *const *buffers)
+{
+	return state_copy(rt, st, layer, buffers, 0);
+}

@@ -1,0 +1,480 @@
+/*
+ * precc_run.c — precc-run: run an artifact directory's quantize plans on
+ * seeded inputs, print a per-kernel summary, and with --check compare the
+ * cuda and cpu backends bit for bit. Runtime-only: it links precc_rt and
+ * builds with a C compiler and cuda.h alone (docs/runtime.md, "precc-run").
+ *
+ * Each layer runs three times: on "random" inputs (values over a wide
+ * range of magnitudes), on "edge" inputs (the same plus ±0, the smallest
+ * and largest subnormal and ±max of the buffer's format at spread
+ * positions) and on "nonfinite" inputs (edge plus NaN, +inf and -inf). Exit status: 0 ok; 1 an
+ * error or a mismatch; 2 usage; 77 the cuda backend is needed (--check or
+ * --backend cuda) and unavailable (the reason is printed).
+ */
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "precc/interp.h"
+#include "precc/numerics.h"
+#include "precc/precc_rt.h"
+
+#define EXIT_SKIP 77
+
+static const char *usage =
+	"usage: precc-run DIR [--backend cuda|cpu|auto] [--layer PATTERN] "
+	"[--m M] [--seed S] [--check]\n"
+	"  DIR          an artifact directory written by `precc build`\n"
+	"  --backend    which backend runs the plans (default auto)\n"
+	"  --layer      only layers whose name matches PATTERN (a glob with * ? "
+	"[..], else a substring)\n"
+	"  --m M        the token count (default: 256 rounded up to each "
+	"layer's M multiple)\n"
+	"  --seed S     seed of the inputs and of stochastic rounding (default 1)\n"
+	"  --check      run cuda and cpu, compare every output bit for bit\n"
+	"exit: 0 ok, 1 error or mismatch, 2 usage, 77 cuda needed but "
+	"unavailable\n";
+
+/* ---- inputs ------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+	while (n--)
+		h = (h ^ *c++) * 0x100000001b3ULL;
+	return h;
+}
+
+static void put(void *buf, size_t es, size_t i, uint32_t code)
+{
+	unsigned char *b = (unsigned char *)buf + i * es;
+	if (es == 4)
+		memcpy(b, &code, 4);
+	else if (es == 2) {
+		uint16_t c = (uint16_t)code;
+		memcpy(b, &c, 2);
+	} else
+		*b = (unsigned char)code;
+}
+
+/* Fills a buffer of format f: state buffers with positive values in
+ * [0.25, 4) (amax histories and scales a previous step could have left),
+ * everything else with values of magnitude 2^-12 .. 2^12 and, at spread
+ * positions, the edge values. */
+static void fill(void *buf, precc_format f, size_t n, int state, int set,
+                 uint64_t seed)
+{
+	const precc_format_info *fi = precc_format_get(f);
+	size_t es = precc_interp_elem_bytes(f);
+	float edge[10];
+	int nedge = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t r = splitmix(&seed);
+		float x;
+		if (state)
+			x = 0.25f * ldexpf(1.0f + (float)(r >> 40) / 16777216.0f,
+			                   (int)(r & 3));
+		else {
+			float u = ((float)(r >> 40) / 16777216.0f) * 2.0f - 1.0f;
+			x = ldexpf(u, (int)((r >> 8) % 25) - 12);
+		}
+		if (f == PRECC_E8M0)
+			x = ldexpf(1.0f, (int)((r >> 8) % 17) - 8);
+		put(buf, es, i, precc_encode(f, x, PRECC_RNE, true, 0));
+	}
+	if (state || set == 0)
+		return;
+	edge[nedge++] = 0.0f;
+	edge[nedge++] = -0.0f;
+	edge[nedge++] = fi->min_subnormal;
+	edge[nedge++] = -(fi->min_normal - fi->min_subnormal);  /* largest subnormal */
+	edge[nedge++] = fi->max;
+	edge[nedge++] = -fi->max;
+	if (set == 2) {
+		edge[nedge++] = NAN;
+		edge[nedge++] = INFINITY;
+		edge[nedge++] = -INFINITY;
+	}
+	for (int j = 0; j < nedge && (size_t)j < n; j++) {
+		size_t at = n / (size_t)nedge * (size_t)j + (size_t)j % (n / (size_t)nedge + 1);
+		float v = edge[j];
+		if (fi->min_subnormal == fi->min_normal && j == 3)
+			v = -fi->min_normal;   /* no subnormals: the smallest normal */
+		put(buf, es, at < n ? at : n - 1, precc_encode(f, v, PRECC_RNE, false, 0));
+	}
+}
+
+/* ---- one backend --------------------------------------------------------- */
+
+typedef struct Side {
+	precc_rt *rt;
+	const char *name;
+	uint64_t *sum;            /* per kernel: checksum of its outputs */
+} Side;
+
+/* Host copies of a layer's buffers for one input set. */
+typedef struct Bufs {
+	int n;
+	precc_buffer_info *info;
+	void **host;
+} Bufs;
+
+static void bufs_free(Bufs *b)
+{
+	for (int i = 0; i < b->n; i++)
+		free(b->host[i]);
+	free(b->host);
+	free(b->info);
+	memset(b, 0, sizeof *b);
+}
+
+static int bufs_make(precc_rt *rt, int layer, long m, int set,
+                     uint64_t seed, Bufs *b)
+{
+	b->n = precc_rt_buffer_count(rt, layer);
+	b->info = calloc((size_t)b->n + 1, sizeof *b->info);
+	b->host = calloc((size_t)b->n + 1, sizeof *b->host);
+	if (!b->info || !b->host)
+		return -1;
+	for (int i = 0; i < b->n; i++) {
+		precc_buffer_info *bi = &b->info[i];
+		if (precc_rt_buffer_info(rt, layer, i, m, bi) ||
+		    !(b->host[i] = malloc(bi->bytes)))
+			return -1;
+		if (bi->written && strcmp(bi->role, "state") != 0)
+			memset(b->host[i], 0xa5, bi->bytes);  /* a missed write shows */
+		else
+			fill(b->host[i], (precc_format)bi->format_id,
+			     bi->bytes / precc_interp_elem_bytes((precc_format)bi->format_id),
+			     strcmp(bi->role, "state") == 0, set,
+			     fnv(seed * 3 + (uint64_t)set, bi->name, strlen(bi->name)));
+	}
+	return 0;
+}
+
+/* Runs layer on side s with the host inputs of in; out receives every
+ * buffer after the run. Returns 0, or -1 with the error printed
+ * (*refused = 1 when the cpu backend refused nonfinite inputs because the
+ * recipe says nonfinite=error). */
+static int run_side(Side *s, int layer, long m, uint64_t seed, const Bufs *in,
+                    void **out, int *refused)
+{
+	void **dev = calloc((size_t)in->n + 1, sizeof *dev);
+	int rc = -1;
+
+	*refused = 0;
+	if (!dev)
+		return -1;
+	for (int i = 0; i < in->n; i++)
+		if (!(dev[i] = precc_rt_malloc(s->rt, in->info[i].bytes)) ||
+		    precc_rt_upload(s->rt, dev[i], in->host[i], in->info[i].bytes))
+			goto out;
+	if (precc_rt_run_layer(s->rt, layer, m, dev, seed, NULL) ||
+	    precc_rt_sync(s->rt, NULL)) {
+		*refused = strstr(precc_rt_last_error(), "(nonfinite=error)") != NULL;
+		goto out;
+	}
+	for (int i = 0; i < in->n; i++)
+		if (precc_rt_download(s->rt, out[i], dev[i], in->info[i].bytes))
+			goto out;
+	rc = 0;
+out:
+	fflush(stdout);
+	if (rc && !*refused)
+		fprintf(stderr, "precc-run: %s: %s\n", s->name, precc_rt_last_error());
+	for (int i = 0; i < in->n; i++)
+		precc_rt_free(s->rt, dev[i]);
+	free(dev);
+	return rc;
+}
+
+static double element_value(precc_format f, const unsigned char *p, size_t es)
+{
+	uint32_t c = 0;
+	if (es == 4)
+		memcpy(&c, p, 4);
+	else if (es == 2) {
+		uint16_t h;
+		memcpy(&h, p, 2);
+		c = h;
+	} else
+		c = *p;
+	return precc_decode(f, c);
+}
+
+/* Compares the written buffers of a and b; prints the first difference
+ * of each buffer. Returns the number of buffers that differ. */
+static int compare(const char *layer, const char *set, const Bufs *in,
+                   void **a, void **b, int print)
+{
+	int bad = 0;
+
+	for (int i = 0; i < in->n; i++) {
+		const precc_buffer_info *bi = &in->info[i];
+		precc_format f = (precc_format)bi->format_id;
+		size_t es = precc_interp_elem_bytes(f), n = bi->bytes / es, diff = 0,
+		       first = 0;
+		if (!bi->written)
+			continue;
+		for (size_t e = 0; e < n; e++)
+			if (memcmp((char *)a[i] + e * es, (char *)b[i] + e * es, es)) {
+				if (!diff++)
+					first = e;
+			}
+		if (diff && !print)
+			bad++;
+		else if (diff) {
+			const unsigned char *x = (unsigned char *)a[i] + first * es,
+			                    *y = (unsigned char *)b[i] + first * es;
+			uint32_t cx = 0, cy = 0;
+			memcpy(&cx, x, es);
+			memcpy(&cy, y, es);
+			printf("  MISMATCH %s (%s inputs) buffer '%s' %s: %zu of %zu "
+			       "elements differ; first [%ld, %ld] (element %zu): cuda "
+			       "0x%0*x (%g), cpu 0x%0*x (%g)\n", layer, set, bi->name,
+			       bi->type, diff, n, (long)(first / (size_t)bi->cols),
+			       (long)(first % (size_t)bi->cols), first, (int)es * 2, cx,
+			       element_value(f, x, es), (int)es * 2, cy,
+			       element_value(f, y, es));
+			bad++;
+		}
+	}
+	return bad;
+}
+
+/* Adds each step's outputs (after the layer ran) to its kernel's checksum,
+ * in step order. */
+static void checksum(Side *s, int layer, const Bufs *in, void **out)
+{
+	int ns = precc_rt_step_count(s->rt, layer);
+
+	for (int st = 0; st < ns; st++) {
+		precc_step_info si;
+		if (precc_rt_step_info(s->rt, layer, st, &si))
+			continue;
+		for (int p = 0; p < si.nargs; p++)
+			if (si.out_mask >> p & 1)
+				s->sum[si.kernel] = fnv(s->sum[si.kernel], out[si.args[p]],
+				                        in->info[si.args[p]].bytes);
+	}
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static int matches(const char *pattern, const char *name)
+{
+	if (!pattern)
+		return 1;
+	if (strpbrk(pattern, "*?["))
+		return fnmatch(pattern, name, 0) == 0;
+	return strstr(name, pattern) != NULL;
+}
+
+static void summary(Side *s)
+{
+	int nk = precc_rt_kernel_count(s->rt);
+
+	printf("%-20s %-16s %8s %12s %10s %-16s %s\n", "kernel", "shape",
+	       "launches", "elements", "time_ms", "checksum", "loaded");
+	for (int k = 0; k < nk; k++) {
+		precc_kernel_info ki;
+		if (precc_rt_kernel_info(s->rt, k, &ki) || !ki.launches)
+			continue;
+		printf("%-20s %-16s %8ld %12.0f %10.3f %016llx %s", ki.name, ki.shape,
+		       ki.launches, ki.elements, ki.seconds * 1e3,
+		       (unsigned long long)s->sum[k], ki.loaded);
+		if (ki.num_regs)
+			printf(" (%d regs, %d spill bytes)", ki.num_regs, ki.spill_bytes);
+		printf("\n");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = NULL, *pattern = NULL;
+	precc_backend kind = PRECC_BACKEND_AUTO;
+	long m_arg = 0;
+	uint64_t seed = 1;
+	int check = 0, backend_given = 0, status = 0, ran = 0, mismatches = 0;
+	Side side[2] = {{0}};
+	int nside;
+	char why[4096];
+	precc_artifact_info ai;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		char *end;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			fputs(usage, stdout);
+			return 0;
+		} else if (strcmp(a, "--check") == 0)
+			check = 1;
+		else if (i + 1 < argc && strcmp(a, "--backend") == 0) {
+			if (precc_backend_parse(argv[++i], &kind)) {
+				fprintf(stderr, "precc-run: %s\n", precc_rt_last_error());
+				return 2;
+			}
+			backend_given = 1;
+		} else if (i + 1 < argc && strcmp(a, "--layer") == 0)
+			pattern = argv[++i];
+		else if (i + 1 < argc && strcmp(a, "--m") == 0) {
+			m_arg = strtol(argv[++i], &end, 10);
+			if (*end || m_arg <= 0) {
+				fprintf(stderr, "precc-run: --m '%s' is not a positive "
+				        "integer\n", argv[i]);
+				return 2;
+			}
+		} else if (i + 1 < argc && strcmp(a, "--seed") == 0) {
+			seed = strtoull(argv[++i], &end, 0);
+			if (*end) {
+				fprintf(stderr, "precc-run: --seed '%s' is not an integer\n",
+				        argv[i]);
+				return 2;
+			}
+		} else if (a[0] != '-' && !dir)
+			dir = a;
+		else {
+			fprintf(stderr, "precc-run: unknown or incomplete option '%s'\n%s",
+			        a, usage);
+			return 2;
+		}
+	}
+	if (!dir) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (check && backend_given) {
+		fprintf(stderr, "precc-run: --check runs both backends; drop "
+		        "--backend\n");
+		return 2;
+	}
+	nside = check ? 2 : 1;
+	for (int s = 0; s < nside; s++) {
+		precc_backend k = check ? (s == 0 ? PRECC_BACKEND_CUDA
+		                                  : PRECC_BACKEND_CPU) : kind;
+		side[s].rt = precc_rt_open_backend(k, why, sizeof why);
+		if (!side[s].rt) {
+			if (k == PRECC_BACKEND_CUDA) {
+				printf("precc-run: SKIP: the cuda backend is unavailable%s: %s\n",
+				       check ? ", so --check cannot compare" : "", why);
+				status = EXIT_SKIP;
+			} else {
+				fprintf(stderr, "precc-run: %s\n", why);
+				status = 1;
+			}
+			goto done;
+		}
+		side[s].name = precc_backend_name(precc_rt_backend(side[s].rt));
+		printf("backend %s\n", why);
+		if (precc_rt_load(side[s].rt, dir)) {
+			fprintf(stderr, "precc-run: %s\n", precc_rt_last_error());
+			status = 1;
+			goto done;
+		}
+		precc_rt_set_timing(side[s].rt, 1);
+		side[s].sum = calloc((size_t)precc_rt_kernel_count(side[s].rt) + 1,
+		                     sizeof *side[s].sum);
+		for (int k2 = 0; k2 < precc_rt_kernel_count(side[s].rt); k2++)
+			side[s].sum[k2] = 0xcbf29ce484222325ULL;
+	}
+	precc_rt_artifact_info(side[0].rt, &ai);
+	printf("artifacts %s: recipe %s (%016llx), model %s (%016llx), precc %s, "
+	       "LLVM %s, %d kernels, %d layers\n", ai.dir, ai.recipe_name,
+	       (unsigned long long)ai.recipe_hash, ai.model_name,
+	       (unsigned long long)ai.model_hash, ai.precc_version,
+	       ai.llvm_version, ai.nkernels, ai.nlayers);
+
+	for (int l = 0; l < ai.nlayers && status != 1; l++) {
+		const char *name = precc_rt_layer_name(side[0].rt, l);
+		long mult = precc_rt_layer_m_multiple(side[0].rt, l), m;
+		if (!matches(pattern, name))
+			continue;
+		m = m_arg ? m_arg : (256 + mult - 1) / mult * mult;
+		if (m % mult) {
+			fprintf(stderr, "precc-run: layer '%s' needs M to be a multiple "
+			        "of %ld; --m %ld is not\n", name, mult, m);
+			status = 1;
+			break;
+		}
+		ran++;
+		for (int nf = 0; nf < 3 && status != 1; nf++) {
+			const char *set = nf == 2 ? "nonfinite" : nf ? "edge" : "random";
+			Bufs in = {0};
+			void **out[2] = {NULL, NULL};
+			int refused[2] = {0, 0}, failed = 0;
+			if (bufs_make(side[0].rt, l, m, nf, seed, &in)) {
+				fprintf(stderr, "precc-run: layer '%s': %s\n", name,
+				        precc_rt_last_error());
+				bufs_free(&in);
+				status = 1;
+				break;
+			}
+			for (int s = 0; s < nside; s++) {
+				out[s] = calloc((size_t)in.n + 1, sizeof *out[s]);
+				for (int i = 0; out[s] && i < in.n; i++)
+					out[s][i] = malloc(in.info[i].bytes);
+				if (run_side(&side[s], l, m, seed, &in, out[s], &refused[s]))
+					failed |= 1 << s;
+				else
+					checksum(&side[s], l, &in, out[s]);
+			}
+			printf("layer %s M=%ld %s inputs:", name, m, set);
+			if (refused[nside - 1] && failed == (1 << (nside - 1)))
+				printf(" refused by the cpu backend (nonfinite=error), as the "
+				       "recipe says; not compared\n");
+			else if (failed) {
+				printf(" FAILED\n");
+				status = 1;
+			} else {
+				int bad = check ? compare(name, set, &in, out[0], out[1], 0) : 0;
+				mismatches += bad;
+				if (!check)
+					printf(" ok\n");
+				else if (!bad)
+					printf(" cuda == cpu, bit for bit\n");
+				else {
+					printf(" %d buffer%s differ\n", bad, bad == 1 ? "" : "s");
+					compare(name, set, &in, out[0], out[1], 1);
+				}
+			}
+			for (int s = 0; s < nside; s++) {
+				for (int i = 0; out[s] && i < in.n; i++)
+					free(out[s][i]);
+				free(out[s]);
+			}
+			bufs_free(&in);
+		}
+	}
+	if (status == 0 && ran == 0) {
+		fprintf(stderr, "precc-run: no layer matches '%s'\n",
+		        pattern ? pattern : "");
+		status = 1;
+	}
+	for (int s = 0; s < nside && side[s].rt; s++) {
+		printf("summary (%s backend):\n", side[s].name);
+		summary(&side[s]);
+	}
+	if (check && status == 0) {
+		printf("check: %s\n", mismatches ? "FAILED: outputs differ" :
+		       "every output of every layer is bit-identical on cuda and cpu");
+		if (mismatches)
+			status = 1;
+	}
+done:
+	for (int s = 0; s < nside; s++) {
+		free(side[s].sum);
+		precc_rt_close(side[s].rt);
+	}
+	return status;
+}

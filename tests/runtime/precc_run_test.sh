@@ -1,0 +1,46 @@
+#!/bin/sh
+# precc_run_test.sh PRECC_RUN INPUTS [FAKE_LIBCUDA] — precc-run's exit
+# statuses and what it prints: a cpu run, bad --m, an unknown layer, --check
+# without a driver (77, saying why) and, with the fake driver (which
+# computes nothing), --check reporting the first differing element.
+set -u
+run=$1 inputs=$2 fake=${3:-}
+out=$(mktemp)
+fails=0
+trap 'rm -f "$out"' EXIT
+
+expect() {  # expect STATUS TEXT COMMAND...
+	want=$1 text=$2; shift 2
+	"$@" >"$out" 2>&1
+	rc=$?
+	if [ "$rc" -ne "$want" ] || ! grep -qF -- "$text" "$out"; then
+		echo "FAIL: $* (exit $rc, want $want; output should contain: $text)"
+		sed 's/^/    /' "$out"
+		fails=$((fails + 1))
+	fi
+}
+
+expect 0 "layer model.layers.0.mlp.down_proj M=256 nonfinite inputs: ok" \
+	"$run" "$inputs/plan" --backend cpu
+expect 0 "k_00000000000000b2   quant_colblock          3       196608" \
+	"$run" "$inputs/plan" --backend cpu --layer 'model.*.up_proj' --m 256
+expect 1 "layer 'model.layers.0.mlp.up_proj' needs M to be a multiple of 32; --m 100 is not" \
+	"$run" "$inputs/plan" --backend cpu --layer up_proj --m 100
+expect 1 "no layer matches 'nothing'" "$run" "$inputs/plan" --backend cpu --layer nothing
+expect 2 "usage: precc-run DIR" "$run"
+expect 2 "unknown backend 'gpu'" "$run" "$inputs/plan" --backend gpu
+expect 1 "cannot read: No such file or directory" "$run" /nonexistent --backend cpu
+PRECC_LIBCUDA=/nonexistent/libcuda.so.1 expect 77 \
+	"precc-run: SKIP: the cuda backend is unavailable, so --check cannot compare: cuda: cannot load '/nonexistent/libcuda.so.1' (from PRECC_LIBCUDA)" \
+	"$run" "$inputs/plan" --check
+if [ -n "$fake" ]; then
+	PRECC_LIBCUDA=$fake expect 1 \
+		"MISMATCH model.layers.0.mlp.up_proj (random inputs) buffer 'x.q' e4m3[M,256]:" \
+		"$run" "$inputs/plan" --check --layer up_proj
+	grep -qF "first [0, 0] (element 0): cuda 0xa5" "$out" || {
+		echo "FAIL: --check names the first differing element"; fails=$((fails + 1)); }
+	grep -qF "check: FAILED: outputs differ" "$out" || {
+		echo "FAIL: --check ends with its verdict"; fails=$((fails + 1)); }
+fi
+[ $fails -eq 0 ] && echo "runtime.precc_run: ok"
+[ $fails -eq 0 ]

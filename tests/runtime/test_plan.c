@@ -1,0 +1,559 @@
+/*
+ * test_plan.c — the manifest reader and plan execution (runtime/artifact.c,
+ * runtime/plan.c) against hand-written manifests in tests/runtime/Inputs/.
+ *
+ *   test_plan cpu INPUTS         cpu backend == each step's IR run directly
+ *                                through ir_interp; argument checks; state
+ *   test_plan manifest INPUTS    validation errors (missing key, versions)
+ *   test_plan fake INPUTS LIB    the cuda path against the fake driver:
+ *                                grids, zero_outputs, updates, pointer kinds,
+ *                                a PTX JIT failure with its log
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "rtcheck.h"
+#include "rt.h"
+#include "precc/interp.h"
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	long n;
+	char *s;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	s = malloc((size_t)n + 1);
+	if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+		free(s);
+		s = NULL;
+	}
+	if (s)
+		s[n] = 0;
+	fclose(f);
+	return s;
+}
+
+static void spit(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "wb");
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+/* text with the first `from` replaced by `to` (malloc'ed). */
+static char *replace(const char *text, const char *from, const char *to)
+{
+	const char *at = strstr(text, from);
+	size_t n = strlen(text) - strlen(from) + strlen(to) + 1;
+	char *s;
+
+	if (!at)
+		return NULL;
+	s = malloc(n);
+	memcpy(s, text, (size_t)(at - text));
+	strcpy(s + (at - text), to);
+	strcat(s, at + strlen(from));
+	return s;
+}
+
+static uint64_t rng = 0x1234;
+static uint32_t next(void)
+{
+	rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (uint32_t)(rng >> 33);
+}
+
+/* Host buffers for a layer at m: inputs and state random, outputs zero. */
+static void **make_bufs(precc_rt *rt, int layer, long m)
+{
+	int n = precc_rt_buffer_count(rt, layer);
+	void **b = calloc((size_t)n + 1, sizeof *b);
+
+	for (int i = 0; i < n; i++) {
+		precc_buffer_info bi;
+		precc_rt_buffer_info(rt, layer, i, m, &bi);
+		b[i] = precc_rt_malloc(rt, bi.bytes);
+		memset(b[i], 0, bi.bytes);
+		if (!bi.written || strcmp(bi.role, "state") == 0) {
+			size_t es = precc_interp_elem_bytes((precc_format)bi.format_id);
+			for (size_t e = 0; e < bi.bytes / es; e++) {
+				float x = strcmp(bi.role, "state") == 0
+				          ? 0.5f + (float)(next() % 1000) / 100.0f
+				          : ((float)(next() % 20001) - 10000.0f) / 997.0f;
+				uint32_t c = precc_encode((precc_format)bi.format_id, x,
+				                          PRECC_RNE, true, 0);
+				memcpy((char *)b[i] + e * es, &c, es);   /* little-endian */
+			}
+		}
+	}
+	return b;
+}
+
+static void free_bufs(precc_rt *rt, int layer, void **b)
+{
+	for (int i = 0; b && i < precc_rt_buffer_count(rt, layer); i++)
+		precc_rt_free(rt, b[i]);
+	free(b);
+}
+
+static void **copy_bufs(precc_rt *rt, int layer, long m, void **src)
+{
+	int n = precc_rt_buffer_count(rt, layer);
+	void **b = calloc((size_t)n + 1, sizeof *b);
+
+	for (int i = 0; i < n; i++) {
+		precc_buffer_info bi;
+		precc_rt_buffer_info(rt, layer, i, m, &bi);
+		b[i] = malloc(bi.bytes);
+		memcpy(b[i], src[i], bi.bytes);
+	}
+	return b;
+}
+
+static int buf_index(const json *bufs, const char *name)
+{
+	for (size_t q = 0; q < bufs->n; q++)
+		if (strcmp(json_get(bufs->item[q], "name")->str, name) == 0)
+			return (int)q;
+	return -1;
+}
+
+/* Runs layer's steps straight from the manifest's JSON: each kernel's IR
+ * parsed here and run through ir_interp, buffers bound by the IR's param
+ * names, outputs copied back by ret order, then the layer's updates. */
+static int run_direct(const json *man, const char *fqn, long m, void **buf,
+                      uint64_t seed)
+{
+	const json *layers = json_get(man, "layers"), *kernels = json_get(man, "kernels");
+	const json *l = NULL;
+
+	for (size_t i = 0; i < layers->n; i++)
+		if (strcmp(json_get(layers->item[i], "fqn")->str, fqn) == 0)
+			l = layers->item[i];
+	if (!l)
+		return -1;
+	const json *bufs = json_get(l, "buffers"), *steps = json_get(l, "steps");
+#define BUF(name) buf_index(bufs, name)
+	for (size_t s = 0; s < steps->n; s++) {
+		const json *st = steps->item[s], *k = NULL, *args = json_get(st, "args");
+		char err[512];
+		for (size_t i = 0; i < kernels->n; i++)
+			if (strcmp(json_get(kernels->item[i], "name")->str,
+			           json_get(st, "kernel")->str) == 0)
+				k = kernels->item[i];
+		Module *mod = ir_parse(json_get(k, "ir")->str, "direct", err, sizeof err);
+		if (!mod) {
+			fprintf(stderr, "%s\n", err);
+			return -1;
+		}
+		const Func *f = mod->fn[0];
+		IrInterpOpts o;
+		ir_interp_opts_init(&o);
+		o.m = m;
+		o.seed = seed;
+		IrInterp *ip = ir_interp_new(f, &o, err, sizeof err);
+		int a = 0;
+		for (int i = 0; i < f->nins; i++)
+			if (f->ins[i].op == OP_param) {
+				int b = BUF(args->item[a]->str);
+				ir_interp_bind(ip, f->val[f->ins[i].res].name, buf[b],
+				               ir_interp_value_bytes(ip, f->ins[i].res, NULL, NULL));
+				a++;
+			}
+		if (ir_interp_run(ip)) {
+			fprintf(stderr, "direct: %s\n", ir_interp_error(ip));
+			return -1;
+		}
+		for (int r = 0; r < ir_interp_nresults(ip); r++, a++) {
+			int v = ir_interp_result(ip, r), b = BUF(args->item[a]->str);
+			memcpy(buf[b], ir_interp_value(ip, v), ir_interp_value_bytes(ip, v, NULL, NULL));
+		}
+		ir_interp_free(ip);
+		ir_module_free(mod);
+	}
+	const json *ups = json_get(l, "updates");
+	for (size_t u = 0; ups && u < ups->n; u++) {
+		int sb = BUF(json_get(ups->item[u], "state")->str);
+		int nb = BUF(json_get(ups->item[u], "next")->str);
+		rt_type t;
+		rt_type_parse(json_get(bufs->item[sb], "type")->str, &t);
+		memcpy(buf[sb], buf[nb], rt_type_bytes(&t, m, NULL, NULL));
+	}
+	return 0;
+#undef BUF
+}
+
+static int contains(const char *s, const char *sub)
+{
+	if (strstr(s, sub))
+		return 1;
+	fprintf(stderr, "  error: %s\n  lacks: %s\n", s, sub);
+	return 0;
+}
+
+static void test_cpu(const char *inputs)
+{
+	char dir[4096], why[4200], err[512];
+	precc_rt *rt;
+	json *man;
+	char *text;
+
+	snprintf(dir, sizeof dir, "%s/plan", inputs);
+	rt = precc_rt_open(dir, PRECC_BACKEND_CPU, why, sizeof why);
+	CHECK(rt != NULL);
+	if (!rt) {
+		fprintf(stderr, "%s\n", why);
+		return;
+	}
+	snprintf(why, sizeof why, "%s/manifest.json", dir);
+	text = slurp(why);
+	man = json_parse(text, strlen(text), "manifest.json", err, sizeof err);
+	free(text);
+	CHECK(precc_rt_layer_count(rt) == 3);
+	CHECK_STR(precc_rt_layer_name(rt, 1), "model.layers.0.mlp.up_proj");
+	CHECK(precc_rt_layer_find(rt, "model.layers.0.mlp.down_proj") == 2);
+	CHECK(precc_rt_layer_find(rt, "nope") == -1);
+	CHECK(precc_rt_layer_m_multiple(rt, 1) == 32);
+	CHECK(precc_rt_layer_m_multiple(rt, 0) == 1);
+	{
+		precc_buffer_info bi;
+		CHECK(precc_rt_buffer_info(rt, 1, 4, 64, &bi) == 0);
+		CHECK_STR(bi.name, "x.t.scale_inv");
+		CHECK_STR(bi.format, "e8m0");
+		CHECK(bi.rows == 256 && bi.cols == 2 && bi.bytes == 512 && bi.written);
+		CHECK(precc_rt_buffer_info(rt, 1, 5, 64, &bi) == -1);
+	}
+	/* every layer, twice (the delayed layer's state carries over), at two
+	 * Ms: the runtime's cpu backend == the IR run directly */
+	for (int l = 0; l < precc_rt_layer_count(rt); l++)
+		for (long m = 32; m <= 96; m += 64) {
+			void **a = make_bufs(rt, l, m), **b = copy_bufs(rt, l, m, a);
+			for (int rep = 0; rep < 2; rep++) {
+				CHECK(precc_rt_run_layer(rt, l, m, a, 7 + (uint64_t)rep, NULL) == 0);
+				CHECK(run_direct(man, precc_rt_layer_name(rt, l), m, b,
+				                 7 + (uint64_t)rep) == 0);
+			}
+			for (int i = 0; i < precc_rt_buffer_count(rt, l); i++) {
+				precc_buffer_info bi;
+				precc_rt_buffer_info(rt, l, i, m, &bi);
+				if (memcmp(a[i], b[i], bi.bytes)) {
+					fprintf(stderr, "layer %d M=%ld buffer %s differs\n", l, m,
+					        bi.name);
+					failures++;
+				}
+			}
+			for (int i = 0; i < precc_rt_buffer_count(rt, l); i++)
+				free(b[i]);
+			free(b);
+			free_bufs(rt, l, a);
+		}
+	{
+		precc_kernel_info ki;
+		CHECK(precc_rt_kernel_count(rt) == 7);
+		CHECK(precc_rt_kernel_info(rt, 0, &ki) == 0);
+		CHECK_STR(ki.name, "k_00000000000000a1");
+		CHECK(ki.launches == 8);    /* 2 per run of q_proj, 4 runs */
+		CHECK_STR(ki.loaded, "ir");
+	}
+	/* argument checks, before any launch */
+	{
+		void **a = make_bufs(rt, 1, 64);
+		void *keep = a[2];
+		CHECK(precc_rt_run_layer(rt, 1, 64, NULL, 0, NULL) == -1);
+		CHECK(contains(precc_rt_last_error(), "buffers is NULL (it needs 5)"));
+		CHECK(precc_rt_run_layer(rt, 1, 48, a, 0, NULL) == -1);
+		CHECK(contains(precc_rt_last_error(), "M = 48 is not a multiple of 32"));
+		CHECK(precc_rt_run_layer(rt, 1, 0, a, 0, NULL) == -1);
+		CHECK(contains(precc_rt_last_error(), "M = 0, the token count must be positive"));
+		CHECK(precc_rt_run_layer(rt, 9, 64, a, 0, NULL) == -1);
+		CHECK(contains(precc_rt_last_error(), "layer 9 is out of range (the manifest has 3)"));
+		a[2] = NULL;
+		CHECK(precc_rt_run_layer(rt, 1, 64, a, 0, NULL) == -1);
+		CHECK(contains(precc_rt_last_error(), "layer 'model.layers.0.mlp.up_proj' buffer 2 'x.scale_inv' is NULL"));
+		a[2] = (char *)keep + 4;
+		CHECK(precc_rt_run_layer(rt, 1, 64, a, 0, NULL) == -1);
+		CHECK(contains(precc_rt_last_error(), "is not 16-byte aligned"));
+		a[2] = keep;
+		free_bufs(rt, 1, a);
+	}
+	/* scaling state: pull, save, load, push; another model is refused */
+	{
+		void **a = make_bufs(rt, 2, 32);
+		precc_state *st = precc_rt_state_new(rt), *st2;
+		char path[] = "/tmp/precc_test_plan_XXXXXX";
+		int fd = mkstemp(path);
+		float s0, s1;
+		CHECK(st && precc_state_count(st) == 2);
+		CHECK(st && precc_state_find(st, "model.layers.0.mlp.down_proj:x.scale") == 0);
+		CHECK(precc_rt_run_layer(rt, 2, 32, a, 0, NULL) == 0);
+		memcpy(&s0, a[1], 4);
+		CHECK(precc_rt_state_pull(rt, st, 2, a) == 0);
+		CHECK(precc_state_save(st, path) == 0);
+		CHECK(precc_rt_run_layer(rt, 2, 32, a, 0, NULL) == 0);
+		st2 = precc_rt_state_new(rt);
+		CHECK(precc_state_load(st2, path) == 0);
+		CHECK(precc_rt_state_push(rt, st2, 2, a) == 0);
+		memcpy(&s1, a[1], 4);
+		CHECK(s0 == s1);
+		precc_state_free(st2);
+		/* the same file under another model's manifest */
+		{
+			char d2[] = "/tmp/precc_test_plan_dXXXXXX", f2[4200];
+			char *t = slurp(why), *t2;
+			precc_rt *rt2;
+			CHECK(mkdtemp(d2) != NULL);
+			t2 = replace(t, "\"fedcba9876543210\"", "\"fedcba9876543211\"");
+			snprintf(f2, sizeof f2, "%s/manifest.json", d2);
+			spit(f2, t2);
+			rt2 = precc_rt_open(d2, PRECC_BACKEND_CPU, NULL, 0);
+			CHECK(rt2 != NULL);
+			st2 = precc_rt_state_new(rt2);
+			CHECK(precc_state_load(st2, path) == -1);
+			CHECK(contains(precc_rt_last_error(), "model mismatch"));
+			CHECK(precc_rt_state_push(rt2, st, 2, a) == -1);
+			CHECK(contains(precc_rt_last_error(), "this state is for recipe 0123456789abcdef model fedcba9876543210"));
+			precc_state_free(st2);
+			precc_rt_close(rt2);
+			unlink(f2);
+			rmdir(d2);
+			free(t);
+			free(t2);
+		}
+		if (fd >= 0)
+			close(fd);
+		unlink(path);
+		precc_state_free(st);
+		free_bufs(rt, 2, a);
+	}
+	json_free(man);
+	precc_rt_close(rt);
+}
+
+/* Writes the plan manifest with one edit into a temp dir and loads it;
+ * returns the error ("" when it loaded). */
+static const char *load_edited(const char *inputs, const char *from,
+                               const char *to)
+{
+	static char err[8192];
+	char src[4096], d[] = "/tmp/precc_test_plan_mXXXXXX", f[4200];
+	char *t, *t2;
+	precc_rt *rt;
+
+	snprintf(src, sizeof src, "%s/plan/manifest.json", inputs);
+	t = slurp(src);
+	t2 = replace(t, from, to);
+	if (!t2) {
+		free(t);
+		snprintf(err, sizeof err, "(test bug: no '%s' in the manifest)", from);
+		return err;
+	}
+	mkdtemp(d);
+	snprintf(f, sizeof f, "%s/manifest.json", d);
+	spit(f, t2);
+	rt = precc_rt_open(d, PRECC_BACKEND_CPU, NULL, 0);
+	snprintf(err, sizeof err, "%s", rt ? "" : precc_rt_last_error());
+	/* messages name the temp dir: drop it */
+	if (strncmp(err, d, strlen(d)) == 0)
+		memmove(err, err + strlen(d), strlen(err + strlen(d)) + 1);
+	precc_rt_close(rt);
+	unlink(f);
+	rmdir(d);
+	free(t);
+	free(t2);
+	return err;
+}
+
+static void test_manifest(const char *inputs)
+{
+	precc_rt *rt = precc_rt_open_backend(PRECC_BACKEND_CPU, NULL, 0);
+
+	CHECK_STR(load_edited(inputs, "\"precc_manifest\": 1", "\"precc_manifest\": 1"), "");
+	CHECK_STR(load_edited(inputs, "\"precc_version\": \"0.1.0\"", "\"precc_version\": \"0.2.0\""),
+	          "/manifest.json:3:20: error: written by precc 0.2.0 (manifest format 1); "
+	          "this precc_rt is precc 0.1.0 (manifest format 1): rebuild the artifacts with precc 0.1.0");
+	CHECK_STR(load_edited(inputs, "\"precc_manifest\": 1", "\"precc_manifest\": 2"),
+	          "/manifest.json:2:21: error: written by precc 0.1.0 (manifest format 2); "
+	          "this precc_rt is precc 0.1.0 (manifest format 1): rebuild the artifacts with precc 0.1.0");
+	CHECK_STR(load_edited(inputs, "\"threads\": 256,", ""),
+	          "/manifest.json:17:5: error: kernels[0] 'k_00000000000000a1': missing key 'threads'");
+	CHECK_STR(load_edited(inputs, "\"llvm_version\"", "\"llvm\""),
+	          "/manifest.json:1:1: error: missing key 'llvm_version'");
+	CHECK_STR(load_edited(inputs, "\"hash\": \"0123456789abcdef\"", "\"hash\": \"0123\""),
+	          "/manifest.json:7:13: error: recipe: 'hash' is \"0123\", expected 16 lowercase hex digits");
+	CHECK(contains(load_edited(inputs, "\"type\": \"bf16[M,256]\"", "\"type\": \"bf17[M,256]\""),
+	               "kernels[0] 'k_00000000000000a1' params[0]: type \"bf17[M,256]\" is not FORMAT[DIM,DIM]{GRAN}"));
+	CHECK(contains(load_edited(inputs, "\"args\": [\n            \"x\",\n            \"x.amax\"\n",
+	                           "\"args\": [\n            \"x\",\n            \"y.amax\"\n"),
+	               "layers[0] 'model.layers.0.self_attn.q_proj' steps[0]: args[1] 'y.amax' is not one of the layer's buffers"));
+	CHECK(contains(load_edited(inputs, "\"threads\": 256", "\"threads\": 256.5"),
+	               "'threads' is 256.5, expected an integer in [1, 1024]"));
+	CHECK(contains(load_edited(inputs, "%x.amax = amax %x", "%x.amax = amux %x"),
+	               "its ir does not parse"));
+	CHECK(contains(load_edited(inputs, "\"dir\": \"out\"", "\"dir\": \"in\""),
+	               "zero_outputs[0] is not the name of an out param"));
+	CHECK(contains(load_edited(inputs, "\"dir\": \"in\"", "\"dir\": \"out\""),
+	               "kernel 'k_00000000000000a1': param 0 'x' is dir \"out\", the IR makes it an input"));
+	CHECK(contains(load_edited(inputs, "\"kernel\": \"k_00000000000000a1\"", "\"kernel\": \"k_0\""),
+	               "kernel 'k_0' is not in 'kernels'"));
+	CHECK(contains(load_edited(inputs, "{\n  \"precc_manifest\"", "{,\n  \"precc_manifest\""),
+	               "/manifest.json:1:2: error: expected a key string, found ','"));
+	CHECK(precc_rt_load(rt, "/nonexistent/dir") == -1);
+	CHECK_STR(precc_rt_last_error(), "/nonexistent/dir/manifest.json: error: cannot read: No such file or directory");
+	CHECK(precc_rt_run_layer(rt, 0, 1, NULL, 0, NULL) == -1);
+	CHECK_STR(precc_rt_last_error(), "plan: no artifact directory is loaded (precc_rt_load)");
+	precc_rt_close(rt);
+}
+
+#ifdef PRECC_HAVE_CUDA_H
+static void test_fake(const char *inputs, const char *lib)
+{
+	char dir[4096], why[512];
+	precc_rt *rt, *cpu;
+	const unsigned *(*last)(void);
+	void *h;
+
+	setenv("PRECC_LIBCUDA", lib, 1);
+	snprintf(dir, sizeof dir, "%s/plan", inputs);
+	rt = precc_rt_open(dir, PRECC_BACKEND_CUDA, why, sizeof why);
+	CHECK(rt != NULL);
+	if (!rt) {
+		fprintf(stderr, "%s\n", why);
+		return;
+	}
+	h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+	last = h ? (const unsigned *(*)(void))dlsym(h, "fake_cuda_last_launch") : NULL;
+	CHECK(last != NULL);
+	{
+		precc_kernel_info ki;
+		precc_rt_kernel_info(rt, 1, &ki);
+		CHECK_STR(ki.loaded, "k_00000000000000a2.sm_90a.ptx");
+		CHECK(ki.num_regs == 32);
+	}
+	/* q_proj at M=128: the tiled quantize's grid is 256/64 x 128/64 */
+	{
+		int l = 0;
+		int n = precc_rt_buffer_count(rt, l);
+		void **d = calloc((size_t)n, sizeof *d), **hst = calloc((size_t)n, sizeof *hst);
+		for (int i = 0; i < n; i++) {
+			precc_buffer_info bi;
+			precc_rt_buffer_info(rt, l, i, 128, &bi);
+			d[i] = precc_rt_malloc(rt, bi.bytes);
+			hst[i] = malloc(bi.bytes);
+			memset(hst[i], 0xff, bi.bytes);
+			precc_rt_upload(rt, d[i], hst[i], bi.bytes);
+		}
+		CHECK(precc_rt_run_layer(rt, l, 128, d, 0, NULL) == 0);
+		if (last) {
+			const unsigned *g = last();   /* the last step: k_d1, flat */
+			CHECK(g[0] == 128 * 256 / 4096 && g[1] == 1 && g[3] == 256);
+		}
+		/* zero_outputs: x.amax was 0xff.., the fake computes nothing */
+		{
+			float a;
+			precc_rt_download(rt, &a, d[1], 4);
+			CHECK(a == 0.0f);
+		}
+		/* a host pointer, and a device pointer on the cpu backend */
+		void *keep = d[3];
+		d[3] = hst[3];
+		CHECK(precc_rt_run_layer(rt, l, 128, d, 0, NULL) == -1);
+		CHECK(contains(precc_rt_last_error(), "cuda: layer 'model.layers.0.self_attn.q_proj' buffer 3 'x.q.t' is a host pointer"));
+		d[3] = keep;
+		cpu = precc_rt_open(dir, PRECC_BACKEND_CPU, NULL, 0);
+		CHECK(cpu && precc_rt_run_layer(cpu, l, 128, d, 0, NULL) == -1);
+		CHECK(contains(precc_rt_last_error(), "buffer 0 'x' ("));
+		CHECK(contains(precc_rt_last_error(), ") is device memory; the cpu backend needs host memory"));
+		CHECK(cpu && precc_rt_run_layer(cpu, l, 128, hst, 0, NULL) == 0);
+		precc_rt_close(cpu);
+		for (int i = 0; i < n; i++) {
+			precc_rt_free(rt, d[i]);
+			free(hst[i]);
+		}
+		free(d);
+		free(hst);
+	}
+	/* down_proj: the updates copy next over the state on the stream */
+	{
+		int l = 2, n = precc_rt_buffer_count(rt, l);
+		void **d = calloc((size_t)n, sizeof *d);
+		float v = 3.5f, got = 0;
+		for (int i = 0; i < n; i++) {
+			precc_buffer_info bi;
+			precc_rt_buffer_info(rt, l, i, 64, &bi);
+			d[i] = precc_rt_malloc(rt, bi.bytes);
+		}
+		precc_rt_upload(rt, d[6], &v, 4);    /* x.scale.next */
+		CHECK(precc_rt_run_layer(rt, l, 64, d, 0, NULL) == 0);
+		precc_rt_download(rt, &got, d[1], 4);    /* x.scale */
+		CHECK(got == 3.5f);
+		for (int i = 0; i < n; i++)
+			precc_rt_free(rt, d[i]);
+		free(d);
+	}
+	precc_rt_close(rt);
+	/* a PTX that fails to JIT: the error carries the driver's log */
+	{
+		char d2[] = "/tmp/precc_test_plan_fXXXXXX", src[4200], dst[4200];
+		const char *names[] = {"manifest.json", "k_00000000000000a1.sm_90a.ptx",
+		                       "k_00000000000000a2.sm_90a.ptx", "k_00000000000000b1.sm_90a.ptx",
+		                       "k_00000000000000b2.sm_90a.ptx", "k_00000000000000c1.sm_90a.ptx",
+		                       "k_00000000000000c2.sm_90a.ptx", "k_00000000000000d1.sm_90a.ptx"};
+		mkdtemp(d2);
+		for (int i = 0; i < 8; i++) {
+			char *t;
+			snprintf(src, sizeof src, "%s/%s", dir, names[i]);
+			snprintf(dst, sizeof dst, "%s/%s", d2, names[i]);
+			t = slurp(src);
+			spit(dst, i == 3 ? "a bad kernel" : t);
+			free(t);
+		}
+		CHECK(precc_rt_open(d2, PRECC_BACKEND_CUDA, why, sizeof why) == NULL);
+		CHECK(contains(why, "cuda: cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed) while loading kernel 'k_00000000000000b1' from '"));
+		CHECK(contains(why, "\nptxas application ptx input, line 3; error   : fake syntax error"));
+		/* and a device this manifest has no target for */
+		snprintf(dst, sizeof dst, "%s/manifest.json", d2);
+		{
+			char *t = slurp(dst), *t2 = replace(t, "\"targets\": [\n    \"sm_90a\"", "\"targets\": [\n    \"sm_100a\"");
+			spit(dst, t2);
+			free(t);
+			free(t2);
+		}
+		CHECK(precc_rt_open(d2, PRECC_BACKEND_CUDA, why, sizeof why) == NULL);
+		CHECK(contains(why, "error: no target for this device (sm_90): the artifacts are for sm_100a; rebuild with --target sm_90a"));
+		for (int i = 0; i < 8; i++) {
+			snprintf(dst, sizeof dst, "%s/%s", d2, names[i]);
+			unlink(dst);
+		}
+		rmdir(d2);
+	}
+}
+#endif
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: test_plan cpu|manifest|fake INPUTS [LIB]\n");
+		return 2;
+	}
+	if (strcmp(argv[1], "cpu") == 0)
+		test_cpu(argv[2]);
+	else if (strcmp(argv[1], "manifest") == 0)
+		test_manifest(argv[2]);
+#ifdef PRECC_HAVE_CUDA_H
+	else if (strcmp(argv[1], "fake") == 0 && argc > 3)
+		test_fake(argv[2], argv[3]);
+#endif
+	else {
+		fprintf(stderr, "test_plan: unknown mode '%s'\n", argv[1]);
+		return 2;
+	}
+	return finish(argv[1]);
+}
