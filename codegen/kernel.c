@@ -347,6 +347,14 @@ split_phases(Kern *top, const CodegenTarget *t)
 	}
 	top->phase = ph;
 	top->nphase = nq;
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		if (in->op == OP_update && add_out(top, in->arg[1]))
+			return -1;
+		for (int j = 0; in->op == OP_ret && j < in->narg; j++)
+			if (add_out(top, in->arg[j]))
+				return -1;
+	}
 	for (int p = 0; p < nq; p++)
 		mark_back(f, qs[p], masks + (size_t)p * (size_t)f->nins);
 	for (int changed = 1; changed;) {

@@ -138,7 +138,7 @@ cg_finish(Cg *g, int ptx, char **out, char *err, size_t errsz)
 	                             LLVMCodeGenLevelAggressive, LLVMRelocDefault,
 	                             LLVMCodeModelDefault);
 	po = LLVMCreatePassBuilderOptions();
-	e = LLVMRunPasses(g->mod, "default<O3>", tm, po);
+	e = getenv("PRECC_CG_O0") ? NULL : LLVMRunPasses(g->mod, "default<O3>", tm, po);
 	LLVMDisposePassBuilderOptions(po);
 	if (e) {
 		msg = LLVMGetErrorMessage(e);

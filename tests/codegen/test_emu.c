@@ -368,6 +368,13 @@ check_kernel(const Func *f, const char *file)
 		goto done;
 	}
 	rc = 0;
+	int nout = 0;
+	for (int i = 0; i < info.nparams; i++)
+		nout += ir_def_ins(f, info.param_value[i])->op != OP_param;
+	if (nout == 0) {
+		printf("FAIL %s: the kernel has no outputs to compare\n", file);
+		rc = -1;
+	}
 	for (int i = 0; i < info.nparams; i++) {
 		int v = info.param_value[i];
 		if (ir_def_ins(f, v)->op == OP_param)
@@ -392,8 +399,9 @@ check_kernel(const Func *f, const char *file)
 	}
 	if (emu_break)
 		goto done;
-	printf("%s %-18s %-16s %d threads, grid %ux%u\n", rc ? "FAIL" : "ok  ", file,
-	       info.nphases > 1 ? "fused" : codegen_shape_name(info.shape), info.threads, gx, gy);
+	printf("%s %-18s %-16s %d threads, grid %ux%u, %d outputs equal\n", rc ? "FAIL" : "ok  ",
+	       file, info.nphases > 1 ? "fused" : codegen_shape_name(info.shape), info.threads, gx,
+	       gy, nout);
 done:
 	for (int i = 0; i < 64; i++)
 		free(buf[i]);
