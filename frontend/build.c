@@ -854,9 +854,9 @@ c_dim(FILE *o, long d)
 }
 
 static void
-c_extent(FILE *o, const Type *t, const char *rows, const char *cols)
+c_extent(FILE *o, const char *indent, const Type *t, const char *rows, const char *cols)
 {
-	fprintf(o, "\tint64_t %s = ", rows);
+	fprintf(o, "%sint64_t %s = ", indent, rows);
 	if (t->rank == 1)
 		fprintf(o, "1");
 	else
@@ -958,7 +958,7 @@ c_text(Build *b, const char *recipe_name, const char *model_name, char **hb, cha
 			fprintf(c, "\tif (m < 0 || m %% %ld)\n\t\treturn -2;\n",
 			        in->m_multiple > 0 ? in->m_multiple : 1);
 		if (in->data >= 0 && in->data < f->nval) {
-			c_extent(c, &f->val[in->data].type, "rows", "cols");
+			c_extent(c, "\t", &f->val[in->data].type, "rows", "cols");
 			if (in->tiled)
 				fprintf(c, "\tgrid[0] = (unsigned)((cols + %ld) / %ld);\n"
 				           "\tgrid[1] = (unsigned)((rows + %ld) / %ld);\n",
@@ -977,7 +977,7 @@ c_text(Build *b, const char *recipe_name, const char *model_name, char **hb, cha
 			const Type *t = &f->val[v].type;
 			c_ident(id, sizeof id, f->val[v].name);
 			fprintf(c, "\t{\n\t\tif (!hooks.zero)\n\t\t\treturn -1;\n");
-			c_extent(c, t, "zr", "zc");
+			c_extent(c, "\t\t", t, "zr", "zc");
 			fprintf(c, "\t\tint rc = hooks.zero(hooks.ctx, (void *)%s, "
 			           "(size_t)(zr * zc * %ld), stream);\n\t\tif (rc)\n\t\t\treturn rc;\n\t}\n",
 			        id, elem_bytes(t->fmt));
