@@ -590,6 +590,39 @@ zero_output(const Func *f, int v)
 	       && d->type.block[1] == 0;
 }
 
+/* The grid as the manifest states it: `data` is always a param (the
+ * reader sizes the grid from a param's extent), and a one-CTA kernel
+ * (codegen's elems_per_cta 0: delayed_update) is a flat grid whose
+ * elems_per_cta is the extent of a static param, so the formula of
+ * docs/artifacts.md gives 1. */
+static void
+grid_of(const Job *j, int *data, long *epc)
+{
+	const CodegenKernel *in = &j->e.info;
+	const Func *f = j->f;
+	int d = -1;
+
+	for (int i = 0; i < in->nparams && d < 0; i++)
+		if (in->param_value[i] == in->data)
+			d = in->data;
+	for (int i = 0; i < in->nparams && d < 0; i++)
+		if (in->data >= 0 && in->data < f->nval
+		    && ir_type_eq(&f->val[in->param_value[i]].type, &f->val[in->data].type))
+			d = in->param_value[i];
+	*epc = in->elems_per_cta;
+	if (!in->tiled && in->elems_per_cta <= 0) {
+		for (int i = 0; i < in->nparams; i++) {
+			const Type *t = &f->val[in->param_value[i]].type;
+			if (t->dim[0] >= 0 && (t->rank == 1 || t->dim[1] >= 0)) {
+				d = in->param_value[i];
+				*epc = t->rank == 1 ? t->dim[0] : t->dim[0] * t->dim[1];
+				break;
+			}
+		}
+	}
+	*data = d >= 0 ? d : in->nparams ? in->param_value[0] : -1;
+}
+
 static cJSON *
 kernel_json(Build *b, Job *j)
 {
@@ -606,9 +639,11 @@ kernel_json(Build *b, Job *j)
 	cJSON_AddNumberToObject(k, "threads", in->threads);
 	g = cJSON_AddObjectToObject(k, "grid");
 	cJSON_AddBoolToObject(g, "tiled", in->tiled);
-	cJSON_AddStringToObject(g, "data", in->data >= 0 && in->data < f->nval
-	                                   ? f->val[in->data].name : "");
-	cJSON_AddNumberToObject(g, "elems_per_cta", (double)in->elems_per_cta);
+	int data;
+	long epc;
+	grid_of(j, &data, &epc);
+	cJSON_AddStringToObject(g, "data", data >= 0 ? f->val[data].name : "");
+	cJSON_AddNumberToObject(g, "elems_per_cta", (double)epc);
 	cJSON_AddNumberToObject(g, "tile_rows", (double)in->tile_rows);
 	cJSON_AddNumberToObject(g, "tile_cols", (double)in->tile_cols);
 	cJSON_AddNumberToObject(g, "m_multiple", (double)(in->m_multiple > 0 ? in->m_multiple : 1));
@@ -957,15 +992,18 @@ c_text(Build *b, const char *recipe_name, const char *model_name, char **hb, cha
 		if (in->has_m)
 			fprintf(c, "\tif (m < 0 || m %% %ld)\n\t\treturn -2;\n",
 			        in->m_multiple > 0 ? in->m_multiple : 1);
-		if (in->data >= 0 && in->data < f->nval) {
-			c_extent(c, "\t", &f->val[in->data].type, "rows", "cols");
+		int data;
+		long epc;
+		grid_of(j, &data, &epc);
+		if (data >= 0 && (in->tiled || epc > 0)) {
+			c_extent(c, "\t", &f->val[data].type, "rows", "cols");
 			if (in->tiled)
 				fprintf(c, "\tgrid[0] = (unsigned)((cols + %ld) / %ld);\n"
 				           "\tgrid[1] = (unsigned)((rows + %ld) / %ld);\n",
 				        in->tile_cols - 1, in->tile_cols, in->tile_rows - 1, in->tile_rows);
 			else
 				fprintf(c, "\tgrid[0] = (unsigned)((rows * cols + %ld) / %ld);\n",
-				        in->elems_per_cta - 1, in->elems_per_cta > 0 ? in->elems_per_cta : 1);
+				        epc - 1, epc);
 			fprintf(c, "\tif (grid[0] == 0)\n\t\tgrid[0] = 1;\n"
 			           "\tif (grid[1] == 0)\n\t\tgrid[1] = 1;\n");
 		}
