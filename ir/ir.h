@@ -205,8 +205,9 @@ void ir_print_func(FILE *, const Func *);
 void ir_print_module(FILE *, const Module *);
 char *ir_module_to_string(const Module *);         /* malloc'ed */
 /* The canonical text of a function for content hashing: no name, no
- * comments, no param kinds, no hash/calls/fuse attributes, values numbered
- * %0, %1, ... in order of first appearance. */
+ * comments, no param kinds, no fuse attributes, of the header's attributes
+ * only amax_scheme, values numbered %0, %1, ... in order of first
+ * appearance. */
 void ir_print_func_canon(FILE *, const Func *);
 
 /* ---- hash.c: content hashes (stable across runs and machines) ---------- */

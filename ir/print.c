@@ -88,11 +88,14 @@ vname(FILE *f, const Func *fn, const int *canon, int v)
 		fprintf(f, "%%%s", fn->val[v].name);
 }
 
+/* canon: 1 for an instruction (all but fuse), 2 for a header (only the
+ * amax scheme: the rest is the target, the hash itself or derived from the
+ * body by legalize and schedule). */
 static void
-print_pattrs(FILE *f, char *const *pattr, bool canon)
+print_pattrs(FILE *f, char *const *pattr, int canon)
 {
 	for (int k = 0; k < NPASSATTR; k++)
-		if (pattr[k] && !(canon && (k == PA_HASH || k == PA_CALLS || k == PA_FUSE)))
+		if (pattr[k] && !(canon == 1 && k == PA_FUSE) && !(canon == 2 && k != PA_AMAX_SCHEME))
 			fprintf(f, " %s=%s", pass_attr_name((PassAttr)k), pattr[k]);
 }
 
@@ -168,7 +171,7 @@ ir_print_func(FILE *f, const Func *fn)
 {
 	print_comment(f, "", fn->comment);
 	fprintf(f, "%s @%s", fn->kernel ? "kernel" : "func", fn->name);
-	print_pattrs(f, fn->pattr, false);
+	print_pattrs(f, fn->pattr, 0);
 	fputs(" {\n", f);
 	for (int k = 0; k < fn->nins; k++) {
 		print_comment(f, "  ", fn->ins[k].comment);
@@ -201,7 +204,7 @@ ir_print_func_canon(FILE *f, const Func *fn)
 		}
 	}
 	fprintf(f, "%s", fn->kernel ? "kernel" : "func");
-	print_pattrs(f, fn->pattr, true);
+	print_pattrs(f, fn->pattr, 2);
 	fputs(" {\n", f);
 	for (int k = 0; k < fn->nins; k++) {
 		fputs("  ", f);

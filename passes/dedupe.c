@@ -63,6 +63,11 @@ dedupe(Module *m, const Target *t)
 			k[n].h = ir_func_hash(f, f->pattr[PA_TARGET] ? f->pattr[PA_TARGET] : t->name);
 			k[n].text = canon_text(f);
 			snprintf(k[n].group, sizeof k[n].group, "%s", f->name);
+			if (f->pattr[PA_HASH]) {      /* deduped before: drop ".HASH" */
+				char *dot = strrchr(k[n].group, '.');
+				if (dot && strspn(dot + 1, "0123456789abcdef") == strlen(dot + 1))
+					*dot = 0;
+			}
 			n++;
 		}
 	/* what each kernel does: its name less its first caller's */

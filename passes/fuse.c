@@ -5,9 +5,9 @@
  * epilogue=descale+... on the GEMM), amax_scheme=... on global amaxes,
  * with a '#' line saying why. partition.c turns the groups into kernels.
  *
- *  - Epilogue: de-scaling (the GEMM's scale operands), bias, the output
- *    amax, the output cast and the unpadding slice run in the GEMM's
- *    epilogue, on the accumulator tile in registers.
+ *  - Epilogue: de-scaling (the GEMM's scale operands), bias (and its zero
+ *    padding), the output amax, the output cast and the unpadding slice
+ *    run in the GEMM's epilogue, on the accumulator tile in registers.
  *  - Prologue: a high-precision transpose, cast or pad that only feeds one
  *    GEMM is the GEMM's operand layout (16-bit wgmma/mma.sync take either
  *    major-ness from shared memory; TMA zero-fills out of bounds). fp8
@@ -127,6 +127,10 @@ mark_epilogues(Fuse *z)
 			int d = def_index(z, i->arg[0]);
 			if (z->kind[d] == K_GEMM || z->kind[d] == K_EPI)
 				z->kind[k] = K_EPI, z->owner[k] = z->owner[d];
+			/* the bias's zero padding: read with a bound check instead */
+			int b = i->op == OP_bias && z->kind[k] == K_EPI ? def_index(z, i->arg[1]) : -1;
+			if (b >= 0 && f->ins[b].op == OP_pad && ir_use_count(f, f->ins[b].res) == 1)
+				z->kind[b] = K_EPI, z->owner[b] = z->owner[k];
 		}
 	}
 }
@@ -200,8 +204,9 @@ roots(Fuse *z)
 			z->root[k] = i->param == PARAM_STATE ? ROOT_NONE : i->res;
 			continue;
 		}
-		if (i->op == OP_update || i->op == OP_ret) {
-			z->kind[k] = K_END;
+		if (i->op == OP_update || i->op == OP_ret || i->op == OP_call) {
+			z->kind[k] = K_END;    /* a call: already partitioned IR */
+			z->root[k] = ROOT_MIXED;
 			continue;
 		}
 		for (int a = 0; a < i->narg; a++) {
@@ -210,6 +215,8 @@ roots(Fuse *z)
 				continue;
 			if (z->kind[d] == K_GEMM || z->kind[d] == K_EPI)
 				r = combine(r, ROOT_GEMM(z->owner[d]));
+			else if (z->kind[d] == K_END)
+				r = combine(r, ROOT_MIXED);
 			else if (z->kind[d] != K_STATE)
 				r = combine(r, z->root[d]);
 		}

@@ -110,6 +110,18 @@ make_kernel(Module *m, Func *f, const Func *step, const char *group, int u, cons
 				outputs[(*nout)++] = f->ins[j].res;
 	if (scheme)
 		ir_set_attr(k->pattr, PA_AMAX_SCHEME, "%s", scheme);
+	/* legalize's m_align, for this kernel's own M-contiguous copies */
+	long malign = 1;
+	for (int j = 0; j < k->nins; j++) {
+		const Type *t = &k->ins[j].type;
+		int eb = t->fmt == PRECC_FP32 || t->fmt == PRECC_TF32 ? 4
+		       : t->fmt == PRECC_BF16 || t->fmt == PRECC_FP16 ? 2 : 1;
+		if (opinfo[k->ins[j].op].result && !t->is_scale && t->rank == 2 && t->dim[1] < 0
+		    && 16 / eb > malign)
+			malign = 16 / eb;
+	}
+	if (malign > 1)
+		ir_set_attr(k->pattr, PA_MALIGN, "%ld", malign);
 	int *rets = xcalloc((size_t)*nout, sizeof(int));
 	for (int r = 0; r < *nout; r++)
 		rets[r] = map[outputs[r]];
