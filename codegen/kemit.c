@@ -409,6 +409,8 @@ scalar(E *e, int v, LLVMValueRef bidx)
 		                                                cf(e, 6.0), ""), genc, "");
 		r = LLVMBuildZExt(b, asm_cvt_f8x2(e->g, PRECC_E4M3, d, cf(e, 0)), e->g->i32, "");
 		r = LLVMBuildAnd(b, r, c32(e, 0xff), "");
+	} else if (in->op == OP_transpose) {
+		r = scalar(e, in->arg[0], bidx);   /* stored at the transposed index */
 	} else if (in->op == OP_recip) {
 		precc_format af = f->val[in->arg[0]].type.fmt;
 		LLVMValueRef x = scalar(e, in->arg[0], bidx);
@@ -475,7 +477,7 @@ is_out(E *e, int v)
 /* Write every per-block scalar output (not amax {*x*}, not quantize) at
  * bidx, under cond. */
 static void
-store_scalars(E *e, LLVMValueRef cond, LLVMValueRef bidx)
+store_scalars(E *e, LLVMValueRef cond, LLVMValueRef bidx, LLVMValueRef tbidx)
 {
 	const Func *f = e->k->f;
 	LLVMBasicBlockRef cont = begin_if(e, cond);
@@ -484,13 +486,14 @@ store_scalars(E *e, LLVMValueRef cond, LLVMValueRef bidx)
 		int v = e->k->out[i];
 		const Ins *d = ir_def_ins(f, v);
 		const Type *t = &f->val[v].type;
-		if (d->op == OP_quantize || d->op == OP_dequantize || d->op == OP_transpose
+		int trs = d->op == OP_transpose && ir_def_ins(f, d->arg[0])->op != OP_quantize;
+		if (d->op == OP_quantize || d->op == OP_dequantize || (d->op == OP_transpose && !trs)
 		    || d->op == OP_history_push)
 			continue;
 		if (d->op == OP_amax && is_tensorwise_t(t))
 			continue;
 		int one = t->is_scale && t->block[0] == 0 && t->block[1] == 0;
-		LLVMValueRef ix = one ? c64(e, 0) : bidx, val = e->sc[v];
+		LLVMValueRef ix = one ? c64(e, 0) : trs ? tbidx : bidx, val = e->sc[v];
 		if (precc_interp_elem_bytes(t->fmt) == 1)
 			store_al(e, LLVMBuildTrunc(e->b, val, e->g->i8, ""), gep(e, e->ptr[v], ix), 1);
 		else
@@ -718,7 +721,7 @@ emit_flat(E *e)
 			scalar(e, k->out[i], bidx);
 	}
 	quantize_vec(e, q, mult, x, idx, code);
-	store_scalars(e, LLVMBuildAnd(e->b, valid, leader, ""), bidx ? bidx : c64(e, 0));
+	store_scalars(e, LLVMBuildAnd(e->b, valid, leader, ""), bidx ? bidx : c64(e, 0), NULL);
 	if (is_out(e, q->res)) {
 		LLVMBasicBlockRef cont = begin_if(e, valid);
 		store_codes(e, q->res, idx, code);
@@ -733,8 +736,9 @@ emit_flat(E *e)
 	return 0;
 }
 
-/* quant_tensor with a fused transpose: 64x64 tiles, 256 threads, each
- * one row segment of 16; the codes go through shared memory. */
+/* quant_tensor with a fused transpose: 64x64 tiles (partial at the edges:
+ * rows and columns % 16), 256 threads, each one row segment of 16; the
+ * codes go through shared memory. */
 static int
 emit_transpose(E *e)
 {
@@ -768,10 +772,15 @@ emit_transpose(E *e)
 	LLVMValueRef seg = LLVMBuildMul(b, LLVMBuildURem(b, tid, c64(e, 4), ""), c64(e, VEC), "");
 	LLVMValueRef grow = LLVMBuildAdd(b, LLVMBuildMul(b, trw, c64(e, T), ""), r, "");
 	LLVMValueRef gcol = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, T), ""), seg, "");
-	LLVMValueRef idx = LLVMBuildAdd(b, LLVMBuildMul(b, grow, cols, ""), gcol, "");
+	LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, grow, rows, ""),
+	                                  LLVMBuildICmp(b, LLVMIntULT, gcol, cols, ""), "");
+	LLVMValueRef idx = LLVMBuildSelect(b, valid, LLVMBuildAdd(b, LLVMBuildMul(b, grow, cols, ""),
+	                                                          gcol, ""), c64(e, 0), "");
 	LLVMValueRef x[VEC], code[VEC];
 
 	load_vec(e, k->x, idx, x);
+	for (int i = 0; i < VEC; i++)
+		x[i] = LLVMBuildSelect(b, valid, x[i], cf(e, 0), "");
 	LLVMValueRef mult = quant_multiplier(e, q, NULL);
 	for (int i = 0; i < k->nout; i++) {
 		const Ins *d = ir_def_ins(k->f, k->out[i]);
@@ -782,9 +791,12 @@ emit_transpose(E *e)
 	LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""),
 	                                  LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildOr(b, tc, trw, ""),
 	                                                c64(e, 0), ""), "");
-	store_scalars(e, first, c64(e, 0));
-	if (is_out(e, q->res))
+	store_scalars(e, first, c64(e, 0), c64(e, 0));
+	if (is_out(e, q->res)) {
+		LLVMBasicBlockRef c0 = begin_if(e, valid);
 		store_codes(e, q->res, idx, code);
+		end_if(e, c0);
+	}
 	/* the tile in shared memory: row r, bytes seg..seg+15 */
 	LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(e->g->i32, 4));
 	for (int w = 0; w < 4; w++) {
@@ -807,13 +819,83 @@ emit_transpose(E *e)
 	}
 	LLVMValueRef trow = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, T), ""), r, "");
 	LLVMValueRef tcol = LLVMBuildAdd(b, LLVMBuildMul(b, trw, c64(e, T), ""), seg, "");
+	LLVMValueRef tok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, trow, cols, ""),
+	                                LLVMBuildICmp(b, LLVMIntULT, tcol, rows, ""), "");
+	LLVMBasicBlockRef c1 = begin_if(e, tok);
 	store_codes(e, tr->res, LLVMBuildAdd(b, LLVMBuildMul(b, trow, rows, ""), tcol, ""), tcode);
+	end_if(e, c1);
 	for (int i = 0; i < k->nout; i++)
 		if (ir_def_ins(k->f, k->out[i])->op == OP_amax) {
 			tensor_amax_out(e, vec_amax_bits(e, x, VEC));
 			break;
 		}
 	return 0;
+}
+
+/* The tile's codes through shared memory to the transposed result
+ * (rows of x % 16). 128x128: thread t writes transposed row t/2, source
+ * rows (t%2)*64 .. +64 as four 16-byte stores; 16x16: lane l of a block
+ * writes transposed row l of its block. */
+static void
+tile_transpose(E *e, const Ins *tr_ins, int big, LLVMValueRef code[4][VEC], LLVMValueRef tid,
+               LLVMValueRef tr, LLVMValueRef tc, LLVMValueRef tcok, LLVMValueRef rows)
+{
+	LLVMBuilderRef b = e->b;
+	enum { PITCH = 144 };   /* 128 + 16: rows land on different banks */
+	long bytes = big ? 128 * PITCH : (long)e->k->threads * VEC;
+	LLVMTypeRef at = LLVMArrayType2(e->g->i8, (uint64_t)bytes);
+	LLVMValueRef sm = LLVMAddGlobalInAddressSpace(e->g->mod, at, "ttile", e->g->host ? 0 : 3);
+	int passes = big ? 4 : 1;
+
+	LLVMSetInitializer(sm, LLVMGetUndef(at));
+	LLVMSetLinkage(sm, LLVMInternalLinkage);
+	LLVMSetAlignment(sm, 16);
+	for (int p = 0; p < passes; p++) {
+		LLVMValueRef off;
+		if (big) {
+			LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildUDiv(b, tid, c64(e, 8), ""), c64(e, 32 * p), "");
+			off = LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(e, PITCH), ""),
+			                   LLVMBuildMul(b, LLVMBuildURem(b, tid, c64(e, 8), ""), c64(e, VEC), ""), "");
+		} else {
+			off = LLVMBuildMul(b, tid, c64(e, VEC), "");
+		}
+		for (int i = 0; i < VEC; i++)
+			store_al(e, LLVMBuildTrunc(b, code[p][i], e->g->i8, ""),
+			         LLVMBuildGEP2(b, e->g->i8, sm, (LLVMValueRef[]){LLVMBuildAdd(b, off, c64(e, i), "")}, 1, ""), 1);
+	}
+	barrier(e);
+	for (int s = 0; s < (big ? 4 : 1); s++) {
+		LLVMValueRef t[VEC], orow, ocol, ok;
+		if (big) {
+			LLVMValueRef j = LLVMBuildUDiv(b, tid, c64(e, 2), "");
+			LLVMValueRef r0 = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildURem(b, tid, c64(e, 2), ""),
+			                                               c64(e, 64), ""), c64(e, 16 * s), "");
+			for (int i = 0; i < VEC; i++) {
+				LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r0, c64(e, i), ""),
+				                                              c64(e, PITCH), ""), j, "");
+				t[i] = LLVMBuildZExt(b, load_al(e, e->g->i8, LLVMBuildGEP2(b, e->g->i8, sm, &o, 1, ""), 1),
+				                     e->g->i32, "");
+			}
+			orow = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, 128), ""), j, "");
+			ocol = LLVMBuildAdd(b, LLVMBuildMul(b, tr, c64(e, 128), ""), r0, "");
+			ok = LLVMBuildICmp(b, LLVMIntULT, ocol, rows, "");
+		} else {
+			LLVMValueRef l = LLVMBuildURem(b, tid, c64(e, 16), "");
+			LLVMValueRef g0 = LLVMBuildMul(b, LLVMBuildSub(b, tid, l, ""), c64(e, VEC), "");
+			for (int i = 0; i < VEC; i++) {
+				LLVMValueRef o = LLVMBuildAdd(b, g0, LLVMBuildAdd(b, LLVMBuildMul(b, c64(e, (uint64_t)i),
+				                              c64(e, VEC), ""), l, ""), "");
+				t[i] = LLVMBuildZExt(b, load_al(e, e->g->i8, LLVMBuildGEP2(b, e->g->i8, sm, &o, 1, ""), 1),
+				                     e->g->i32, "");
+			}
+			orow = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, 16), ""), l, "");
+			ocol = LLVMBuildMul(b, tr, c64(e, 16), "");
+			ok = LLVMBuildAnd(b, tcok, LLVMBuildICmp(b, LLVMIntULT, ocol, rows, ""), "");
+		}
+		LLVMBasicBlockRef cont = begin_if(e, ok);
+		store_codes(e, tr_ins->res, LLVMBuildAdd(b, LLVMBuildMul(b, orow, rows, ""), ocol, ""), t);
+		end_if(e, cont);
+	}
 }
 
 /* quant_tile: 128x128 (one CTA of 256 threads per tile, 4 passes of 32
@@ -873,20 +955,28 @@ emit_tile(E *e)
 		if (kin(k, i) && k->f->ins[i].op == OP_amax)
 			e->sc[k->f->ins[i].res] = LLVMBuildBitCast(b, m, e->g->f32, "");
 	LLVMValueRef mult = quant_multiplier(e, q, bidx);
-	for (int i = 0; i < k->nout; i++)
-		if (ir_def_ins(k->f, k->out[i])->op != OP_quantize)
+	for (int i = 0; i < k->nout; i++) {
+		const Ins *d = ir_def_ins(k->f, k->out[i]);
+		if (d->op != OP_quantize && !(d->op == OP_transpose && d->arg[0] == q->res))
 			scalar(e, k->out[i], bidx);
+	}
+	LLVMValueRef code[4][VEC];
 	for (int p = 0; p < passes; p++) {
-		LLVMValueRef code[VEC];
-		quantize_vec(e, q, mult, x[p], idx[p], code);
+		quantize_vec(e, q, mult, x[p], idx[p], code[p]);
 		if (is_out(e, q->res)) {
 			LLVMBasicBlockRef cont = begin_if(e, valid[p]);
-			store_codes(e, q->res, idx[p], code);
+			store_codes(e, q->res, idx[p], code[p]);
 			end_if(e, cont);
 		}
 	}
+	/* scale transposes: block (tr, tc) of an [ntr, ntc] grid is (tc, tr) */
+	LLVMValueRef ntr = LLVMBuildUDiv(b, LLVMBuildAdd(b, rows, c64(e, (uint64_t)k->br - 1), ""),
+	                                 c64(e, (uint64_t)k->br), "");
+	LLVMValueRef tbidx = LLVMBuildAdd(b, LLVMBuildMul(b, tcc, ntr, ""), tr, "");
 	store_scalars(e, LLVMBuildAnd(b, leader, big ? LLVMConstInt(e->g->i1, 1, 0) : valid[0], ""),
-	              bidx);
+	              bidx, tbidx);
+	if (k->tr >= 0)
+		tile_transpose(e, &k->f->ins[k->tr], big, code, tid, tr, tc, tcok, rows);
 	return 0;
 }
 
@@ -986,7 +1076,7 @@ emit_colblock(E *e)
 	for (int n = 0; n < k->nout; n++)
 		if (ir_def_ins(k->f, k->out[n])->op != OP_quantize)
 			scalar(e, k->out[n], bidx);
-	store_scalars(e, LLVMConstInt(e->g->i1, 1, 0), bidx);
+	store_scalars(e, LLVMConstInt(e->g->i1, 1, 0), bidx, NULL);
 	/* pass 2: 16 rows at a time */
 	if (is_out(e, q->res)) {
 		Loop l2;

@@ -19,6 +19,7 @@ struct Kern {
 	int x;                    /* the data value (quantize/amax operand) */
 	int q;                    /* index of the quantize/dequantize Ins, -1 */
 	int tr;                   /* index of the fused transpose Ins, -1 */
+	int nscale_tr;            /* transposes of per-block scales (tiles) */
 	int qsrc;                 /* the value quantized and amax'ed: x, or
 	                             transpose(x) for quant_colblock */
 	long br, bc;              /* scale granularity of the quantize */

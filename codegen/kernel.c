@@ -147,8 +147,17 @@ classify(Kern *k)
 			k->tr = i;
 	if (colsrc)
 		ntr--;
-	if (ntr > (k->tr >= 0))
-		return kfail(k, "transposes other than the source's and the quantized data's");
+	int nscale_tr = 0;
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		const Ins *d = in->op == OP_transpose && kin(k, i) ? ir_def_ins(f, in->arg[0]) : NULL;
+		if (d && d->op != OP_param && d->op != OP_quantize && f->val[in->arg[0]].type.is_scale)
+			nscale_tr++;
+	}
+	if (ntr > (k->tr >= 0) + nscale_tr)
+		return kfail(k, "transposes other than the source's, the quantized data's and its "
+		             "scales'");
+	k->nscale_tr = nscale_tr;
 	const Type *st = &f->val[q->arg[1]].type;
 	k->br = st->block[0];
 	k->bc = st->block[1];
@@ -171,8 +180,10 @@ classify(Kern *k)
 		return kfail(k, "%%%s = quantize: scale granularity %ldx%ld is not generated yet "
 		             "(tensorwise, rowwise, 1xB for B = 16..512, 16x16 and 128x128 are)",
 		             f->val[q->res].name, k->br, k->bc);
-	if (k->tr >= 0 && k->shape != CG_QUANT_TENSOR)
-		return kfail(k, "a fused transpose needs tensorwise scales");
+	if (k->tr >= 0 && k->shape != CG_QUANT_TENSOR && k->shape != CG_QUANT_TILE)
+		return kfail(k, "a fused transpose needs tensorwise or square-block scales");
+	if (k->nscale_tr && k->shape != CG_QUANT_TILE)
+		return kfail(k, "transposed scales are generated for square blocks only");
 	return 0;
 }
 
@@ -223,8 +234,9 @@ geometry(Kern *k, const CodegenTarget *t)
 		if (k->br == 128 && k->threads != 256)
 			return kfail(k, "128x128 tiles are generated for 256 threads");
 	}
-	if (k->tr >= 0)
-		need = 64;
+	if (k->tr >= 0 && rows >= 0 && rows % 16)
+		return kfail(k, "%%%s: %ld rows, not a multiple of 16 (a fused transpose stores 16 "
+		             "rows at a time)", k->f->val[k->x].name, rows);
 	if (k->shape == CG_QUANT_COLBLOCK) {
 		/* blocks run down the rows of x: rows % B, any columns */
 		k->m_multiple = 1;
@@ -242,9 +254,6 @@ geometry(Kern *k, const CodegenTarget *t)
 	if (cols >= 0 && cols % need)
 		return kfail(k, "%%%s: %ld columns, not a multiple of %ld", k->f->val[k->x].name,
 		             cols, need);
-	if (k->tr >= 0 && rows >= 0 && rows % 64)
-		return kfail(k, "%%%s: %ld rows, not a multiple of 64 (fused transpose tiles)",
-		             k->f->val[k->x].name, rows);
 	k->tiled = 0;
 	k->elems_per_cta = (long)k->threads * VEC;
 	if (k->shape == CG_QUANT_TENSOR && k->tr >= 0) {
@@ -260,8 +269,8 @@ geometry(Kern *k, const CodegenTarget *t)
 		k->m_multiple = need;
 	else if (cols < 0)
 		return kfail(k, "%%%s: columns M/B", k->f->val[k->x].name);
-	if (k->tr >= 0 && rows == DIM_M)
-		k->m_multiple = 64;
+	if (k->tr >= 0 && rows == DIM_M && k->m_multiple < 16)
+		k->m_multiple = 16;
 	return 0;
 }
 
