@@ -1,0 +1,526 @@
+/*
+ * artifacts.c — the files precc build writes besides the kernels:
+ * manifest.json (format 1, docs/artifacts.md: kernels with their params,
+ * launch geometry and IR, every layer's steps, buffers and state updates)
+ * and precc_kernels.h/.c, typed C launchers that reach the driver only
+ * through a hook, so they compile without cuda.h.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "build.h"
+#include "recipe.h"
+
+static char *
+func_text(const Func *f, const char *name)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *m = open_memstream(&buf, &n);
+	Func copy = *f;
+
+	if (!m)
+		die("open_memstream: %s", strerror(errno));
+	if (name)
+		copy.name = (char *)name;
+	ir_print_func(m, &copy);
+	fclose(m);
+	return buf;
+}
+
+/* A type's IR spelling into buf (ir_print_type on a fixed buffer). */
+static const char *
+type_str(const Type *t, char *buf, size_t n)
+{
+	FILE *m = fmemopen(buf, n, "w");
+
+	if (!m)
+		die("fmemopen: %s", strerror(errno));
+	ir_print_type(m, t);
+	fputc(0, m);
+	fclose(m);
+	buf[n - 1] = 0;
+	return buf;
+}
+
+static int
+nparams_of(const Func *f)
+{
+	int n = 0;
+
+	for (int i = 0; i < f->nins; i++)
+		n += f->ins[i].op == OP_param;
+	return n;
+}
+
+static const char *
+param_role(ParamKind k)
+{
+	static const char *const names[NPARAMKIND] = {
+		[PARAM_IN] = "input", [PARAM_WEIGHT] = "weight", [PARAM_GRAD] = "grad_output",
+		[PARAM_STATE] = "state", [PARAM_BIAS] = "bias", [PARAM_BUF] = "buffer"};
+	return (unsigned)k < NPARAMKIND ? names[k] : "buffer";
+}
+
+/* Outputs that an atomic max accumulates into: whole-tensor amax values. */
+static int
+zero_output(const Func *f, int v)
+{
+	const Ins *d = ir_def_ins(f, v);
+
+	return d && d->op == OP_amax && d->type.is_scale && d->type.block[0] == 0
+	       && d->type.block[1] == 0;
+}
+
+/* The grid as the manifest states it: `data` is always a param (the
+ * reader sizes the grid from a param's extent), and a one-CTA kernel
+ * (codegen's elems_per_cta 0: delayed_update) is a flat grid whose
+ * elems_per_cta is the extent of a static param, so the formula of
+ * docs/artifacts.md gives 1. */
+static void
+grid_of(const Job *j, int *data, long *epc)
+{
+	const CodegenKernel *in = &j->e.info;
+	const Func *f = j->f;
+	int d = -1;
+
+	for (int i = 0; i < in->nparams && d < 0; i++)
+		if (in->param_value[i] == in->data)
+			d = in->data;
+	for (int i = 0; i < in->nparams && d < 0; i++)
+		if (in->data >= 0 && in->data < f->nval
+		    && ir_type_eq(&f->val[in->param_value[i]].type, &f->val[in->data].type))
+			d = in->param_value[i];
+	*epc = in->elems_per_cta;
+	if (!in->tiled && in->elems_per_cta <= 0) {
+		for (int i = 0; i < in->nparams; i++) {
+			const Type *t = &f->val[in->param_value[i]].type;
+			if (t->dim[0] >= 0 && (t->rank == 1 || t->dim[1] >= 0)) {
+				d = in->param_value[i];
+				*epc = t->rank == 1 ? t->dim[0] : t->dim[0] * t->dim[1];
+				break;
+			}
+		}
+	}
+	*data = d >= 0 ? d : in->nparams ? in->param_value[0] : -1;
+}
+
+static cJSON *
+kernel_json(Build *b, Job *j)
+{
+	const Func *f = j->f;
+	const CodegenKernel *in = &j->e.info;
+	cJSON *k = cJSON_CreateObject(), *g, *ps, *zo, *files, *ft;
+	int nin = nparams_of(f);
+
+	cJSON_AddStringToObject(k, "name", j->name);
+	cJSON_AddStringToObject(k, "shape", codegen_shape_name(in->shape));
+	cJSON_AddStringToObject(k, "entry", in->name);
+	cJSON_AddStringToObject(k, "target", b->tg[j->t]->name);
+	cJSON_AddStringToObject(k, "func", f->name);
+	cJSON_AddNumberToObject(k, "threads", in->threads);
+	g = cJSON_AddObjectToObject(k, "grid");
+	cJSON_AddBoolToObject(g, "tiled", in->tiled);
+	int data;
+	long epc;
+	grid_of(j, &data, &epc);
+	cJSON_AddStringToObject(g, "data", data >= 0 ? f->val[data].name : "");
+	cJSON_AddNumberToObject(g, "elems_per_cta", (double)epc);
+	cJSON_AddNumberToObject(g, "tile_rows", (double)in->tile_rows);
+	cJSON_AddNumberToObject(g, "tile_cols", (double)in->tile_cols);
+	cJSON_AddNumberToObject(g, "m_multiple", (double)(in->m_multiple > 0 ? in->m_multiple : 1));
+	if (f->pattr[PA_LAUNCH])
+		cJSON_AddStringToObject(k, "launch", f->pattr[PA_LAUNCH]);
+	ps = cJSON_AddArrayToObject(k, "params");
+	zo = cJSON_CreateArray();
+	for (int i = 0; i < in->nparams; i++) {
+		int v = in->param_value[i];
+		cJSON *p = cJSON_CreateObject();
+		char ty[128];
+		cJSON_AddStringToObject(p, "name", f->val[v].name);
+		cJSON_AddStringToObject(p, "dir", i < nin ? "in" : "out");
+		cJSON_AddStringToObject(p, "type", type_str(&f->val[v].type, ty, sizeof ty));
+		cJSON_AddItemToArray(ps, p);
+		if (i >= nin && zero_output(f, v))
+			cJSON_AddItemToArray(zo, cJSON_CreateString(f->val[v].name));
+	}
+	cJSON_AddBoolToObject(k, "has_m", in->has_m);
+	cJSON_AddBoolToObject(k, "has_seed", in->has_seed);
+	cJSON_AddItemToObject(k, "zero_outputs", zo);
+	char *ir = func_text(f, j->name);
+	cJSON_AddStringToObject(k, "ir", ir);
+	free(ir);
+	files = cJSON_AddObjectToObject(k, "files");
+	ft = cJSON_AddObjectToObject(files, b->tg[j->t]->name);
+	char fn[64];
+	snprintf(fn, sizeof fn, "%s.%s.ptx", j->name, b->tg[j->t]->name);
+	cJSON_AddStringToObject(ft, "ptx", fn);
+	if (j->e.cubin) {
+		snprintf(fn, sizeof fn, "%s.%s.cubin", j->name, b->tg[j->t]->name);
+		cJSON_AddStringToObject(ft, "cubin", fn);
+		cJSON_AddNumberToObject(ft, "regs", j->e.regs);
+		cJSON_AddNumberToObject(ft, "spill_bytes", j->e.spill_bytes);
+	}
+	return k;
+}
+
+/* The GEMMs of a step func by name: ret operand k is the result of the
+ * k-th GEMM of the layer's merged fprop, dgrad, wgrad (merge.c). */
+static void
+gemm_names(const Func *f, const char **name)
+{
+	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
+	int k = 0;
+
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_ret)
+			for (int a = 0; a < f->ins[i].narg && a < 3; a++) {
+				const Ins *d = ir_def_ins(f, f->ins[i].arg[a]);
+				if (d && d->op == OP_cast && d->narg)
+					d = ir_def_ins(f, d->arg[0]);
+				if (d && d->op == OP_gemm)
+					name[d - f->ins] = g3[a];
+			}
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_gemm) {
+			if (!name[i])
+				name[i] = g3[k < 3 ? k : 2];
+			k++;
+		}
+}
+
+static void
+add_buffer(cJSON *bufs, const Func *f, int v, const char *role, char *seen)
+{
+	if (seen[v])
+		return;
+	seen[v] = 1;
+	cJSON *o = cJSON_CreateObject();
+	char ty[128];
+	cJSON_AddStringToObject(o, "name", f->val[v].name);
+	cJSON_AddStringToObject(o, "type", type_str(&f->val[v].type, ty, sizeof ty));
+	cJSON_AddStringToObject(o, "role", role);
+	cJSON_AddItemToArray(bufs, o);
+}
+
+static const char *
+result_role(const Func *f, int v)
+{
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		if (in->op == OP_update && in->narg == 2 && in->arg[1] == v)
+			return "next_state";
+	}
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		if (in->op == OP_gemm || in->op == OP_ret)
+			for (int a = 0; a < in->narg; a++)
+				if (in->arg[a] == v)
+					return "output";
+	}
+	return "scratch";
+}
+
+static cJSON *
+layers_json(Build *b, int t)
+{
+	const Module *m = b->mods[t];
+	cJSON *layers = cJSON_CreateArray();
+
+	for (int i = 0; i < m->nfn; i++) {
+		const Func *f = m->fn[i];
+		if (f->kernel)
+			continue;
+		cJSON *l = cJSON_CreateObject(), *bufs, *steps, *ups;
+		const char **gname = xcalloc((size_t)f->nins + 1, sizeof *gname);
+		char *seen = xcalloc((size_t)f->nval + 1, 1);
+		gemm_names(f, gname);
+		cJSON_AddStringToObject(l, "fqn", f->name);
+		bufs = cJSON_AddArrayToObject(l, "buffers");
+		steps = cJSON_AddArrayToObject(l, "steps");
+		for (int k = 0; k < f->nins; k++) {
+			const Ins *in = &f->ins[k];
+			if (in->op != OP_call)
+				continue;
+			Job *j = build_find_job(b, t, in->callee);
+			if (!j)
+				die("call of unknown kernel @%s in @%s", in->callee, f->name);
+			const char *gemm = NULL;
+			for (int q = k + 1; q < f->nins && !gemm; q++)
+				gemm = gname[q];
+			for (int q = k - 1; q >= 0 && !gemm; q--)
+				gemm = gname[q];
+			cJSON *s = cJSON_CreateObject(), *args;
+			cJSON_AddStringToObject(s, "kernel", j->name);
+			cJSON_AddStringToObject(s, "gemm", gemm ? gemm : "none");
+			args = cJSON_AddArrayToObject(s, "args");
+			/* kernel params map to call operands, kernel ret operands to
+			 * call results */
+			const Func *kf = j->f;
+			const Ins *ret = NULL;
+			for (int q = 0; q < kf->nins; q++)
+				if (kf->ins[q].op == OP_ret)
+					ret = &kf->ins[q];
+			for (int p = 0; p < j->e.info.nparams; p++) {
+				int kv = j->e.info.param_value[p], cv = -1, pi = 0;
+				for (int q = 0; q < kf->nins && cv < 0; q++)
+					if (kf->ins[q].op == OP_param) {
+						if (kf->ins[q].res == kv && pi < in->narg)
+							cv = in->arg[pi];
+						pi++;
+					}
+				for (int r = 0; ret && cv < 0 && r < ret->narg; r++)
+					if (ret->arg[r] == kv && r < ir_nres(in))
+						cv = ir_res(in, r);
+				if (cv < 0)
+					die("@%s: kernel value %%%s has no buffer at the call in @%s", kf->name,
+					    kf->val[kv].name, f->name);
+				const Ins *d = ir_def_ins(f, cv);
+				add_buffer(bufs, f, cv, d && d->op == OP_param ? param_role(d->param)
+				                                            : result_role(f, cv), seen);
+				cJSON_AddItemToArray(args, cJSON_CreateString(f->val[cv].name));
+			}
+			cJSON_AddItemToArray(steps, s);
+		}
+		ups = cJSON_AddArrayToObject(l, "updates");
+		for (int k = 0; k < f->nins; k++)
+			if (f->ins[k].op == OP_update && f->ins[k].narg == 2) {
+				cJSON *u = cJSON_CreateObject();
+				cJSON_AddStringToObject(u, "state", f->val[f->ins[k].arg[0]].name);
+				cJSON_AddStringToObject(u, "next", f->val[f->ins[k].arg[1]].name);
+				cJSON_AddItemToArray(ups, u);
+			}
+		free(gname);
+		free(seen);
+		cJSON_AddItemToArray(layers, l);
+	}
+	return layers;
+}
+
+char *
+artifacts_manifest(Build *b, const char *recipe_name, const char *model_name)
+{
+	cJSON *root = cJSON_CreateObject(), *o, *ts, *ks;
+	char hex[24];
+
+	cJSON_AddNumberToObject(root, "precc_manifest", 1);
+	cJSON_AddStringToObject(root, "precc_version", PRECC_VERSION);
+	cJSON_AddStringToObject(root, "llvm_version", codegen_llvm_version());
+	o = cJSON_AddObjectToObject(root, "recipe");
+	cJSON_AddStringToObject(o, "name", recipe_name);
+	snprintf(hex, sizeof hex, "%016llx", (unsigned long long)b->recipe_hash);
+	cJSON_AddStringToObject(o, "hash", hex);
+	o = cJSON_AddObjectToObject(root, "model");
+	cJSON_AddStringToObject(o, "name", model_name);
+	snprintf(hex, sizeof hex, "%016llx", (unsigned long long)b->model_hash);
+	cJSON_AddStringToObject(o, "hash", hex);
+	ts = cJSON_AddArrayToObject(root, "targets");
+	for (int t = 0; t < b->ntg; t++)
+		cJSON_AddItemToArray(ts, cJSON_CreateString(b->tg[t]->name));
+	ks = cJSON_AddArrayToObject(root, "kernels");
+	for (int k = 0; k < b->njobs; k++)
+		cJSON_AddItemToArray(ks, kernel_json(b, &b->jobs[k]));
+	cJSON_AddItemToObject(root, "layers", layers_json(b, 0));
+	if (b->ntg > 1) {
+		o = cJSON_AddObjectToObject(root, "target_layers");
+		for (int t = 1; t < b->ntg; t++)
+			cJSON_AddItemToObject(o, b->tg[t]->name, layers_json(b, t));
+	}
+	char *text = cJSON_PrintBuffered(root, 1 << 20, 1);
+	cJSON_Delete(root);
+	if (!text)
+		die("cJSON_Print: out of memory");
+	size_t n = strlen(text);
+	text = xrealloc(text, n + 2);
+	text[n++] = '\n';
+	text[n] = 0;
+	return text;
+}
+
+/* ---- generated C -------------------------------------------------------- */
+
+static void
+c_ident(char *dst, size_t n, const char *name)
+{
+	size_t k = 0;
+
+	if (!((*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') || *name == '_'))
+		dst[k++] = 'p';
+	for (; *name && k + 1 < n; name++)
+		dst[k++] = (*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z')
+		           || (*name >= '0' && *name <= '9') ? *name : '_';
+	dst[k] = 0;
+}
+
+static long
+elem_bytes(precc_format f)
+{
+	return f == PRECC_FP32 || f == PRECC_TF32 ? 4 : f == PRECC_FP16 || f == PRECC_BF16 ? 2 : 1;
+}
+
+/* A C expression for one dim at run time m. */
+static void
+c_dim(FILE *o, long d)
+{
+	if (d >= 0)
+		fprintf(o, "(int64_t)%ld", d);
+	else if (d == DIM_M)
+		fprintf(o, "m");
+	else
+		fprintf(o, "((m + %ld) / %ld)", -d - 1, -d);
+}
+
+static void
+c_extent(FILE *o, const char *indent, const Type *t, const char *rows, const char *cols)
+{
+	fprintf(o, "%sint64_t %s = ", indent, rows);
+	if (t->rank == 1)
+		fprintf(o, "1");
+	else
+		c_dim(o, t->dim[0]);
+	fprintf(o, ", %s = ", cols);
+	c_dim(o, t->dim[t->rank == 1 ? 0 : 1]);
+	fprintf(o, ";\n");
+}
+
+static void
+c_signature(FILE *o, const Job *j)
+{
+	const Func *f = j->f;
+	int nin = nparams_of(f);
+	char id[128];
+
+	fprintf(o, "int precc_%s(", j->name);
+	for (int i = 0; i < j->e.info.nparams; i++) {
+		int v = j->e.info.param_value[i];
+		c_ident(id, sizeof id, f->val[v].name);
+		fprintf(o, "%sprecc_%s *%s, ", i < nin ? "const " : "",
+		        ir_fmt_name(f->val[v].type.fmt), id);
+	}
+	if (j->e.info.has_m)
+		fprintf(o, "int64_t m, ");
+	if (j->e.info.has_seed)
+		fprintf(o, "uint64_t seed, ");
+	fprintf(o, "void *stream)");
+}
+
+void
+artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb, char **cb)
+{
+	size_t hn = 0, cn = 0;
+	FILE *h = open_memstream(hb, &hn), *c = open_memstream(cb, &cn);
+
+	if (!h || !c)
+		die("open_memstream: %s", strerror(errno));
+	fprintf(h, "/*\n * precc_kernels.h — typed launchers for the kernels of manifest.json.\n"
+	           " * Generated by precc build (precc %s, LLVM %s) from recipe %s (%016llx)\n"
+	           " * and model %s (%016llx); do not edit.\n *\n"
+	           " * Plain C, no CUDA header: each launcher computes its grid as the manifest\n"
+	           " * says and calls the launch hook, which precc_rt (or the caller) installs\n"
+	           " * with precc_kernels_set_hooks. Device pointers are typed by element\n"
+	           " * format (one byte per element for 8-bit and narrower formats). Each\n"
+	           " * launcher returns 0, -1 when no hooks are set, -2 when m is not a multiple\n"
+	           " * of the kernel's m_multiple (or negative), else the hook's nonzero result.\n */\n"
+	           "#ifndef PRECC_KERNELS_H\n#define PRECC_KERNELS_H\n\n"
+	           "#include <stddef.h>\n#include <stdint.h>\n\n"
+	           "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+	           "#ifndef PRECC_ELEMENT_TYPES\n#define PRECC_ELEMENT_TYPES\n",
+	        PRECC_VERSION, codegen_llvm_version(), recipe_name,
+	        (unsigned long long)b->recipe_hash, model_name, (unsigned long long)b->model_hash);
+	for (int f = 0; f < PRECC_NFORMAT; f++)
+		fprintf(h, "typedef %s precc_%s;\n",
+		        elem_bytes(f) == 4 ? "float" : elem_bytes(f) == 2 ? "uint16_t" : "uint8_t",
+		        ir_fmt_name(f));
+	fprintf(h, "#endif\n\n"
+	           "#define PRECC_KERNELS_RECIPE_HASH 0x%016llxull\n"
+	           "#define PRECC_KERNELS_MODEL_HASH 0x%016llxull\n"
+	           "#define PRECC_LAUNCH_COOPERATIVE 1u\n\n"
+	           "typedef struct precc_kernels_hooks {\n"
+	           "\tvoid *ctx;\n"
+	           "\t/* Launch kernel `name` (manifest \"name\"; `entry` is its PTX entry)\n"
+	           "\t * on a grid[0] x grid[1] x grid[2] grid of `threads`-thread CTAs. args[i]\n"
+	           "\t * points at kernel parameter i (cuLaunchKernel's kernelParams); stream\n"
+	           "\t * is a CUstream. flags: PRECC_LAUNCH_COOPERATIVE. Returns 0 or an error. */\n"
+	           "\tint (*launch)(void *ctx, const char *name, const char *entry,\n"
+	           "\t              const unsigned grid[3], unsigned threads, unsigned flags,\n"
+	           "\t              void **args, void *stream);\n"
+	           "\t/* Zero `bytes` bytes at device pointer ptr on stream (an atomic amax\n"
+	           "\t * output, before its launch). Returns 0 or an error. */\n"
+	           "\tint (*zero)(void *ctx, void *ptr, size_t bytes, void *stream);\n"
+	           "} precc_kernels_hooks;\n\n"
+	           "/* Copies *hooks; NULL uninstalls. */\n"
+	           "void precc_kernels_set_hooks(const precc_kernels_hooks *hooks);\n\n",
+	        (unsigned long long)b->recipe_hash, (unsigned long long)b->model_hash);
+	fprintf(c, "/* precc_kernels.c — generated by precc build (precc %s); do not edit. */\n"
+	           "#include \"precc_kernels.h\"\n\n"
+	           "static precc_kernels_hooks hooks;\n\n"
+	           "void\nprecc_kernels_set_hooks(const precc_kernels_hooks *h)\n{\n"
+	           "\tif (h)\n\t\thooks = *h;\n\telse\n\t\thooks.launch = 0, hooks.zero = 0, hooks.ctx = 0;\n}\n",
+	        PRECC_VERSION);
+	for (int k = 0; k < b->njobs; k++) {
+		const Job *j = &b->jobs[k];
+		const CodegenKernel *in = &j->e.info;
+		const Func *f = j->f;
+		int nin = nparams_of(f);
+		char id[128];
+
+		fprintf(h, "/* %s (%s, %s): %s, %d threads */\n", j->name, f->name,
+		        b->tg[j->t]->name, codegen_shape_name(in->shape), in->threads);
+		c_signature(h, j);
+		fprintf(h, ";\n");
+		fprintf(c, "\n");
+		c_signature(c, j);
+		fprintf(c, "\n{\n\tunsigned grid[3] = {1, 1, 1};\n");
+		if (in->has_m)
+			fprintf(c, "\tif (m < 0 || m %% %ld)\n\t\treturn -2;\n",
+			        in->m_multiple > 0 ? in->m_multiple : 1);
+		int data;
+		long epc;
+		grid_of(j, &data, &epc);
+		if (data >= 0 && (in->tiled || epc > 0)) {
+			c_extent(c, "\t", &f->val[data].type, "rows", "cols");
+			if (in->tiled)
+				fprintf(c, "\tgrid[0] = (unsigned)((cols + %ld) / %ld);\n"
+				           "\tgrid[1] = (unsigned)((rows + %ld) / %ld);\n",
+				        in->tile_cols - 1, in->tile_cols, in->tile_rows - 1, in->tile_rows);
+			else
+				fprintf(c, "\tgrid[0] = (unsigned)((rows * cols + %ld) / %ld);\n",
+				        epc - 1, epc);
+			fprintf(c, "\tif (grid[0] == 0)\n\t\tgrid[0] = 1;\n"
+			           "\tif (grid[1] == 0)\n\t\tgrid[1] = 1;\n");
+		}
+		fprintf(c, "\tif (!hooks.launch)\n\t\treturn -1;\n");
+		for (int i = nin; i < in->nparams; i++) {
+			int v = in->param_value[i];
+			if (!zero_output(f, v))
+				continue;
+			const Type *t = &f->val[v].type;
+			c_ident(id, sizeof id, f->val[v].name);
+			fprintf(c, "\t{\n\t\tif (!hooks.zero)\n\t\t\treturn -1;\n");
+			c_extent(c, "\t\t", t, "zr", "zc");
+			fprintf(c, "\t\tint rc = hooks.zero(hooks.ctx, (void *)%s, "
+			           "(size_t)(zr * zc * %ld), stream);\n\t\tif (rc)\n\t\t\treturn rc;\n\t}\n",
+			        id, elem_bytes(t->fmt));
+		}
+		fprintf(c, "\tvoid *args[] = {");
+		for (int i = 0; i < in->nparams; i++) {
+			c_ident(id, sizeof id, f->val[in->param_value[i]].name);
+			fprintf(c, "%s(void *)&%s", i ? ", " : "", id);
+		}
+		if (in->has_m)
+			fprintf(c, ", (void *)&m");
+		if (in->has_seed)
+			fprintf(c, ", (void *)&seed");
+		fprintf(c, "};\n\treturn hooks.launch(hooks.ctx, \"%s\", \"%s\", grid, %du, %su, args, "
+		           "stream);\n}\n",
+		        j->name, in->name, in->threads,
+		        f->pattr[PA_LAUNCH] && !strcmp(f->pattr[PA_LAUNCH], "cooperative")
+		        ? "PRECC_LAUNCH_COOPERATIVE" : "0");
+	}
+	fprintf(h, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
+	fclose(h);
+	fclose(c);
+}

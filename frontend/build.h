@@ -1,0 +1,56 @@
+/*
+ * build.h — what build.c (precc build: the command, the jobs, ptxas, the
+ * cache) and artifacts.c (manifest.json and the generated C) share.
+ */
+#ifndef PRECC_BUILD_H
+#define PRECC_BUILD_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include "cache.h"
+#include "codegen.h"
+#include "ir.h"
+#include "passes.h"
+
+#define MAXTARGET NCGSM
+#define PROGRESS_MIN 8          /* a progress bar for builds with more kernels */
+
+typedef struct Job {
+	const Func *f;              /* the kernel func, in mods[t] */
+	int t;                      /* index into Build.tg */
+	char name[24];              /* k_<16 hex>: manifest name, file stem */
+	uint64_t key;               /* cache key */
+	CacheEntry e;
+	int hit;                    /* came from the cache */
+	int reptxas;                /* hit without a cubin: ptxas only */
+	double ptxas_ms;
+	char *err;                  /* malloc'ed message when it failed */
+} Job;
+
+typedef struct Build {
+	const char *recipe_path, *model_path, *out, *layer, *emit;
+	int ntg;
+	const Target *tg[MAXTARGET];
+	CodegenSm sm[MAXTARGET];
+	Module *mods[MAXTARGET];
+	Job *jobs; int njobs;
+	struct { const Func *f; int job; } *kmap; int nkmap;   /* kernel func -> job */
+	char ptxas[4096];           /* "" when none */
+	int jobs_n, timing, no_cache;
+	Cache *cache;
+	/* progress, shared by the workers */
+	pthread_mutex_t mu;
+	int next, done, progress;
+	uint64_t recipe_hash, model_hash;
+	double ms_front, ms_passes, ms_compile, ms_write;   /* --time phases */
+} Build;
+
+/* build.c: the job of kernel func `func` of target t's module. */
+Job *build_find_job(Build *, int t, const char *func);
+
+/* artifacts.c: manifest.json (docs/artifacts.md) and precc_kernels.h/.c,
+ * malloc'ed texts. */
+char *artifacts_manifest(Build *, const char *recipe_name, const char *model_name);
+void artifacts_c(Build *, const char *recipe_name, const char *model_name, char **h, char **c);
+
+#endif
