@@ -8,6 +8,7 @@
  * --emit prints one layer's kernels at one stage instead.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -546,6 +547,43 @@ put_build(Build *b, uint64_t key, char *const text[3])
 	free(p);
 }
 
+/* Removes the kernel files of an earlier build from the output directory:
+ * regular files named like ours (k_<16 hex>.<sm>.ptx|cubin) that this
+ * build did not write, so the directory holds what its manifest lists. */
+static void
+remove_stale(const Build *b)
+{
+	DIR *d = opendir(b->out);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		const char *n = e->d_name, *dot;
+		int ours = !strncmp(n, "k_", 2) && strlen(n) > 19 && n[18] == '.';
+		for (int i = 2; ours && i < 18; i++)
+			ours = (n[i] >= '0' && n[i] <= '9') || (n[i] >= 'a' && n[i] <= 'f');
+		dot = ours ? strrchr(n, '.') : NULL;
+		if (!dot || (strcmp(dot, ".ptx") && strcmp(dot, ".cubin")))
+			continue;
+		int keep = 0;
+		for (int k = 0; k < b->njobs && !keep; k++) {
+			const Job *j = &b->jobs[k];
+			char want[64];
+			snprintf(want, sizeof want, "%s.%s%s", j->name, b->tg[j->t]->name, dot);
+			keep = !strcmp(want, n) && (!strcmp(dot, ".ptx") || j->e.cubin);
+		}
+		if (!keep) {
+			char path[4400];
+			struct stat st;
+			snprintf(path, sizeof path, "%s/%s", b->out, n);
+			if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+				unlink(path);
+		}
+	}
+	closedir(d);
+}
+
 /* 1: the whole build came from the cache and its files are written. */
 static int
 get_build(Build *b, uint64_t key, char *err, size_t errsz)
@@ -607,6 +645,8 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 	for (int i = 0; i < 3 && ok == 1; i++)
 		if (write_file(b->out, gen_files[i], text[i], strlen(text[i]), err, errsz))
 			ok = -1;
+	if (ok == 1)
+		remove_stale(b);
 out:
 	for (int i = 0; i < 3; i++)
 		free(text[i]);
@@ -889,8 +929,10 @@ cmd_build(int argc, char **argv)
 				fprintf(stderr, "%s\n", err);
 				rc = 1;
 			}
-		if (!rc)
+		if (!rc) {
 			put_build(&b, bkey, text);
+			remove_stale(&b);
+		}
 		for (int i = 0; i < 3; i++)
 			free(text[i]);
 		b.ms_write = now_ms() - tp;
