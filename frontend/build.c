@@ -505,9 +505,12 @@ collect_jobs(Build *b, uint64_t ident)
 static const char *const gen_files[3] = {"manifest.json", "precc_kernels.h", "precc_kernels.c"};
 
 static uint64_t
-build_key(const Build *b, uint64_t ident)
+build_key(const Build *b, uint64_t ident, const char *rname, const char *mname)
 {
 	uint64_t h = ir_hash_str(ident, "build");
+
+	h = ir_hash_str(h, rname);      /* the manifest names them */
+	h = ir_hash_str(h, mname);
 
 	h = ir_hash_bytes(h, &b->recipe_hash, 8);
 	h = ir_hash_bytes(h, &b->model_hash, 8);
@@ -876,7 +879,7 @@ cmd_build(int argc, char **argv)
 			                "and manifest.json lists PTX only\n", why);
 		b.cache = cache_open(b.no_cache);
 		ident = compiler_identity(b.ptxas);
-		bkey = build_key(&b, ident);
+		bkey = build_key(&b, ident, rname, mname);
 		char err[4400] = "";
 		int got = get_build(&b, bkey, err, sizeof err);
 		if (got < 0) {
