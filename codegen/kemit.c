@@ -668,7 +668,9 @@ check_amax_ops(E *e, int no_tensorwise)
 						return kfail(e->k, "%%%s = amax: a tensorwise amax is not known "
 						             "until every CTA is done: %s must run in the next kernel",
 						             f->val[in->res].name, opinfo[f->ins[j].op].name);
-		} else if (in->type.block[0] != e->k->br || in->type.block[1] != e->k->bc) {
+		} else if (e->k->q >= 0
+		           && (in->type.block[0] != f->val[f->ins[e->k->q].arg[1]].type.block[0]
+		               || in->type.block[1] != f->val[f->ins[e->k->q].arg[1]].type.block[1])) {
 			return kfail(e->k, "%%%s = amax: granularity differs from the quantize's",
 			             f->val[in->res].name);
 		}
@@ -686,12 +688,21 @@ emit_flat(E *e)
 	LLVMValueRef gid = gid64(e);
 	LLVMValueRef e0 = LLVMBuildMul(e->b, gid, c64(e, VEC), "");
 	LLVMValueRef valid = LLVMBuildICmp(e->b, LLVMIntULT, e0, total, "");
+	if (k->rowcta) {
+		/* one row per CTA: thread t has elements 16t.. of row ctaid */
+		LLVMValueRef row = LLVMBuildZExt(e->b, sreg(e, "ctaid.x"), e->g->i64, "");
+		LLVMValueRef t = LLVMBuildZExt(e->b, sreg(e, "tid.x"), e->g->i64, "");
+		e0 = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row, c64(e, (uint64_t)k->cols), ""),
+		                  LLVMBuildMul(e->b, t, c64(e, VEC), ""), "");
+		valid = LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntULT, t, c64(e, (uint64_t)k->cols / VEC), ""),
+		                     LLVMBuildICmp(e->b, LLVMIntULT, row, dimv(e, k->rows), ""), "");
+		gid = LLVMBuildMul(e->b, t, c64(e, 1024), "");   /* leader: t == 0 */
+	}
 	LLVMValueRef idx = LLVMBuildSelect(e->b, valid, e0, c64(e, 0), "");
 	LLVMValueRef x[VEC], code[VEC];
 
 	if (check_amax_ops(e, 0) || check_scalar_ops(e) || (q && check_quantize(e, q)))
 		return -1;
-	k->elems_per_cta = (long)k->threads * VEC;
 	load_vec(e, k->x, idx, x);
 	for (int i = 0; i < VEC; i++)
 		x[i] = LLVMBuildSelect(e->b, valid, x[i], cf(e, 0), "");
@@ -702,7 +713,7 @@ emit_flat(E *e)
 	}
 	LLVMValueRef bidx = NULL, leader;
 	if (k->shape == CG_QUANT_ROWBLOCK) {
-		int lanes = (int)(k->blen / VEC);
+		int lanes = k->rowcta ? 1024 : (int)(k->blen / VEC);
 		LLVMValueRef g = lanes <= 32 ? group_max(e, mbits, lanes) : cta_max(e, mbits);
 		bidx = LLVMBuildUDiv(e->b, idx, c64(e, (uint64_t)k->blen), "");
 		for (int i = 0; i < k->f->nins; i++)
@@ -1054,12 +1065,19 @@ emit_colblock(E *e)
 	LLVMValueRef valid = LLVMBuildICmp(b, LLVMIntULT, rb, nrb, "");
 	LLVMBasicBlockRef cont = begin_if(e, valid);
 	LLVMValueRef r0 = LLVMBuildMul(b, rb, c64(e, (uint64_t)B), "");
+	int has_amax = 0;
+	for (int n = 0; n < k->f->nins; n++)
+		has_amax |= kin(k, n) && k->f->ins[n].op == OP_amax;
+	LLVMValueRef m = c32(e, 0);
+	if (!has_amax)
+		goto quant;
 	/* pass 1: amax over B rows */
 	Loop l;
 	LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
 	LLVMValueRef i = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)B));
 	LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(l.i));
-	LLVMValueRef m = LLVMBuildPhi(b, e->g->i32, "m"), zero = c32(e, 0);
+	LLVMValueRef zero = c32(e, 0);
+	m = LLVMBuildPhi(b, e->g->i32, "m");
 	LLVMAddIncoming(m, &zero, &pre, 1);
 	LLVMPositionBuilderAtEnd(b, l.body);
 	LLVMValueRef xv = load_elem(e, k->x, LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r0, i, ""),
@@ -1068,7 +1086,8 @@ emit_colblock(E *e)
 	LLVMBasicBlockRef from = LLVMGetInsertBlock(b);
 	LLVMAddIncoming(m, &mx, &from, 1);
 	loop_end(e, &l);
-	LLVMValueRef bidx = LLVMBuildAdd(b, LLVMBuildMul(b, c, nrb, ""), rb, "");
+quant:;
+	LLVMValueRef bidx = k->colwise ? c : LLVMBuildAdd(b, LLVMBuildMul(b, c, nrb, ""), rb, "");
 	for (int n = 0; n < k->f->nins; n++)
 		if (kin(k, n) && k->f->ins[n].op == OP_amax)
 			e->sc[k->f->ins[n].res] = LLVMBuildBitCast(b, m, e->g->f32, "");

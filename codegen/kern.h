@@ -23,6 +23,8 @@ struct Kern {
 	int qsrc;                 /* the value quantized and amax'ed: x, or
 	                             transpose(x) for quant_colblock */
 	long br, bc;              /* scale granularity of the quantize */
+	int rowcta;               /* quant_rowblock: one row per CTA */
+	int colwise;              /* quant_colblock: one scale per column of x */
 	long blen;                /* quant_rowblock: elements per block (bc, or
 	                             the columns for rowwise {1x*}) */
 	long rows, cols;          /* static dims of x (DIM_M for M) */

@@ -153,6 +153,8 @@ classify(Kern *k)
 		const Ins *d = in->op == OP_transpose && kin(k, i) ? ir_def_ins(f, in->arg[0]) : NULL;
 		if (d && d->op != OP_param && d->op != OP_quantize && f->val[in->arg[0]].type.is_scale)
 			nscale_tr++;
+		else if (d && d->op == OP_param && (in->type.dim[0] == 1 || in->type.dim[1] == 1))
+			ntr--;     /* [1,N] <-> [N,1]: the same buffer */
 	}
 	if (ntr > (k->tr >= 0) + nscale_tr)
 		return kfail(k, "transposes other than the source's, the quantized data's and its "
@@ -162,9 +164,20 @@ classify(Kern *k)
 	k->br = st->block[0];
 	k->bc = st->block[1];
 	if (colsrc) {
+		long xrows = f->val[k->x].type.dim[0];
+		int has_amax = 0;
+		for (int i = 0; i < f->nins; i++)
+			has_amax |= kin(k, i) && f->ins[i].op == OP_amax;
+		if (k->br == 1 && k->bc == 0) {
+			/* rowwise over x^T: one scale per column of x; a thread walks
+			 * all of a column for its amax (static rows), else 128 rows */
+			k->colwise = 1;
+			k->bc = has_amax ? (xrows > 0 ? xrows : 0) : 128;
+		}
 		if (k->br != 1 || k->bc < 16 || k->bc % 16)
 			return kfail(k, "%%%s = quantize: a transposed source takes 1xB blocks, B a "
-			             "multiple of 16 (got %ldx%ld)", f->val[q->res].name, k->br, k->bc);
+			             "multiple of 16, or rowwise over static rows (got %ldx%ld)",
+			             f->val[q->res].name, k->br, k->bc);
 		if (k->tr >= 0)
 			return kfail(k, "a fused transpose needs tensorwise scales");
 		k->shape = CG_QUANT_COLBLOCK;
@@ -211,22 +224,22 @@ geometry(Kern *k, const CodegenTarget *t)
 		if (k->bc == 0) {
 			/* rowwise: one block per row, B/16 lanes: a power of two up to a
 			 * warp, or whole warps (then the CTA is one row) */
-			long lanes = cols / 16;
+			long lanes = cols / 16, th = (lanes + 31) / 32 * 32;
 			if (cols < 0 || cols % 16)
 				return kfail(k, "%%%s: rowwise scales need static columns, a multiple of 16",
 				             k->f->val[k->x].name);
-			if (lanes > 32 && (lanes % 32 || lanes > 1024))
-				return kfail(k, "%%%s: rowwise over %ld columns: not a multiple of 512 up to "
-				             "16384, nor a power of two up to 512", k->f->val[k->x].name, cols);
-			if (lanes <= 32 && (lanes & (lanes - 1)))
-				return kfail(k, "%%%s: rowwise over %ld columns: not a power of two up to 512",
+			if (lanes > 1024)
+				return kfail(k, "%%%s: rowwise over %ld columns: more than 16384",
 				             k->f->val[k->x].name, cols);
-			if (lanes > 32 && t->threads > 0 && t->threads != lanes)
-				return kfail(k, "rowwise over %ld columns runs %ld threads per CTA, not %d",
-				             cols, lanes, t->threads);
-			if (lanes > 32)
-				k->threads = (int)lanes;
 			k->blen = need = cols;
+			if (lanes > 32 || (lanes & (lanes - 1))) {
+				/* one row per CTA, lanes active of th threads */
+				if (t->threads > 0 && t->threads < th)
+					return kfail(k, "rowwise over %ld columns needs %ld threads per CTA, not %d",
+					             cols, th, t->threads);
+				k->threads = t->threads > 0 ? t->threads : (int)th;
+				k->rowcta = 1;
+			}
 		}
 	}
 	if (k->shape == CG_QUANT_TILE) {
@@ -255,7 +268,7 @@ geometry(Kern *k, const CodegenTarget *t)
 		return kfail(k, "%%%s: %ld columns, not a multiple of %ld", k->f->val[k->x].name,
 		             cols, need);
 	k->tiled = 0;
-	k->elems_per_cta = (long)k->threads * VEC;
+	k->elems_per_cta = k->rowcta ? cols : (long)k->threads * VEC;
 	if (k->shape == CG_QUANT_TENSOR && k->tr >= 0) {
 		k->tiled = 1;
 		k->tile_rows = k->tile_cols = 64;
@@ -414,11 +427,20 @@ split_phases(Kern *top, const CodegenTarget *t)
 		}
 		if (classify(k) || geometry(k, t))
 			return -1;
-		if (k->threads != ph[0].threads)
-			return kfail(top, "its quantizes need %d and %d threads per CTA", ph[0].threads,
-			             k->threads);
-		if (k->m_multiple > top->m_multiple)
-			top->m_multiple = k->m_multiple;
+	}
+	/* one block size for the launch: the largest any phase asks for */
+	int T = 0;
+	for (int p = 0; p < nq; p++)
+		T = ph[p].threads > T ? ph[p].threads : T;
+	for (int p = 0; p < nq; p++) {
+		CodegenTarget t2 = *t;
+		t2.threads = T;
+		if (ph[p].threads != T && geometry(&ph[p], &t2))
+			return -1;
+		if (ph[p].threads != T)
+			return kfail(top, "its quantizes need %d and %d threads per CTA", T, ph[p].threads);
+		if (ph[p].m_multiple > top->m_multiple)
+			top->m_multiple = ph[p].m_multiple;
 	}
 	top->threads = ph[0].threads;
 	top->shape = ph[0].shape;
