@@ -849,7 +849,8 @@ emit_transpose(E *e)
  * writes transposed row l of its block. */
 static void
 tile_transpose(E *e, const Ins *tr_ins, int big, LLVMValueRef code[4][VEC], LLVMValueRef tid,
-               LLVMValueRef tr, LLVMValueRef tc, LLVMValueRef tcok, LLVMValueRef rows)
+               LLVMValueRef tr, LLVMValueRef tc, LLVMValueRef tcok, LLVMValueRef rows,
+               LLVMValueRef cols)
 {
 	LLVMBuilderRef b = e->b;
 	enum { PITCH = 144 };   /* 128 + 16: rows land on different banks */
@@ -889,7 +890,8 @@ tile_transpose(E *e, const Ins *tr_ins, int big, LLVMValueRef code[4][VEC], LLVM
 			}
 			orow = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, 128), ""), j, "");
 			ocol = LLVMBuildAdd(b, LLVMBuildMul(b, tr, c64(e, 128), ""), r0, "");
-			ok = LLVMBuildICmp(b, LLVMIntULT, ocol, rows, "");
+			ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, ocol, rows, ""),
+			                  LLVMBuildICmp(b, LLVMIntULT, orow, cols, ""), "");
 		} else {
 			LLVMValueRef l = LLVMBuildURem(b, tid, c64(e, 16), "");
 			LLVMValueRef g0 = LLVMBuildMul(b, LLVMBuildSub(b, tid, l, ""), c64(e, VEC), "");
@@ -925,7 +927,8 @@ emit_tile(E *e)
 	k->tile_rows = k->br;
 	k->tile_cols = big ? 128 : k->threads;
 	LLVMValueRef rows = dimv(e, k->rows), cols = dimv(e, k->cols);
-	LLVMValueRef ntc = LLVMBuildUDiv(b, cols, c64(e, (uint64_t)k->bc), "");
+	LLVMValueRef ntc = LLVMBuildUDiv(b, LLVMBuildAdd(b, cols, c64(e, (uint64_t)k->bc - 1), ""),
+	                                 c64(e, (uint64_t)k->bc), "");
 	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
 	LLVMValueRef cx = LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, "");
 	LLVMValueRef tr = LLVMBuildZExt(b, sreg(e, "ctaid.y"), e->g->i64, "");
@@ -937,7 +940,7 @@ emit_tile(E *e)
 		r0 = LLVMBuildAdd(b, LLVMBuildMul(b, tr, c64(e, 128), ""), LLVMBuildUDiv(b, tid, c64(e, 8), ""), "");
 		rstep = c64(e, 32);
 		leader = LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), "");
-		tcok = LLVMConstInt(e->g->i1, 1, 0);
+		tcok = LLVMBuildICmp(b, LLVMIntULT, col, cols, "");   /* partial right tiles */
 	} else {
 		LLVMValueRef l = LLVMBuildURem(b, tid, c64(e, 16), "");
 		tc = LLVMBuildAdd(b, LLVMBuildMul(b, cx, c64(e, (uint64_t)k->threads / 16), ""),
@@ -960,7 +963,7 @@ emit_tile(E *e)
 		m = umax(e, m, vec_amax_bits(e, x[p], VEC));
 	}
 	m = big ? cta_max(e, m) : group_max(e, m, 16);
-	LLVMValueRef tcc = LLVMBuildSelect(b, tcok, tc, c64(e, 0), "");
+	LLVMValueRef tcc = big ? tc : LLVMBuildSelect(b, tcok, tc, c64(e, 0), "");
 	LLVMValueRef bidx = LLVMBuildAdd(b, LLVMBuildMul(b, tr, ntc, ""), tcc, "");
 	for (int i = 0; i < k->f->nins; i++)
 		if (kin(k, i) && k->f->ins[i].op == OP_amax)
@@ -986,8 +989,9 @@ emit_tile(E *e)
 	LLVMValueRef tbidx = LLVMBuildAdd(b, LLVMBuildMul(b, tcc, ntr, ""), tr, "");
 	store_scalars(e, LLVMBuildAnd(b, leader, big ? LLVMConstInt(e->g->i1, 1, 0) : valid[0], ""),
 	              bidx, tbidx);
+	(void)cols;
 	if (k->tr >= 0)
-		tile_transpose(e, &k->f->ins[k->tr], big, code, tid, tr, tc, tcok, rows);
+		tile_transpose(e, &k->f->ins[k->tr], big, code, tid, tr, tc, tcok, rows, cols);
 	return 0;
 }
 

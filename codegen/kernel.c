@@ -243,7 +243,7 @@ geometry(Kern *k, const CodegenTarget *t)
 		}
 	}
 	if (k->shape == CG_QUANT_TILE) {
-		need = k->bc;
+		need = 16;       /* partial edge tiles are guarded */
 		if (k->br == 128 && k->threads != 256)
 			return kfail(k, "128x128 tiles are generated for 256 threads");
 	}
