@@ -272,11 +272,16 @@ assign_groups(Fuse *z)
 			source_group_name(z, r, buf, sizeof buf);
 		} else if (r <= ROOT_GEMM(0)) {
 			/* after a GEMM: named after its epilogue's output */
-			int g = -10 - r, last = g;
-			for (int j = 0; j < f->nins; j++)
-				if (z->kind[j] == K_EPI && z->owner[j] == g && f->ins[j].op != OP_amax)
-					last = f->ins[j].res;
-			snprintf(buf, sizeof buf, "%s.%s", vname(z, last), "quantize");
+			int g = -10 - r;
+			const char *n = vname(z, g);
+			snprintf(buf, sizeof buf, "%.*s.quantize", (int)strcspn(n, "."), n);
+			bool first = true;
+			for (int x = 0; x < z->ngroup; x++)
+				first &= strcmp(z->name[x], buf) != 0;
+			if (first)
+				ir_comment(&i->comment, "fuse: the output's current scale needs its global "
+				           "amax: the amax in %%%s's epilogue, scale + quantize in %s after the "
+				           "GEMM (which reads the f32 result)", n, buf);
 		} else
 			snprintf(buf, sizeof buf, "%s", vname(z, i->res));
 		z->kind[k] = K_GROUP;
