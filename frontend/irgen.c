@@ -66,6 +66,8 @@ help(FILE *f)
 	      "                       stage asked for\n"
 	      "  --target T           the target of the passes: sm_89, sm_90 or sm_90a\n"
 	      "                       (default sm_90a)\n"
+	      "  --no-grid-barrier    never fuse a global amax with its quantize through a\n"
+	      "                       grid-wide barrier: two kernels instead\n"
 	      "  --help               this text\n\n"
 	      "Without --print-after the IR is printed once, after verify (no passes).\n"
 	      "exit status: 0 success, 1 user error (bad recipe, model or IR; parse and\n"
@@ -141,7 +143,8 @@ cmd_ir(int argc, char **argv)
 	bool after[MAXSTAGE] = {false}, dump = false;
 	int nstage = 1 + NSTAGE + pass_count();
 	static const char *const opts[] = {"--model", "--layer", "--print-after", "--target",
-	                                   "--help"};
+	                                   "--no-grid-barrier", "--help"};
+	bool no_grid = false;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = NULL, **slot = NULL;
@@ -150,6 +153,10 @@ cmd_ir(int argc, char **argv)
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			help(stdout);
 			return 0;
+		}
+		if (!strcmp(a, "--no-grid-barrier")) {
+			no_grid = true;
+			continue;
 		}
 		for (int k = 0; k < 4; k++)
 			if (!strncmp(a, valued[k].opt, valued[k].len)
@@ -263,7 +270,7 @@ cmd_ir(int argc, char **argv)
 			last = k - 1 - NSTAGE;
 	if (!rc_ && last >= 0) {
 		PassOptions po = {.target = tg, .print_after = print_after, .ctx = after,
-		                  .stop_after = pass_name(last)};
+		                  .stop_after = pass_name(last), .no_grid_barrier = no_grid};
 		passes_run(m, &po);
 	}
 	if (!rc_ && !dump)

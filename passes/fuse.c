@@ -331,7 +331,7 @@ split_global(Fuse *z)
 		}
 		const Type *st = &f->val[src].type;
 		long b = bytes_of(st);
-		if (b >= 0 && b <= z->t->onchip) {
+		if (b >= 0 && b <= z->t->onchip && z->t->grid_barrier) {
 			ir_set_attr(i->pattr, PA_AMAX_SCHEME, "grid");
 			ir_comment(&i->comment, "fuse: %%%s is needed before any element is quantized; "
 			           "%%%s is static (%ld KiB <= %ld KiB on chip on %s): one cooperative "
@@ -383,7 +383,12 @@ split_global(Fuse *z)
 		snprintf(an, sizeof an, "%s.amax", vname(z, src));
 		z->owner[k] = group(z, an);
 		ir_set_attr(i->pattr, PA_AMAX_SCHEME, "two_kernel");
-		if (b < 0)
+		if (b >= 0 && b <= z->t->onchip)
+			ir_comment(&i->comment, "fuse: %%%s is needed before any element is quantized; "
+			           "%%%s would fit on chip, but grid-wide barriers are off: two kernels "
+			           "(%s: atomic amax; then %s)", vname(z, i->res), vname(z, src), an,
+			           z->name[gq]);
+		else if (b < 0)
 			ir_comment(&i->comment, "fuse: %%%s is needed before any element is quantized "
 			           "and %%%s has M rows, known at run time: two kernels (%s: atomic "
 			           "amax; then %s reads %%%s again); a grid-wide barrier would need all "

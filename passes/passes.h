@@ -26,6 +26,8 @@ typedef struct Target {
 	long smem_cta;         /* dynamic shared memory one CTA may use, bytes */
 	long onchip;           /* bytes a grid-wide barrier kernel may keep on chip
 	                          across all co-resident CTAs (smem_cta x sms) */
+	bool grid_barrier;     /* fuse may choose one cooperative kernel with a
+	                          grid-wide barrier (amax_scheme=grid) */
 } Target;
 
 typedef struct PassOptions {
@@ -34,6 +36,8 @@ typedef struct PassOptions {
 	void (*print_after)(const char *pass, const Module *, void *ctx);
 	void *ctx;
 	const char *stop_after; /* last pass to run; NULL: all */
+	bool no_grid_barrier;   /* never amax_scheme=grid: two kernels instead
+	                           (for a code generator without grid barriers) */
 } PassOptions;
 
 /* pipeline.c */

@@ -21,9 +21,9 @@ static const struct { const char *name; void (*run)(Module *, const Target *); }
 
 /* The reference parts: L40S (sm_89), H100/H200 (sm_90, sm_90a). */
 static const Target targets[] = {
-	{"sm_89", 89, false, false, true, false, 142, 99 << 10, 142L * (80 << 10)},
-	{"sm_90", 90, false, true, true, false, 132, 227 << 10, 132L * (200 << 10)},
-	{"sm_90a", 90, true, true, true, false, 132, 227 << 10, 132L * (200 << 10)},
+	{"sm_89", 89, false, false, true, false, 142, 99 << 10, 142L * (80 << 10), true},
+	{"sm_90", 90, false, true, true, false, 132, 227 << 10, 132L * (200 << 10), true},
+	{"sm_90a", 90, true, true, true, false, 132, 227 << 10, 132L * (200 << 10), true},
 };
 const char *const target_names = "sm_89, sm_90, sm_90a";
 
@@ -62,10 +62,12 @@ verify_or_abort(const Module *m, const char *pass)
 void
 passes_run(Module *m, const PassOptions *o)
 {
-	const Target *t = o->target ? o->target : target_by_name("sm_90a");
+	Target t = *(o->target ? o->target : target_by_name("sm_90a"));
 
+	if (o->no_grid_barrier)
+		t.grid_barrier = false;
 	for (int k = 0; k < NPASS; k++) {
-		pipeline[k].run(m, t);
+		pipeline[k].run(m, &t);
 		verify_or_abort(m, pipeline[k].name);
 		if (o->print_after)
 			o->print_after(pipeline[k].name, m, o->ctx);
