@@ -22,6 +22,7 @@
 typedef struct Ctx {
 	const char *file;         /* "DIR/manifest.json" */
 	int failed;
+	int cuda;                 /* loading for the cuda backend */
 } Ctx;
 
 static int bad(Ctx *c, const json *at, const char *fmt, ...)
@@ -373,8 +374,9 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 		if ((k->data = find_param(k, d->str)) < 0)
 			return bad(c, d, "%s: data '%s' is not one of the params", gp,
 			           d->str);
-		if (k->tiled ? k->tile_rows < 1 || k->tile_cols < 1
-		             : k->elems_per_cta < 1)
+		/* only a launch needs the grid: the cpu backend runs the IR */
+		if (c->cuda && (k->tiled ? k->tile_rows < 1 || k->tile_cols < 1
+		                         : k->elems_per_cta < 1))
 			return bad(c, grid, "%s: a %s grid needs %s >= 1", gp,
 			           k->tiled ? "tiled" : "flat",
 			           k->tiled ? "tile_rows and tile_cols" : "elems_per_cta");
@@ -823,7 +825,7 @@ int precc_rt_load(precc_rt *rt, const char *dir)
 	json *m;
 	size_t len;
 	char *text;
-	Ctx c = {file, 0};
+	Ctx c = {file, 0, rt && rt->backend == PRECC_BACKEND_CUDA};
 
 	if (!rt || !dir) {
 		rt_error("manifest: precc_rt_load needs a runtime and a directory");

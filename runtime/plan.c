@@ -264,8 +264,9 @@ int precc_rt_sync(precc_rt *rt, void *stream)
 
 /* ---- argument checks ------------------------------------------------------ */
 
+/* Checks steps [first, last) and, when updates, the layer's updates. */
 static int check_args(precc_rt *rt, const rt_layer *l, long m,
-                      void *const *buffers)
+                      void *const *buffers, int first, int last, int updates)
 {
 	if (m <= 0) {
 		rt_error("plan: layer '%s': M = %ld, the token count must be positive",
@@ -282,10 +283,10 @@ static int check_args(precc_rt *rt, const rt_layer *l, long m,
 		         l->nbuf);
 		return -1;
 	}
-	for (int s = 0; s <= l->nstep; s++) {
-		const rt_kdesc *k = s < l->nstep ? &rt->art->kern[l->step[s].kernel]
-		                                 : NULL;
-		int np = k ? k->nparam : 2 * l->nupdate;
+	for (int s = first; s <= last; s++) {
+		const rt_kdesc *k = s < last ? &rt->art->kern[l->step[s].kernel]
+		                             : NULL;
+		int np = k ? k->nparam : updates ? 2 * l->nupdate : 0;
 		for (int p = 0; p < np; p++) {
 			int b = k ? l->step[s].arg[p] : l->update[p / 2][p % 2];
 			const void *ptr = buffers[b];
@@ -435,15 +436,15 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
 }
 #endif
 
-int precc_rt_run_layer(precc_rt *rt, int layer, long m, void *const *buffers,
-                       uint64_t seed, void *stream)
+static int run_steps(precc_rt *rt, const rt_layer *l, int first, int last,
+                     int updates, long m, void *const *buffers, uint64_t seed,
+                     void *stream)
 {
-	const rt_layer *l = need_layer(rt, layer);
 	int skipped = 0;
 
-	if (!l || check_args(rt, l, m, buffers))
+	if (check_args(rt, l, m, buffers, first, last, updates))
 		return -1;
-	for (int s = 0; s < l->nstep; s++) {
+	for (int s = first; s < last; s++) {
 		const rt_step *st = &l->step[s];
 		rt_kdesc *k = &rt->art->kern[st->kernel];
 		double t0 = rt->timing ? now() : 0;
@@ -467,7 +468,7 @@ int precc_rt_run_layer(precc_rt *rt, int layer, long m, void *const *buffers,
 	}
 	/* the layer's state updates commit after its steps (none after a
 	 * step that nonfinite=skip skipped: cpu only, see docs/runtime.md) */
-	for (int u = 0; u < l->nupdate && !skipped; u++) {
+	for (int u = 0; updates && u < l->nupdate && !skipped; u++) {
 		int sb = l->update[u][0], nb = l->update[u][1];
 		size_t bytes = rt_type_bytes(&l->buf[sb].type, m, NULL, NULL);
 #ifdef PRECC_HAVE_CUDA_H
@@ -482,6 +483,29 @@ int precc_rt_run_layer(precc_rt *rt, int layer, long m, void *const *buffers,
 		memmove(buffers[sb], buffers[nb], bytes);
 	}
 	return 0;
+}
+
+int precc_rt_run_layer(precc_rt *rt, int layer, long m, void *const *buffers,
+                       uint64_t seed, void *stream)
+{
+	const rt_layer *l = need_layer(rt, layer);
+
+	return l ? run_steps(rt, l, 0, l->nstep, 1, m, buffers, seed, stream) : -1;
+}
+
+int precc_rt_run_step(precc_rt *rt, int layer, int step, long m,
+                      void *const *buffers, uint64_t seed, void *stream)
+{
+	const rt_layer *l = need_layer(rt, layer);
+
+	if (!l)
+		return -1;
+	if (step < 0 || step >= l->nstep) {
+		rt_error("plan: step %d of layer '%s' is out of range (it has %d)",
+		         step, l->fqn, l->nstep);
+		return -1;
+	}
+	return run_steps(rt, l, step, step + 1, 0, m, buffers, seed, stream);
 }
 
 /* ---- scaling state ------------------------------------------------------ */

@@ -25,7 +25,7 @@
 
 static const char *usage =
 	"usage: precc-run DIR [--backend cuda|cpu|auto] [--layer PATTERN] "
-	"[--m M] [--seed S] [--check]\n"
+	"[--m M] [--seed S] [--check] [--all]\n"
 	"  DIR          an artifact directory written by `precc build`\n"
 	"  --backend    which backend runs the plans (default auto)\n"
 	"  --layer      only layers whose name matches PATTERN (a glob with * ? "
@@ -34,6 +34,9 @@ static const char *usage =
 	"layer's M multiple)\n"
 	"  --seed S     seed of the inputs and of stochastic rounding (default 1)\n"
 	"  --check      run cuda and cpu, compare every output bit for bit\n"
+	"  --all        run every layer (default: a layer whose steps run the "
+	"same kernels\n"
+	"               as an earlier layer's is skipped)\n"
 	"exit: 0 ok, 1 error or mismatch, 2 usage, 77 cuda needed but "
 	"unavailable\n";
 
@@ -281,10 +284,35 @@ static int matches(const char *pattern, const char *name)
 	return strstr(name, pattern) != NULL;
 }
 
+/* Layers a and b run the same kernels in the same order. */
+static int same_kernels(precc_rt *rt, int a, int b)
+{
+	int n = precc_rt_step_count(rt, a);
+
+	if (n != precc_rt_step_count(rt, b))
+		return 0;
+	for (int s = 0; s < n; s++) {
+		precc_step_info x, y;
+		precc_rt_step_info(rt, a, s, &x);
+		precc_rt_step_info(rt, b, s, &y);
+		if (x.kernel != y.kernel)
+			return 0;
+	}
+	return 1;
+}
+
 static void summary(Side *s)
 {
-	int nk = precc_rt_kernel_count(s->rt);
+	int nk = precc_rt_kernel_count(s->rt), any = 0;
 
+	for (int k = 0; k < nk; k++) {
+		precc_kernel_info ki;
+		any |= precc_rt_kernel_info(s->rt, k, &ki) == 0 && ki.launches;
+	}
+	if (!any) {
+		printf("  (no kernel ran)\n");
+		return;
+	}
 	printf("%-20s %-16s %8s %12s %10s %-16s %s\n", "kernel", "shape",
 	       "launches", "elements", "time_ms", "checksum", "loaded");
 	for (int k = 0; k < nk; k++) {
@@ -307,6 +335,7 @@ int main(int argc, char **argv)
 	long m_arg = 0;
 	uint64_t seed = 1;
 	int check = 0, backend_given = 0, status = 0, ran = 0, mismatches = 0;
+	int all = 0, skipped = 0;
 	Side side[2] = {{0}};
 	int nside;
 	char why[4096];
@@ -320,6 +349,8 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (strcmp(a, "--check") == 0)
 			check = 1;
+		else if (strcmp(a, "--all") == 0)
+			all = 1;
 		else if (i + 1 < argc && strcmp(a, "--backend") == 0) {
 			if (precc_backend_parse(argv[++i], &kind)) {
 				fprintf(stderr, "precc-run: %s\n", precc_rt_last_error());
@@ -408,6 +439,22 @@ int main(int argc, char **argv)
 			break;
 		}
 		ran++;
+		if (!all) {
+			int same = -1;
+			for (int e = 0; e < l && same < 0; e++)
+				if (matches(pattern, precc_rt_layer_name(side[0].rt, e)) &&
+				    same_kernels(side[0].rt, e, l))
+					same = e;
+			if (same >= 0) {
+				skipped++;
+				continue;
+			}
+		}
+		if (precc_rt_step_count(side[0].rt, l) == 0) {
+			printf("layer %s: no quantize steps (its GEMMs run in high "
+			       "precision)\n", name);
+			continue;
+		}
 		for (int nf = 0; nf < 3 && status != 1; nf++) {
 			const char *set = nf == 2 ? "nonfinite" : nf ? "edge" : "random";
 			Bufs in = {0};
@@ -456,6 +503,9 @@ int main(int argc, char **argv)
 			bufs_free(&in);
 		}
 	}
+	if (skipped)
+		printf("(%d layer%s skipped: the same kernels as an earlier layer; "
+		       "--all runs them)\n", skipped, skipped == 1 ? "" : "s");
 	if (status == 0 && ran == 0) {
 		fprintf(stderr, "precc-run: no layer matches '%s'\n",
 		        pattern ? pattern : "");

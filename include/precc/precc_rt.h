@@ -162,6 +162,12 @@ int precc_rt_step_info(const precc_rt *rt, int layer, int step,
 int precc_rt_run_layer(precc_rt *rt, int layer, long m, void *const *buffers,
                        uint64_t seed, void *stream);
 
+/* Runs step `step` of layer alone, with the same checks (on that step's
+ * buffers only) and launch as precc_rt_run_layer, but no state updates
+ * (those belong to the whole layer). For benchmarks and bisecting. */
+int precc_rt_run_step(precc_rt *rt, int layer, int step, long m,
+                      void *const *buffers, uint64_t seed, void *stream);
+
 /* With timing on, run_layer synchronizes after each step and adds the
  * step's wall time to its kernel's statistics (for precc-run; off by
  * default, as it serializes the stream). */

@@ -1,24 +1,31 @@
 #!/bin/sh
 # tests/gpu/run.sh — the prepared script for a GPU machine.
 #
-# Builds precc_ir + precc_rt + the runtime tests with a plain C compiler and
-# cuda.h only (no cmake, LLVM or Lua: GPU boxes may lack them), runs them,
-# and prints a summary. On a machine with an NVIDIA GPU a skipped GPU test
-# counts as a failure: there it must really run.
+# Builds precc_ir + precc_rt + precc-run + the runtime tests + the
+# bandwidth benchmark with a plain C compiler and cuda.h only (no cmake,
+# LLVM or Lua: GPU boxes may lack them), runs the tests, then
+# `precc-run --check` (cuda vs cpu, bit for bit) over every carried
+# artifact directory, then bench_quant_bw, and prints a summary. On a
+# machine with an NVIDIA GPU a skipped GPU test counts as a failure: there
+# it must really run.
 #
+#   sh tests/gpu/prepare.sh          first, on a machine with precc built:
+#                                    the artifacts, into tests/gpu/artifacts/
 #   sh tests/gpu/run.sh              build into build-gpu/, run everything
 #   CC=clang CUDA_HOME=/opt/cuda sh tests/gpu/run.sh
-#   PRECC_GPU_OUT=/tmp/g sh tests/gpu/run.sh
+#   PRECC_GPU_OUT=/tmp/g PRECC_GPU_ARTIFACTS=/tmp/a sh tests/gpu/run.sh
+#   PRECC_GPU_FULL=1 sh tests/gpu/run.sh   every llama-3-8b layer, not only
+#                                    layer 0's (the cpu side is slow)
 #
 # To extend: add a build_* function and call it under "build", and add
-# `run NAME COMMAND...` lines under "run" (later: precc-run --check over
-# carried artifact directories, then the benchmarks).
+# `run NAME COMMAND...` lines under "run".
 set -u
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
 CC=${CC:-cc}
 OUT=${PRECC_GPU_OUT:-$ROOT/build-gpu}
+ART=${PRECC_GPU_ARTIFACTS:-$ROOT/tests/gpu/artifacts}
 VERSION=$(sed -n 's/^project(precc VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 
 CUDA_INC=
@@ -70,12 +77,22 @@ lib() {
 build_libs() {
 	rm -f "$OUT"/obj/*.o
 	lib precc_ir ir/*.c
-	lib precc_rt runtime/*.c
+	lib precc_rt $(ls runtime/*.c | grep -v 'runtime/precc_run\.c$')
+}
+
+build_tools() {
+	$CC $CFLAGS runtime/precc_run.c -o "$OUT/precc-run" \
+		"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build precc-run
+	[ -n "$CUDA_INC" ] || return 0
+	$CC $CFLAGS bench/bench_quant_bw.c -o "$OUT/bench_quant_bw" \
+		"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build bench_quant_bw
 }
 
 build_runtime_tests() {
-	$CC $CFLAGS tests/runtime/test_state.c -o "$OUT/test_state" \
-		"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build test_state
+	for t in test_state test_json test_plan; do
+		$CC $CFLAGS tests/runtime/$t.c -o "$OUT/$t" \
+			"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build $t
+	done
 	[ -n "$CUDA_INC" ] || return 0
 	for t in test_backend test_gpu; do
 		$CC $CFLAGS tests/runtime/$t.c -o "$OUT/$t" \
@@ -88,6 +105,7 @@ build_runtime_tests() {
 }
 
 build_libs
+build_tools
 build_runtime_tests
 echo "built into $OUT"
 
@@ -113,18 +131,58 @@ run() {
 	*) failed=$((failed + 1)); failures="$failures $name"
 	   echo "FAIL  $name (exit $rc)"; sed 's/^/      /' "$log" ;;
 	esac
-	if [ "$gpu" = yes ] && [ $rc -eq 0 ]; then sed 's/^/      /' "$log"; fi
+	# a GPU run's evidence: its last lines (the whole log is in OUT)
+	if [ "$gpu" = yes ] && [ $rc -eq 0 ]; then tail -n 14 "$log" | sed 's/^/      /'; fi
 }
 
+INPUTS=$ROOT/tests/runtime/Inputs
 run runtime.state "$OUT/test_state"
+run runtime.json "$OUT/test_json"
+run runtime.plan.cpu "$OUT/test_plan" cpu "$INPUTS"
+run runtime.plan.manifest "$OUT/test_plan" manifest "$INPUTS"
 if [ -n "$CUDA_INC" ]; then
 	for mode in here nolib notalib init_fail no_device fake current; do
 		run runtime.backend.$mode "$OUT/test_backend" $mode "$OUT/libfake_cuda.so"
 	done
 	run runtime.backend.missing "$OUT/test_backend" missing "$OUT/libfake_cuda_missing.so"
 	run runtime.gpu --gpu "$OUT/test_gpu"
+	run runtime.plan.fake "$OUT/test_plan" fake "$INPUTS" "$OUT/libfake_cuda.so"
+	run runtime.precc_run sh tests/runtime/precc_run_test.sh "$OUT/precc-run" \
+		"$INPUTS" "$OUT/libfake_cuda.so"
+else
+	run runtime.precc_run sh tests/runtime/precc_run_test.sh "$OUT/precc-run" "$INPUTS"
 fi
-# later: run precc-run.check.<recipe> --gpu precc-run DIR --check, benchmarks
+
+# precc-run --check: every carried kernel, cuda against the interpreter.
+# llama-3-8b: layer 0's layers (every distinct kernel but lm_head's) unless
+# PRECC_GPU_FULL=1; precc-run skips layers that repeat an earlier one's
+# kernels either way.
+if [ ! -d "$ART" ]; then
+	failed=$((failed + 1)); failures="$failures artifacts"
+	echo "FAIL  artifacts: none at $ART (run tests/gpu/prepare.sh where precc is built)"
+else
+	if [ -s "$ART/FAILED" ]; then
+		while IFS= read -r line; do
+			failed=$((failed + 1)); failures="$failures build:${line%%:*}"
+			echo "FAIL  build ${line%%:*} (prepare.sh):${line#*:}"
+		done <"$ART/FAILED"
+	fi
+	for dir in "$ART"/*/*/; do
+		[ -f "$dir/manifest.json" ] || continue
+		name=$(basename "$(dirname "$dir")").$(basename "$dir")
+		case $name in bench.*) continue ;; esac
+		layer=
+		case $name in llama-3-8b.*)
+			[ "${PRECC_GPU_FULL:-0}" = 1 ] || layer="--layer model.layers.0.*" ;;
+		esac
+		run "check.$name" --gpu "$OUT/precc-run" "$dir" --check $layer
+	done
+fi
+
+# the bandwidth benchmark (prints its figures: copy, tensorwise, blockwise)
+if [ -n "$CUDA_INC" ]; then
+	run bench.quant_bw --gpu "$OUT/bench_quant_bw" "$ART/bench"
+fi
 
 echo "summary: $passed passed, $failed failed, $skipped skipped${failures:+ (failed:$failures)}"
 [ $failed -eq 0 ]
