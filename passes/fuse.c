@@ -340,47 +340,46 @@ split_global(Fuse *z)
 			           z->t->onchip >> 10, z->t->name);
 			continue;
 		}
-		/* two kernels: the amax reads the source in its stored layout */
-		const Ins *d = def_of(z, i->arg[0]);
-		if (tr || (d && d->op == OP_pad)) {
-			if (d->op == OP_pad && !(i->type.block[0] == 0 && i->type.block[1] == 0)) {
-				ir_set_attr(i->pattr, PA_AMAX_SCHEME, "grid");
-				ir_comment(&i->comment, "fuse: a blocked amax of a padded tensor cannot be "
-				           "split from its pad: one cooperative kernel");
-				continue;
-			}
-			char nm[256];
-			Type at = i->type;
-			if (tr) {
-				long x = at.dim[0];
-				at.dim[0] = at.dim[1], at.dim[1] = x;
-				x = at.block[0], at.block[0] = at.block[1], at.block[1] = x;
-			}
-			snprintf(nm, sizeof nm, "%s.src", vname(z, i->res));
-			int nv = ir_value(f, nm, at), old = i->res;
-			int arg = src;
-			if (tr) {
-				/* amax %x.t {b0xb1} == transpose(amax %x {b1xb0}) */
-				i->res = nv, i->type = at, i->arg[0] = arg;
-				Ins *t = ir_insert(f, k + 1, OP_transpose, old, &nv, 1);
-				(void)t;
-				int *g3[3] = {z->kind, z->owner, z->root};
-				for (int a = 0; a < 3; a++) {
-					int *p = realloc(g3[a], sizeof(int) * (size_t)(f->nins + 1));
-					if (!p)
-						abort();
-					memmove(p + k + 2, p + k + 1, sizeof(int) * (size_t)(f->nins - k - 2));
-					g3[a] = p;
-				}
-				z->kind = g3[0], z->owner = g3[1], z->root = g3[2];
-				z->kind[k + 1] = K_GROUP, z->owner[k + 1] = gq, z->root[k + 1] = src;
-				ir_recompute_defs(f);
-				i = &f->ins[k];
-			} else
-				i->arg[0] = arg;    /* amax of the zero-padded tensor is the source's */
-		}
+		/* two kernels: the amax reads the source in its stored layout (a
+		 * padded source: the pad moves into the amax kernel, which then
+		 * writes the padded copy the quantize kernel reads) */
 		char an[128];
 		snprintf(an, sizeof an, "%s.amax", vname(z, src));
+		const Ins *d = def_of(z, i->arg[0]);
+		int pad = -1;
+		if (d && d->op == OP_transpose && def_of(z, d->arg[0])
+		    && def_of(z, d->arg[0])->op == OP_pad)
+			pad = def_index(z, d->arg[0]);
+		else if (d && d->op == OP_pad && (i->type.block[0] || i->type.block[1]))
+			pad = def_index(z, i->arg[0]);
+		else if (d && d->op == OP_pad)
+			i->arg[0] = src;        /* zeros do not change a tensor's amax */
+		if (pad >= 0)
+			z->owner[pad] = group(z, an);
+		if (tr) {
+			/* amax %x.t {b0xb1} == transpose(amax %x {b1xb0}) */
+			char nm[256];
+			Type at = i->type;
+			long x = at.dim[0];
+			at.dim[0] = at.dim[1], at.dim[1] = x;
+			x = at.block[0], at.block[0] = at.block[1], at.block[1] = x;
+			snprintf(nm, sizeof nm, "%s.src", vname(z, i->res));
+			int nv = ir_value(f, nm, at), old = i->res;
+			i->res = nv, i->type = at, i->arg[0] = d->arg[0];
+			ir_insert(f, k + 1, OP_transpose, old, &nv, 1);
+			int *g3[3] = {z->kind, z->owner, z->root};
+			for (int a = 0; a < 3; a++) {
+				int *p = realloc(g3[a], sizeof(int) * (size_t)(f->nins + 1));
+				if (!p)
+					abort();
+				memmove(p + k + 2, p + k + 1, sizeof(int) * (size_t)(f->nins - k - 2));
+				g3[a] = p;
+			}
+			z->kind = g3[0], z->owner = g3[1], z->root = g3[2];
+			z->kind[k + 1] = K_GROUP, z->owner[k + 1] = gq, z->root[k + 1] = src;
+			ir_recompute_defs(f);
+			i = &f->ins[k];
+		}
 		z->owner[k] = group(z, an);
 		ir_set_attr(i->pattr, PA_AMAX_SCHEME, "two_kernel");
 		if (b >= 0 && b <= z->t->onchip)
