@@ -266,7 +266,8 @@ int precc_rt_sync(precc_rt *rt, void *stream)
 
 /* Checks steps [first, last) and, when updates, the layer's updates. */
 static int check_args(precc_rt *rt, const rt_layer *l, long m,
-                      void *const *buffers, int first, int last, int updates)
+                      void *const *buffers, const size_t *sizes, int first,
+                      int last, int updates)
 {
 	if (m <= 0) {
 		rt_error("plan: layer '%s': M = %ld, the token count must be positive",
@@ -291,7 +292,8 @@ static int check_args(precc_rt *rt, const rt_layer *l, long m,
 			int b = k ? l->step[s].arg[p] : l->update[p / 2][p % 2];
 			const void *ptr = buffers[b];
 			char what[512];
-			if (!rt_type_bytes(&l->buf[b].type, m, NULL, NULL)) {
+			size_t need = rt_type_bytes(&l->buf[b].type, m, NULL, NULL);
+			if (!need) {
 				rt_error("plan: layer '%s': buffer '%s' %s overflows at M=%ld",
 				         l->fqn, l->buf[b].name, l->buf[b].type_str, m);
 				return -1;
@@ -300,6 +302,11 @@ static int check_args(precc_rt *rt, const rt_layer *l, long m,
 			         b, l->buf[b].name);
 			if (!ptr) {
 				rt_error("plan: %s is NULL", what);
+				return -1;
+			}
+			if (sizes && sizes[b] < need) {
+				rt_error("plan: %s has %zu bytes; %s at M=%ld needs %zu", what,
+				         sizes[b], l->buf[b].type_str, m, need);
 				return -1;
 			}
 			if ((uintptr_t)ptr % ALIGN) {
@@ -437,12 +444,12 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
 #endif
 
 static int run_steps(precc_rt *rt, const rt_layer *l, int first, int last,
-                     int updates, long m, void *const *buffers, uint64_t seed,
-                     void *stream)
+                     int updates, long m, void *const *buffers,
+                     const size_t *sizes, uint64_t seed, void *stream)
 {
 	int skipped = 0;
 
-	if (check_args(rt, l, m, buffers, first, last, updates))
+	if (check_args(rt, l, m, buffers, sizes, first, last, updates))
 		return -1;
 	for (int s = first; s < last; s++) {
 		const rt_step *st = &l->step[s];
@@ -490,7 +497,18 @@ int precc_rt_run_layer(precc_rt *rt, int layer, long m, void *const *buffers,
 {
 	const rt_layer *l = need_layer(rt, layer);
 
-	return l ? run_steps(rt, l, 0, l->nstep, 1, m, buffers, seed, stream) : -1;
+	return l ? run_steps(rt, l, 0, l->nstep, 1, m, buffers, NULL, seed, stream)
+	         : -1;
+}
+
+int precc_rt_run_layer_sized(precc_rt *rt, int layer, long m,
+                             void *const *buffers, const size_t *bytes,
+                             uint64_t seed, void *stream)
+{
+	const rt_layer *l = need_layer(rt, layer);
+
+	return l ? run_steps(rt, l, 0, l->nstep, 1, m, buffers, bytes, seed, stream)
+	         : -1;
 }
 
 int precc_rt_run_step(precc_rt *rt, int layer, int step, long m,
@@ -505,7 +523,7 @@ int precc_rt_run_step(precc_rt *rt, int layer, int step, long m,
 		         step, l->fqn, l->nstep);
 		return -1;
 	}
-	return run_steps(rt, l, step, step + 1, 0, m, buffers, seed, stream);
+	return run_steps(rt, l, step, step + 1, 0, m, buffers, NULL, seed, stream);
 }
 
 /* ---- scaling state ------------------------------------------------------ */

@@ -174,16 +174,22 @@ static int run_side(Side *s, int layer, long m, uint64_t seed, const Bufs *in,
                     void **out, int *refused)
 {
 	void **dev = calloc((size_t)in->n + 1, sizeof *dev);
+	size_t *bytes = calloc((size_t)in->n + 1, sizeof *bytes);
 	int rc = -1;
 
 	*refused = 0;
-	if (!dev)
+	if (!dev || !bytes) {
+		free(dev);
+		free(bytes);
 		return -1;
+	}
+	for (int i = 0; i < in->n; i++)
+		bytes[i] = in->info[i].bytes;
 	for (int i = 0; i < in->n; i++)
 		if (!(dev[i] = precc_rt_malloc(s->rt, in->info[i].bytes)) ||
 		    precc_rt_upload(s->rt, dev[i], in->host[i], in->info[i].bytes))
 			goto out;
-	if (precc_rt_run_layer(s->rt, layer, m, dev, seed, NULL) ||
+	if (precc_rt_run_layer_sized(s->rt, layer, m, dev, bytes, seed, NULL) ||
 	    precc_rt_sync(s->rt, NULL)) {
 		*refused = strstr(precc_rt_last_error(), "(nonfinite=error)") != NULL;
 		goto out;
@@ -199,6 +205,7 @@ out:
 	for (int i = 0; i < in->n; i++)
 		precc_rt_free(s->rt, dev[i]);
 	free(dev);
+	free(bytes);
 	return rc;
 }
 

@@ -7,6 +7,8 @@
  *
  * Conventions: functions that can fail return NULL or -1 and leave a
  * message in precc_rt_last_error(); they never abort and never print.
+ * One precc_rt may be used from any thread, but not from two at once
+ * (run statistics are per runtime); open one per thread instead.
  * docs/runtime.md describes the design and the state file byte by byte.
  */
 #ifndef PRECC_PRECC_RT_H
@@ -128,6 +130,14 @@ int precc_rt_buffer_count(const precc_rt *rt, int layer);
  * the size overflows. */
 int precc_rt_buffer_info(const precc_rt *rt, int layer, int i, long m,
                          precc_buffer_info *info);
+
+/* precc_rt_run_layer, and first also checks each buffer's size: bytes[i]
+ * (the caller's allocation for buffers[i]) must be at least what buffer
+ * i's type needs at M ("plan: layer 'L' buffer 0 'x' has 1024 bytes;
+ * bf16[M,256] at M=64 needs 32768"). bytes NULL: no size check. */
+int precc_rt_run_layer_sized(precc_rt *rt, int layer, long m,
+                             void *const *buffers, const size_t *bytes,
+                             uint64_t seed, void *stream);
 
 /* The steps of a layer's plan, in order: step s runs kernel `kernel`
  * (precc_rt_kernel_info) on the layer's buffers args[0..nargs) (buffer

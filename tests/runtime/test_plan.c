@@ -282,6 +282,14 @@ static void test_cpu(const char *inputs)
 		CHECK(precc_rt_run_layer(rt, 1, 64, a, 0, NULL) == -1);
 		CHECK(contains(precc_rt_last_error(), "is not 16-byte aligned"));
 		a[2] = keep;
+		{
+			size_t sz[5] = {64 * 256 * 2, 64 * 256, 64 * 2 * 4, 256 * 64, 256 * 2};
+			CHECK(precc_rt_run_layer_sized(rt, 1, 64, a, sz, 0, NULL) == 0);
+			sz[3]--;
+			CHECK(precc_rt_run_layer_sized(rt, 1, 64, a, sz, 0, NULL) == -1);
+			CHECK_STR(precc_rt_last_error(), "plan: layer 'model.layers.0.mlp.up_proj' buffer 3 "
+			          "'x.t.q' has 16383 bytes; e4m3[256,M] at M=64 needs 16384");
+		}
 		free_bufs(rt, 1, a);
 	}
 	/* scaling state: pull, save, load, push; another model is refused */
