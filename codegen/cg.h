@@ -31,7 +31,7 @@ void cg_set_host(Cg *);
 /* Verify, run default<O3>, emit PTX (ptx=1) or LLVM IR text (ptx=0) into a
  * malloc'ed string. -1 with err on failure. */
 int cg_finish(Cg *, int ptx, char **out, char *err, size_t errsz);
-/* !nvvm.annotations: maxntidx for fn (a launch bound for ptxas). */
+/* !nvvm.annotations: maxntidx and maxnreg for fn (launch bounds for ptxas). */
 void cg_annotate_threads(Cg *, LLVMValueRef fn, int threads);
 
 /* ---- ptx_asm.c: every inline PTX string, one place per family ---------- */
@@ -45,6 +45,8 @@ LLVMValueRef asm_cvt_16x2(Cg *, precc_format, LLVMValueRef lo, LLVMValueRef hi);
 /* Whether target sm has a hardware cvt for fmt (e2m1x2, ue8m0x2: sm_100a
  * and later; never one of ours, so those go through swcvt.c). */
 int asm_has_cvt(CodegenSm, precc_format);
+/* fence.acq_rel.gpu (a memory clobber), for the grid-wide barrier. */
+void asm_fence_gpu(Cg *);
 typedef struct AsmEntry {
 	const char *family, *ptx, *constraints, *min_target;
 } AsmEntry;

@@ -14,6 +14,7 @@
  *   one global pointer per output: every operand of `ret`, then every
  *     `update` source not already returned, in order of appearance
  *     (an update is never written in place: the runtime swaps state);
+ *   one global pointer to sync_words zeroed u32, when cooperative;
  *   i64 m, when any dim is M;
  *   i64 seed, when a quantize uses round=sr.
  * Buffers are laid out as the interpreter's (include/precc/interp.h):
@@ -85,6 +86,10 @@ typedef struct CodegenKernel {
 	int nparams;          /* pointer params: inputs then outputs */
 	int param_value[32];  /* the value each pointer param carries */
 	int has_m, has_seed;
+	int cooperative;      /* amax_scheme=grid: a grid-wide barrier inside;
+	                         launch with cuLaunchCooperativeKernel (every
+	                         CTA resident) and pass the sync scratch */
+	int sync_words;       /* u32 words of the zeroed sync scratch, 0 none */
 	int nphases;          /* 1, or the phases of a fused kernel */
 	CodegenPhase phase[CG_MAXPHASE];
 	double llvm_ms;       /* time in LLVM: build, verify, O3, emit */

@@ -29,6 +29,9 @@ typedef struct E {
 	LLVMValueRef m, seed;
 	LLVMValueRef red;         /* shared i32[32] */
 	LLVMValueRef vcx, vcy;    /* a phase's own CTA ids (i32), or NULL */
+	LLVMValueRef sync;        /* grid-sync scratch (u32 pairs), or NULL */
+	LLVMValueRef ncta;        /* CTAs of this phase (i64) */
+	int slot;                 /* this phase's pair in sync */
 } E;
 
 static LLVMValueRef c32(E *e, uint64_t v) { return LLVMConstInt(e->g->i32, v, 0); }
@@ -145,6 +148,23 @@ end_if(E *e, LLVMBasicBlockRef cont)
 {
 	LLVMBuildBr(e->b, cont);
 	LLVMPositionBuilderAtEnd(e->b, cont);
+}
+
+/* A CTA's shared-memory array: a .shared global on the GPU; on the host
+ * (emulation) precc_emu_shared(id, bytes) returns the running CTA's copy. */
+static LLVMValueRef
+shared_array(E *e, const char *name, int id, LLVMTypeRef at, unsigned align)
+{
+	if (e->g->host) {
+		LLVMValueRef a[2] = {LLVMConstInt(e->g->i32, (unsigned)id, 0),
+		                     LLVMSizeOf(at)};
+		return emu_call(e->g, "precc_emu_shared", e->g->gptr, a, 2);
+	}
+	LLVMValueRef gv = LLVMAddGlobalInAddressSpace(e->g->mod, at, name, 3);
+	LLVMSetInitializer(gv, LLVMGetUndef(at));
+	LLVMSetLinkage(gv, LLVMInternalLinkage);
+	LLVMSetAlignment(gv, align);
+	return gv;
 }
 
 /* ---- loads and stores -------------------------------------------------- */
@@ -657,16 +677,27 @@ check_amax_ops(E *e, int no_tensorwise)
 			return kfail(e->k, "%%%s = amax: of %%%s, not of %%%s", f->val[in->res].name,
 			             f->val[in->arg[0]].name, f->val[src].name);
 		int tw = in->type.block[0] == 0 && in->type.block[1] == 0;
+		int grid = tw && in->pattr[PA_AMAX_SCHEME] && !strcmp(in->pattr[PA_AMAX_SCHEME], "grid");
+		if (grid) {
+			/* amax_scheme=grid: atomic max + a grid-wide barrier, then every
+			 * CTA reads the amax (a cooperative launch) */
+			if (e->k->gridamax >= 0 && e->k->gridamax != in->res)
+				return kfail(e->k, "%%%s = amax: one grid-wide amax per quantize",
+				             f->val[in->res].name);
+			e->k->gridamax = in->res;
+			continue;
+		}
 		if (no_tensorwise && tw)
-			return kfail(e->k, "%%%s = amax: a tensorwise amax does not fuse with tiles",
-			             f->val[in->res].name);
+			return kfail(e->k, "%%%s = amax: a tensorwise amax does not fuse with tiles "
+			             "(unless amax_scheme=grid)", f->val[in->res].name);
 		if (tw) {
 			for (int j = 0; j < f->nins; j++)
 				for (int a = 0; a < f->ins[j].narg && kin(e->k, j); a++)
 					if (f->ins[j].arg[a] == in->res && f->ins[j].op != OP_ret
 					    && f->ins[j].op != OP_update)
 						return kfail(e->k, "%%%s = amax: a tensorwise amax is not known "
-						             "until every CTA is done: %s must run in the next kernel",
+						             "until every CTA is done: %s must run in the next kernel "
+						             "(or amax_scheme=grid)",
 						             f->val[in->res].name, opinfo[f->ins[j].op].name);
 		} else if (e->k->q >= 0
 		           && (in->type.block[0] != f->val[f->ins[e->k->q].arg[1]].type.block[0]
@@ -676,6 +707,45 @@ check_amax_ops(E *e, int no_tensorwise)
 		}
 	}
 	return 0;
+}
+
+/* amax_scheme=grid: the CTA's max into sync[2 slot] (atom.max), arrive at
+ * sync[2 slot + 1], wait for every CTA of the phase, read the amax. Needs
+ * every CTA resident at once (cooperative launch). */
+static LLVMValueRef
+grid_amax(E *e, LLVMValueRef mbits)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef m = cta_max(e, mbits);
+	LLVMValueRef am = gep(e, e->sync, c64(e, 8 * (uint64_t)e->slot));
+	LLVMValueRef cnt = gep(e, e->sync, c64(e, 8 * (uint64_t)e->slot + 4));
+	LLVMValueRef t0 = LLVMBuildICmp(b, LLVMIntEQ, sreg(e, "tid.x"), c32(e, 0), "");
+	LLVMBasicBlockRef cont = begin_if(e, t0);
+	LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax, am, m, LLVMAtomicOrderingMonotonic, 0);
+	asm_fence_gpu(e->g);
+	LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpAdd, cnt, c32(e, 1), LLVMAtomicOrderingMonotonic, 0);
+	LLVMBasicBlockRef spin = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "spin");
+	LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "arrived");
+	LLVMBuildBr(b, spin);
+	LLVMPositionBuilderAtEnd(b, spin);
+	if (e->g->host) {
+		LLVMTypeRef ft = LLVMFunctionType(e->g->vd, NULL, 0, 0);
+		LLVMValueRef fn = LLVMGetNamedFunction(e->g->mod, "precc_emu_yield");
+		if (!fn)
+			fn = LLVMAddFunction(e->g->mod, "precc_emu_yield", ft);
+		LLVMBuildCall2(b, ft, fn, NULL, 0, "");
+	}
+	LLVMValueRef n = load_al(e, e->g->i32, cnt, 4);
+	LLVMSetVolatile(n, 1);
+	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, LLVMBuildZExt(b, n, e->g->i64, ""), e->ncta, ""),
+	                spin, done);
+	LLVMPositionBuilderAtEnd(b, done);
+	asm_fence_gpu(e->g);
+	end_if(e, cont);
+	barrier(e);
+	LLVMValueRef a = load_al(e, e->g->i32, am, 4);
+	LLVMSetVolatile(a, 1);
+	return LLVMBuildBitCast(b, a, e->g->f32, "");
 }
 
 /* Flat shapes: amax_tensor, quant_tensor, quant_rowblock. */
@@ -724,6 +794,8 @@ emit_flat(E *e)
 	} else {
 		leader = LLVMBuildICmp(e->b, LLVMIntEQ, gid, c64(e, 0), "");
 	}
+	if (k->gridamax >= 0)
+		e->sc[k->gridamax] = grid_amax(e, mbits);
 	LLVMValueRef mult = quant_multiplier(e, q, bidx);
 	/* the scalars every output needs, before any branch */
 	for (int i = 0; i < k->nout; i++) {
@@ -770,10 +842,7 @@ emit_transpose(E *e)
 	k->tiled = 1;
 	k->tile_rows = k->tile_cols = T;
 	LLVMTypeRef at = LLVMArrayType2(e->g->i8, T * PITCH);
-	LLVMValueRef tile = LLVMAddGlobalInAddressSpace(e->g->mod, at, "tile", e->g->host ? 0 : 3);
-	LLVMSetInitializer(tile, LLVMGetUndef(at));
-	LLVMSetLinkage(tile, LLVMInternalLinkage);
-	LLVMSetAlignment(tile, 16);
+	LLVMValueRef tile = shared_array(e, "tile", 1, at, 16);
 
 	LLVMValueRef rows = dimv(e, k->rows), cols = dimv(e, k->cols);
 	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
@@ -792,6 +861,8 @@ emit_transpose(E *e)
 	load_vec(e, k->x, idx, x);
 	for (int i = 0; i < VEC; i++)
 		x[i] = LLVMBuildSelect(b, valid, x[i], cf(e, 0), "");
+	if (k->gridamax >= 0)
+		e->sc[k->gridamax] = grid_amax(e, vec_amax_bits(e, x, VEC));
 	LLVMValueRef mult = quant_multiplier(e, q, NULL);
 	for (int i = 0; i < k->nout; i++) {
 		const Ins *d = ir_def_ins(k->f, k->out[i]);
@@ -856,12 +927,9 @@ tile_transpose(E *e, const Ins *tr_ins, int big, LLVMValueRef code[4][VEC], LLVM
 	enum { PITCH = 144 };   /* 128 + 16: rows land on different banks */
 	long bytes = big ? 128 * PITCH : (long)e->k->threads * VEC;
 	LLVMTypeRef at = LLVMArrayType2(e->g->i8, (uint64_t)bytes);
-	LLVMValueRef sm = LLVMAddGlobalInAddressSpace(e->g->mod, at, "ttile", e->g->host ? 0 : 3);
+	LLVMValueRef sm = shared_array(e, "ttile", 2, at, 16);
 	int passes = big ? 4 : 1;
 
-	LLVMSetInitializer(sm, LLVMGetUndef(at));
-	LLVMSetLinkage(sm, LLVMInternalLinkage);
-	LLVMSetAlignment(sm, 16);
 	for (int p = 0; p < passes; p++) {
 		LLVMValueRef off;
 		if (big) {
@@ -962,11 +1030,13 @@ emit_tile(E *e)
 			x[p][i] = LLVMBuildSelect(b, valid[p], x[p][i], cf(e, 0), "");
 		m = umax(e, m, vec_amax_bits(e, x[p], VEC));
 	}
+	if (k->gridamax >= 0)
+		e->sc[k->gridamax] = grid_amax(e, m);
 	m = big ? cta_max(e, m) : group_max(e, m, 16);
 	LLVMValueRef tcc = big ? tc : LLVMBuildSelect(b, tcok, tc, c64(e, 0), "");
 	LLVMValueRef bidx = LLVMBuildAdd(b, LLVMBuildMul(b, tr, ntc, ""), tcc, "");
 	for (int i = 0; i < k->f->nins; i++)
-		if (kin(k, i) && k->f->ins[i].op == OP_amax)
+		if (kin(k, i) && k->f->ins[i].op == OP_amax && k->f->ins[i].res != k->gridamax)
 			e->sc[k->f->ins[i].res] = LLVMBuildBitCast(b, m, e->g->f32, "");
 	LLVMValueRef mult = quant_multiplier(e, q, bidx);
 	for (int i = 0; i < k->nout; i++) {
@@ -1339,6 +1409,8 @@ emit_phases(E *base)
 		LLVMBasicBlockRef cont = begin_if(&e, in);
 		LLVMValueRef local = LLVMBuildSub(b, cta, start, "");
 		e.k = k;
+		e.ncta = n;
+		e.slot = p;
 		e.sc = calloc((size_t)k->f->nval + 1, sizeof *e.sc);
 		if (!e.sc)
 			return kfail(top, "out of memory");
@@ -1367,6 +1439,8 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		pt[np++] = g->gptr;
 	for (int i = 0; i < k->nout; i++)
 		pt[np++] = g->gptr;
+	if (k->has_sync)
+		pt[np++] = g->gptr;
 	if (k->has_m)
 		pt[np++] = g->i64;
 	if (k->has_seed)
@@ -1389,6 +1463,8 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		e.ptr[k->in[i]] = LLVMGetParam(g->fn, (unsigned)np++);
 	for (int i = 0; i < k->nout; i++)
 		e.ptr[k->out[i]] = LLVMGetParam(g->fn, (unsigned)np++);
+	if (k->has_sync)
+		e.sync = LLVMGetParam(g->fn, (unsigned)np++);
 	if (k->has_m)
 		e.m = LLVMGetParam(g->fn, (unsigned)np++);
 	if (k->has_seed)
@@ -1399,13 +1475,14 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 			                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));
 	LLVMTypeRef rt = LLVMArrayType2(g->i32, 32);
 	if (k->shape != CG_DELAYED_UPDATE && k->shape != CG_DEQUANT) {
-		e.red = LLVMAddGlobalInAddressSpace(g->mod, rt, "red", g->host ? 0 : 3);
-		LLVMSetInitializer(e.red, LLVMGetUndef(rt));
-		LLVMSetLinkage(e.red, LLVMInternalLinkage);
+		e.red = shared_array(&e, "red", 0, rt, 4);
 	}
 	if (k->nphase) {
 		rc = emit_phases(&e);
 	} else {
+		LLVMValueRef gx;
+		if (k->has_sync)
+			e.ncta = phase_ctas(&e, k, &gx);
 		rc = emit_shape(&e);
 	}
 	if (rc == 0)

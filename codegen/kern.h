@@ -31,6 +31,8 @@ struct Kern {
 	int threads, tiled;
 	long elems_per_cta, tile_rows, tile_cols, m_multiple;
 	int has_m, has_seed;
+	int gridamax;             /* value of an amax_scheme=grid amax, -1 */
+	int has_sync;             /* a grid-sync scratch param (cooperative) */
 	/* a kernel of several quantize chains (x and x.t from one launch):
 	 * phase[p] is a Kern of its own whose mask marks its instructions;
 	 * the CTAs of the launch are dealt out to the phases in order */

@@ -317,6 +317,8 @@ fill_info(const Kern *k, CodegenKernel *info)
 		info->param_value[k->nin + i] = k->out[i];
 	info->has_m = k->has_m;
 	info->has_seed = k->has_seed;
+	info->cooperative = k->has_sync;
+	info->sync_words = k->has_sync ? 2 * (k->nphase ? k->nphase : 1) : 0;
 	info->nphases = k->nphase ? k->nphase : 1;
 	for (int p = 0; p < info->nphases && p < CG_MAXPHASE; p++) {
 		const Kern *ph = k->nphase ? &k->phase[p] : k;
@@ -420,6 +422,7 @@ split_phases(Kern *top, const CodegenTarget *t)
 		k->nin = k->nout = 0;
 		k->tr = -1;
 		k->qsrc = -1;
+		k->gridamax = -1;
 		for (int j = 0; j < top->nout; j++) {
 			const Ins *d = ir_def_ins(f, top->out[j]);
 			if (d && k->mask[d - f->ins])
@@ -461,6 +464,7 @@ cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *in
 	k.errsz = errsz;
 	k.tr = -1;
 	k.qsrc = -1;
+	k.gridamax = -1;
 	if (!t || (unsigned)t->sm >= NCGSM)
 		return kfail(&k, "unknown target");
 	k.m_multiple = 1;
@@ -483,9 +487,16 @@ cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *in
 	}
 	if (rc == 0) {
 		k.has_m = uses_m(f);
-		for (int i = 0; i < f->nins; i++)
-			if (f->ins[i].op == OP_quantize && f->ins[i].round == PRECC_SR)
+		for (int i = 0; i < f->nins; i++) {
+			const Ins *in = &f->ins[i];
+			if (in->op == OP_quantize && in->round == PRECC_SR)
 				k.has_seed = 1;
+			if (in->op == OP_amax && in->pattr[PA_AMAX_SCHEME] && is_tensorwise(&in->type)
+			    && !strcmp(in->pattr[PA_AMAX_SCHEME], "grid") && ir_use_count(f, in->res) > 0)
+				k.has_sync = 1;
+		}
+		for (int p = 0; p < k.nphase; p++)
+			k.phase[p].has_sync = k.has_sync;
 		snprintf(k.name, sizeof k.name, "precc_%s", k.nphase ? "fused"
 		         : codegen_shape_name(k.shape));
 		rc = kemit(g, &k, err, errsz);

@@ -18,6 +18,7 @@
 #define CVT_F16X2_E5M2X2 "cvt.rn.f16x2.e5m2x2 $0, $1;"
 #define CVT_BF16X2_F32 "cvt.rn.bf16x2.f32 $0, $2, $1;"
 #define CVT_F16X2_F32 "cvt.rn.f16x2.f32 $0, $2, $1;"
+#define FENCE_GPU "fence.acq_rel.gpu;"
 
 const AsmEntry asm_table[] = {
 	{"fp8 encode", CVT_E4M3X2, "=h,f,f", "sm_89"},
@@ -26,6 +27,7 @@ const AsmEntry asm_table[] = {
 	{"fp8 decode", CVT_F16X2_E5M2X2, "=r,h", "sm_89"},
 	{"16-bit encode", CVT_BF16X2_F32, "=r,f,f", "sm_80"},
 	{"16-bit encode", CVT_F16X2_F32, "=r,f,f", "sm_80"},
+	{"grid sync", FENCE_GPU, "~{memory}", "sm_70"},
 	/* not emitted on sm_89/sm_90/sm_90a: software in swcvt.c */
 	{"fp4 encode", "cvt.rn.satfinite.e2m1x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
 	{"e8m0 encode", "cvt.rp.satfinite.ue8m0x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
@@ -94,6 +96,21 @@ asm_cvt_16x2(Cg *g, precc_format f, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMValueRef a[2] = {lo, hi};
 
 	return call_asm(g, g->i32, f == PRECC_BF16 ? CVT_BF16X2_F32 : CVT_F16X2_F32, "=r,f,f", a, 2);
+}
+
+/* fence.acq_rel.gpu around the grid-wide barrier (LLVM 19's NVPTX cannot
+ * select an IR fence); on the host an IR fence does. */
+void
+asm_fence_gpu(Cg *g)
+{
+	if (g->host) {
+		LLVMBuildFence(g->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
+		return;
+	}
+	LLVMTypeRef ft = LLVMFunctionType(g->vd, NULL, 0, 0);
+	LLVMValueRef fn = LLVMGetInlineAsm(ft, FENCE_GPU, strlen(FENCE_GPU), "~{memory}", 9, 1, 0,
+	                                   LLVMInlineAsmDialectATT, 0);
+	LLVMBuildCall2(g->b, ft, fn, NULL, 0, "");
 }
 
 int

@@ -16,6 +16,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +40,18 @@ static uint32_t slot[1024];
 static __thread unsigned my_tid;
 static int emu_break;     /* self-test: corrupt one fp8 cvt, expect a FAIL */
 
+/* cooperative launches run every CTA at once: per-CTA state */
+enum { MAXCOOP = 64 };
+static int coop;
+static __thread unsigned my_cta, my_cx, my_cy;
+static pthread_barrier_t coop_cta_bar[MAXCOOP], coop_warp_bar[MAXCOOP][32];
+static uint32_t coop_slot[MAXCOOP][1024];
+
 uint32_t
 precc_emu_sreg(uint32_t which)
 {
+	if (coop)
+		return which == 0 ? my_tid : which == 1 ? my_cx : my_cy;
 	return which == 0 ? my_tid : which == 1 ? cur_cx : cur_cy;
 }
 
@@ -49,18 +59,95 @@ uint32_t
 precc_emu_shfl_bfly(uint32_t v, uint32_t mask)
 {
 	unsigned w = my_tid / 32, base = w * 32;
+	uint32_t *sl = coop ? coop_slot[my_cta] : slot;
+	pthread_barrier_t *wb = coop ? &coop_warp_bar[my_cta][w] : &warp_bar[w];
 
-	slot[my_tid] = v;
-	pthread_barrier_wait(&warp_bar[w]);
-	uint32_t r = slot[base + ((my_tid - base) ^ (mask & 31))];
-	pthread_barrier_wait(&warp_bar[w]);
+	sl[my_tid] = v;
+	pthread_barrier_wait(wb);
+	uint32_t r = sl[base + ((my_tid - base) ^ (mask & 31))];
+	pthread_barrier_wait(wb);
 	return r;
 }
 
 void
 precc_emu_barrier(void)
 {
-	pthread_barrier_wait(&cta_bar);
+	pthread_barrier_wait(coop ? &coop_cta_bar[my_cta] : &cta_bar);
+}
+
+/* shared memory: one copy per CTA (cooperative) or one for the CTA that
+ * runs (sequential) */
+static uint8_t smem[MAXCOOP + 1][3][32768] __attribute__((aligned(16)));
+
+void *
+precc_emu_shared(uint32_t id, uint64_t bytes)
+{
+	if (id >= 3 || bytes > sizeof smem[0][0])
+		abort();
+	return smem[coop ? my_cta : MAXCOOP][id];
+}
+
+void
+precc_emu_yield(void)
+{
+	sched_yield();
+}
+
+typedef struct CoopArg {
+	unsigned tid, cta, cx, cy;
+} CoopArg;
+
+static void *
+coop_worker(void *arg)
+{
+	const CoopArg *a = arg;
+	my_tid = a->tid;
+	my_cta = a->cta;
+	my_cx = a->cx;
+	my_cy = a->cy;
+	entry(entry_args);
+	return NULL;
+}
+
+/* every CTA resident at once, as cuLaunchCooperativeKernel guarantees */
+static int
+launch_coop(int threads, unsigned gx, unsigned gy)
+{
+	unsigned n = gx * gy, total = n * (unsigned)threads;
+	pthread_t *th = calloc(total, sizeof *th);
+	CoopArg *ca = calloc(total, sizeof *ca);
+	pthread_attr_t at;
+
+	if (n > MAXCOOP || !th || !ca) {
+		free(th);
+		free(ca);
+		return -1;
+	}
+	coop = 1;
+	for (unsigned c = 0; c < n; c++) {
+		pthread_barrier_init(&coop_cta_bar[c], NULL, (unsigned)threads);
+		for (int w = 0; w < threads / 32; w++)
+			pthread_barrier_init(&coop_warp_bar[c][w], NULL, 32);
+	}
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	for (unsigned i = 0; i < total; i++) {
+		unsigned c = i / (unsigned)threads;
+		ca[i] = (CoopArg){i % (unsigned)threads, c, c % gx, c / gx};
+		pthread_create(&th[i], &at, coop_worker, &ca[i]);
+	}
+	for (unsigned i = 0; i < total; i++)
+		pthread_join(th[i], NULL);
+	pthread_attr_destroy(&at);
+	for (unsigned c = 0; c < n; c++) {
+		pthread_barrier_destroy(&coop_cta_bar[c]);
+		for (int w = 0; w < threads / 32; w++)
+			pthread_barrier_destroy(&coop_warp_bar[c][w]);
+	}
+	coop = 0;
+	free(th);
+	free(ca);
+	return 0;
 }
 
 /* the rows of codegen/ptx_asm.c's asm_table */
@@ -223,11 +310,12 @@ subst(char *s, const char *from, const char *to)
 
 static const char *emu_fns[] = {
 	"precc_emu_sreg", "precc_emu_shfl_bfly", "precc_emu_barrier", "precc_emu_asm2_16",
-	"precc_emu_asm2_32", "precc_emu_asm1_32",
+	"precc_emu_asm2_32", "precc_emu_asm1_32", "precc_emu_yield", "precc_emu_shared",
 };
 static void *emu_addr[] = {
 	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
 	(void *)precc_emu_asm2_16, (void *)precc_emu_asm2_32, (void *)precc_emu_asm1_32,
+	(void *)precc_emu_yield, (void *)precc_emu_shared,
 };
 
 static long
@@ -332,6 +420,11 @@ check_kernel(const Func *f, const char *file)
 	}
 	int64_t m = M, seed = (int64_t)io.seed;
 	int na = info.nparams;
+	uint32_t *sync = NULL;
+	if (info.cooperative) {
+		sync = calloc((size_t)info.sync_words, 4);
+		args[na++] = sync;
+	}
 	if (info.has_m)
 		args[na++] = &m;
 	if (info.has_seed)
@@ -362,7 +455,16 @@ check_kernel(const Func *f, const char *file)
 		long rows = extent(dt->dim[0]), cols = extent(dt->dim[1]);
 		gx = (unsigned)((rows * cols + info.elems_per_cta - 1) / info.elems_per_cta);
 	}
-	launch(info.threads, gx, gy);
+	if (info.cooperative) {
+		if (launch_coop(info.threads, gx, gy)) {
+			printf("FAIL %s: a cooperative grid of %ux%u is too big to emulate\n", file, gx, gy);
+			free(sync);
+			goto done;
+		}
+	} else {
+		launch(info.threads, gx, gy);
+	}
+	free(sync);
 	if (ir_interp_run(ip)) {
 		printf("FAIL %s: interpreter: %s\n", file, ir_interp_error(ip));
 		goto done;
@@ -422,7 +524,7 @@ int
 main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "kernels";
-	char *names[64], err[1024];
+	char *names[256], err[1024];
 	int n = 0, fails = 0;
 
 	LLVMLinkInMCJIT();
@@ -435,7 +537,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "test_emu: cannot open %s\n", dir);
 		return 1;
 	}
-	for (struct dirent *de; (de = readdir(d)) && n < 64;) {
+	for (struct dirent *de; (de = readdir(d)) && n < 256;) {
 		size_t l = strlen(de->d_name);
 		if (l > 3 && !strcmp(de->d_name + l - 3, ".ir"))
 			names[n++] = strdup(de->d_name);

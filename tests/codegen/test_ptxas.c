@@ -99,9 +99,9 @@ main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "kernels";
 	int markdown = argc > 2 && !strcmp(argv[2], "--markdown");
-	char *names[64], err[1024], log[8192];
+	char *names[256], err[1024], log[8192];
 	int n = 0, fails = 0;
-	Row rows[64];
+	Row rows[256];
 	double total_ms = 0;
 	int nk = 0;
 
@@ -115,7 +115,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "test_ptxas: cannot open %s\n", dir);
 		return 1;
 	}
-	for (struct dirent *de; (de = readdir(d)) && n < 64;) {
+	for (struct dirent *de; (de = readdir(d)) && n < 256;) {
 		size_t l = strlen(de->d_name);
 		if (l > 3 && !strcmp(de->d_name + l - 3, ".ir"))
 			names[n++] = strdup(de->d_name);
