@@ -35,6 +35,12 @@ int fake_cuda_depth(void) { return depth; }
 int fake_cuda_retained(void) { return retained; }
 CUcontext fake_cuda_user_ctx(void) { return &user; }
 const unsigned *fake_cuda_last_launch(void) { return launched; }
+/* The next launches copy their first n kernel params (8 bytes each: the
+ * launcher's pointers and i64 m / seed) for fake_cuda_last_params. */
+static int record_n;
+static uint64_t recorded[32];
+void fake_cuda_record_params(int n) { record_n = n < 32 ? n : 32; }
+const uint64_t *fake_cuda_last_params(void) { return recorded; }
 
 CUresult CUDAAPI cuInit(unsigned int flags)
 {
@@ -207,6 +213,8 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
 	NEED_CTX();
 	unsigned g[7] = {gx, gy, gz, bx, by, bz, smem};
 	memcpy(launched, g, sizeof g);
+	for (int i = 0; i < record_n; i++)
+		memcpy(&recorded[i], params[i], 8);
 	return 0;
 }
 

@@ -458,10 +458,29 @@ static void test_fake(const char *inputs, const char *lib)
 			memset(hst[i], 0xff, bi.bytes);
 			precc_rt_upload(rt, d[i], hst[i], bi.bytes);
 		}
-		CHECK(precc_rt_run_layer(rt, l, 128, d, 0, NULL) == 0);
+		void (*record)(int) = h ? (void (*)(int))dlsym(h, "fake_cuda_record_params") : NULL;
+		const uint64_t *(*params)(void) = h ? (const uint64_t *(*)(void))dlsym(h, "fake_cuda_last_params") : NULL;
+		CHECK(record && params);
+		CHECK(precc_rt_run_layer(rt, l, 128, d, 42, NULL) == 0);
 		if (last) {
 			const unsigned *g = last();   /* the last step: k_d1, flat */
 			CHECK(g[0] == 128 * 256 / 4096 && g[1] == 1 && g[3] == 256);
+		}
+		if (record && params) {
+			record(6);
+			CHECK(precc_rt_run_step(rt, l, 3, 128, d, 42, NULL) == 0);
+			/* k_d1(g, g.amax, g.q, g.scale_inv, i64 m, i64 seed): buffers 5..8 */
+			const uint64_t *p = params();
+			for (int i = 0; i < 4; i++)
+				CHECK(p[i] == (uint64_t)(uintptr_t)d[5 + i]);
+			CHECK(p[4] == 128 && p[5] == 42);
+			record(0);
+		}
+		/* the tiled step alone: grid (256/64, 128/64) */
+		CHECK(precc_rt_run_step(rt, l, 1, 128, d, 0, NULL) == 0);
+		if (last) {
+			const unsigned *g = last();
+			CHECK(g[0] == 4 && g[1] == 2 && g[2] == 1);
 		}
 		/* zero_outputs: x.amax was 0xff.., the fake computes nothing */
 		{
