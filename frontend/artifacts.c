@@ -75,37 +75,65 @@ zero_output(const Func *f, int v)
 	       && d->type.block[1] == 0;
 }
 
-/* The grid as the manifest states it: `data` is always a param (the
- * reader sizes the grid from a param's extent), and a one-CTA kernel
- * (codegen's elems_per_cta 0: delayed_update) is a flat grid whose
- * elems_per_cta is the extent of a static param, so the formula of
- * docs/artifacts.md gives 1. */
-static void
-grid_of(const Job *j, int *data, long *epc)
+/* One phase's grid as the manifest states it (phase -1: the kernel's own
+ * grid fields): `data` is always a param (the reader sizes the grid from a
+ * param's extent), and a one-CTA phase (codegen's delayed_update, flat
+ * with elems_per_cta 0) is a flat grid whose elems_per_cta is the extent
+ * of a static param, so the formula of docs/artifacts.md gives 1. */
+typedef struct Grid { int data, tiled; long epc, tr, tc; } Grid;
+
+static Grid
+grid_of(const Job *j, int p)
 {
 	const CodegenKernel *in = &j->e.info;
 	const Func *f = j->f;
+	Grid g = {in->data, in->tiled, in->elems_per_cta, in->tile_rows, in->tile_cols};
 	int d = -1;
+	int one_cta = 0;
 
+	if (p >= 0) {
+		const CodegenPhase *ph = &in->phase[p];
+		g = (Grid){ph->data, ph->tiled, ph->elems_per_cta, ph->tile_rows, ph->tile_cols};
+		one_cta = ph->shape == CG_DELAYED_UPDATE;
+	} else
+		one_cta = in->shape == CG_DELAYED_UPDATE && in->nphases <= 1;
 	for (int i = 0; i < in->nparams && d < 0; i++)
-		if (in->param_value[i] == in->data)
-			d = in->data;
+		if (in->param_value[i] == g.data)
+			d = g.data;
 	for (int i = 0; i < in->nparams && d < 0; i++)
-		if (in->data >= 0 && in->data < f->nval
-		    && ir_type_eq(&f->val[in->param_value[i]].type, &f->val[in->data].type))
+		if (g.data >= 0 && g.data < f->nval
+		    && ir_type_eq(&f->val[in->param_value[i]].type, &f->val[g.data].type))
 			d = in->param_value[i];
-	*epc = in->elems_per_cta;
-	if (!in->tiled && in->elems_per_cta <= 0) {
+	if (one_cta && !g.tiled && g.epc <= 0) {
 		for (int i = 0; i < in->nparams; i++) {
 			const Type *t = &f->val[in->param_value[i]].type;
 			if (t->dim[0] >= 0 && (t->rank == 1 || t->dim[1] >= 0)) {
 				d = in->param_value[i];
-				*epc = t->rank == 1 ? t->dim[0] : t->dim[0] * t->dim[1];
+				g.epc = t->rank == 1 ? t->dim[0] : t->dim[0] * t->dim[1];
 				break;
 			}
 		}
 	}
-	*data = d >= 0 ? d : in->nparams ? in->param_value[0] : -1;
+	g.data = d >= 0 ? d : in->nparams ? in->param_value[0] : -1;
+	return g;
+}
+
+static int
+nphases(const Job *j)
+{
+	int n = j->e.info.nphases;
+
+	return n < 1 ? 1 : n > CG_MAXPHASE ? CG_MAXPHASE : n;
+}
+
+static void
+grid_json(cJSON *o, const Func *f, Grid g)
+{
+	cJSON_AddBoolToObject(o, "tiled", g.tiled);
+	cJSON_AddStringToObject(o, "data", g.data >= 0 ? f->val[g.data].name : "");
+	cJSON_AddNumberToObject(o, "elems_per_cta", (double)g.epc);
+	cJSON_AddNumberToObject(o, "tile_rows", (double)g.tr);
+	cJSON_AddNumberToObject(o, "tile_cols", (double)g.tc);
 }
 
 static cJSON *
@@ -123,15 +151,17 @@ kernel_json(Build *b, Job *j)
 	cJSON_AddStringToObject(k, "func", f->name);
 	cJSON_AddNumberToObject(k, "threads", in->threads);
 	g = cJSON_AddObjectToObject(k, "grid");
-	cJSON_AddBoolToObject(g, "tiled", in->tiled);
-	int data;
-	long epc;
-	grid_of(j, &data, &epc);
-	cJSON_AddStringToObject(g, "data", data >= 0 ? f->val[data].name : "");
-	cJSON_AddNumberToObject(g, "elems_per_cta", (double)epc);
-	cJSON_AddNumberToObject(g, "tile_rows", (double)in->tile_rows);
-	cJSON_AddNumberToObject(g, "tile_cols", (double)in->tile_cols);
+	grid_json(g, f, grid_of(j, nphases(j) > 1 ? -1 : 0));
 	cJSON_AddNumberToObject(g, "m_multiple", (double)(in->m_multiple > 0 ? in->m_multiple : 1));
+	if (nphases(j) > 1) {
+		cJSON *ps = cJSON_AddArrayToObject(k, "phases");
+		for (int p = 0; p < nphases(j); p++) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "shape", codegen_shape_name(in->phase[p].shape));
+			grid_json(o, f, grid_of(j, p));
+			cJSON_AddItemToArray(ps, o);
+		}
+	}
 	if (f->pattr[PA_LAUNCH])
 		cJSON_AddStringToObject(k, "launch", f->pattr[PA_LAUNCH]);
 	ps = cJSON_AddArrayToObject(k, "params");
@@ -376,7 +406,9 @@ c_dim(FILE *o, long d)
 static void
 c_extent(FILE *o, const char *indent, const Type *t, const char *rows, const char *cols)
 {
-	fprintf(o, "%sint64_t %s = ", indent, rows);
+	/* declares rows and cols unless indent is one tab (the grid's, declared
+	 * once before the phases) */
+	fprintf(o, "%s%s%s = ", indent, strcmp(indent, "\t") ? "int64_t " : "", rows);
 	if (t->rank == 1)
 		fprintf(o, "1");
 	else
@@ -477,21 +509,29 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 		if (in->has_m)
 			fprintf(c, "\tif (m < 0 || m %% %ld)\n\t\treturn -2;\n",
 			        in->m_multiple > 0 ? in->m_multiple : 1);
-		int data;
-		long epc;
-		grid_of(j, &data, &epc);
-		if (data >= 0 && (in->tiled || epc > 0)) {
-			c_extent(c, "\t", &f->val[data].type, "rows", "cols");
-			if (in->tiled)
-				fprintf(c, "\tgrid[0] = (unsigned)((cols + %ld) / %ld);\n"
-				           "\tgrid[1] = (unsigned)((rows + %ld) / %ld);\n",
-				        in->tile_cols - 1, in->tile_cols, in->tile_rows - 1, in->tile_rows);
-			else
-				fprintf(c, "\tgrid[0] = (unsigned)((rows * cols + %ld) / %ld);\n",
-				        epc - 1, epc);
-			fprintf(c, "\tif (grid[0] == 0)\n\t\tgrid[0] = 1;\n"
-			           "\tif (grid[1] == 0)\n\t\tgrid[1] = 1;\n");
+		/* grid = (sum over phases of gx_p * gy_p, 1, 1); one phase: (gx, gy, 1) */
+		fprintf(c, "\tint64_t rows, cols, gx, gy, n = 0;\n");
+		for (int p = 0; p < nphases(j); p++) {
+			Grid g = grid_of(j, p);
+			if (g.data < 0 || (g.tiled ? g.tr < 1 || g.tc < 1 : g.epc < 1)) {
+				fprintf(c, "\tgx = 1, gy = 1;\n");
+			} else {
+				c_extent(c, "\t", &f->val[g.data].type, "rows", "cols");
+				if (g.tiled)
+					fprintf(c, "\tgx = (cols + %ld) / %ld, gy = (rows + %ld) / %ld;\n",
+					        g.tc - 1, g.tc, g.tr - 1, g.tr);
+				else
+					fprintf(c, "\tgx = (rows * cols + %ld) / %ld, gy = 1;\n", g.epc - 1, g.epc);
+			}
+			if (nphases(j) > 1)
+				fprintf(c, "\tn += gx * gy;\n");
 		}
+		fprintf(c, "\t(void)rows, (void)cols, (void)n;\n");
+		if (nphases(j) > 1)
+			fprintf(c, "\tgrid[0] = (unsigned)(n > 0 ? n : 1);\n");
+		else
+			fprintf(c, "\tgrid[0] = (unsigned)(gx > 0 ? gx : 1);\n"
+			           "\tgrid[1] = (unsigned)(gy > 0 ? gy : 1);\n");
 		fprintf(c, "\tif (!hooks.launch)\n\t\treturn -1;\n");
 		for (int i = nin; i < in->nparams; i++) {
 			int v = in->param_value[i];
