@@ -21,6 +21,7 @@ OUT=${PRECC_GPU_ARTIFACTS:-$ROOT/tests/gpu/artifacts}
 TARGETS=${PRECC_GPU_TARGETS:-sm_90a,sm_89}
 
 [ -x "$PRECC" ] || { echo "prepare.sh: no precc at $PRECC (build it, or set PRECC)"; exit 1; }
+case $OUT in ""|/|"$HOME"|"$ROOT") echo "prepare.sh: refusing to empty '$OUT'"; exit 1 ;; esac
 rm -rf "$OUT" && mkdir -p "$OUT" || exit 1
 : >"$OUT/FAILED"
 built=0 failed=0

@@ -173,7 +173,7 @@ else
 		case $name in bench.*) continue ;; esac
 		layer=
 		case $name in llama-3-8b.*)
-			[ "${PRECC_GPU_FULL:-0}" = 1 ] || layer="--layer model.layers.0.*" ;;
+			[ "${PRECC_GPU_FULL:-0}" = 1 ] || layer="--layer model.layers.0." ;;
 		esac
 		run "check.$name" --gpu "$OUT/precc-run" "$dir" --check $layer
 	done
