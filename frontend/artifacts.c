@@ -162,8 +162,10 @@ kernel_json(Build *b, Job *j)
 			cJSON_AddItemToArray(ps, o);
 		}
 	}
-	if (f->pattr[PA_LAUNCH])
-		cJSON_AddStringToObject(k, "launch", f->pattr[PA_LAUNCH]);
+	if (in->cooperative)
+		cJSON_AddStringToObject(k, "launch", "cooperative");
+	if (in->sync_words > 0)
+		cJSON_AddNumberToObject(k, "sync_words", in->sync_words);
 	ps = cJSON_AddArrayToObject(k, "params");
 	zo = cJSON_CreateArray();
 	for (int i = 0; i < in->nparams; i++) {
@@ -432,6 +434,8 @@ c_signature(FILE *o, const Job *j)
 		fprintf(o, "%sprecc_%s *%s, ", i < nin ? "const " : "",
 		        ir_fmt_name(f->val[v].type.fmt), id);
 	}
+	if (j->e.info.sync_words > 0)
+		fprintf(o, "uint32_t *sync, ");
 	if (j->e.info.has_m)
 		fprintf(o, "int64_t m, ");
 	if (j->e.info.has_seed)
@@ -545,20 +549,28 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 			           "(size_t)(zr * zc * %ld), stream);\n\t\tif (rc)\n\t\t\treturn rc;\n\t}\n",
 			        id, elem_bytes(t->fmt));
 		}
+		if (in->sync_words > 0)
+			fprintf(c, "\t{\n\t\tif (!hooks.zero || !sync)\n\t\t\treturn -1;\n"
+			           "\t\tint rc = hooks.zero(hooks.ctx, (void *)sync, %d * sizeof *sync, stream);\n"
+			           "\t\tif (rc)\n\t\t\treturn rc;\n\t}\n", in->sync_words);
 		fprintf(c, "\tvoid *args[] = {");
-		for (int i = 0; i < in->nparams; i++) {
+		const char *sep = "";
+		for (int i = 0; i < in->nparams; i++, sep = ", ") {
 			c_ident(id, sizeof id, f->val[in->param_value[i]].name);
-			fprintf(c, "%s(void *)&%s", i ? ", " : "", id);
+			fprintf(c, "%s(void *)&%s", sep, id);
 		}
+		if (in->sync_words > 0)
+			fprintf(c, "%s(void *)&sync", sep), sep = ", ";
 		if (in->has_m)
-			fprintf(c, ", (void *)&m");
+			fprintf(c, "%s(void *)&m", sep), sep = ", ";
 		if (in->has_seed)
-			fprintf(c, ", (void *)&seed");
-		fprintf(c, "};\n\treturn hooks.launch(hooks.ctx, \"%s\", \"%s\", grid, %du, %su, args, "
+			fprintf(c, "%s(void *)&seed", sep), sep = ", ";
+		if (!*sep)
+			fprintf(c, "0");
+		fprintf(c, "};\n\treturn hooks.launch(hooks.ctx, \"%s\", \"%s\", grid, %du, %s, args, "
 		           "stream);\n}\n",
 		        j->name, in->name, in->threads,
-		        f->pattr[PA_LAUNCH] && !strcmp(f->pattr[PA_LAUNCH], "cooperative")
-		        ? "PRECC_LAUNCH_COOPERATIVE" : "0");
+		        in->cooperative ? "PRECC_LAUNCH_COOPERATIVE" : "0u");
 	}
 	fprintf(h, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
 	fclose(h);
