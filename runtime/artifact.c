@@ -726,6 +726,7 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 			           dev == 90 ? "a" : "");
 	}
 #endif
+	(void)cubin_ok;   /* without cuda.h: cpu only */
 	a->layers_of = a->target[tgi];
 	if (tgi > 0) {
 		const json *tl = json_get(m, "target_layers");
