@@ -718,12 +718,20 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 		}
 		if (tgi < 0)
 			tgi = besti;   /* PTX only: a cubin is for its own sm */
-		if (tgi < 0)
+		if (tgi < 0) {
+			char list[512] = "";
+			for (int t = 0; t < a->ntarget; t++)
+				snprintf(list + strlen(list), sizeof list - strlen(list),
+				         "%s%s", t ? ", " : "", a->target[t]);
+			if (dev < 89)
+				return bad(c, tg, "no target for this device (sm_%d): the "
+				           "artifacts are for %s, and precc's oldest target "
+				           "is sm_89 (fp8 needs it)", dev, list);
 			return bad(c, tg, "no target for this device (sm_%d): the "
-			           "artifacts are for %s%s; rebuild with --target "
-			           "sm_%d%s", dev, a->target[0],
-			           a->ntarget > 1 ? ", ..." : "", dev,
-			           dev == 90 ? "a" : "");
+			           "artifacts are for %s; rebuild with --target %s", dev,
+			           list, dev == 89 ? "sm_89" : dev == 90 ? "sm_90a"
+			           : "sm_90 (PTX the driver JITs for newer devices)");
+		}
 	}
 #endif
 	(void)cubin_ok;   /* without cuda.h: cpu only */

@@ -94,11 +94,18 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice d)
 	return 0;
 }
 
+/* The device's sm: $FAKE_CUDA_SM (e.g. 89), default 90. */
+static int sm(void)
+{
+	const char *s = getenv("FAKE_CUDA_SM");
+	return s && *s ? atoi(s) : 90;
+}
+
 CUresult CUDAAPI cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 {
 	switch (a) {
-	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
-	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = sm() / 10; break;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = sm() % 10; break;
 	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
 	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
 	default: return CUDA_ERROR_INVALID_VALUE;

@@ -526,6 +526,46 @@ static void test_fake(const char *inputs, const char *lib)
 		free(d);
 	}
 	precc_rt_close(rt);
+	/* target choice (Inputs/targets: sm_90a in 'layers', sm_89 in
+	 * 'target_layers'): the device's own target's cubin, else the newest
+	 * older target's PTX; cpu runs 'layers' */
+	{
+		static const struct { const char *sm, *loaded; } want[] = {
+			{"90", "k_00000000000090a0.sm_90a.cubin"},
+			{"89", "k_0000000000008900.sm_89.cubin"},
+			{"100", "k_0000000000008900.sm_89.ptx"},
+		};
+		char tdir[4096];
+		snprintf(tdir, sizeof tdir, "%s/targets", inputs);
+		for (int i = 0; i < 3; i++) {
+			precc_kernel_info ki;
+			precc_step_info si;
+			setenv("FAKE_CUDA_SM", want[i].sm, 1);
+			rt = precc_rt_open(tdir, PRECC_BACKEND_CUDA, why, sizeof why);
+			CHECK(rt != NULL);
+			if (!rt) {
+				fprintf(stderr, "%s\n", why);
+				continue;
+			}
+			CHECK(precc_rt_step_info(rt, 0, 0, &si) == 0);
+			CHECK(precc_rt_kernel_info(rt, si.kernel, &ki) == 0);
+			CHECK_STR(ki.loaded, want[i].loaded);
+			precc_rt_close(rt);
+		}
+		setenv("FAKE_CUDA_SM", "80", 1);
+		CHECK(precc_rt_open(tdir, PRECC_BACKEND_CUDA, why, sizeof why) == NULL);
+		CHECK(contains(why, "no target for this device (sm_80): the artifacts are for sm_90a, sm_89, and precc's oldest target is sm_89 (fp8 needs it)"));
+		unsetenv("FAKE_CUDA_SM");
+		cpu = precc_rt_open(tdir, PRECC_BACKEND_CPU, NULL, 0);
+		{
+			precc_step_info si;
+			precc_kernel_info ki;
+			CHECK(cpu && precc_rt_step_info(cpu, 0, 0, &si) == 0);
+			CHECK(cpu && precc_rt_kernel_info(cpu, si.kernel, &ki) == 0);
+			CHECK_STR(ki.name, "k_00000000000090a0");
+		}
+		precc_rt_close(cpu);
+	}
 	/* a PTX that fails to JIT: the error carries the driver's log */
 	{
 		char d2[] = "/tmp/precc_test_plan_fXXXXXX", src[4200], dst[4200];
