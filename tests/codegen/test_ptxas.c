@@ -146,7 +146,8 @@ main(int argc, char **argv)
 				fails++;
 				continue;
 			}
-			snprintf(rows[i].shape, sizeof rows[i].shape, "%s", codegen_shape_name(info.shape));
+			snprintf(rows[i].shape, sizeof rows[i].shape, "%s",
+			         info.nphases > 1 ? "fused" : codegen_shape_name(info.shape));
 			rows[i].ms[sm] = info.llvm_ms;
 			total_ms += info.llvm_ms;
 			nk++;
