@@ -532,6 +532,9 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 			    (nb = find_buffer(l, nn->str)) < 0)
 				return bad(c, sb < 0 ? sn : nn, "%s: '%s' is not one of the "
 				           "layer's buffers", up, sb < 0 ? sn->str : nn->str);
+			if (sb == nb)
+				return bad(c, u, "%s: state and next are both '%s'", up,
+				           sn->str);
 			if (!type_eq(&l->buf[sb].type, &l->buf[nb].type))
 				return bad(c, u, "%s: state '%s' is %s, next '%s' is %s", up,
 				           sn->str, l->buf[sb].type_str, nn->str,
