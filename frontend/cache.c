@@ -28,6 +28,7 @@
 
 struct Cache {
 	char *dir;        /* .../precc/kernels */
+	int warned;       /* one warning for failed writes, not one per entry */
 };
 
 static int
@@ -287,15 +288,18 @@ cache_put_blob(Cache *c, uint64_t key, const void *payload, size_t plen_)
 	entry_path(c, key, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
 	if ((fd = mkstemp(tmp)) < 0) {
-		warnf(tmp, 0, "cannot write a cache entry: %s", strerror(errno));
+		if (!c->warned++)
+			warnf(tmp, 0, "cannot write a cache entry: %s", strerror(errno));
 		return;
 	}
 	if (write_all(fd, hdr, HDR) || write_all(fd, payload, plen_) || fchmod(fd, 0644)) {
-		warnf(tmp, 0, "cannot write a cache entry: %s", strerror(errno));
+		if (!c->warned++)
+			warnf(tmp, 0, "cannot write a cache entry: %s", strerror(errno));
 		close(fd);
 		unlink(tmp);
 	} else if (close(fd) || rename(tmp, path)) {
-		warnf(path, 0, "cannot store a cache entry: %s", strerror(errno));
+		if (!c->warned++)
+			warnf(path, 0, "cannot store a cache entry: %s", strerror(errno));
 		unlink(tmp);
 	}
 }
