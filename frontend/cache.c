@@ -13,6 +13,7 @@
  *	         u64 ptx length  ptx bytes  u64 cubin length  cubin bytes
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,8 @@
 
 struct Cache {
 	char *dir;        /* .../precc/kernels */
-	int warned;       /* one warning for failed writes, not one per entry */
+	atomic_int warned;   /* one warning for failed writes, not one per entry (the
+	                        build's threads write entries concurrently) */
 };
 
 static int
@@ -288,17 +290,17 @@ cache_put_blob(Cache *c, uint64_t key, const void *payload, size_t plen_)
 	entry_path(c, key, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
 	if ((fd = mkstemp(tmp)) < 0) {
-		if (!c->warned++)
+		if (atomic_fetch_add(&c->warned, 1) == 0)
 			warnf(tmp, 0, "cannot write a cache entry: %s", strerror(errno));
 		return;
 	}
 	if (write_all(fd, hdr, HDR) || write_all(fd, payload, plen_) || fchmod(fd, 0644)) {
-		if (!c->warned++)
+		if (atomic_fetch_add(&c->warned, 1) == 0)
 			warnf(tmp, 0, "cannot write a cache entry: %s", strerror(errno));
 		close(fd);
 		unlink(tmp);
 	} else if (close(fd) || rename(tmp, path)) {
-		if (!c->warned++)
+		if (atomic_fetch_add(&c->warned, 1) == 0)
 			warnf(path, 0, "cannot store a cache entry: %s", strerror(errno));
 		unlink(tmp);
 	}
