@@ -31,8 +31,9 @@ void cg_set_host(Cg *);
 /* Verify, run default<O3>, emit PTX (ptx=1) or LLVM IR text (ptx=0) into a
  * malloc'ed string. -1 with err on failure. */
 int cg_finish(Cg *, int ptx, char **out, char *err, size_t errsz);
-/* !nvvm.annotations: maxntidx and maxnreg for fn (launch bounds for ptxas). */
-void cg_annotate_threads(Cg *, LLVMValueRef fn, int threads);
+/* !nvvm.annotations: maxntidx, and maxnreg unless 0 (launch bounds for
+ * ptxas). */
+void cg_annotate_threads(Cg *, LLVMValueRef fn, int threads, int maxnreg);
 
 /* ---- ptx_asm.c: every inline PTX string, one place per family ---------- */
 /* cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: two floats -> i16, lo in the low

@@ -86,7 +86,7 @@ cg_dispose(Cg *g)
 }
 
 void
-cg_annotate_threads(Cg *g, LLVMValueRef fn, int threads)
+cg_annotate_threads(Cg *g, LLVMValueRef fn, int threads, int maxnreg)
 {
 	LLVMMetadataRef md[3] = {
 		LLVMValueAsMetadata(fn),
@@ -96,11 +96,9 @@ cg_annotate_threads(Cg *g, LLVMValueRef fn, int threads)
 	LLVMValueRef node = LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, md, 3));
 
 	LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations", node);
-	/* .maxnreg: what two CTAs per SM leave (one above 256 threads), at
-	 * most 255. Without it ptxas 13 holds some kernels at 80 registers
-	 * and spills (the 128x128 tile with partial edges). */
-	int r = 65536 / threads / (threads <= 256 ? 2 : 1);
-	r = r > 255 ? 255 : r / 8 * 8;
+	if (!maxnreg)
+		return;
+	int r = maxnreg > 255 ? 255 : maxnreg;
 	md[1] = LLVMMDStringInContext2(g->ctx, "maxnreg", 7);
 	md[2] = LLVMValueAsMetadata(LLVMConstInt(g->i32, (unsigned)r, 0));
 	node = LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, md, 3));
