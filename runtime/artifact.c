@@ -302,7 +302,7 @@ static int kernel_abi(Ctx *c, const json *at, rt_kdesc *k)
 static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 {
 	char path[256], err[1024];
-	const json *grid, *params, *zero, *v;
+	const json *grid, *params, *zero, *v, *ph;
 	long x;
 
 	snprintf(path, sizeof path, "kernels[%d]", idx);
@@ -320,6 +320,15 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 	k->threads = (int)x;
 	if (need_bool(c, j, path, "has_m", &k->has_m) ||
 	    need_bool(c, j, path, "has_seed", &k->has_seed))
+		return -1;
+	if ((v = json_get(j, "launch"))) {
+		if (v->kind != JSON_STR || (strcmp(v->str, "cooperative") &&
+		                            strcmp(v->str, "normal")))
+			return bad(c, v, "%s: 'launch' is not \"cooperative\"", path);
+		k->cooperative = strcmp(v->str, "cooperative") == 0;
+	}
+	if (json_get(j, "sync_words") &&
+	    need_long(c, j, path, "sync_words", 0, 1L << 20, &k->sync_words))
 		return -1;
 	if ((v = json_get(j, "smem"))) {
 		if (need_long(c, j, path, "smem", 0, 1 << 30, &x))
@@ -374,9 +383,38 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 		if ((k->data = find_param(k, d->str)) < 0)
 			return bad(c, d, "%s: data '%s' is not one of the params", gp,
 			           d->str);
-		/* only a launch needs the grid: the cpu backend runs the IR */
-		if (c->cuda && (k->tiled ? k->tile_rows < 1 || k->tile_cols < 1
-		                         : k->elems_per_cta < 1))
+		if ((ph = json_get(j, "phases"))) {
+			if (ph->kind != JSON_ARR || ph->n < 1 || ph->n > RT_MAXPHASE)
+				return bad(c, ph, "%s: 'phases' is not an array of 1 to %d "
+				           "phases", path, RT_MAXPHASE);
+			for (size_t p = 0; p < ph->n; p++) {
+				const json *e = ph->item[p], *pd;
+				rt_geom *g = &k->phase[k->nphase++];
+				char pp[320];
+				snprintf(pp, sizeof pp, "%s phases[%zu]", path, p);
+				if (e->kind != JSON_OBJ)
+					return bad(c, e, "%s is %s, expected an object", pp,
+					           json_kind_name(e->kind));
+				if (need_bool(c, e, pp, "tiled", &g->tiled) ||
+				    !(pd = need(c, e, pp, "data", JSON_STR)) ||
+				    need_long(c, e, pp, "elems_per_cta", 0, 1L << 40,
+				              &g->elems_per_cta) ||
+				    need_long(c, e, pp, "tile_rows", 0, 1L << 20, &g->tile_rows) ||
+				    need_long(c, e, pp, "tile_cols", 0, 1L << 20, &g->tile_cols))
+					return -1;
+				if ((g->data = find_param(k, pd->str)) < 0)
+					return bad(c, pd, "%s: data '%s' is not one of the params",
+					           pp, pd->str);
+				if (c->cuda && (g->tiled ? g->tile_rows < 1 || g->tile_cols < 1
+				                         : g->elems_per_cta < 1))
+					return bad(c, e, "%s: a %s grid needs %s >= 1", pp,
+					           g->tiled ? "tiled" : "flat",
+					           g->tiled ? "tile_rows and tile_cols"
+					                    : "elems_per_cta");
+			}
+		} else if (c->cuda && (k->tiled ? k->tile_rows < 1 || k->tile_cols < 1
+		                                : k->elems_per_cta < 1))
+			/* only a launch needs the grid: the cpu backend runs the IR */
 			return bad(c, grid, "%s: a %s grid needs %s >= 1", gp,
 			           k->tiled ? "tiled" : "flat",
 			           k->tiled ? "tile_rows and tile_cols" : "elems_per_cta");
@@ -640,6 +678,9 @@ static int load_cuda(Ctx *c, precc_rt *rt, rt_artifact *a, const json *jk,
 	if (rt_cuda_kernel(rt, k->cumod, k->entry, k->k) ||
 	    (k->smem && rt_cuda_kernel_reserve_smem(rt, k->k, k->smem)))
 		return -1;
+	if (k->sync_words &&
+	    rt_cuda_alloc(rt, (size_t)k->sync_words * 4, &k->sync))
+		return -1;
 	return 0;
 }
 #endif
@@ -784,6 +825,8 @@ void rt_artifact_free(precc_rt *rt, rt_artifact *a)
 	for (int i = 0; i < a->nkern; i++) {
 		rt_kdesc *k = &a->kern[i];
 #ifdef PRECC_HAVE_CUDA_H
+		if (k->sync && rt->backend == PRECC_BACKEND_CUDA)
+			rt_cuda_free(rt, k->sync);
 		if (k->cumod && rt->backend == PRECC_BACKEND_CUDA)
 			rt_cuda_module_unload(rt, k->cumod);
 		free(k->k);

@@ -50,7 +50,7 @@ int rt_cuda_is_device_ptr(const void *p) { return 0; }
 	X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) \
 	X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
 	X(cuMemsetD8) X(cuStreamSynchronize) X(cuPointerGetAttribute) \
-	X(cuMemsetD8Async) X(cuMemcpyDtoDAsync)
+	X(cuMemsetD8Async) X(cuMemcpyDtoDAsync) X(cuLaunchCooperativeKernel)
 
 #define SYM_(f) #f
 #define SYM(f) SYM_(f)
@@ -350,6 +350,24 @@ int rt_cuda_launch(precc_rt *rt, const rt_kernel *k, const unsigned grid[3],
 	          " launching kernel '%s' (grid %ux%ux%u, block %ux%ux%u, %u bytes "
 	          "of dynamic shared memory)", k->name, grid[0], grid[1], grid[2],
 	          block[0], block[1], block[2], smem);
+	leave(rt, pushed);
+	return rc;
+}
+
+int rt_cuda_launch_cooperative(precc_rt *rt, const rt_kernel *k,
+                               const unsigned grid[3], const unsigned block[3],
+                               unsigned smem, CUstream stream, void **params)
+{
+	CUresult r;
+	int pushed, rc;
+
+	if (enter(rt, &pushed))
+		return -1;
+	rc = CALL(cuLaunchCooperativeKernel, (k->fn, grid[0], grid[1], grid[2],
+	          block[0], block[1], block[2], smem, stream, params),
+	          " launching kernel '%s' cooperatively (grid %ux%ux%u, block "
+	          "%ux%ux%u: every CTA must be resident at once)", k->name,
+	          grid[0], grid[1], grid[2], block[0], block[1], block[2]);
 	leave(rt, pushed);
 	return rc;
 }

@@ -6,6 +6,7 @@
  * stream; cpu: the kernel's IR through the interpreter. Also the layer and
  * kernel queries, backend memory, and the scaling state of an artifact.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,34 +397,42 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
                     CUstream stream)
 {
 	CUdeviceptr ptr[32];
-	void *params[34];
+	void *params[36];
 	int64_t m64 = m;
 	uint64_t seed64 = seed;
 	unsigned grid[3] = {1, 1, 1}, block[3] = {(unsigned)k->threads, 1, 1};
-	long rows, cols;
+	double total = 0;
 	int n = 0;
 
-	rt_type_bytes(&k->param[k->data].type, m, &rows, &cols);
-	if (k->tiled) {
-		long gx = (cols + k->tile_cols - 1) / k->tile_cols;
-		long gy = (rows + k->tile_rows - 1) / k->tile_rows;
-		if (gx > 0x7fffffffL || gy > 65535) {
-			rt_error("cuda: layer '%s' kernel '%s': grid %ldx%ld at M=%ld is "
-			         "larger than CUDA allows", l->fqn, k->name, gx, gy, m);
-			return -1;
-		}
-		grid[0] = (unsigned)gx, grid[1] = (unsigned)gy;
-	} else {
-		double e = (double)rows * (double)cols;
-		long gx = (long)((e + (double)k->elems_per_cta - 1) /
-		                 (double)k->elems_per_cta);
-		if (gx > 0x7fffffffL) {
-			rt_error("cuda: layer '%s' kernel '%s': %ld CTAs at M=%ld is more "
-			         "than CUDA allows", l->fqn, k->name, gx, m);
-			return -1;
-		}
-		grid[0] = (unsigned)(gx > 0 ? gx : 1);
+	/* one geometry, or the sum over a fused kernel's phases (1-D) */
+	for (int p = 0; p < (k->nphase ? k->nphase : 1); p++) {
+		rt_geom one = {k->tiled, k->data, k->elems_per_cta, k->tile_rows,
+		               k->tile_cols};
+		const rt_geom *g = k->nphase ? &k->phase[p] : &one;
+		long rows, cols;
+		double gx, gy = 1;
+		rt_type_bytes(&k->param[g->data].type, m, &rows, &cols);
+		if (g->tiled) {
+			gx = (double)((cols + g->tile_cols - 1) / g->tile_cols);
+			gy = (double)((rows + g->tile_rows - 1) / g->tile_rows);
+		} else
+			gx = ceil((double)rows * (double)cols / (double)g->elems_per_cta);
+		if (k->nphase)
+			total += gx * gy;
+		else
+			grid[0] = (unsigned)(gx > 0 && gx <= 0x7fffffff ? gx : 0),
+			grid[1] = (unsigned)(gy <= 65535 ? gy : 0);
 	}
+	if (k->nphase)
+		grid[0] = (unsigned)(total > 0 && total <= 0x7fffffff ? total : 0);
+	if (!grid[0] || !grid[1]) {
+		rt_error("cuda: layer '%s' kernel '%s': its grid at M=%ld is larger "
+		         "than CUDA allows", l->fqn, k->name, m);
+		return -1;
+	}
+	if (k->sync_words &&
+	    rt_cuda_memset8_async(rt, k->sync, 0, (size_t)k->sync_words * 4, stream))
+		return -1;
 	for (int z = 0; z < k->nzero; z++) {
 		int b = st->arg[k->zero[z]];
 		if (rt_cuda_memset8_async(rt, (CUdeviceptr)(uintptr_t)buffers[b], 0,
@@ -435,11 +444,14 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
 		ptr[p] = (CUdeviceptr)(uintptr_t)buffers[st->arg[p]];
 		params[n++] = &ptr[p];
 	}
+	if (k->sync_words)
+		params[n++] = &k->sync;
 	if (k->has_m)
 		params[n++] = &m64;
 	if (k->has_seed)
 		params[n++] = &seed64;
-	return rt_cuda_launch(rt, k->k, grid, block, k->smem, stream, params);
+	return (k->cooperative ? rt_cuda_launch_cooperative : rt_cuda_launch)
+	       (rt, k->k, grid, block, k->smem, stream, params);
 }
 #endif
 

@@ -82,11 +82,22 @@ typedef struct rt_param {
 	int out;                  /* dir "out" */
 } rt_param;
 
+/* Launch geometry of a kernel, or of one phase of a fused kernel. */
+typedef struct rt_geom {
+	int tiled, data;          /* data: index into param */
+	long elems_per_cta, tile_rows, tile_cols;
+} rt_geom;
+
+#define RT_MAXPHASE 8
+
 typedef struct rt_kdesc {
 	char *name, *shape, *entry, *ir;
 	int threads;
 	int tiled, data;          /* data: index into param */
 	long elems_per_cta, tile_rows, tile_cols, m_multiple;
+	rt_geom phase[RT_MAXPHASE]; int nphase;  /* fused: grid = sum of phases */
+	int cooperative;          /* "launch": "cooperative" */
+	long sync_words;          /* u32 sync scratch, zeroed per launch */
 	unsigned smem;            /* optional "smem": dynamic shared bytes */
 	rt_param *param; int nparam;
 	int has_m, has_seed;
@@ -102,6 +113,7 @@ typedef struct rt_kdesc {
 #ifdef PRECC_HAVE_CUDA_H
 	CUmodule cumod;
 	struct rt_kernel *k;
+	CUdeviceptr sync;         /* sync_words u32 of device memory */
 #endif
 } rt_kdesc;
 
@@ -176,6 +188,11 @@ int rt_cuda_kernel_reserve_smem(precc_rt *rt, rt_kernel *k, unsigned bytes);
 int rt_cuda_launch(precc_rt *rt, const rt_kernel *k, const unsigned grid[3],
                    const unsigned block[3], unsigned smem, CUstream stream,
                    void **params);
+
+/* The same through cuLaunchCooperativeKernel (a grid-wide barrier). */
+int rt_cuda_launch_cooperative(precc_rt *rt, const rt_kernel *k,
+                               const unsigned grid[3], const unsigned block[3],
+                               unsigned smem, CUstream stream, void **params);
 
 int rt_cuda_alloc(precc_rt *rt, size_t bytes, CUdeviceptr *p);
 int rt_cuda_free(precc_rt *rt, CUdeviceptr p);

@@ -37,7 +37,8 @@ CUcontext fake_cuda_user_ctx(void) { return &user; }
 const unsigned *fake_cuda_last_launch(void) { return launched; }
 /* The next launches copy their first n kernel params (8 bytes each: the
  * launcher's pointers and i64 m / seed) for fake_cuda_last_params. */
-static int record_n;
+static int record_n, cooperative;
+int fake_cuda_cooperative_launches(void) { return cooperative; }
 static uint64_t recorded[32];
 void fake_cuda_record_params(int n) { record_n = n < 32 ? n : 32; }
 const uint64_t *fake_cuda_last_params(void) { return recorded; }
@@ -223,6 +224,16 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
 	for (int i = 0; i < record_n; i++)
 		memcpy(&recorded[i], params[i], 8);
 	return 0;
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned gx,
+                                           unsigned gy, unsigned gz,
+                                           unsigned bx, unsigned by,
+                                           unsigned bz, unsigned smem,
+                                           CUstream s, void **params)
+{
+	cooperative++;
+	return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, NULL);
 }
 
 /* "Device" memory is host memory the fake remembers handing out. */

@@ -566,6 +566,48 @@ static void test_fake(const char *inputs, const char *lib)
 		}
 		precc_rt_close(cpu);
 	}
+	/* a fused kernel (Inputs/fused): grid = the sum of its phases' grids,
+	 * a cooperative launch, a zeroed sync scratch before m; the cpu
+	 * backend runs its IR and ignores all three */
+	{
+		char fdir[4096];
+		int (*coop)(void) = h ? (int (*)(void))dlsym(h, "fake_cuda_cooperative_launches") : NULL;
+		void (*record)(int) = h ? (void (*)(int))dlsym(h, "fake_cuda_record_params") : NULL;
+		const uint64_t *(*params)(void) = h ? (const uint64_t *(*)(void))dlsym(h, "fake_cuda_last_params") : NULL;
+		snprintf(fdir, sizeof fdir, "%s/fused", inputs);
+		rt = precc_rt_open(fdir, PRECC_BACKEND_CUDA, why, sizeof why);
+		CHECK(rt != NULL && coop && record && params);
+		if (rt && coop && record && params) {
+			void *d[5];
+			int before = coop();
+			for (int i = 0; i < 5; i++) {
+				precc_buffer_info bi;
+				precc_rt_buffer_info(rt, 0, i, 256, &bi);
+				d[i] = precc_rt_malloc(rt, bi.bytes);
+			}
+			record(6);
+			CHECK(precc_rt_run_layer(rt, 0, 256, d, 0, NULL) == 0);
+			record(0);
+			CHECK(coop() == before + 1);
+			if (last) {
+				const unsigned *g = last();
+				CHECK(g[0] == 256 * 256 / 4096 + 256 * 256 / 32768 && g[1] == 1);
+			}
+			{
+				const uint64_t *p = params();
+				for (int i = 0; i < 5; i++)
+					CHECK(p[i] == (uint64_t)(uintptr_t)d[i]);
+				CHECK(p[5] != 0);   /* the sync scratch, then (unrecorded) m */
+			}
+			for (int i = 0; i < 5; i++)
+				precc_rt_free(rt, d[i]);
+		} else if (!rt)
+			fprintf(stderr, "%s\n", why);
+		precc_rt_close(rt);
+		cpu = precc_rt_open(fdir, PRECC_BACKEND_CPU, NULL, 0);
+		CHECK(cpu != NULL);
+		precc_rt_close(cpu);
+	}
 	/* a PTX that fails to JIT: the error carries the driver's log */
 	{
 		char d2[] = "/tmp/precc_test_plan_fXXXXXX", src[4200], dst[4200];
