@@ -44,6 +44,26 @@ fmt_of(precc_format f, Fmt *e)
 	}
 }
 
+/* e2m1, round to nearest even (saturating either way: e2m1 has no inf):
+ * the code counts the midpoints between its 8 magnitudes that |x| is
+ * above, a tie counting when the upper neighbour is the even code. */
+static int
+e2m1_rne(SwProg *p)
+{
+	/* midpoints 0.25 0.75 1.25 1.75 2.5 3.5 5 as fp32 bits; odd k: >= */
+	static const uint32_t mid[7] = {0x3e800000, 0x3f400000, 0x3fa00000, 0x3fe00000,
+	                                0x40200000, 0x40600000, 0x40a00000};
+	int x = put(p, SW_ARG, 0, 0, 0, 0);
+	put(p, SW_ARG, 0, 0, 0, 1);
+	int a = OP2(SW_AND, x, K(0x7fffffff));
+	int code = K(0);
+	for (int k = 0; k < 7; k++)
+		code = OP2(SW_ADD, code, OP2(SW_UGT, a, K(mid[k] - (k & 1))));
+	int res = OP2(SW_OR, OP2(SW_SHL, OP2(SW_LSHR, x, K(31)), K(3)), code);
+	p->result = SEL(OP2(SW_UGT, a, K(0x7f800000)), K(0x7), res);
+	return 0;
+}
+
 /* numerics.c's precc_encode for the narrow formats, with biased fp32
  * exponents so that every quantity stays non-negative. */
 int
@@ -54,6 +74,8 @@ sw_encode(SwProg *p, precc_format f, precc_round round, int sat)
 	memset(p, 0, sizeof *p);
 	if (fmt_of(f, &e) || (round != PRECC_RNE && round != PRECC_RZ && round != PRECC_SR))
 		return -1;
+	if (f == PRECC_E2M1 && round == PRECC_RNE)
+		return e2m1_rne(p);      /* same results, half the instructions */
 	int x = put(p, SW_ARG, 0, 0, 0, 0), rb = put(p, SW_ARG, 0, 0, 0, 1);
 	int a = OP2(SW_AND, x, K(0x7fffffff));
 	int neg = OP2(SW_LSHR, x, K(31));
