@@ -46,6 +46,8 @@ int codegen_sm_by_name(const char *name);
 /* ---- kernels (kernel.c) ---------------------------------------------- */
 typedef enum CgShape {
 	CG_AMAX_TENSOR,     /* global amax: warp shuffles + smem + atom.max.u32 */
+	CG_AMAX_COLS,       /* columnwise amax {*x1}: a thread per (column, 128
+	                       rows), atom.max.u32 per column */
 	CG_QUANT_TENSOR,    /* tensorwise quantize (scale from an amax param or
 	                       a scale param), optional fused amax and transpose */
 	CG_QUANT_ROWBLOCK,  /* 1xB blocks (1x128, MX 1x32, NVFP4 1x16): amax,

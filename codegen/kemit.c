@@ -1188,6 +1188,41 @@ quant:;
 	return 0;
 }
 
+/* amax_cols: thread g takes column g % C, rows 128 (g / C) .. +128 (the
+ * last chunk partial), and one atom.global.max.u32 into that column. */
+static int
+emit_amax_cols(E *e)
+{
+	Kern *k = e->k;
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef R = dimv(e, k->rows), C = dimv(e, k->cols);
+	LLVMValueRef gid = gid64(e);
+	LLVMValueRef c = LLVMBuildURem(b, gid, C, ""), rb = LLVMBuildUDiv(b, gid, C, "");
+	LLVMValueRef r0 = LLVMBuildMul(b, rb, c64(e, 128), "");
+	LLVMValueRef valid = LLVMBuildICmp(b, LLVMIntULT, r0, R, "");
+	LLVMBasicBlockRef cont = begin_if(e, valid);
+	LLVMValueRef r1 = LLVMBuildAdd(b, r0, c64(e, 128), "");
+	r1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, r1, R, ""), r1, R, "");
+	Loop l;
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+	LLVMValueRef i = loop_begin(e, &l, r0, r1);
+	LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(l.i));
+	LLVMValueRef zero = c32(e, 0), m = LLVMBuildPhi(b, e->g->i32, "m");
+	LLVMAddIncoming(m, &zero, &pre, 1);
+	LLVMPositionBuilderAtEnd(b, l.body);
+	LLVMValueRef xv = load_elem(e, k->x, LLVMBuildAdd(b, LLVMBuildMul(b, i, C, ""), c, ""));
+	LLVMValueRef mx = umax(e, m, vec_amax_bits(e, &xv, 1));
+	LLVMBasicBlockRef from = LLVMGetInsertBlock(b);
+	LLVMAddIncoming(m, &mx, &from, 1);
+	loop_end(e, &l);
+	for (int n = 0; n < k->nout; n++)
+		LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax,
+		                   gep(e, e->ptr[k->out[n]], LLVMBuildMul(b, c, c64(e, 4), "")), m,
+		                   LLVMAtomicOrderingMonotonic, 0);
+	end_if(e, cont);
+	return 0;
+}
+
 /* dequantize: codes (16 per thread, one 16-byte load) times scale_inv. */
 static int
 emit_dequant(E *e)
@@ -1360,6 +1395,7 @@ emit_shape(E *e)
 	case CG_QUANT_TENSOR:
 		return k->tr >= 0 ? emit_transpose(e) : emit_flat(e);
 	case CG_QUANT_TILE: return emit_tile(e);
+	case CG_AMAX_COLS: return emit_amax_cols(e);
 	case CG_QUANT_COLBLOCK: return emit_colblock(e);
 	case CG_DEQUANT: return emit_dequant(e);
 	case CG_DELAYED_UPDATE: return emit_delayed(e);

@@ -12,7 +12,7 @@
 #include "kern.h"
 
 static const char *const shape_names[NCGSHAPE] = {
-	[CG_AMAX_TENSOR] = "amax_tensor", [CG_QUANT_TENSOR] = "quant_tensor",
+	[CG_AMAX_TENSOR] = "amax_tensor", [CG_AMAX_COLS] = "amax_cols", [CG_QUANT_TENSOR] = "quant_tensor",
 	[CG_QUANT_ROWBLOCK] = "quant_rowblock", [CG_QUANT_TILE] = "quant_tile",
 	[CG_QUANT_COLBLOCK] = "quant_colblock",
 	[CG_DELAYED_UPDATE] = "delayed_update", [CG_DEQUANT] = "dequant",
@@ -128,11 +128,22 @@ classify(Kern *k)
 	if (!nq) {
 		if (!namax)
 			return kfail(k, "nothing to compute");
-		for (int i = 0; i < f->nins; i++)
-			if (kin(k, i) && f->ins[i].op == OP_amax && !is_tensorwise(&f->ins[i].type))
-				return kfail(k, "amax-only kernels are tensorwise (blockwise amax goes "
-				             "with its quantize)");
-		k->shape = CG_AMAX_TENSOR;
+		int ntw = 0, ncol = 0;
+		for (int i = 0; i < f->nins; i++) {
+			const Type *t = &f->ins[i].type;
+			if (!kin(k, i) || f->ins[i].op != OP_amax)
+				continue;
+			if (is_tensorwise(t))
+				ntw++;
+			else if (t->block[0] == 0 && t->block[1] == 1)
+				ncol++;
+			else
+				return kfail(k, "amax-only kernels are tensorwise or columnwise (blockwise "
+				             "amax goes with its quantize)");
+		}
+		if (ntw && ncol)
+			return kfail(k, "tensorwise and columnwise amax in one kernel");
+		k->shape = ncol ? CG_AMAX_COLS : CG_AMAX_TENSOR;
 		return 0;
 	}
 	const Ins *q = &f->ins[k->q];
@@ -250,6 +261,14 @@ geometry(Kern *k, const CodegenTarget *t)
 	if (k->tr >= 0 && rows >= 0 && rows % 16)
 		return kfail(k, "%%%s: %ld rows, not a multiple of 16 (a fused transpose stores 16 "
 		             "rows at a time)", k->f->val[k->x].name, rows);
+	if (k->shape == CG_AMAX_COLS) {
+		if (cols < 0)
+			return kfail(k, "%%%s: columns M", k->f->val[k->x].name);
+		k->tiled = 0;
+		k->elems_per_cta = (long)k->threads * 128;
+		k->m_multiple = 1;
+		return 0;
+	}
 	if (k->shape == CG_QUANT_COLBLOCK) {
 		/* blocks run down the rows of x: rows % B, any columns */
 		k->m_multiple = 1;
