@@ -23,6 +23,7 @@ typedef struct Ctx {
 	const char *file;         /* "DIR/manifest.json" */
 	int failed;
 	int cuda;                 /* loading for the cuda backend */
+	const char *want;         /* precc_rt_load_target's target, or NULL */
 } Ctx;
 
 static int bad(Ctx *c, const json *at, const char *fmt, ...)
@@ -778,6 +779,19 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 		}
 	}
 #endif
+	if (c->want) {
+		int w = -1;
+		for (int t = 0; t < a->ntarget; t++)
+			if (strcmp(a->target[t], c->want) == 0)
+				w = t;
+		if (w < 0)
+			return bad(c, tg, "target %s is not one of the manifest's "
+			           "targets", c->want);
+		if (c->cuda && w != tgi)
+			return bad(c, tg, "target %s requested, but this device runs "
+			           "%s", c->want, a->target[tgi]);
+		tgi = w;
+	}
 	(void)cubin_ok;   /* without cuda.h: cpu only */
 	a->layers_of = a->target[tgi];
 	if (tgi > 0) {
@@ -875,12 +889,17 @@ void rt_artifact_free(precc_rt *rt, rt_artifact *a)
 
 int precc_rt_load(precc_rt *rt, const char *dir)
 {
+	return precc_rt_load_target(rt, dir, NULL);
+}
+
+int precc_rt_load_target(precc_rt *rt, const char *dir, const char *target)
+{
 	char file[4096], why[256], err[1024];
 	rt_artifact *a;
 	json *m;
 	size_t len;
 	char *text;
-	Ctx c = {file, 0, rt && rt->backend == PRECC_BACKEND_CUDA};
+	Ctx c = {file, 0, rt && rt->backend == PRECC_BACKEND_CUDA, target};
 
 	if (!rt || !dir) {
 		rt_error("manifest: precc_rt_load needs a runtime and a directory");

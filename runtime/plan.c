@@ -71,6 +71,7 @@ void precc_rt_artifact_info(const precc_rt *rt, precc_artifact_info *info)
 	info->model_name = a->model_name;
 	info->recipe_hash = a->recipe_hash;
 	info->model_hash = a->model_hash;
+	info->target = a->layers_of;
 	info->nkernels = a->nkern;
 	info->nlayers = a->nlayer;
 }

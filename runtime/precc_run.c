@@ -415,7 +415,10 @@ int main(int argc, char **argv)
 		}
 		side[s].name = precc_backend_name(precc_rt_backend(side[s].rt));
 		printf("backend %s\n", why);
-		if (precc_rt_load(side[s].rt, dir)) {
+		/* --check: the cpu side runs the plans of the target cuda picked */
+		if (s == 1)
+			precc_rt_artifact_info(side[0].rt, &ai);
+		if (precc_rt_load_target(side[s].rt, dir, s == 1 ? ai.target : NULL)) {
 			fprintf(stderr, "precc-run: %s\n", precc_rt_last_error());
 			status = 1;
 			goto done;
@@ -428,10 +431,10 @@ int main(int argc, char **argv)
 	}
 	precc_rt_artifact_info(side[0].rt, &ai);
 	printf("artifacts %s: recipe %s (%016llx), model %s (%016llx), precc %s, "
-	       "LLVM %s, %d kernels, %d layers\n", ai.dir, ai.recipe_name,
+	       "LLVM %s, %d kernels, %d layers (of %s)\n", ai.dir, ai.recipe_name,
 	       (unsigned long long)ai.recipe_hash, ai.model_name,
 	       (unsigned long long)ai.model_hash, ai.precc_version,
-	       ai.llvm_version, ai.nkernels, ai.nlayers);
+	       ai.llvm_version, ai.nkernels, ai.nlayers, ai.target);
 
 	for (int l = 0; l < ai.nlayers && status != 1; l++) {
 		const char *name = precc_rt_layer_name(side[0].rt, l);

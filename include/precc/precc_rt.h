@@ -91,6 +91,13 @@ void precc_rt_close(precc_rt *rt);
  * is loaded). */
 int precc_rt_load(precc_rt *rt, const char *dir);
 
+/* precc_rt_load for one target's layers: target (e.g. "sm_89", one of the
+ * manifest's targets) or NULL for the backend's own choice. The cpu
+ * backend runs that target's layers (precc-run --check uses the target the
+ * cuda side picked, so both run the same plans); the cuda backend refuses
+ * a target other than the one the device uses. */
+int precc_rt_load_target(precc_rt *rt, const char *dir, const char *target);
+
 /* precc_rt_open_backend(kind) then precc_rt_load(dir); NULL on failure
  * (the runtime is closed again). why as for precc_rt_open_backend. */
 precc_rt *precc_rt_open(const char *dir, precc_backend kind, char *why,
@@ -103,6 +110,7 @@ typedef struct precc_artifact_info {
 	const char *precc_version, *llvm_version;
 	const char *recipe_name, *model_name;
 	uint64_t recipe_hash, model_hash;
+	const char *target;     /* the target whose layers were loaded */
 	int nkernels, nlayers;
 } precc_artifact_info;
 void precc_rt_artifact_info(const precc_rt *rt, precc_artifact_info *info);

@@ -565,6 +565,29 @@ static void test_fake(const char *inputs, const char *lib)
 			CHECK_STR(ki.name, "k_00000000000090a0");
 		}
 		precc_rt_close(cpu);
+		cpu = precc_rt_open_backend(PRECC_BACKEND_CPU, NULL, 0);
+		CHECK(precc_rt_load_target(cpu, tdir, "sm_89") == 0);
+		{
+			precc_step_info si;
+			precc_kernel_info ki;
+			precc_artifact_info ai;
+			precc_rt_artifact_info(cpu, &ai);
+			CHECK_STR(ai.target, "sm_89");
+			CHECK(precc_rt_step_info(cpu, 0, 0, &si) == 0);
+			CHECK(precc_rt_kernel_info(cpu, si.kernel, &ki) == 0);
+			CHECK_STR(ki.name, "k_0000000000008900");
+		}
+		precc_rt_close(cpu);
+		cpu = precc_rt_open_backend(PRECC_BACKEND_CPU, NULL, 0);
+		CHECK(precc_rt_load_target(cpu, tdir, "sm_75") == -1);
+		CHECK(contains(precc_rt_last_error(), "error: target sm_75 is not one of the manifest's targets"));
+		precc_rt_close(cpu);
+		setenv("FAKE_CUDA_SM", "90", 1);
+		rt = precc_rt_open_backend(PRECC_BACKEND_CUDA, NULL, 0);
+		CHECK(precc_rt_load_target(rt, tdir, "sm_89") == -1);
+		CHECK(contains(precc_rt_last_error(), "target sm_89 requested, but this device runs sm_90a"));
+		precc_rt_close(rt);
+		unsetenv("FAKE_CUDA_SM");
 	}
 	/* a fused kernel (Inputs/fused): grid = the sum of its phases' grids,
 	 * a cooperative launch, a zeroed sync scratch before m; the cpu
