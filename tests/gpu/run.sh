@@ -11,6 +11,8 @@
 #
 #   sh tests/gpu/prepare.sh          first, on a machine with precc built:
 #                                    the artifacts, into tests/gpu/artifacts/
+#                                    (git ignores them: carry that folder
+#                                    to the GPU machine with the tree)
 #   sh tests/gpu/run.sh              build into build-gpu/, run everything
 #   CC=clang CUDA_HOME=/opt/cuda sh tests/gpu/run.sh
 #   PRECC_GPU_OUT=/tmp/g PRECC_GPU_ARTIFACTS=/tmp/a sh tests/gpu/run.sh
