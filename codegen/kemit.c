@@ -1484,12 +1484,14 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 	g->fn = LLVMAddFunction(g->mod, k->name, LLVMFunctionType(g->vd, pt, (unsigned)np, 0));
 	if (!g->host) {
 		/* ptxas 13 holds the 128x128 tiles (64 values live per thread) and
-		 * the grid-barrier kernels at 80 registers and spills; let those
-		 * have what two CTAs per SM leave. Others keep ptxas's choice. */
+		 * the grid-barrier kernels at 80 registers and spills. Tiles get
+		 * what two CTAs per SM leave; grid-barrier kernels what four leave,
+		 * so that a cooperative grid of up to 4 x SMs CTAs of 256 threads
+		 * stays resident. Others keep ptxas's choice. */
 		int big = k->has_sync || (k->shape == CG_QUANT_TILE && k->br == 128);
 		for (int p = 0; p < k->nphase; p++)
 			big |= k->phase[p].shape == CG_QUANT_TILE && k->phase[p].br == 128;
-		int r = 65536 / k->threads / 2 / 8 * 8;
+		int r = 65536 / k->threads / (k->has_sync ? 4 : 2) / 8 * 8;
 		LLVMSetFunctionCallConv(g->fn, LLVMPTXKernelCallConv);
 		cg_annotate_threads(g, g->fn, k->threads, big ? (r > 255 ? 255 : r) : 0);
 	}
