@@ -24,6 +24,8 @@ struct Kern {
 	                             transpose(x) for quant_colblock */
 	long br, bc;              /* scale granularity of the quantize */
 	int rowcta;               /* quant_rowblock: one row per CTA */
+	int nchunk;               /* rowcta: 16-element vectors per thread (> 1:
+	                             rows wider than 16384, read twice) */
 	int colwise;              /* quant_colblock: one scale per column of x */
 	long blen;                /* quant_rowblock: elements per block (bc, or
 	                             the columns for rowwise {1x*}) */

@@ -239,20 +239,23 @@ geometry(Kern *k, const CodegenTarget *t)
 			if (cols < 0 || cols % 16)
 				return kfail(k, "%%%s: rowwise scales need static columns, a multiple of 16",
 				             k->f->val[k->x].name);
-			if (lanes > 1024)
-				return kfail(k, "%%%s: rowwise over %ld columns: more than 16384",
-				             k->f->val[k->x].name, cols);
+			k->nchunk = 1;
 			k->blen = need = cols;
 			if (lanes > 32 || (lanes & (lanes - 1))) {
-				/* one row per CTA, lanes active of th threads */
-				if (t->threads > 0 && t->threads < th)
-					return kfail(k, "rowwise over %ld columns needs %ld threads per CTA, not %d",
-					             cols, th, t->threads);
+				/* one row per CTA, lanes active of th threads; a row wider
+				 * than the CTA (over 1024 x 16 columns, or a fused kernel's
+				 * fixed block size) gives each thread nchunk vectors and is
+				 * read twice: once for the amax, once to quantize */
+				if (th > 1024)
+					th = 1024;
 				k->threads = t->threads > 0 ? t->threads : (int)th;
+				k->nchunk = (int)((lanes + k->threads - 1) / k->threads);
 				k->rowcta = 1;
 			}
 		}
 	}
+	if (k->shape == CG_QUANT_TENSOR && k->tr >= 0 && k->threads != 256)
+		return kfail(k, "fused transpose kernels are generated for 256 threads");
 	if (k->shape == CG_QUANT_TILE) {
 		need = 16;       /* partial edge tiles are guarded */
 		if (k->br == 128 && k->threads != 256)
@@ -451,19 +454,35 @@ split_phases(Kern *top, const CodegenTarget *t)
 			return -1;
 	}
 	/* one block size for the launch: the largest any phase asks for */
+	/* one block size for the launch: the largest any phase asks for, or
+	 * else 256, which every shape takes (transposes and 128x128 tiles need
+	 * it; wide rows then loop) */
 	int T = 0;
 	for (int p = 0; p < nq; p++)
 		T = ph[p].threads > T ? ph[p].threads : T;
-	for (int p = 0; p < nq; p++) {
-		CodegenTarget t2 = *t;
-		t2.threads = T;
-		if (ph[p].threads != T && geometry(&ph[p], &t2))
+	for (int tries = 0;; tries++) {
+		int p = 0;
+		for (; p < nq; p++) {
+			CodegenTarget t2 = *t;
+			t2.threads = T;
+			if (ph[p].threads != T && geometry(&ph[p], &t2))
+				break;
+			if (ph[p].threads != T)
+				break;
+		}
+		if (p == nq)
+			break;
+		if (tries || T == 256) {
+			if (ph[p].threads != T)
+				return kfail(top, "its quantizes need %d and %d threads per CTA", T,
+				             ph[p].threads);
 			return -1;
-		if (ph[p].threads != T)
-			return kfail(top, "its quantizes need %d and %d threads per CTA", T, ph[p].threads);
+		}
+		T = 256;
+	}
+	for (int p = 0; p < nq; p++)
 		if (ph[p].m_multiple > top->m_multiple)
 			top->m_multiple = ph[p].m_multiple;
-	}
 	top->threads = ph[0].threads;
 	top->shape = ph[0].shape;
 	top->x = ph[0].x;
