@@ -105,26 +105,6 @@ write_file(const char *dir, const char *name, const void *p, size_t n, char *err
 	return 0;
 }
 
-static unsigned char *
-read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	struct stat st;
-	unsigned char *b;
-
-	if (!f)
-		return NULL;
-	if (fstat(fileno(f), &st)) {
-		fclose(f);
-		return NULL;
-	}
-	b = xmalloc((size_t)st.st_size + 1);
-	*len = fread(b, 1, (size_t)st.st_size, f);
-	b[*len] = 0;
-	fclose(f);
-	return b;
-}
-
 static int
 mkdir_p(const char *dir)
 {
@@ -222,7 +202,7 @@ static uint64_t
 file_identity(const char *path)
 {
 	size_t n = 0;
-	unsigned char *b = read_file(path, &n);
+	unsigned char *b = (unsigned char *)read_file(path, 0, &n, NULL);
 	uint64_t h = b ? ir_hash_bytes(IR_HASH_INIT, b, n) : ir_hash_str(IR_HASH_INIT, path);
 
 	free(b);
@@ -299,7 +279,7 @@ run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath)
 		;
 	j->ptxas_ms = now_ms() - t0;
 	size_t n = 0;
-	char *text = (char *)read_file(log, &n);
+	char *text = read_file(log, 0, &n, NULL);
 	unlink(log);
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 		job_fail(j, "precc: error: ptxas rejected %s (%s):\n%s", ptxpath,
@@ -313,7 +293,7 @@ run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath)
 	j->e.spill_bytes = spills > loads ? (int)spills : (int)loads;
 	free(text);
 	free(j->e.cubin);
-	j->e.cubin = read_file(cubinpath, &j->e.cubin_len);
+	j->e.cubin = (unsigned char *)read_file(cubinpath, 0, &j->e.cubin_len, NULL);
 	if (!j->e.cubin) {
 		job_fail(j, "precc: error: ptxas wrote no %s", cubinpath);
 		return -1;

@@ -3,6 +3,7 @@
  * one for internal bugs (die: abort with __FILE__:__LINE__), near-miss
  * suggestions, and checked allocation.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,46 @@ suggest(const char *word, const char *const *cands, int n)
 		}
 	}
 	return bestd <= limit ? best : NULL;
+}
+
+/* The whole of a file ("-": standard input), NUL-terminated. On failure
+ * NULL with errno set: by fopen or fread, or EFBIG past max bytes (0: no
+ * limit); *opened says whether the open itself succeeded. */
+char *
+read_file(const char *path, size_t max, size_t *len, bool *opened)
+{
+	bool in = !strcmp(path, "-");
+	FILE *f = in ? stdin : fopen(path, "rb");
+	size_t n = 0, cap = 1 << 14;
+	char *buf;
+
+	if (opened)
+		*opened = f != NULL;
+	if (!f)
+		return NULL;
+	buf = xmalloc(cap);
+	for (;;) {
+		size_t got = fread(buf + n, 1, cap - 1 - n, f);
+		n += got;
+		if (got == 0)
+			break;
+		if (max && n > max)
+			break;
+		if (n + 1 == cap)
+			buf = xrealloc(buf, cap *= 2);
+	}
+	int err = ferror(f) ? (errno ? errno : EIO) : max && n > max ? EFBIG : 0;
+	if (!in)
+		fclose(f);
+	if (err) {
+		free(buf);
+		errno = err;
+		return NULL;
+	}
+	buf[n] = 0;
+	if (len)
+		*len = n;
+	return buf;
 }
 
 void *

@@ -106,23 +106,12 @@ print_after(const char *pass, const Module *m, void *ctx)
 static char *
 read_all(const char *path)
 {
-	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-	size_t n = 0, cap = 1 << 14, k;
-	char *buf;
+	size_t n;
+	bool opened;
+	char *buf = read_file(path, 0, &n, &opened);
 
-	if (!f)
-		errorf(path, 0, "cannot open: %s", strerror(errno));
-	buf = xmalloc(cap);
-	while ((k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-		n += k;
-		if (cap - n - 1 == 0)
-			buf = xrealloc(buf, cap *= 2);
-	}
-	if (ferror(f))
-		errorf(path, 0, "cannot read: %s", strerror(errno));
-	if (f != stdin)
-		fclose(f);
-	buf[n] = 0;
+	if (!buf)
+		errorf(path, 0, "cannot %s: %s", opened ? "read" : "open", strerror(errno));
 	if (strlen(buf) != n)
 		errorf(path, 0, "not a text file (NUL byte at offset %zu)", strlen(buf));
 	return buf;

@@ -209,13 +209,13 @@ cmp_idx(const void *a, const void *b)
 	return c ? c : i - j;
 }
 
-static char *read_file(Model *m);
+static char *read_model_text(Model *m);
 
 static void
 load_lua(Model *m)
 {
 	LuaModel lm = {.m = m};
-	char *text = read_file(m);
+	char *text = read_model_text(m);
 	Sandbox *sb = sandbox_new(m->path);
 	SandboxError err = {.line = 0};
 	lua_State *L = sb->L;
@@ -376,36 +376,18 @@ json_str(Json *j, const char *key)
 }
 
 static char *
-read_file(Model *m)
+read_model_text(Model *m)
 {
-	FILE *f = fopen(m->path, "rb");
-	size_t n = 0, cap = 4096;
-	char *buf;
+	size_t n;
+	bool opened;
+	char *buf = read_file(m->path, MAX_FILE, &n, &opened);
 
-	if (!f)
+	if (!buf && !opened)
 		model_fail(m, m->path, 0, "cannot open: %s", strerror(errno));
-	buf = xmalloc(cap);
-	for (;;) {
-		if (n + 1 >= cap) {
-			if (cap >= MAX_FILE) {
-				fclose(f);
-				free(buf);
-				model_fail(m, m->path, 0, "file larger than %d MiB", MAX_FILE >> 20);
-			}
-			buf = xrealloc(buf, cap *= 2);
-		}
-		size_t got = fread(buf + n, 1, cap - 1 - n, f);
-		n += got;
-		if (got == 0)
-			break;
-	}
-	bool bad = ferror(f);
-	fclose(f);
-	if (bad) {
-		free(buf);
+	if (!buf && errno == EFBIG)
+		model_fail(m, m->path, 0, "file larger than %d MiB", MAX_FILE >> 20);
+	if (!buf)
 		model_fail(m, m->path, 0, "read error");
-	}
-	buf[n] = 0;
 	if (strlen(buf) != n) {
 		free(buf);
 		model_fail(m, m->path, 0, "not a text file (contains NUL bytes)");
@@ -471,7 +453,7 @@ load_json(Model *m)
 	Json j = {.m = m};
 	const char *end = NULL;
 
-	j.text = read_file(m);
+	j.text = read_model_text(m);
 	j.root = cJSON_ParseWithOpts(j.text, &end, true);
 	if (!j.root) {
 		const char *at = end ? end : cJSON_GetErrorPtr();

@@ -392,28 +392,6 @@ parse_all(lua_State *L)
 	return 0;
 }
 
-static char *
-read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-
-	if (!f)
-		return NULL;
-	for (;;) {
-		if (n + 4096 > cap)
-			buf = xrealloc(buf, cap = 2 * cap + 8192);
-		size_t got = fread(buf + n, 1, cap - n, f);
-		n += got;
-		if (got == 0)
-			break;
-	}
-	fclose(f);
-	*len = n;
-	return buf;
-}
-
 static _Noreturn void
 give_up(Recipe *r, Loader *ld, const SandboxError *e)
 {
@@ -430,7 +408,7 @@ Recipe *
 recipe_load(const char *path)
 {
 	size_t len;
-	char *text = read_file(path, &len);
+	char *text = read_file(path, 0, &len, NULL);
 	SandboxError err;
 
 	if (!text)

@@ -236,6 +236,7 @@ void warnf(const char *file, int line, const char *fmt, ...);
 _Noreturn void die_(const char *file, int line, const char *fmt, ...);
 #define die(...) die_(__FILE__, __LINE__, __VA_ARGS__)
 const char *suggest(const char *word, const char *const *cands, int n);
+char *read_file(const char *path, size_t max, size_t *len, bool *opened);
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t sz);
 void *xrealloc(void *p, size_t n);
