@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cg.h"
+#include "precc/interp.h"
 
 static int
 put(SwProg *p, SwOp op, int a, int b, int c, uint64_t k)
@@ -124,26 +125,13 @@ sw_encode(SwProg *p, precc_format f, precc_round round, int sat)
 	return 0;
 }
 
-static int
-mx_emax(precc_format f)
-{
-	switch (f) {
-	case PRECC_E4M3: return 8;
-	case PRECC_E5M2: return 15;
-	case PRECC_E2M1: return 2;
-	case PRECC_E3M2: return 4;
-	case PRECC_E2M3: return 2;
-	default: return -1;
-	}
-}
-
 /* precc_mx_scales: rceil from r = fl(a / fmax): code = E for an exact
  * power of two, else E + 1 (at most 254); fp32-subnormal r gives 1 when
  * r > 2^-127, else 0. floor from a: max(E - emax, 0). inf/NaN: 0xff. */
 int
 sw_mx_e8m0(SwProg *p, precc_format elem, int rceil)
 {
-	int emax = mx_emax(elem);
+	int emax = precc_mx_emax(elem);
 
 	memset(p, 0, sizeof *p);
 	if (emax < 0)

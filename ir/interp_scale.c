@@ -44,16 +44,14 @@ precc_scales(const float *amax, long n, const precc_scale_params *p,
 	return PRECC_IOK;
 }
 
-static int
-mx_emax(precc_format f)
+int
+precc_mx_emax(precc_format elem)
 {
-	switch (f) {
-	case PRECC_E4M3: return 8;
-	case PRECC_E5M2: return 15;
-	case PRECC_E2M1: return 2;
-	case PRECC_E3M2: return 4;
-	case PRECC_E2M3: return 2;
-	default: return -1000;
+	switch (elem) {
+	case PRECC_E4M3: case PRECC_E5M2: case PRECC_E2M1: case PRECC_E3M2: case PRECC_E2M3:
+		return ilogbf(precc_format_get(elem)->max);
+	default:
+		return -1;
 	}
 }
 
@@ -69,7 +67,7 @@ precc_mx_scales(const float *amax, long n, precc_format elem,
                 precc_mx_mode mode, uint8_t *e8m0, float *scale,
                 float *scale_inv, long *n_nonfinite)
 {
-	int emax = mx_emax(elem);
+	int emax = precc_mx_emax(elem);
 	float fmax;
 	long i, bad = 0;
 
@@ -77,7 +75,7 @@ precc_mx_scales(const float *amax, long n, precc_format elem,
 		return interp_fail(PRECC_IEINVAL, "mx scales: NULL argument");
 	if (n <= 0)
 		return interp_fail(PRECC_IEEMPTY, "mx scales: %ld amax values", n);
-	if (emax < -100)
+	if (emax < 0)
 		return interp_fail(PRECC_IEINVAL, "mx scales: %s is not an MX "
 		                   "element format", precc_format_get(elem)->name);
 	if (mode != PRECC_MX_FLOOR && mode != PRECC_MX_RCEIL)

@@ -108,6 +108,10 @@ typedef enum precc_mx_mode {
  * 0xff (scale and scale_inv NaN) and counts in *n_nonfinite.
  *   e8m0[b] = e + 127, scale[b] = 2^-e, scale_inv[b] = 2^e (exact fp32).
  * scale and scale_inv may be NULL. */
+/* emax_elem = floor(log2(fmax)) of an MX element format (e4m3 8, e5m2 15,
+ * e2m1 2, e3m2 4, e2m3 2); -1 for any other format. */
+int precc_mx_emax(precc_format elem);
+
 int precc_mx_scales(const float *amax, long n, precc_format elem,
                     precc_mx_mode mode, uint8_t *e8m0, float *scale,
                     float *scale_inv, long *n_nonfinite);
