@@ -26,6 +26,7 @@
 #include <llvm-c/Target.h>
 #include "cg.h"
 #include "precc/interp.h"
+#include "recipe.h"
 
 enum { M = 128 };
 
@@ -272,27 +273,11 @@ fill(void *buf, precc_format f, long rows, long cols, int is_state, const char *
 	(void)name;
 }
 
+/* the whole file, NUL-terminated (frontend/diag.c) */
 static char *
 slurp(const char *path)
 {
-	FILE *fp = fopen(path, "rb");
-	char *s;
-	long n;
-
-	if (!fp)
-		return NULL;
-	fseek(fp, 0, SEEK_END);
-	n = ftell(fp);
-	rewind(fp);
-	s = malloc((size_t)n + 64);
-	if (s && fread(s, 1, (size_t)n, fp) != (size_t)n) {
-		free(s);
-		s = NULL;
-	}
-	if (s)
-		s[n] = 0;
-	fclose(fp);
-	return s;
+	return read_file(path, 0, NULL, NULL);
 }
 
 /* in-place textual substitution (same or shorter replacement) */

@@ -11,30 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 #include "codegen.h"
+#include "recipe.h"
 
 #define PTXAS "/usr/local/cuda/bin/ptxas"
 
+/* the whole file, NUL-terminated (frontend/diag.c) */
 static char *
 slurp(const char *path)
 {
-	FILE *fp = fopen(path, "rb");
-	char *s;
-	long n;
-
-	if (!fp)
-		return NULL;
-	fseek(fp, 0, SEEK_END);
-	n = ftell(fp);
-	rewind(fp);
-	s = malloc((size_t)n + 1);
-	if (s && fread(s, 1, (size_t)n, fp) != (size_t)n) {
-		free(s);
-		s = NULL;
-	}
-	if (s)
-		s[n] = 0;
-	fclose(fp);
-	return s;
+	return read_file(path, 0, NULL, NULL);
 }
 
 static int
