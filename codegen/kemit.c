@@ -587,7 +587,7 @@ check_quantize(E *e, const Ins *q)
 		return 0;
 	if (sw_encode(&p, qf, q->round, q->sat))
 		return kfail(e->k, "%%%s = quantize: %s with round=%s is not generated yet",
-		             e->k->f->val[q->res].name, ir_fmt_name(qf), round_name(q->round));
+		             e->k->f->val[q->res].name, ir_fmt_name(qf), precc_round_name(q->round));
 	return 0;
 }
 

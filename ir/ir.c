@@ -519,10 +519,3 @@ mx_mode_name(MxMode k)
 	return (unsigned)k < NMXMODE ? n[k] : "?";
 }
 
-const char *
-round_name(precc_round r)
-{
-	static const char *n[PRECC_NROUND] = {"rne", "rz", "ru", "sr"};
-
-	return (unsigned)r < PRECC_NROUND ? n[r] : "?";
-}

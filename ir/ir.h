@@ -194,7 +194,6 @@ const char *param_kind_name(ParamKind);
 const char *accum_kind_name(AccumKind);
 const char *hist_algo_name(HistAlgo);
 const char *nonfinite_name(Nonfinite);
-const char *round_name(precc_round);
 const char *mx_mode_name(MxMode);
 
 /* ---- print.c: text form ------------------------------------------------- */

@@ -136,7 +136,7 @@ print_ins(FILE *f, const Func *fn, const Ins *i, const int *canon)
 	if (a & A_ALGO)
 		fprintf(f, " algo=%s", hist_algo_name(i->algo));
 	if ((a & A_ROUND) && i->round != PRECC_RNE)
-		fprintf(f, " round=%s", round_name(i->round));
+		fprintf(f, " round=%s", precc_round_name(i->round));
 	if ((a & A_SAT) && i->sat)
 		fputs(" sat", f);
 	if ((a & A_STREAM) && i->round == PRECC_SR)
