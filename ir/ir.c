@@ -518,4 +518,3 @@ mx_mode_name(MxMode k)
 
 	return (unsigned)k < NMXMODE ? n[k] : "?";
 }
-
