@@ -7,7 +7,7 @@
  * the MX e8m0 programs against precc_mx_scales. The LLVM side emits the
  * same instruction list one op per op (sw_emit); the second half JITs
  * what sw_emit and cg_philox build (LLVM IR for the host, through MCJIT)
- * and checks it against precc_encode / precc_mx_scales / ir/philox.c on
+ * and checks it against precc_encode / precc_mx_scales / ir/interp/philox.c on
  * the same inputs, so the LLVM side of the GPU path is checked too, up to
  * the NVPTX instruction selection that ptxas sees.
  */

@@ -78,7 +78,7 @@ lib() {
 
 build_libs() {
 	rm -f "$OUT"/obj/*.o
-	lib precc_ir ir/*.c
+	lib precc_ir ir/*.c ir/interp/*.c
 	lib precc_rt $(ls runtime/*.c | grep -v 'runtime/precc_run\.c$')
 }
 

@@ -1,5 +1,5 @@
 /*
- * test_ops.c — the IR interpreter (ir/interp.c) op by op on small Funcs
+ * test_ops.c — the IR interpreter (ir/interp/interp.c) op by op on small Funcs
  * parsed from IR text, each checked against values computed by hand, and
  * its error paths (unbound params, bad M, memory, partial K blocks,
  * nonfinite=error/skip, bind sizes).

@@ -1,11 +1,11 @@
 /*
- * interp_quant.c — quantize (fp32 -> any format, RNE/RZ/RU/SR, per-block
+ * interp/quant.c — quantize (fp32 -> any format, RNE/RZ/RU/SR, per-block
  * scale) and dequantize (any format -> fp32, per-block scale_inv).
  * SR bits come from Philox-4x32-10 keyed by (seed, stream, element index).
  */
 #include <string.h>
 
-#include "interp_util.h"
+#include "util.h"
 
 enum { CHUNK = 512 };
 

@@ -1,6 +1,6 @@
 /*
- * interp_util.h — helpers shared by the interpreter's kernel files
- * (interp_*.c, philox.c); private to precc_ir, not installed.
+ * interp/util.h — helpers shared by the interpreter's kernel files
+ * (the files of ir/interp/); private to precc_ir, not installed.
  */
 #ifndef PRECC_INTERP_UTIL_H
 #define PRECC_INTERP_UTIL_H

@@ -2,7 +2,7 @@
  * sim.c — precc sim: what a recipe costs in accuracy, measured.
  *
  * One linear layer (in = K, out = N) is planned under each recipe, lowered
- * to IR and run through the interpreter (ir/interp.c) on seeded synthetic
+ * to IR and run through the interpreter (ir/interp/interp.c) on seeded synthetic
  * data: fprop Y = X·Wᵀ, dgrad dX = dY·W, wgrad dW = dYᵀ·X with X[M,K],
  * W[N,K], dY[M,N] in bf16. Each output is compared with a float64 GEMM of
  * the same bf16 inputs. docs/sim.md defines every number printed.

@@ -1,5 +1,5 @@
 /*
- * interp.c — run a Func on host buffers: the IR-walking interpreter.
+ * interp/interp.c — run a Func on host buffers: the IR-walking interpreter.
  *
  * A value table holds one buffer per SSA value, sized from its type with
  * the dynamic dim M bound at run time (storage per precc_interp_elem_bytes:
@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "ir.h"
-#include "interp_util.h"
+#include "util.h"
 
 struct Interp {
 	const Func *f;

@@ -1,12 +1,12 @@
 /*
- * interp_scale.c — scales from amax: per-block scale/scale_inv with the
+ * interp/scale.c — scales from amax: per-block scale/scale_inv with the
  * inf/NaN policy, MX e8m0 shared exponents, NVFP4 two-level scales, and
  * the delayed-scaling amax history (push, reduce).
  */
 #include <math.h>
 #include <string.h>
 
-#include "interp_util.h"
+#include "util.h"
 
 int
 precc_scales(const float *amax, long n, const precc_scale_params *p,

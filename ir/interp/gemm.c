@@ -1,5 +1,5 @@
 /*
- * interp_gemm.c — C[M,N] = epilogue(A[M,K] . B[N,K]^T) on the CPU, with
+ * interp/gemm.c — C[M,N] = epilogue(A[M,K] . B[N,K]^T) on the CPU, with
  * precc's accumulation models (exact fp32, promotion every P K-elements
  * with block scales, a B-bit truncating inner accumulator).
  *
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "interp_util.h"
+#include "util.h"
 
 enum { MR = 6, NR = 16, KC = 256, MC = 192, NC = 256, MAXGRP = 8 };
 

@@ -1,5 +1,5 @@
 /*
- * philox.c — Philox-4x32-10, the counter-based generator behind stochastic
+ * interp/philox.c — Philox-4x32-10, the counter-based generator behind stochastic
  * rounding (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy
  * as 1, 2, 3", SC'11; constants and round function as in Random123's
  * philox.h). GPU kernels compute the same function, so SR is reproducible

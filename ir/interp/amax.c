@@ -1,12 +1,12 @@
 /*
- * interp_amax.c — amax (max |x|) of a [rows, cols] tensor at any block
+ * interp/amax.c — amax (max |x|) of a [rows, cols] tensor at any block
  * granularity, plus the global amax. NaN in a block makes its amax NaN.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "interp_util.h"
+#include "util.h"
 
 enum { CHUNK = 512 };
 

@@ -1,5 +1,5 @@
 /*
- * interp_util.c — error messages, size checks and element loading for the
+ * interp/util.c — error messages, size checks and element loading for the
  * interpreter's kernels.
  */
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "interp_util.h"
+#include "util.h"
 
 static _Thread_local char errmsg[256];
 

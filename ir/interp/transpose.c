@@ -1,10 +1,10 @@
 /*
- * interp_transpose.c — cache-blocked out-of-place transpose of a
+ * interp/transpose.c — cache-blocked out-of-place transpose of a
  * row-major [rows, cols] tensor of 1, 2, 4 or 8-byte elements.
  */
 #include <string.h>
 
-#include "interp_util.h"
+#include "util.h"
 
 enum { TB = 32 };
 
