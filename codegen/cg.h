@@ -84,9 +84,9 @@ uint64_t sw_eval(const SwProg *, const uint64_t *args);
 /* Emit the program on i32 args; returns the i32 result. */
 LLVMValueRef sw_emit(Cg *, const SwProg *, LLVMValueRef arg0, LLVMValueRef arg1);
 
-/* ---- kemit.c: kernel bodies ------------------------------------------- */
+/* ---- emit_quant.c: Philox (the rest of the emitter is private: emit.h) -- */
 /* Philox-4x32-10 rounds on i32 values, in place (tests JIT it on the host
- * against ir/philox.c). */
+ * against ir/interp/philox.c). */
 void cg_philox(Cg *, LLVMValueRef c[4], LLVMValueRef k0, LLVMValueRef k1);
 
 /* ---- kernel.c / kemit.c: recognising and emitting kernels ------------- */

@@ -1,6 +1,7 @@
 /*
  * kern.h — a kernel being generated: the Func, its shape, its parameter
- * ABI and geometry (kernel.c fills it, kemit.c emits it).
+ * ABI and geometry (kernel.c fills it; kemit.c and the emitter files of
+ * emit.h emit it).
  */
 #ifndef PRECC_KERN_H
 #define PRECC_KERN_H

@@ -1,0 +1,335 @@
+/*
+ * emit.c — the builder toolkit every kernel family uses: constants, NVVM
+ * intrinsics (routed to precc_emu_* in host mode), shared arrays, 16-byte
+ * loads and stores, reductions (thread, lanes, CTA), if and counted loops.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "precc/interp.h"
+#include "emit.h"
+
+LLVMValueRef
+cfbits(E *e, uint32_t bits)
+{
+	return LLVMBuildBitCast(e->b, c32(e, bits), e->g->f32, "");
+}
+
+/* Host emulation: a call to the external function `name`. */
+static LLVMValueRef
+emu_call(Cg *g, const char *name, LLVMTypeRef rt, LLVMValueRef *args, int nargs)
+{
+	LLVMTypeRef at[8];
+
+	for (int i = 0; i < nargs; i++)
+		at[i] = LLVMTypeOf(args[i]);
+	LLVMTypeRef ft = LLVMFunctionType(rt, at, (unsigned)nargs, 0);
+	LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+	if (!fn)
+		fn = LLVMAddFunction(g->mod, name, ft);
+	return LLVMBuildCall2(g->b, ft, fn, args, (unsigned)nargs, "");
+}
+
+LLVMValueRef
+intrin(E *e, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args, int nargs)
+{
+	if (e->g->host && !strncmp(name, "llvm.nvvm.", 10)) {
+		if (!strncmp(name, "llvm.nvvm.read.ptx.sreg.", 24)) {
+			const char *r = name + 24;
+			LLVMValueRef which = LLVMConstInt(e->g->i32, !strcmp(r, "tid.x") ? 0
+			                                  : !strcmp(r, "ctaid.x") ? 1 : 2, 0);
+			return emu_call(e->g, "precc_emu_sreg", e->g->i32, &which, 1);
+		}
+		if (!strcmp(name, "llvm.nvvm.shfl.sync.bfly.i32"))
+			return emu_call(e->g, "precc_emu_shfl_bfly", e->g->i32, args + 1, 2);
+		return emu_call(e->g, "precc_emu_barrier", e->g->vd, NULL, 0);
+	}
+	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+	LLVMValueRef fn = LLVMGetIntrinsicDeclaration(e->g->mod, id, tys, (size_t)ntys);
+	LLVMTypeRef ft = LLVMIntrinsicGetType(e->g->ctx, id, tys, (size_t)ntys);
+
+	return LLVMBuildCall2(e->b, ft, fn, args, (unsigned)nargs, "");
+}
+
+LLVMValueRef
+sreg(E *e, const char *name)
+{
+	char buf[64];
+
+	if (e->vcx && !strcmp(name, "ctaid.x"))
+		return e->vcx;
+	if (e->vcx && !strcmp(name, "ctaid.y"))
+		return e->vcy;
+	snprintf(buf, sizeof buf, "llvm.nvvm.read.ptx.sreg.%s", name);
+	return intrin(e, buf, NULL, 0, NULL, 0);
+}
+
+void
+barrier(E *e)
+{
+	intrin(e, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
+}
+
+static LLVMValueRef
+shfl_xor(E *e, LLVMValueRef v, int lanemask)
+{
+	LLVMValueRef a[4] = {c32(e, 0xffffffff), v, c32(e, (unsigned)lanemask), c32(e, 0x1f)};
+
+	return intrin(e, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, a, 4);
+}
+
+LLVMValueRef
+umax(E *e, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntUGT, a, b, ""), a, b, "");
+}
+
+LLVMValueRef
+gep(E *e, LLVMValueRef p, LLVMValueRef byteoff)
+{
+	return LLVMBuildGEP2(e->b, e->g->i8, p, &byteoff, 1, "");
+}
+
+/* Extent of dim d at run time (i64). */
+LLVMValueRef
+dimv(E *e, long d)
+{
+	if (d >= 0)
+		return c64(e, (uint64_t)d);
+	if (d == DIM_M)
+		return e->m;
+	return LLVMBuildUDiv(e->b, LLVMBuildAdd(e->b, e->m, c64(e, (uint64_t)(-d - 1)), ""),
+	                     c64(e, (uint64_t)-d), "");
+}
+
+/* if (cond) { ... } : returns the continuation block; call end_if after. */
+LLVMBasicBlockRef
+begin_if(E *e, LLVMValueRef cond)
+{
+	LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "then");
+	LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "cont");
+
+	LLVMBuildCondBr(e->b, cond, then, cont);
+	LLVMPositionBuilderAtEnd(e->b, then);
+	return cont;
+}
+
+void
+end_if(E *e, LLVMBasicBlockRef cont)
+{
+	LLVMBuildBr(e->b, cont);
+	LLVMPositionBuilderAtEnd(e->b, cont);
+}
+
+/* A CTA's shared-memory array: a .shared global on the GPU; on the host
+ * (emulation) precc_emu_shared(id, bytes) returns the running CTA's copy. */
+LLVMValueRef
+shared_array(E *e, const char *name, int id, LLVMTypeRef at, unsigned align)
+{
+	if (e->g->host) {
+		LLVMValueRef a[2] = {LLVMConstInt(e->g->i32, (unsigned)id, 0),
+		                     LLVMSizeOf(at)};
+		return emu_call(e->g, "precc_emu_shared", e->g->gptr, a, 2);
+	}
+	LLVMValueRef gv = LLVMAddGlobalInAddressSpace(e->g->mod, at, name, 3);
+	LLVMSetInitializer(gv, LLVMGetUndef(at));
+	LLVMSetLinkage(gv, LLVMInternalLinkage);
+	LLVMSetAlignment(gv, align);
+	return gv;
+}
+
+LLVMValueRef
+load_al(E *e, LLVMTypeRef t, LLVMValueRef p, unsigned align)
+{
+	LLVMValueRef l = LLVMBuildLoad2(e->b, t, p, "");
+
+	LLVMSetAlignment(l, align);
+	return l;
+}
+
+void
+store_al(E *e, LLVMValueRef v, LLVMValueRef p, unsigned align)
+{
+	LLVMSetAlignment(LLVMBuildStore(e->b, v, p), align);
+}
+
+/* VEC elements of high-precision data at element index idx -> floats. */
+void
+load_vec(E *e, int v, LLVMValueRef idx, LLVMValueRef out[VEC])
+{
+	precc_format f = e->k->f->val[v].type.fmt;
+	LLVMTypeRef v4i = LLVMVectorType(e->g->i32, 4);
+	LLVMValueRef base = e->ptr[v];
+
+	if (f == PRECC_FP32 || f == PRECC_TF32) {
+		for (int j = 0; j < VEC / 4; j++) {
+			LLVMValueRef off = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, idx, c64(e, 4 * j), ""),
+			                                c64(e, 4), "");
+			LLVMValueRef w = load_al(e, LLVMVectorType(e->g->f32, 4), gep(e, base, off), 16);
+			for (int i = 0; i < 4; i++)
+				out[4 * j + i] = LLVMBuildExtractElement(e->b, w, c32(e, i), "");
+		}
+		return;
+	}
+	for (int j = 0; j < VEC / 8; j++) {
+		LLVMValueRef off = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, idx, c64(e, 8 * j), ""),
+		                                c64(e, 2), "");
+		LLVMValueRef w = load_al(e, v4i, gep(e, base, off), 16);
+		for (int i = 0; i < 4; i++) {
+			LLVMValueRef u = LLVMBuildExtractElement(e->b, w, c32(e, i), "");
+			LLVMValueRef lo, hi;
+			if (f == PRECC_BF16) {
+				lo = LLVMBuildShl(e->b, u, c32(e, 16), "");
+				hi = LLVMBuildAnd(e->b, u, c32(e, 0xffff0000), "");
+				lo = LLVMBuildBitCast(e->b, lo, e->g->f32, "");
+				hi = LLVMBuildBitCast(e->b, hi, e->g->f32, "");
+			} else {
+				lo = LLVMBuildTrunc(e->b, u, e->g->i16, "");
+				hi = LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, u, c32(e, 16), ""), e->g->i16, "");
+				lo = LLVMBuildFPExt(e->b, LLVMBuildBitCast(e->b, lo, e->g->f16, ""), e->g->f32, "");
+				hi = LLVMBuildFPExt(e->b, LLVMBuildBitCast(e->b, hi, e->g->f16, ""), e->g->f32, "");
+			}
+			out[8 * j + 2 * i] = lo;
+			out[8 * j + 2 * i + 1] = hi;
+		}
+	}
+}
+
+/* Store VEC 8-bit codes (i32 each) at element index idx of value v. */
+void
+store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC])
+{
+	LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(e->g->i32, 4));
+
+	for (int w = 0; w < 4; w++) {
+		LLVMValueRef word = c32(e, 0);
+		for (int i = 0; i < 4; i++) {
+			LLVMValueRef c = LLVMBuildAnd(e->b, code[4 * w + i], c32(e, 0xff), "");
+			word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 8 * i), ""), "");
+		}
+		vec = LLVMBuildInsertElement(e->b, vec, word, c32(e, w), "");
+	}
+	store_al(e, vec, gep(e, e->ptr[v], idx), 16);
+}
+
+/* Element (row, col) of x as f32 (a scalar load; the column kernel's
+ * lanes read consecutive columns, so a warp's loads are contiguous). */
+LLVMValueRef
+load_elem(E *e, int v, LLVMValueRef idx)
+{
+	precc_format f = e->k->f->val[v].type.fmt;
+
+	if (f == PRECC_FP32 || f == PRECC_TF32)
+		return load_al(e, e->g->f32, gep(e, e->ptr[v], LLVMBuildMul(e->b, idx, c64(e, 4), "")), 4);
+	LLVMValueRef u = load_al(e, e->g->i16, gep(e, e->ptr[v], LLVMBuildMul(e->b, idx, c64(e, 2), "")), 2);
+	if (f == PRECC_BF16)
+		return LLVMBuildBitCast(e->b, LLVMBuildShl(e->b, LLVMBuildZExt(e->b, u, e->g->i32, ""),
+		                                           c32(e, 16), ""), e->g->f32, "");
+	return LLVMBuildFPExt(e->b, LLVMBuildBitCast(e->b, u, e->g->f16, ""), e->g->f32, "");
+}
+
+LLVMValueRef
+fptr(E *e, int v, LLVMValueRef i)
+{
+	return gep(e, e->ptr[v], LLVMBuildMul(e->b, i, c64(e, 4), ""));
+}
+
+/* |x| bits with NaN made 0x7fc00000, unsigned-max over the VEC values. */
+LLVMValueRef
+vec_amax_bits(E *e, LLVMValueRef *x, int n)
+{
+	LLVMValueRef m = c32(e, 0);
+
+	for (int i = 0; i < n; i++) {
+		LLVMValueRef a = LLVMBuildAnd(e->b, LLVMBuildBitCast(e->b, x[i], e->g->i32, ""),
+		                              c32(e, 0x7fffffff), "");
+		a = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntUGT, a, c32(e, 0x7f800000), ""),
+		                    c32(e, 0x7fc00000), a, "");
+		m = umax(e, m, a);
+	}
+	return m;
+}
+
+LLVMValueRef
+group_max(E *e, LLVMValueRef m, int lanes)
+{
+	for (int o = 1; o < lanes; o <<= 1)
+		m = umax(e, m, shfl_xor(e, m, o));
+	return m;
+}
+
+/* The max over the CTA: warps, then shared memory; every thread gets it. */
+LLVMValueRef
+cta_max(E *e, LLVMValueRef m)
+{
+	LLVMValueRef tid = sreg(e, "tid.x");
+	LLVMValueRef warp = LLVMBuildLShr(e->b, tid, c32(e, 5), "");
+	LLVMValueRef lane = LLVMBuildAnd(e->b, tid, c32(e, 31), "");
+	LLVMTypeRef at = LLVMArrayType2(e->g->i32, 32);
+	int nw = e->k->threads / 32;
+
+	m = group_max(e, m, 32);
+	LLVMBasicBlockRef cont = begin_if(e, LLVMBuildICmp(e->b, LLVMIntEQ, lane, c32(e, 0), ""));
+	LLVMValueRef ix[2] = {c32(e, 0), warp};
+	store_al(e, m, LLVMBuildGEP2(e->b, at, e->red, ix, 2, ""), 4);
+	end_if(e, cont);
+	barrier(e);
+	for (int w = 0; w < nw; w++) {
+		LLVMValueRef jx[2] = {c32(e, 0), c32(e, (unsigned)w)};
+		m = umax(e, m, load_al(e, e->g->i32, LLVMBuildGEP2(e->b, at, e->red, jx, 2, ""), 4));
+	}
+	barrier(e);
+	return m;
+}
+
+LLVMValueRef
+gid64(E *e)
+{
+	LLVMValueRef c = LLVMBuildZExt(e->b, sreg(e, "ctaid.x"), e->g->i64, "");
+	LLVMValueRef t = LLVMBuildZExt(e->b, sreg(e, "tid.x"), e->g->i64, "");
+
+	return LLVMBuildAdd(e->b, LLVMBuildMul(e->b, c, c64(e, (uint64_t)e->k->threads), ""), t, "");
+}
+
+LLVMValueRef
+loop_begin(E *e, Loop *l, LLVMValueRef lo, LLVMValueRef hi)
+{
+	l->pre = LLVMGetInsertBlock(e->b);
+	l->head = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "head");
+	l->body = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "body");
+	l->exit = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "exit");
+	l->hi = hi;
+	LLVMBuildBr(e->b, l->head);
+	LLVMPositionBuilderAtEnd(e->b, l->head);
+	l->i = LLVMBuildPhi(e->b, e->g->i64, "i");
+	LLVMAddIncoming(l->i, &lo, &l->pre, 1);
+	LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntULT, l->i, hi, ""), l->body, l->exit);
+	LLVMPositionBuilderAtEnd(e->b, l->body);
+	return l->i;
+}
+
+void
+loop_end(E *e, Loop *l)
+{
+	LLVMValueRef next = LLVMBuildAdd(e->b, l->i, c64(e, 1), "");
+	LLVMBasicBlockRef from = LLVMGetInsertBlock(e->b);
+
+	LLVMAddIncoming(l->i, &next, &from, 1);
+	LLVMBuildBr(e->b, l->head);
+	LLVMPositionBuilderAtEnd(e->b, l->exit);
+}
+
+LLVMValueRef
+fabs_(E *e, LLVMValueRef x)
+{
+	LLVMTypeRef t = e->g->f32;
+
+	return intrin(e, "llvm.fabs", &t, 1, &x, 1);
+}
+
+LLVMValueRef
+is_finite(E *e, LLVMValueRef x)
+{
+	return LLVMBuildFCmp(e->b, LLVMRealOLT, fabs_(e, x), cf(e, INFINITY), "");
+}

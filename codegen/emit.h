@@ -1,0 +1,99 @@
+/*
+ * emit.h — the state of one kernel being emitted (E) and the functions the
+ * emitter's files share: the toolkit (emit.c), per-block scalars
+ * (emit_scale.c), quantize (emit_quant.c) and one entry per kernel family
+ * (k_*.c). Private to codegen/.
+ */
+#ifndef PRECC_EMIT_H
+#define PRECC_EMIT_H
+
+#include "kern.h"
+
+typedef struct E {
+	Cg *g;
+	Kern *k;
+	LLVMBuilderRef b;
+	LLVMValueRef *ptr;        /* value -> pointer param */
+	LLVMValueRef *sc;         /* value -> per-block scalar (f32, or i32 code) */
+	LLVMValueRef m, seed;
+	LLVMValueRef red;         /* shared i32[32] */
+	LLVMValueRef vcx, vcy;    /* a phase's own CTA ids (i32), or NULL */
+	LLVMValueRef sync;        /* grid-sync scratch (u32 pairs), or NULL */
+	LLVMValueRef ncta;        /* CTAs of this phase (i64) */
+	int slot;                 /* this phase's pair in sync */
+} E;
+
+static inline LLVMValueRef c32(E *e, uint64_t v) { return LLVMConstInt(e->g->i32, v, 0); }
+static inline LLVMValueRef c64(E *e, uint64_t v) { return LLVMConstInt(e->g->i64, v, 0); }
+static inline LLVMValueRef cf(E *e, double v) { return LLVMConstReal(e->g->f32, v); }
+
+/* A counted loop i = lo .. hi-1 (i64); body emitted by the caller between
+ * loop_begin and loop_end. */
+typedef struct Loop {
+	LLVMBasicBlockRef head, body, exit, pre;
+	LLVMValueRef i, hi;
+} Loop;
+
+
+/* ---- emit.c ------------------------------------------------------------ */
+LLVMValueRef cfbits(E *e, uint32_t bits);
+LLVMValueRef intrin(E *e, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args, int nargs);
+LLVMValueRef sreg(E *e, const char *name);
+void barrier(E *e);
+LLVMValueRef umax(E *e, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef gep(E *e, LLVMValueRef p, LLVMValueRef byteoff);
+LLVMValueRef dimv(E *e, long d);
+LLVMBasicBlockRef begin_if(E *e, LLVMValueRef cond);
+void end_if(E *e, LLVMBasicBlockRef cont);
+LLVMValueRef shared_array(E *e, const char *name, int id, LLVMTypeRef at, unsigned align);
+LLVMValueRef load_al(E *e, LLVMTypeRef t, LLVMValueRef p, unsigned align);
+void store_al(E *e, LLVMValueRef v, LLVMValueRef p, unsigned align);
+void load_vec(E *e, int v, LLVMValueRef idx, LLVMValueRef out[VEC]);
+void store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC]);
+LLVMValueRef load_elem(E *e, int v, LLVMValueRef idx);
+LLVMValueRef fptr(E *e, int v, LLVMValueRef i);
+LLVMValueRef vec_amax_bits(E *e, LLVMValueRef *x, int n);
+LLVMValueRef group_max(E *e, LLVMValueRef m, int lanes);
+LLVMValueRef cta_max(E *e, LLVMValueRef m);
+LLVMValueRef gid64(E *e);
+LLVMValueRef loop_begin(E *e, Loop *l, LLVMValueRef lo, LLVMValueRef hi);
+void loop_end(E *e, Loop *l);
+LLVMValueRef fabs_(E *e, LLVMValueRef x);
+LLVMValueRef is_finite(E *e, LLVMValueRef x);
+
+/* ---- emit_scale.c ------------------------------------------------------ */
+LLVMValueRef decode8(E *e, precc_format f, LLVMValueRef code);
+LLVMValueRef scalar(E *e, int v, LLVMValueRef bidx);
+int check_scalar_ops(E *e);
+int is_tensorwise_t(const Type *t);
+int is_out(E *e, int v);
+void store_scalars(E *e, LLVMValueRef cond, LLVMValueRef bidx, LLVMValueRef tbidx);
+
+/* ---- emit_quant.c ------------------------------------------------------ */
+int check_quantize(E *e, const Ins *q);
+LLVMValueRef quant_multiplier(E *e, const Ins *q, LLVMValueRef bidx);
+void quantize_vec(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef x[VEC], LLVMValueRef idx, LLVMValueRef code[VEC]);
+void tensor_amax_out(E *e, LLVMValueRef mbits);
+int check_amax_ops(E *e, int no_tensorwise);
+LLVMValueRef grid_amax(E *e, LLVMValueRef mbits);
+
+/* ---- k_flat.c ---------------------------------------------------------- */
+int emit_flat(E *e);
+
+/* ---- k_transpose.c ----------------------------------------------------- */
+int emit_transpose(E *e);
+
+/* ---- k_tile.c ---------------------------------------------------------- */
+int emit_tile(E *e);
+
+/* ---- k_colblock.c ------------------------------------------------------ */
+int emit_colblock(E *e);
+int emit_amax_cols(E *e);
+
+/* ---- k_dequant.c ------------------------------------------------------- */
+int emit_dequant(E *e);
+
+/* ---- k_delayed.c ------------------------------------------------------- */
+int emit_delayed(E *e);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * emit_quant.c — the element side of quantize: the multiplier, hardware or
+ * software encode, Philox SR bits; tensorwise amax outputs and the
+ * grid-wide amax (amax_scheme=grid).
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "precc/interp.h"
+#include "emit.h"
+
+static LLVMValueRef
+mulhilo(Cg *g, uint32_t mconst, LLVMValueRef x, LLVMValueRef *lo)
+{
+	LLVMValueRef p = LLVMBuildMul(g->b, LLVMBuildZExt(g->b, x, g->i64, ""),
+	                              LLVMConstInt(g->i64, mconst, 0), "");
+	*lo = LLVMBuildTrunc(g->b, p, g->i32, "");
+	return LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, p, LLVMConstInt(g->i64, 32, 0), ""), g->i32, "");
+}
+
+/* Philox-4x32-10 (ir/interp/philox.c), in place on the counter c. */
+void
+cg_philox(Cg *g, LLVMValueRef c[4], LLVMValueRef k0, LLVMValueRef k1)
+{
+	LLVMBuilderRef b = g->b;
+
+	for (int r = 0; r < 10; r++) {
+		if (r > 0) {
+			k0 = LLVMBuildAdd(b, k0, LLVMConstInt(g->i32, 0x9E3779B9u, 0), "");
+			k1 = LLVMBuildAdd(b, k1, LLVMConstInt(g->i32, 0xBB67AE85u, 0), "");
+		}
+		LLVMValueRef lo0, lo1;
+		LLVMValueRef hi0 = mulhilo(g, 0xD2511F53u, c[0], &lo0);
+		LLVMValueRef hi1 = mulhilo(g, 0xCD9E8D57u, c[2], &lo1);
+		LLVMValueRef n0 = LLVMBuildXor(b, LLVMBuildXor(b, hi1, c[1], ""), k0, "");
+		LLVMValueRef n2 = LLVMBuildXor(b, LLVMBuildXor(b, hi0, c[3], ""), k1, "");
+		c[0] = n0;
+		c[1] = lo1;
+		c[2] = n2;
+		c[3] = lo0;
+	}
+}
+
+/* SR bits of elements idx .. idx+VEC-1 (idx a multiple of 4). */
+static void
+sr_bits(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC])
+{
+	LLVMValueRef k0 = LLVMBuildTrunc(e->b, e->seed, e->g->i32, "");
+	LLVMValueRef k1 = LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, e->seed, c64(e, 32), ""),
+	                                 e->g->i32, "");
+
+	for (int j = 0; j < VEC / 4; j++) {
+		LLVMValueRef i = LLVMBuildAdd(e->b, idx, c64(e, 4 * j), "");
+		LLVMValueRef c[4] = {
+			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 2), ""), e->g->i32, ""),
+			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 34), ""), e->g->i32, ""),
+			c32(e, stream), c32(e, 0),
+		};
+		cg_philox(e->g, c, k0, k1);
+		for (int w = 0; w < 4; w++)
+			rb[4 * j + w] = c[w];
+	}
+}
+
+int
+check_quantize(E *e, const Ins *q)
+{
+	precc_format qf = e->k->f->val[q->res].type.fmt;
+	SwProg p;
+
+	if ((qf == PRECC_E4M3 || qf == PRECC_E5M2) && q->round == PRECC_RNE && q->sat)
+		return 0;
+	if (sw_encode(&p, qf, q->round, q->sat))
+		return kfail(e->k, "%%%s = quantize: %s with round=%s is not generated yet",
+		             e->k->f->val[q->res].name, ir_fmt_name(qf), precc_round_name(q->round));
+	return 0;
+}
+
+/* Scale multiplier m of the quantize at bidx (two-level: gs / dec(bs)). */
+LLVMValueRef
+quant_multiplier(E *e, const Ins *q, LLVMValueRef bidx)
+{
+	if (q->narg == 3) {
+		precc_format sf = e->k->f->val[q->arg[1]].type.fmt;
+		LLVMValueRef dq = decode8(e, sf, scalar(e, q->arg[1], bidx));
+		LLVMValueRef gs = scalar(e, q->arg[2], bidx);
+		return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOEQ, dq, cf(e, 0), ""),
+		                       cf(e, 0), LLVMBuildFDiv(e->b, gs, dq, ""), "");
+	}
+	return scalar(e, q->arg[1], bidx);
+}
+
+/* code[i] = enc(fl(x[i] * m)) for the quantize q; idx: element index of
+ * x[0] (for SR). */
+void
+quantize_vec(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef x[VEC], LLVMValueRef idx,
+             LLVMValueRef code[VEC])
+{
+	precc_format qf = e->k->f->val[q->res].type.fmt;
+	LLVMValueRef y[VEC], rb[VEC];
+
+	for (int i = 0; i < VEC; i++)
+		y[i] = LLVMBuildFMul(e->b, x[i], m, "");
+	if ((qf == PRECC_E4M3 || qf == PRECC_E5M2) && q->round == PRECC_RNE && q->sat) {
+		for (int i = 0; i < VEC; i += 2) {
+			LLVMValueRef p = LLVMBuildZExt(e->b, asm_cvt_f8x2(e->g, qf, y[i], y[i + 1]),
+			                               e->g->i32, "");
+			code[i] = p;
+			code[i + 1] = LLVMBuildLShr(e->b, p, c32(e, 8), "");
+		}
+		return;
+	}
+	SwProg p;
+	sw_encode(&p, qf, q->round, q->sat);
+	if (q->round == PRECC_SR)
+		sr_bits(e, (uint32_t)q->stream, idx, rb);
+	for (int i = 0; i < VEC; i++)
+		code[i] = sw_emit(e->g, &p, LLVMBuildBitCast(e->b, y[i], e->g->i32, ""),
+		                  q->round == PRECC_SR ? rb[i] : NULL);
+}
+
+/* Atomic max of the CTA's amax bits into every amax {*x*} output. */
+void
+tensor_amax_out(E *e, LLVMValueRef mbits)
+{
+	const Func *f = e->k->f;
+	LLVMValueRef m = cta_max(e, mbits);
+	LLVMValueRef t0 = LLVMBuildICmp(e->b, LLVMIntEQ, sreg(e, "tid.x"), c32(e, 0), "");
+	LLVMBasicBlockRef cont = begin_if(e, t0);
+
+	for (int i = 0; i < e->k->nout; i++) {
+		const Ins *d = ir_def_ins(f, e->k->out[i]);
+		if (d->op == OP_amax && is_tensorwise_t(&d->type))
+			LLVMBuildAtomicRMW(e->b, LLVMAtomicRMWBinOpUMax, e->ptr[e->k->out[i]], m,
+			                   LLVMAtomicOrderingMonotonic, 0);
+	}
+	end_if(e, cont);
+}
+
+int
+check_amax_ops(E *e, int no_tensorwise)
+{
+	const Func *f = e->k->f;
+
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		if (in->op != OP_amax || !kin(e->k, i))
+			continue;
+		int src = e->k->qsrc >= 0 ? e->k->qsrc : e->k->x;
+		if (in->arg[0] != src)
+			return kfail(e->k, "%%%s = amax: of %%%s, not of %%%s", f->val[in->res].name,
+			             f->val[in->arg[0]].name, f->val[src].name);
+		int tw = in->type.block[0] == 0 && in->type.block[1] == 0;
+		int grid = tw && in->pattr[PA_AMAX_SCHEME] && !strcmp(in->pattr[PA_AMAX_SCHEME], "grid");
+		if (grid) {
+			/* amax_scheme=grid: atomic max + a grid-wide barrier, then every
+			 * CTA reads the amax (a cooperative launch) */
+			if (e->k->gridamax >= 0 && e->k->gridamax != in->res)
+				return kfail(e->k, "%%%s = amax: one grid-wide amax per quantize",
+				             f->val[in->res].name);
+			e->k->gridamax = in->res;
+			continue;
+		}
+		if (no_tensorwise && tw)
+			return kfail(e->k, "%%%s = amax: a tensorwise amax does not fuse with tiles "
+			             "(unless amax_scheme=grid)", f->val[in->res].name);
+		if (tw) {
+			for (int j = 0; j < f->nins; j++)
+				for (int a = 0; a < f->ins[j].narg && kin(e->k, j); a++)
+					if (f->ins[j].arg[a] == in->res && f->ins[j].op != OP_ret
+					    && f->ins[j].op != OP_update)
+						return kfail(e->k, "%%%s = amax: a tensorwise amax is not known "
+						             "until every CTA is done: %s must run in the next kernel "
+						             "(or amax_scheme=grid)",
+						             f->val[in->res].name, opinfo[f->ins[j].op].name);
+		} else if (e->k->q >= 0
+		           && (in->type.block[0] != f->val[f->ins[e->k->q].arg[1]].type.block[0]
+		               || in->type.block[1] != f->val[f->ins[e->k->q].arg[1]].type.block[1])) {
+			return kfail(e->k, "%%%s = amax: granularity differs from the quantize's",
+			             f->val[in->res].name);
+		}
+	}
+	return 0;
+}
+
+/* amax_scheme=grid: the CTA's max into sync[2 slot] (atom.max), arrive at
+ * sync[2 slot + 1], wait for every CTA of the phase, read the amax. Needs
+ * every CTA resident at once (cooperative launch). */
+LLVMValueRef
+grid_amax(E *e, LLVMValueRef mbits)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef m = cta_max(e, mbits);
+	LLVMValueRef am = gep(e, e->sync, c64(e, 8 * (uint64_t)e->slot));
+	LLVMValueRef cnt = gep(e, e->sync, c64(e, 8 * (uint64_t)e->slot + 4));
+	LLVMValueRef t0 = LLVMBuildICmp(b, LLVMIntEQ, sreg(e, "tid.x"), c32(e, 0), "");
+	LLVMBasicBlockRef cont = begin_if(e, t0);
+	LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax, am, m, LLVMAtomicOrderingMonotonic, 0);
+	asm_fence_gpu(e->g);
+	LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpAdd, cnt, c32(e, 1), LLVMAtomicOrderingMonotonic, 0);
+	LLVMBasicBlockRef spin = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "spin");
+	LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "arrived");
+	LLVMBuildBr(b, spin);
+	LLVMPositionBuilderAtEnd(b, spin);
+	if (e->g->host) {
+		LLVMTypeRef ft = LLVMFunctionType(e->g->vd, NULL, 0, 0);
+		LLVMValueRef fn = LLVMGetNamedFunction(e->g->mod, "precc_emu_yield");
+		if (!fn)
+			fn = LLVMAddFunction(e->g->mod, "precc_emu_yield", ft);
+		LLVMBuildCall2(b, ft, fn, NULL, 0, "");
+	}
+	LLVMValueRef n = load_al(e, e->g->i32, cnt, 4);
+	LLVMSetVolatile(n, 1);
+	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, LLVMBuildZExt(b, n, e->g->i64, ""), e->ncta, ""),
+	                spin, done);
+	LLVMPositionBuilderAtEnd(b, done);
+	asm_fence_gpu(e->g);
+	end_if(e, cont);
+	barrier(e);
+	LLVMValueRef a = load_al(e, e->g->i32, am, 4);
+	LLVMSetVolatile(a, 1);
+	return LLVMBuildBitCast(b, a, e->g->f32, "");
+}

@@ -1,0 +1,223 @@
+/*
+ * emit_scale.c — per-block scalars: scales, MX e8m0 and NVFP4 block codes,
+ * reciprocals, in the Func's op order with the interpreter's arithmetic
+ * (docs/codegen.md, "Arithmetic").
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "precc/interp.h"
+#include "emit.h"
+
+/* Decode an 8-bit scale code (i32) of format f to f32. */
+LLVMValueRef
+decode8(E *e, precc_format f, LLVMValueRef code)
+{
+	if (f == PRECC_E8M0) {
+		LLVMValueRef v = LLVMBuildShl(e->b, code, c32(e, 23), "");
+		v = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntEQ, code, c32(e, 0), ""),
+		                    c32(e, 0x00400000), v, "");
+		v = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntEQ, code, c32(e, 0xff), ""),
+		                    c32(e, 0x7fffffff), v, "");
+		return LLVMBuildBitCast(e->b, v, e->g->f32, "");
+	}
+	LLVMValueRef h = asm_cvt_f16x2_from_f8x2(e->g, f, LLVMBuildTrunc(e->b, code, e->g->i16, ""));
+	h = LLVMBuildTrunc(e->b, h, e->g->i16, "");
+	return LLVMBuildFPExt(e->b, LLVMBuildBitCast(e->b, h, e->g->f16, ""), e->g->f32, "");
+}
+
+/* precc_compute_scale(amax, {fmax, margin, pow2, eps}), inf/NaN -> prev. */
+static LLVMValueRef
+compute_scale(E *e, LLVMValueRef amax, float fmax, int margin, int pow2, float eps,
+              LLVMValueRef prev)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef a = fabs_(e, amax), fin = is_finite(e, a);
+
+	if (eps > 0)
+		a = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, a, cf(e, eps), ""), cf(e, eps), a, "");
+	LLVMValueRef d = LLVMBuildFDiv(b, LLVMConstReal(e->g->f64, fmax),
+	                               LLVMBuildFPExt(b, a, e->g->f64, ""), "");
+	if (margin)
+		d = LLVMBuildFMul(b, d, LLVMConstReal(e->g->f64, ldexp(1.0, -margin)), "");
+	LLVMValueRef over = LLVMBuildFCmp(b, LLVMRealOGT, d, LLVMConstReal(e->g->f64, FLT_MAX), "");
+	LLVMValueRef s = LLVMBuildFPTrunc(b, d, e->g->f32, "");
+	if (pow2) {
+		LLVMValueRef bits = LLVMBuildBitCast(b, s, e->g->i32, "");
+		LLVMValueRef nrm = LLVMBuildAnd(b, bits, c32(e, 0xff800000), "");
+		LLVMTypeRef t = e->g->i32;
+		LLVMValueRef ca[2] = {bits, LLVMConstInt(e->g->i1, 1, 0)};
+		LLVMValueRef lz = intrin(e, "llvm.ctlz", &t, 1, ca, 2);
+		LLVMValueRef zero = LLVMBuildICmp(b, LLVMIntEQ, bits, c32(e, 0), "");
+		LLVMValueRef top = LLVMBuildLShr(b, c32(e, 0x80000000),
+		                                 LLVMBuildSelect(b, zero, c32(e, 0), lz, ""), "");
+		top = LLVMBuildSelect(b, zero, c32(e, 0), top, "");
+		bits = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGE, bits, c32(e, 0x00800000), ""),
+		                       nrm, top, "");
+		s = LLVMBuildBitCast(b, bits, e->g->f32, "");
+	}
+	s = LLVMBuildSelect(b, over, pow2 ? cf(e, 0x1p127) : cf(e, FLT_MAX), s, "");
+	s = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, a, cf(e, 0), ""), cf(e, 1.0), s, "");
+	return LLVMBuildSelect(b, fin, s, prev ? prev : cf(e, 1.0), "");
+}
+
+static LLVMValueRef
+load_scalar(E *e, int v, LLVMValueRef bidx)
+{
+	const Type *t = &e->k->f->val[v].type;
+	int one = (t->is_scale && t->block[0] == 0 && t->block[1] == 0)
+	          || (t->rank == 2 && t->dim[0] == 1 && t->dim[1] == 1) || !bidx;
+	LLVMValueRef ix = one ? c64(e, 0) : bidx;
+
+	if (precc_interp_elem_bytes(t->fmt) == 1)
+		return LLVMBuildZExt(e->b, load_al(e, e->g->i8, gep(e, e->ptr[v], ix), 1), e->g->i32, "");
+	return load_al(e, e->g->f32, gep(e, e->ptr[v], LLVMBuildMul(e->b, ix, c64(e, 4), "")), 4);
+}
+
+/* NVFP4's genc = 2688 / global amax, from the global scale value gs, as
+ * the interpreter's op_block_scale and precc_nvfp4_scales compute it. */
+static LLVMValueRef
+nvfp4_genc(E *e, int gs, LLVMValueRef bidx)
+{
+	LLVMBuilderRef b = e->b;
+	const Ins *d = ir_def_ins(e->k->f, gs);
+	LLVMValueRef ga;
+
+	if (d && d->op == OP_scale && d->has_blockfmt) {
+		ga = scalar(e, d->arg[0], bidx);
+	} else {
+		LLVMValueRef s = scalar(e, gs, bidx);
+		ga = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, s, cf(e, 0), ""),
+		                     LLVMBuildFDiv(b, cf(e, 2688.0), s, ""), cf(e, 0), "");
+	}
+	ga = fabs_(e, ga);
+	LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealOGT, ga, cf(e, 0), ""),
+	                               is_finite(e, ga), "");
+	LLVMValueRef genc = LLVMBuildSelect(b, ok, LLVMBuildFDiv(b, cf(e, 2688.0), ga, ""),
+	                                    cf(e, 1.0), "");
+	return LLVMBuildSelect(b, is_finite(e, genc), genc, cf(e, FLT_MAX), "");
+}
+
+LLVMValueRef
+scalar(E *e, int v, LLVMValueRef bidx)
+{
+	const Func *f = e->k->f;
+	const Ins *in = ir_def_ins(f, v);
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef r;
+
+	if (e->sc[v])
+		return e->sc[v];
+	if (!in || in->op == OP_param) {
+		r = load_scalar(e, v, bidx);
+	} else if (in->op == OP_scale) {
+		float fmax = ir_fmt_max(in->fmt) * (in->has_blockfmt ? ir_fmt_max(in->blockfmt) : 1.0f);
+		LLVMValueRef prev = in->narg == 2 ? scalar(e, in->arg[1], bidx) : NULL;
+		r = compute_scale(e, scalar(e, in->arg[0], bidx), fmax, in->margin, in->pow2, in->eps,
+		                  prev);
+	} else if (in->op == OP_mx_scale) {
+		SwProg p;
+		LLVMValueRef a = fabs_(e, scalar(e, in->arg[0], bidx));
+		LLVMValueRef rr = LLVMBuildFDiv(b, a, cf(e, ir_fmt_max(in->fmt)), "");
+		sw_mx_e8m0(&p, in->fmt, in->mxmode == MX_RCEIL);
+		r = sw_emit(e->g, &p, LLVMBuildBitCast(b, a, e->g->i32, ""),
+		            LLVMBuildBitCast(b, rr, e->g->i32, ""));
+	} else if (in->op == OP_block_scale) {
+		LLVMValueRef genc = nvfp4_genc(e, in->arg[1], bidx);
+		LLVMValueRef d = LLVMBuildFMul(b, LLVMBuildFDiv(b, scalar(e, in->arg[0], bidx),
+		                                                cf(e, 6.0), ""), genc, "");
+		r = LLVMBuildZExt(b, asm_cvt_f8x2(e->g, PRECC_E4M3, d, cf(e, 0)), e->g->i32, "");
+		r = LLVMBuildAnd(b, r, c32(e, 0xff), "");
+	} else if (in->op == OP_transpose) {
+		r = scalar(e, in->arg[0], bidx);   /* stored at the transposed index */
+	} else if (in->op == OP_recip) {
+		precc_format af = f->val[in->arg[0]].type.fmt;
+		LLVMValueRef x = scalar(e, in->arg[0], bidx);
+		if (af != PRECC_FP32)
+			x = decode8(e, af, x);
+		r = LLVMBuildFDiv(b, cf(e, 1.0), x, "");
+	} else {
+		abort();      /* classify() let through an op scalar() cannot do */
+	}
+	e->sc[v] = r;
+	return r;
+}
+
+/* Check that every op scalar() may meet is one it can do, here, so that
+ * errors come out as messages. */
+int
+check_scalar_ops(E *e)
+{
+	const Func *f = e->k->f;
+
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		if (!kin(e->k, i))
+			continue;
+		if (in->op == OP_scale && in->nonfinite != NF_KEEP)
+			return kfail(e->k, "%%%s = scale: nonfinite=%s needs a status output (not "
+			             "generated yet)", f->val[in->res].name, nonfinite_name(in->nonfinite));
+		if (in->op == OP_block_scale && (in->fmt != PRECC_E2M1 || in->type.fmt != PRECC_E4M3))
+			return kfail(e->k, "%%%s = block_scale: NVFP4 only (e2m1, e4m3 scales)",
+			             f->val[in->res].name);
+		if (in->op == OP_mx_scale) {
+			SwProg p;
+			if (sw_mx_e8m0(&p, in->fmt, in->mxmode == MX_RCEIL))
+				return kfail(e->k, "%%%s = mx_scale: fmt=%s", f->val[in->res].name,
+				             ir_fmt_name(in->fmt));
+		}
+		if (in->op == OP_recip && in->type.fmt != PRECC_FP32)
+			return kfail(e->k, "%%%s = recip: f32 results only", f->val[in->res].name);
+		if (in->op == OP_recip) {
+			precc_format af = f->val[in->arg[0]].type.fmt;
+			if (af != PRECC_FP32 && af != PRECC_E8M0 && af != PRECC_E4M3)
+				return kfail(e->k, "%%%s = recip: operand %s", f->val[in->res].name,
+				             ir_fmt_name(af));
+		}
+	}
+	return 0;
+}
+
+int
+is_tensorwise_t(const Type *t)
+{
+	return t->is_scale && t->block[0] == 0 && t->block[1] == 0;
+}
+
+int
+is_out(E *e, int v)
+{
+	for (int i = 0; i < e->k->nout; i++)
+		if (e->k->out[i] == v)
+			return 1;
+	return 0;
+}
+
+/* Write every per-block scalar output (not amax {*x*}, not quantize) at
+ * bidx, under cond. */
+void
+store_scalars(E *e, LLVMValueRef cond, LLVMValueRef bidx, LLVMValueRef tbidx)
+{
+	const Func *f = e->k->f;
+	LLVMBasicBlockRef cont = begin_if(e, cond);
+
+	for (int i = 0; i < e->k->nout; i++) {
+		int v = e->k->out[i];
+		const Ins *d = ir_def_ins(f, v);
+		const Type *t = &f->val[v].type;
+		int trs = d->op == OP_transpose && ir_def_ins(f, d->arg[0])->op != OP_quantize;
+		if (d->op == OP_quantize || d->op == OP_dequantize || (d->op == OP_transpose && !trs)
+		    || d->op == OP_history_push)
+			continue;
+		if (d->op == OP_amax && is_tensorwise_t(t))
+			continue;
+		int one = t->is_scale && t->block[0] == 0 && t->block[1] == 0;
+		LLVMValueRef ix = one ? c64(e, 0) : trs ? tbidx : bidx, val = e->sc[v];
+		if (precc_interp_elem_bytes(t->fmt) == 1)
+			store_al(e, LLVMBuildTrunc(e->b, val, e->g->i8, ""), gep(e, e->ptr[v], ix), 1);
+		else
+			store_al(e, val, gep(e, e->ptr[v], LLVMBuildMul(e->b, ix, c64(e, 4), "")), 4);
+	}
+	end_if(e, cont);
+}

@@ -1,0 +1,105 @@
+/*
+ * k_transpose.c — quant_tensor with a fused transpose of the codes: 64x64
+ * tiles through shared memory.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "precc/interp.h"
+#include "emit.h"
+
+/* quant_tensor with a fused transpose: 64x64 tiles (partial at the edges:
+ * rows and columns % 16), 256 threads, each one row segment of 16; the
+ * codes go through shared memory. */
+int
+emit_transpose(E *e)
+{
+	Kern *k = e->k;
+	const Ins *q = &k->f->ins[k->q], *tr = &k->f->ins[k->tr];
+	enum { T = 64, PITCH = 80 };
+	LLVMBuilderRef b = e->b;
+
+	if (tr->arg[0] != q->res)
+		return kfail(k, "%%%s = transpose: of the quantized data only",
+		             k->f->val[tr->res].name);
+	if (k->threads != 256)
+		return kfail(k, "fused transpose kernels are generated for 256 threads");
+	if (!is_out(e, tr->res))
+		return kfail(k, "%%%s = transpose: not an output", k->f->val[tr->res].name);
+	if (check_amax_ops(e, 0) || check_scalar_ops(e) || check_quantize(e, q))
+		return -1;
+	k->tiled = 1;
+	k->tile_rows = k->tile_cols = T;
+	LLVMTypeRef at = LLVMArrayType2(e->g->i8, T * PITCH);
+	LLVMValueRef tile = shared_array(e, "tile", 1, at, 16);
+
+	LLVMValueRef rows = dimv(e, k->rows), cols = dimv(e, k->cols);
+	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
+	LLVMValueRef tc = LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, "");
+	LLVMValueRef trw = LLVMBuildZExt(b, sreg(e, "ctaid.y"), e->g->i64, "");
+	LLVMValueRef r = LLVMBuildUDiv(b, tid, c64(e, 4), "");
+	LLVMValueRef seg = LLVMBuildMul(b, LLVMBuildURem(b, tid, c64(e, 4), ""), c64(e, VEC), "");
+	LLVMValueRef grow = LLVMBuildAdd(b, LLVMBuildMul(b, trw, c64(e, T), ""), r, "");
+	LLVMValueRef gcol = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, T), ""), seg, "");
+	LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, grow, rows, ""),
+	                                  LLVMBuildICmp(b, LLVMIntULT, gcol, cols, ""), "");
+	LLVMValueRef idx = LLVMBuildSelect(b, valid, LLVMBuildAdd(b, LLVMBuildMul(b, grow, cols, ""),
+	                                                          gcol, ""), c64(e, 0), "");
+	LLVMValueRef x[VEC], code[VEC];
+
+	load_vec(e, k->x, idx, x);
+	for (int i = 0; i < VEC; i++)
+		x[i] = LLVMBuildSelect(b, valid, x[i], cf(e, 0), "");
+	if (k->gridamax >= 0)
+		e->sc[k->gridamax] = grid_amax(e, vec_amax_bits(e, x, VEC));
+	LLVMValueRef mult = quant_multiplier(e, q, NULL);
+	for (int i = 0; i < k->nout; i++) {
+		const Ins *d = ir_def_ins(k->f, k->out[i]);
+		if (d->op != OP_quantize && d->op != OP_amax && d->op != OP_transpose)
+			scalar(e, k->out[i], NULL);
+	}
+	quantize_vec(e, q, mult, x, idx, code);
+	LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""),
+	                                  LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildOr(b, tc, trw, ""),
+	                                                c64(e, 0), ""), "");
+	store_scalars(e, first, c64(e, 0), c64(e, 0));
+	if (is_out(e, q->res)) {
+		LLVMBasicBlockRef c0 = begin_if(e, valid);
+		store_codes(e, q->res, idx, code);
+		end_if(e, c0);
+	}
+	/* the tile in shared memory: row r, bytes seg..seg+15 */
+	LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(e->g->i32, 4));
+	for (int w = 0; w < 4; w++) {
+		LLVMValueRef word = c32(e, 0);
+		for (int i = 0; i < 4; i++)
+			word = LLVMBuildOr(b, word, LLVMBuildShl(b, LLVMBuildAnd(b, code[4 * w + i],
+			                   c32(e, 0xff), ""), c32(e, 8 * i), ""), "");
+		vec = LLVMBuildInsertElement(b, vec, word, c32(e, w), "");
+	}
+	LLVMValueRef soff = LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(e, PITCH), ""), seg, "");
+	store_al(e, vec, LLVMBuildGEP2(b, e->g->i8, tile, &soff, 1, ""), 16);
+	barrier(e);
+	/* transposed: column c = tid/4 of the tile, rows seg..seg+15 */
+	LLVMValueRef tcode[VEC];
+	for (int i = 0; i < VEC; i++) {
+		LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, seg, c64(e, i), ""),
+		                                              c64(e, PITCH), ""), r, "");
+		tcode[i] = LLVMBuildZExt(b, load_al(e, e->g->i8, LLVMBuildGEP2(b, e->g->i8, tile, &o, 1, ""),
+		                                    1), e->g->i32, "");
+	}
+	LLVMValueRef trow = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, T), ""), r, "");
+	LLVMValueRef tcol = LLVMBuildAdd(b, LLVMBuildMul(b, trw, c64(e, T), ""), seg, "");
+	LLVMValueRef tok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, trow, cols, ""),
+	                                LLVMBuildICmp(b, LLVMIntULT, tcol, rows, ""), "");
+	LLVMBasicBlockRef c1 = begin_if(e, tok);
+	store_codes(e, tr->res, LLVMBuildAdd(b, LLVMBuildMul(b, trow, rows, ""), tcol, ""), tcode);
+	end_if(e, c1);
+	for (int i = 0; i < k->nout; i++)
+		if (ir_def_ins(k->f, k->out[i])->op == OP_amax) {
+			tensor_amax_out(e, vec_amax_bits(e, x, VEC));
+			break;
+		}
+	return 0;
+}
