@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-asan sweep bench clean
+.PHONY: all deps build demo test test-asan sweep bench install clean
 
 all: build
 
@@ -38,6 +38,11 @@ sweep: build
 bench: build
 	./$(BUILD)/bench/bench_convert
 	./$(BUILD)/bench/bench_gemm
+
+# Libraries, headers, precc, precc-run, the recipes and precc.pc under PREFIX.
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include "build.h"
 #include "recipe.h"
+#include "precc/version.h"
 
 static char *
 func_text(const Func *f, const char *name)

@@ -27,6 +27,7 @@
 #include "ir.h"
 #include "passes.h"
 #include "recipe.h"
+#include "precc/version.h"
 
 extern char **environ;
 

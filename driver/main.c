@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli.h"
 #include "codegen.h"
+#include "precc/version.h"
 
 static const struct { const char *name; int (*run)(int, char **); const char *what; } cmds[] = {
 	{"check", cmd_check, "validate a recipe against a model and print the per-layer plan"},

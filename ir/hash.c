@@ -7,10 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
-
-#ifndef PRECC_VERSION
-#define PRECC_VERSION "0"
-#endif
+#include "precc/version.h"
 
 uint64_t
 ir_hash_bytes(uint64_t h, const void *p, size_t n)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "passes.h"
+#include "precc/version.h"
 
 typedef struct Kern {
 	Func *f;

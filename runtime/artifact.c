@@ -16,6 +16,7 @@
 
 #include "precc/interp.h"
 #include "rt.h"
+#include "precc/version.h"
 
 #define MANIFEST_FORMAT 1
 

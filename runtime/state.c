@@ -18,11 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "precc/version.h"
 #include "rt.h"
-
-#ifndef PRECC_VERSION
-#define PRECC_VERSION "unknown"
-#endif
 
 #define MAGIC "PRECCSST"          /* precc scaling state */
 #define FORMAT_VERSION 1u

@@ -36,8 +36,7 @@ for d in ${CUDA_HOME:+"$CUDA_HOME/include"} /usr/local/cuda/include; do
 done
 
 CFLAGS="-std=c17 -O2 -g -Wall -Wextra -Wno-unused-parameter
- -D_POSIX_C_SOURCE=200809L -DPRECC_VERSION=\"$VERSION\"
- -Iinclude -Iir -Iruntime"
+ -D_POSIX_C_SOURCE=200809L -I$OUT/include -Iinclude -Iir -Iruntime"
 if [ -n "$CUDA_INC" ]; then
 	CFLAGS="$CFLAGS -DPRECC_HAVE_CUDA_H=1 -I$CUDA_INC"
 fi
@@ -55,7 +54,13 @@ echo "cuda.h: ${CUDA_INC:-none (cpu backend only)}; GPU visible: $have_gpu"
 if [ "$have_gpu" = yes ]; then
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null
 fi
-mkdir -p "$OUT/obj" || exit 1
+mkdir -p "$OUT/obj" "$OUT/include/precc" || exit 1
+# precc/version.h, as CMake's configure_file writes it
+VMAJ=${VERSION%%.*} VREST=${VERSION#*.}
+VMIN=${VREST%%.*} VPAT=${VREST#*.}
+sed -e "s/@PROJECT_VERSION@/$VERSION/" -e "s/@PROJECT_VERSION_MAJOR@/$VMAJ/" \
+    -e "s/@PROJECT_VERSION_MINOR@/$VMIN/" -e "s/@PROJECT_VERSION_PATCH@/$VPAT/" \
+    include/precc/version.h.in >"$OUT/include/precc/version.h" || exit 1
 
 # ---- build -----------------------------------------------------------------
 

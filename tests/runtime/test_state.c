@@ -11,6 +11,7 @@
 
 #include "precc/precc_rt.h"
 #include "rtcheck.h"
+#include "precc/version.h"
 
 #define RECIPE 0x1122334455667788u
 #define MODEL 0x99aabbccddeeff00u
