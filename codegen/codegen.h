@@ -5,7 +5,8 @@
  *
  * A kernel is a Func whose ops are all non-GEMM IR ops over buffer params
  * (param, amax, scale, mx_scale, block_scale, recip, history_push,
- * history_reduce, quantize, dequantize, transpose, update, ret).
+ * history_reduce, quantize, dequantize, transpose, update, ret), or one
+ * gemm with its prologue transposes and its epilogue bias and cast.
  * codegen recognises the kernel's shape (CgShape) and emits one LLVM module
  * with one ptx_kernel function, then PTX through LLVM's NVPTX backend.
  *
@@ -57,6 +58,8 @@ typedef enum CgShape {
 	                       of x per thread, written as rows of the transpose */
 	CG_DELAYED_UPDATE,  /* history push/reduce and the next scale */
 	CG_DEQUANT,         /* dequantize, tensorwise or 1xB scale_inv */
+	CG_GEMM,            /* gemm with its prologue and epilogue: mma.sync,
+	                       tiled over C (k_gemm.c) */
 	NCGSHAPE
 } CgShape;
 

@@ -34,6 +34,7 @@ emit_shape(E *e)
 	case CG_QUANT_COLBLOCK: return emit_colblock(e);
 	case CG_DEQUANT: return emit_dequant(e);
 	case CG_DELAYED_UPDATE: return emit_delayed(e);
+	case CG_GEMM: return emit_gemm(e);
 	default: return kfail(k, "shape %d", (int)k->shape);
 	}
 }
@@ -129,6 +130,7 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		int r = 65536 / k->threads / (k->has_sync ? 4 : 2) / 8 * 8;
 		LLVMSetFunctionCallConv(g->fn, LLVMPTXKernelCallConv);
 		cg_annotate_threads(g, g->fn, k->threads, big ? (r > 255 ? 255 : r) : 0);
+		/* GEMM: launch bounds only; its registers are ptxas's choice */
 	}
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, g->fn, "entry"));
 	e.ptr = calloc((size_t)f->nval + 1, sizeof *e.ptr);
@@ -154,7 +156,7 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 			LLVMAddAttributeAtIndex(g->fn, (unsigned)i + 1,
 			                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));
 	LLVMTypeRef rt = LLVMArrayType2(g->i32, 32);
-	if (k->shape != CG_DELAYED_UPDATE && k->shape != CG_DEQUANT) {
+	if (k->shape != CG_DELAYED_UPDATE && k->shape != CG_DEQUANT && k->shape != CG_GEMM) {
 		e.red = shared_array(&e, "red", 0, rt, 4);
 	}
 	if (k->nphase) {

@@ -36,6 +36,7 @@ struct Kern {
 	int has_m, has_seed;
 	int gridamax;             /* value of an amax_scheme=grid amax, -1 */
 	int has_sync;             /* a grid-sync scratch param (cooperative) */
+	int gm;                   /* CG_GEMM: index of the gemm Ins */
 	/* a kernel of several quantize chains (x and x.t from one launch):
 	 * phase[p] is a Kern of its own whose mask marks its instructions;
 	 * the CTAs of the launch are dealt out to the phases in order */
@@ -50,5 +51,7 @@ kin(const Kern *k, int i)
 }
 
 int kfail(Kern *, const char *fmt, ...);
+/* k_gemm.c: a kernel holding a gemm (called by classify) */
+int gemm_classify(Kern *);
 
 #endif

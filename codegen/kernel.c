@@ -15,7 +15,7 @@ static const char *const shape_names[NCGSHAPE] = {
 	[CG_AMAX_TENSOR] = "amax_tensor", [CG_AMAX_COLS] = "amax_cols", [CG_QUANT_TENSOR] = "quant_tensor",
 	[CG_QUANT_ROWBLOCK] = "quant_rowblock", [CG_QUANT_TILE] = "quant_tile",
 	[CG_QUANT_COLBLOCK] = "quant_colblock",
-	[CG_DELAYED_UPDATE] = "delayed_update", [CG_DEQUANT] = "dequant",
+	[CG_DELAYED_UPDATE] = "delayed_update", [CG_DEQUANT] = "dequant", [CG_GEMM] = "gemm",
 };
 
 const char *
@@ -65,6 +65,9 @@ classify(Kern *k)
 
 	k->x = -1;
 	k->q = -1;
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_gemm)
+			return gemm_classify(k);
 	for (int i = 0; i < f->nins; i++) {
 		const Ins *in = &f->ins[i];
 		if (!kin(k, i))
@@ -98,7 +101,7 @@ classify(Kern *k)
 					return -1;
 			break;
 		default:
-			return kfail(k, "%s is not a kernel op (GEMMs are not generated yet)",
+			return kfail(k, "%s is not a kernel op",
 			             opinfo[in->op].name);
 		}
 	}
@@ -514,7 +517,7 @@ cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *in
 		else if (k.shape == CG_DELAYED_UPDATE) {
 			k.threads = 32;
 			k.elems_per_cta = 0;
-		} else if (geometry(&k, t))
+		} else if (k.shape != CG_GEMM && geometry(&k, t))
 			rc = -1;
 	} else if (rc == 0) {
 		/* the ABI: every param and output of the whole kernel */

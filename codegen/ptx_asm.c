@@ -19,6 +19,11 @@
 #define CVT_BF16X2_F32 "cvt.rn.bf16x2.f32 $0, $2, $1;"
 #define CVT_F16X2_F32 "cvt.rn.f16x2.f32 $0, $2, $1;"
 #define FENCE_GPU "fence.acq_rel.gpu;"
+/* d = a.b + c for one warp (fragment layouts: codegen/mma_frag.h) */
+#define MMA_OPS " {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};"
+#define MMA_K32(a, b) "mma.sync.aligned.m16n8k32.row.col.f32." a "." b ".f32" MMA_OPS
+#define MMA_K16(t) "mma.sync.aligned.m16n8k16.row.col.f32." t "." t ".f32" MMA_OPS
+#define MMA_CONS "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f"
 
 const AsmEntry asm_table[] = {
 	{"fp8 encode", CVT_E4M3X2, "=h,f,f", "sm_89"},
@@ -28,6 +33,13 @@ const AsmEntry asm_table[] = {
 	{"16-bit encode", CVT_BF16X2_F32, "=r,f,f", "sm_80"},
 	{"16-bit encode", CVT_F16X2_F32, "=r,f,f", "sm_80"},
 	{"grid sync", FENCE_GPU, "~{memory}", "sm_70"},
+	/* rows 7..12: asm_mma's; the host emulation knows them by row */
+	{"fp8 mma", MMA_K32("e4m3", "e4m3"), MMA_CONS, "sm_89"},
+	{"fp8 mma", MMA_K32("e4m3", "e5m2"), MMA_CONS, "sm_89"},
+	{"fp8 mma", MMA_K32("e5m2", "e4m3"), MMA_CONS, "sm_89"},
+	{"fp8 mma", MMA_K32("e5m2", "e5m2"), MMA_CONS, "sm_89"},
+	{"16-bit mma", MMA_K16("bf16"), MMA_CONS, "sm_80"},
+	{"16-bit mma", MMA_K16("f16"), MMA_CONS, "sm_80"},
 	/* not emitted on sm_89/sm_90/sm_90a: software in swcvt.c */
 	{"fp4 encode", "cvt.rn.satfinite.e2m1x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
 	{"e8m0 encode", "cvt.rp.satfinite.ue8m0x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
@@ -111,6 +123,81 @@ asm_fence_gpu(Cg *g)
 	LLVMValueRef fn = LLVMGetInlineAsm(ft, FENCE_GPU, strlen(FENCE_GPU), "~{memory}", 9, 1, 0,
 	                                   LLVMInlineAsmDialectATT, 0);
 	LLVMBuildCall2(g->b, ft, fn, NULL, 0, "");
+}
+
+/* The asm_table row of the MMA for operand formats fa x fb, -1 if none:
+ * e4m3/e5m2 in any mix (m16n8k32), bf16 x bf16 or f16 x f16 (m16n8k16). */
+int
+asm_mma_row(precc_format fa, precc_format fb)
+{
+	int f8a = fa == PRECC_E4M3 || fa == PRECC_E5M2, f8b = fb == PRECC_E4M3 || fb == PRECC_E5M2;
+
+	if (f8a && f8b)
+		return 7 + (fa == PRECC_E5M2) * 2 + (fb == PRECC_E5M2);
+	if (fa == fb && fa == PRECC_BF16)
+		return 11;
+	if (fa == fb && fa == PRECC_FP16)
+		return 12;
+	return -1;
+}
+
+/* mma.sync of asm_table row `row`: d = a.b + c. On the host the fragments
+ * go through memory to precc_emu_mma(row, i32[14]: a0..3 b0..1 c0..3 as
+ * bits), which gathers the warp's and writes d over c. */
+void
+asm_mma(Cg *g, int row, LLVMValueRef a[4], LLVMValueRef b[2], LLVMValueRef c[4], LLVMValueRef d[4])
+{
+	if (g->host) {
+		LLVMTypeRef at = LLVMArrayType2(g->i32, 14);
+		LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+		LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->fn);
+		LLVMValueRef first = LLVMGetFirstInstruction(entry);
+		if (first)
+			LLVMPositionBuilderBefore(g->b, first);
+		else
+			LLVMPositionBuilderAtEnd(g->b, entry);
+		LLVMValueRef buf = LLVMBuildAlloca(g->b, at, "mma");
+		LLVMPositionBuilderAtEnd(g->b, cur);
+		LLVMValueRef v[10];
+		for (int i = 0; i < 4; i++)
+			v[i] = a[i];
+		v[4] = b[0], v[5] = b[1];
+		for (int i = 0; i < 4; i++)
+			v[6 + i] = LLVMBuildBitCast(g->b, c[i], g->i32, "");
+		for (int i = 0; i < 10; i++) {
+			LLVMValueRef ix[2] = {LLVMConstInt(g->i64, 0, 0), LLVMConstInt(g->i64, (unsigned)i, 0)};
+			LLVMBuildStore(g->b, v[i], LLVMBuildGEP2(g->b, at, buf, ix, 2, ""));
+		}
+		LLVMTypeRef ft = LLVMFunctionType(g->vd, (LLVMTypeRef[]){g->i32, g->gptr}, 2, 0);
+		LLVMValueRef fn = LLVMGetNamedFunction(g->mod, "precc_emu_mma");
+		if (!fn)
+			fn = LLVMAddFunction(g->mod, "precc_emu_mma", ft);
+		LLVMBuildCall2(g->b, ft, fn, (LLVMValueRef[]){LLVMConstInt(g->i32, (unsigned)row, 0), buf},
+		               2, "");
+		for (int i = 0; i < 4; i++) {
+			LLVMValueRef ix[2] = {LLVMConstInt(g->i64, 0, 0), LLVMConstInt(g->i64, (unsigned)(6 + i), 0)};
+			d[i] = LLVMBuildLoad2(g->b, g->f32, LLVMBuildGEP2(g->b, at, buf, ix, 2, ""), "");
+		}
+		return;
+	}
+	LLVMTypeRef f4 = LLVMStructTypeInContext(g->ctx, (LLVMTypeRef[]){g->f32, g->f32, g->f32, g->f32},
+	                                         4, 0);
+	LLVMValueRef args[10];
+	LLVMTypeRef at[10];
+	for (int i = 0; i < 4; i++)
+		args[i] = a[i];
+	args[4] = b[0], args[5] = b[1];
+	for (int i = 0; i < 4; i++)
+		args[6 + i] = c[i];
+	for (int i = 0; i < 10; i++)
+		at[i] = LLVMTypeOf(args[i]);
+	LLVMTypeRef ft = LLVMFunctionType(f4, at, 10, 0);
+	const char *s = asm_table[row].ptx, *cons = asm_table[row].constraints;
+	LLVMValueRef fn = LLVMGetInlineAsm(ft, s, strlen(s), cons, strlen(cons), 0, 0,
+	                                   LLVMInlineAsmDialectATT, 0);
+	LLVMValueRef r = LLVMBuildCall2(g->b, ft, fn, args, 10, "");
+	for (int i = 0; i < 4; i++)
+		d[i] = LLVMBuildExtractValue(g->b, r, (unsigned)i, "");
 }
 
 int

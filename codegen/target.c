@@ -1,7 +1,7 @@
 /*
  * target.c — the NVPTX side of LLVM: target initialisation, one target
  * machine per module (nvptx64-nvidia-cuda, sm_89 / sm_90 / sm_90a,
- * +ptx81), the verifier, the default<O3> pipeline and PTX emission to a
+ * +ptx84: mma.sync with e4m3/e5m2 needs PTX 8.4), the verifier, the default<O3> pipeline and PTX emission to a
  * memory buffer. Every LLVM object made here is disposed here.
  */
 #include <stdio.h>
@@ -141,7 +141,7 @@ cg_finish(Cg *g, int ptx, char **out, char *err, size_t errsz)
 		LLVMDisposeMessage(triple_err);
 		return -1;
 	}
-	tm = LLVMCreateTargetMachine(tgt, "nvptx64-nvidia-cuda", codegen_sm_name(g->sm), "+ptx81",
+	tm = LLVMCreateTargetMachine(tgt, "nvptx64-nvidia-cuda", codegen_sm_name(g->sm), "+ptx84",
 	                             LLVMCodeGenLevelAggressive, LLVMRelocDefault,
 	                             LLVMCodeModelDefault);
 	po = LLVMCreatePassBuilderOptions();

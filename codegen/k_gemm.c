@@ -1,0 +1,572 @@
+/*
+ * k_gemm.c — the mma.sync GEMM family (sm_89; sm_90 and sm_90a until the
+ * wgmma family exists): C[M,N] = epilogue(A[M,K] · B[N,K]ᵀ) as the IR's
+ * gemm says (docs/ir.md), with its prologue (transposes of 16-bit
+ * operands, e2m1 upcast to bf16) and its epilogue (block-scale promotion,
+ * bias, cast) in one kernel.
+ *
+ * A CTA of 4 warps (2 x 2) computes a 64 x 64 tile of C; each warp 32 x 32
+ * as 2 x 4 mma tiles of 16 x 8. Per K tile (64 bytes of every row of A and
+ * B: 64 fp8 or 32 16-bit elements), the CTA copies both operand tiles to
+ * shared memory with 16-byte loads (zero-filled past M, N and K), each
+ * warp reads its fragments with 32-bit loads (the layouts of mma_frag.h;
+ * a row pitch of 80 bytes makes the 8 rows of a fragment hit 8 different
+ * bank groups), and issues mma.sync with f32 accumulation. Scales apply
+ * the interpreter's way: every P K-elements the inner accumulator is
+ * promoted, outer = fl(outer + fl(inner · fl(sa · sb))), in K order; P is
+ * the recipe's promote:N, else the scales' block along K (MX 32, NVFP4
+ * 16, 1x128 128), else all of K (tensorwise, rowwise: one promotion at
+ * the end). The epilogue uses mul.rn/add.rn so that ptxas cannot fuse
+ * them into an FMA the interpreter does not do.
+ *
+ * On the host (emulation) mma.sync is precc_emu_mma, which sums each dot
+ * product in ascending k in fp32: a kernel with accum=fp32 (or promote
+ * with promote_bits 0) then matches the interpreter bit for bit. The
+ * tensor core's own accumulation is what `fast:B` and `promote:N` model;
+ * on a GPU the comparison is within that model's bound.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "emit.h"
+
+enum {
+	GT = 128,             /* threads */
+	BM = 64, BN = 64,     /* CTA tile */
+	WN = 2,               /* warps along N (2 x 2) */
+	MI = 2, NI = 4,       /* mma tiles per warp along M, N */
+	KB = 64,              /* bytes of K per row per tile in shared memory */
+	PITCH = 80,           /* shared row pitch: conflict-free fragment loads */
+	NACC = MI * NI * 4,
+};
+
+typedef struct GOp {
+	int v;                /* the param holding the operand */
+	int tr;               /* the operand is transpose(v): v is [K, rows] */
+	precc_format fmt;     /* v's storage format */
+	int up;               /* e2m1 codes widened to bf16 on the way to smem */
+	int s, g;             /* block scale_inv, global scale_inv values, -1 */
+	long rows;            /* M or N */
+} GOp;
+
+typedef struct G {
+	GOp op[2];
+	long K;
+	int e;                /* elements per 32-bit fragment register: 4, 2 */
+	int row;              /* asm_table row of the mma */
+	long bke;             /* K elements per tile */
+	long P;               /* promotion interval; 0: once, after all of K */
+	int bias, cast;       /* Ins indices, -1 */
+	int out;              /* the result value */
+} G;
+
+static int
+ebytes(precc_format f)
+{
+	return f == PRECC_BF16 || f == PRECC_FP16 ? 2 : f == PRECC_FP32 || f == PRECC_TF32 ? 4 : 1;
+}
+
+/* Recognise the GEMM kernel and fill g; an error names what does not fit. */
+static int
+gemm_plan(Kern *k, G *g)
+{
+	const Func *f = k->f;
+	const Ins *gm = NULL;
+
+	memset(g, 0, sizeof *g);
+	g->bias = g->cast = g->out = -1;
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_gemm) {
+			if (gm)
+				return kfail(k, "one gemm per kernel");
+			gm = &f->ins[i];
+			k->gm = i;
+		}
+	int last = gm->res;
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		switch (in->op) {
+		case OP_param: case OP_gemm: case OP_ret: case OP_transpose:
+			break;
+		case OP_bias:
+			if (in->arg[0] != last || g->cast >= 0)
+				return kfail(k, "bias must take the gemm's accumulator");
+			g->bias = i, last = in->res;
+			break;
+		case OP_cast:
+			if (in->arg[0] != last)
+				return kfail(k, "cast must take the gemm's (or bias's) result");
+			if (in->type.fmt != PRECC_BF16 && in->type.fmt != PRECC_FP16
+			    && in->type.fmt != PRECC_FP32)
+				return kfail(k, "GEMM output %s: bf16, fp16 or f32 are generated",
+				             ir_fmt_name(in->type.fmt));
+			g->cast = i, last = in->res;
+			break;
+		default:
+			return kfail(k, "%s in a GEMM kernel (prologue: transpose; epilogue: bias, cast)",
+			             opinfo[in->op].name);
+		}
+	}
+	g->out = last;
+	for (int o = 0; o < 2; o++) {
+		GOp *op = &g->op[o];
+		const Ins *d = ir_def_ins(f, gm->arg[o]);
+		op->v = gm->arg[o];
+		if (d && d->op == OP_transpose) {
+			op->tr = 1;
+			op->v = d->arg[0];
+			d = ir_def_ins(f, op->v);
+		}
+		if (!d || d->op != OP_param)
+			return kfail(k, "gemm operand %%%s must be a param or the transpose of one",
+			             f->val[gm->arg[o]].name);
+		op->fmt = f->val[op->v].type.fmt;
+		op->rows = f->val[gm->arg[o]].type.dim[0];
+		op->s = gm->narg >= 4 ? gm->arg[2 + o] : -1;
+		op->g = gm->narg == 6 ? gm->arg[4 + o] : -1;
+		op->up = op->fmt == PRECC_E2M1;
+		if (op->tr && op->s >= 0)
+			return kfail(k, "a transposed operand with scales (the quantize kernel writes "
+			             "its transpose)");
+		if (op->tr && op->up)
+			return kfail(k, "a transposed e2m1 operand");
+		if (op->s >= 0) {
+			precc_format sf = f->val[op->s].type.fmt;
+			if (sf != PRECC_FP32 && sf != PRECC_E8M0 && sf != PRECC_E4M3)
+				return kfail(k, "scale %%%s: f32, e8m0 or e4m3 scales are generated",
+				             f->val[op->s].name);
+			if ((sf == PRECC_E4M3) != (op->g >= 0))
+				return kfail(k, "scale %%%s: e4m3 block scales come with a global scale",
+				             f->val[op->s].name);
+		}
+	}
+	g->K = f->val[gm->arg[0]].type.dim[1];
+	precc_format fa = g->op[0].up ? PRECC_BF16 : g->op[0].fmt;
+	precc_format fb = g->op[1].up ? PRECC_BF16 : g->op[1].fmt;
+	if ((g->row = asm_mma_row(fa, fb)) < 0)
+		return kfail(k, "no mma.sync for %s x %s (e4m3/e5m2 in any mix, bf16, fp16, e2m1 "
+		             "upcast to bf16)", ir_fmt_name(g->op[0].fmt), ir_fmt_name(g->op[1].fmt));
+	g->e = ebytes(fa) == 1 ? 4 : 2;
+	g->bke = KB / ebytes(fa);
+	/* 16-byte loads along K: K * bytes a multiple of 16 */
+	long kq = 1;
+	for (int o = 0; o < 2; o++)
+		if (!g->op[o].tr && 16 / ebytes(g->op[o].fmt) > kq)
+			kq = 16 / ebytes(g->op[o].fmt);
+	if (g->K >= 0 && g->K % kq)
+		return kfail(k, "K = %ld is not a multiple of %ld (16-byte loads along K); the plan "
+		             "pads such layers", g->K, kq);
+	k->m_multiple = g->K == DIM_M ? kq : 1;
+	if (g->K < 0 && g->K != DIM_M)
+		return kfail(k, "K must be static or M");
+	/* promotion interval, as precc_gemm resolves it */
+	long P = 0;
+	if (gm->accum == ACC_PROMOTE)
+		P = gm->accum_n;
+	for (int o = 0; o < 2 && gm->accum != ACC_PROMOTE; o++) {
+		long kb = g->op[o].s >= 0 ? f->val[g->op[o].s].type.block[1] : 0;
+		if (kb > 0 && (P == 0 || kb < P))
+			P = kb;
+	}
+	if (P > 0 && g->K >= 0 && P >= g->K)
+		P = 0;
+	if (P > 0 && (P % (8 * g->e) || (g->bke % P && P % g->bke)))
+		return kfail(k, "promotion every %ld K-elements: a multiple of the mma's K (%d) "
+		             "dividing or divided by the tile's %ld", P, 8 * g->e, g->bke);
+	g->P = P;
+	return 0;
+}
+
+/* Fill k from the GEMM: ABI, shape and launch geometry. */
+int
+gemm_classify(Kern *k)
+{
+	const Func *f = k->f;
+	G g;
+
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		if (in->op == OP_param) {
+			if (k->nin >= KMAXP)
+				return kfail(k, "too many params");
+			k->in[k->nin++] = in->res;
+		} else if (in->op == OP_ret) {
+			for (int j = 0; j < in->narg; j++) {
+				if (k->nout >= KMAXP)
+					return kfail(k, "too many outputs");
+				k->out[k->nout++] = in->arg[j];
+			}
+		}
+	}
+	if (gemm_plan(k, &g))
+		return -1;
+	if (k->nout != 1 || k->out[0] != g.out)
+		return kfail(k, "a GEMM kernel returns its result only");
+	k->shape = CG_GEMM;
+	k->x = g.out;
+	k->threads = GT;
+	k->tiled = 1;
+	k->tile_rows = BM;
+	k->tile_cols = BN;
+	k->rows = g.op[0].rows;
+	k->cols = g.op[1].rows;
+	return 0;
+}
+
+/* ---- emission ---------------------------------------------------------- */
+
+static LLVMValueRef
+fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b)
+{
+	if (e->g->host)
+		return LLVMBuildFMul(e->b, a, b, "");
+	LLVMValueRef x[2] = {a, b};
+	return intrin(e, "llvm.nvvm.mul.rn.f", NULL, 0, x, 2);
+}
+
+static LLVMValueRef
+fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b)
+{
+	if (e->g->host)
+		return LLVMBuildFAdd(e->b, a, b, "");
+	LLVMValueRef x[2] = {a, b};
+	return intrin(e, "llvm.nvvm.add.rn.f", NULL, 0, x, 2);
+}
+
+static LLVMValueRef
+sel(E *e, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(e->b, c, a, b, "");
+}
+
+static LLVMValueRef
+mul64(E *e, LLVMValueRef a, uint64_t b)
+{
+	return LLVMBuildMul(e->b, a, c64(e, b), "");
+}
+
+static LLVMValueRef
+add64(E *e, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildAdd(e->b, a, b, "");
+}
+
+static LLVMValueRef
+ult(E *e, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildICmp(e->b, LLVMIntULT, a, b, "");
+}
+
+static LLVMValueRef
+slot(E *e, LLVMValueRef arr, int i)
+{
+	LLVMValueRef ix[2] = {c64(e, 0), c64(e, (uint64_t)i)};
+	return LLVMBuildGEP2(e->b, LLVMArrayType2(e->g->f32, NACC), arr, ix, 2, "");
+}
+
+/* e2m1 code (low 4 bits of c, i32) -> bf16 bits (i32): every e2m1 value
+ * is a bf16 value. */
+static LLVMValueRef
+e2m1_to_bf16(E *e, LLVMValueRef c)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef mag = LLVMBuildAnd(b, c, c32(e, 7), "");
+	LLVMValueRef lo = LLVMConstInt(e->g->i64, 0x3fc03f803f000000ULL, 0);    /* 0 .5 1 1.5 */
+	LLVMValueRef hi = LLVMConstInt(e->g->i64, 0x40c0408040404000ULL, 0);    /* 2 3 4 6 */
+	LLVMValueRef tab = sel(e, LLVMBuildICmp(b, LLVMIntUGE, mag, c32(e, 4), ""), hi, lo);
+	LLVMValueRef sh = LLVMBuildZExt(b, LLVMBuildMul(b, LLVMBuildAnd(b, mag, c32(e, 3), ""),
+	                                                c32(e, 16), ""), e->g->i64, "");
+	LLVMValueRef v = LLVMBuildTrunc(b, LLVMBuildAnd(b, LLVMBuildLShr(b, tab, sh, ""),
+	                                                c64(e, 0xffff), ""), e->g->i32, "");
+	return LLVMBuildOr(b, v, LLVMBuildShl(b, LLVMBuildAnd(b, c, c32(e, 8), ""), c32(e, 12), ""), "");
+}
+
+/* One operand's K tile (rows r0.., K elements k0..) into shared memory:
+ * row r of the tile at r * PITCH, in the mma's element format. */
+static void
+load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLVMValueRef k0,
+          LLVMValueRef tid)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef R = dimv(e, op->rows), K = dimv(e, g->K), base = e->ptr[op->v];
+	int eb = ebytes(op->fmt);
+	long br = op == &g->op[0] ? BM : BN;
+
+	if (op->tr) {
+		/* v is [K, R]: consecutive threads read consecutive r */
+		LLVMTypeRef t = eb == 2 ? e->g->i16 : e->g->i8;
+		for (long i = 0; i < br * g->bke / GT; i++) {
+			LLVMValueRef idx = add64(e, tid, c64(e, (uint64_t)(i * GT)));
+			LLVMValueRef r = LLVMBuildURem(b, idx, c64(e, (uint64_t)br), "");
+			LLVMValueRef kk = LLVMBuildUDiv(b, idx, c64(e, (uint64_t)br), "");
+			LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, kk);
+			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
+			LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gk, c64(e, 0)), R, ""),
+			                                  sel(e, ok, gr, c64(e, 0))), (uint64_t)eb);
+			LLVMValueRef v = sel(e, ok, load_al(e, t, gep(e, base, off), (unsigned)eb),
+			                     LLVMConstInt(t, 0, 0));
+			store_al(e, v, gep(e, sm, add64(e, mul64(e, r, PITCH), mul64(e, kk, (uint64_t)eb))),
+			         (unsigned)eb);
+		}
+		return;
+	}
+	LLVMTypeRef v4 = LLVMVectorType(e->g->i32, 4);
+	long rowbytes = g->bke * eb, cpr = rowbytes / 16, per = 16 / eb;
+	for (long i = 0; i < br * cpr / GT; i++) {
+		LLVMValueRef c = add64(e, tid, c64(e, (uint64_t)(i * GT)));
+		LLVMValueRef r = LLVMBuildUDiv(b, c, c64(e, (uint64_t)cpr), "");
+		LLVMValueRef cb = LLVMBuildURem(b, c, c64(e, (uint64_t)cpr), "");
+		LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, mul64(e, cb, (uint64_t)per));
+		LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
+		LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
+		                                  sel(e, ok, gk, c64(e, 0))), (uint64_t)eb);
+		LLVMValueRef v = sel(e, ok, load_al(e, v4, gep(e, base, off), 16), LLVMConstNull(v4));
+		LLVMValueRef dst = add64(e, mul64(e, r, PITCH), mul64(e, cb, op->up ? 32 : 16));
+		if (!op->up) {
+			store_al(e, v, gep(e, sm, dst), 16);
+			continue;
+		}
+		/* 16 e2m1 codes -> 16 bf16 (32 bytes) */
+		for (int h = 0; h < 2; h++) {
+			LLVMValueRef w = LLVMGetUndef(v4);
+			for (int q = 0; q < 4; q++) {
+				LLVMValueRef word = LLVMBuildExtractElement(b, v, c32(e, (uint64_t)(2 * h + q / 2)), "");
+				LLVMValueRef pr = c32(e, 0);
+				for (int z = 0; z < 2; z++) {
+					int byte = (q % 2) * 2 + z;
+					LLVMValueRef code = LLVMBuildAnd(b, LLVMBuildLShr(b, word, c32(e, (uint64_t)(8 * byte)), ""),
+					                                 c32(e, 0xff), "");
+					pr = LLVMBuildOr(b, pr, LLVMBuildShl(b, e2m1_to_bf16(e, code),
+					                                     c32(e, (uint64_t)(16 * z)), ""), "");
+				}
+				w = LLVMBuildInsertElement(b, w, pr, c32(e, (uint64_t)q), "");
+			}
+			store_al(e, w, gep(e, sm, add64(e, dst, c64(e, (uint64_t)(16 * h)))), 16);
+		}
+	}
+}
+
+/* Decoded scale_inv of operand op for row i (clamped in range by the
+ * caller) and the K chunk starting at kstart. */
+static LLVMValueRef
+scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart)
+{
+	LLVMBuilderRef b = e->b;
+	if (op->s < 0)
+		return cf(e, 1.0);
+	const Type *st = &e->k->f->val[op->s].type;
+	LLVMValueRef bi = st->block[0] ? LLVMBuildUDiv(b, i, c64(e, (uint64_t)st->block[0]), "") : c64(e, 0);
+	LLVMValueRef bk = st->block[1] ? LLVMBuildUDiv(b, kstart, c64(e, (uint64_t)st->block[1]), "")
+	                               : c64(e, 0);
+	LLVMValueRef ix = add64(e, LLVMBuildMul(b, bi, dimv(e, st->dim[1]), ""), bk);
+	LLVMValueRef base = e->ptr[op->s];
+	if (st->fmt == PRECC_FP32)
+		return load_al(e, e->g->f32, gep(e, base, mul64(e, ix, 4)), 4);
+	LLVMValueRef code = LLVMBuildZExt(b, load_al(e, e->g->i8, gep(e, base, ix), 1), e->g->i32, "");
+	if (st->fmt == PRECC_E8M0) {
+		/* 2^(c-127); 0 -> 2^-127 (subnormal), 0xff -> NaN */
+		LLVMValueRef bits = sel(e, LLVMBuildICmp(b, LLVMIntEQ, code, c32(e, 0), ""), c32(e, 0x00400000),
+		                        LLVMBuildShl(b, code, c32(e, 23), ""));
+		bits = sel(e, LLVMBuildICmp(b, LLVMIntEQ, code, c32(e, 0xff), ""), c32(e, 0x7fffffff), bits);
+		return LLVMBuildBitCast(b, bits, e->g->f32, "");
+	}
+	/* e4m3 through the f16 cvt (exact), times the global scale_inv */
+	LLVMValueRef h = asm_cvt_f16x2_from_f8x2(e->g, PRECC_E4M3, LLVMBuildTrunc(b, code, e->g->i16, ""));
+	LLVMValueRef d = LLVMBuildFPExt(b, LLVMBuildBitCast(b, LLVMBuildTrunc(b, h, e->g->i16, ""),
+	                                                    e->g->f16, ""), e->g->f32, "");
+	return fmul_rn(e, d, load_al(e, e->g->f32, e->ptr[op->g], 4));
+}
+
+typedef struct Frag {
+	LLVMValueRef rowv[MI][2], colv[NI][2];   /* global row / column of each lane's C */
+	LLVMValueRef rowc[MI][2], colc[NI][2];   /* clamped in range, for scale reads */
+} Frag;
+
+/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk at kstart;
+ * inner = 0. outer NULL: the only promotion, outer starts at +0 and the
+ * result goes to res. */
+static void
+promote(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer,
+        LLVMValueRef kstart, LLVMValueRef res[NACC])
+{
+	LLVMValueRef sa[MI][2], sb[NI][2];
+
+	for (int mi = 0; mi < MI; mi++)
+		for (int h = 0; h < 2; h++)
+			sa[mi][h] = scale_at(e, &g->op[0], fr->rowc[mi][h], kstart);
+	for (int ni = 0; ni < NI; ni++)
+		for (int c = 0; c < 2; c++)
+			sb[ni][c] = scale_at(e, &g->op[1], fr->colc[ni][c], kstart);
+	for (int mi = 0; mi < MI; mi++)
+		for (int ni = 0; ni < NI; ni++)
+			for (int v = 0; v < 4; v++) {
+				int a = (mi * NI + ni) * 4 + v;
+				LLVMValueRef in = LLVMBuildLoad2(e->b, e->g->f32, slot(e, inner, a), "");
+				LLVMValueRef s = fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1]);
+				LLVMValueRef o = outer ? LLVMBuildLoad2(e->b, e->g->f32, slot(e, outer, a), "") : cf(e, 0);
+				o = fadd_rn(e, o, fmul_rn(e, in, s));
+				if (outer) {
+					LLVMBuildStore(e->b, o, slot(e, outer, a));
+					LLVMBuildStore(e->b, cf(e, 0), slot(e, inner, a));
+				} else {
+					res[a] = o;
+				}
+			}
+}
+
+/* promote only when the chunk starting at kstart holds any of K */
+static void
+promote_if(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer,
+           LLVMValueRef kend, LLVMValueRef extra)
+{
+	LLVMValueRef kstart = LLVMBuildSub(e->b, kend, c64(e, (uint64_t)g->P), "");
+	LLVMValueRef c = ult(e, kstart, dimv(e, g->K));
+	if (extra)
+		c = LLVMBuildAnd(e->b, c, extra, "");
+	LLVMBasicBlockRef cont = begin_if(e, c);
+	promote(e, g, fr, inner, outer, kstart, NULL);
+	end_if(e, cont);
+}
+
+int
+emit_gemm(E *e)
+{
+	Kern *k = e->k;
+	Cg *cg = e->g;
+	LLVMBuilderRef b = e->b;
+	G g;
+
+	if (gemm_plan(k, &g))
+		return -1;
+	LLVMTypeRef at = LLVMArrayType2(cg->f32, NACC);
+	LLVMValueRef inner = LLVMBuildAlloca(b, at, "inner");
+	LLVMValueRef outer = g.P ? LLVMBuildAlloca(b, at, "outer") : NULL;
+	for (int a = 0; a < NACC; a++) {
+		LLVMBuildStore(b, cf(e, 0), slot(e, inner, a));
+		if (outer)
+			LLVMBuildStore(b, cf(e, 0), slot(e, outer, a));
+	}
+	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), cg->i64, "");
+	LLVMValueRef warp = LLVMBuildUDiv(b, tid, c64(e, 32), "");
+	LLVMValueRef lane = LLVMBuildURem(b, tid, c64(e, 32), "");
+	LLVMValueRef gq = LLVMBuildUDiv(b, lane, c64(e, 4), ""), t4 = LLVMBuildURem(b, lane, c64(e, 4), "");
+	LLVMValueRef wm = LLVMBuildUDiv(b, warp, c64(e, WN), ""), wn = LLVMBuildURem(b, warp, c64(e, WN), "");
+	LLVMValueRef row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), cg->i64, ""), BM);
+	LLVMValueRef col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), cg->i64, ""), BN);
+	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
+	LLVMTypeRef st = LLVMArrayType2(cg->i8, BM * PITCH);
+	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 16), sB = shared_array(e, "gemm_b", 1, st, 16);
+	Frag fr;
+	for (int mi = 0; mi < MI; mi++)
+		for (int h = 0; h < 2; h++) {
+			fr.rowv[mi][h] = add64(e, add64(e, row0, mul64(e, wm, 32)),
+			                       add64(e, gq, c64(e, (uint64_t)(mi * 16 + 8 * h))));
+			fr.rowc[mi][h] = sel(e, ult(e, fr.rowv[mi][h], M), fr.rowv[mi][h], c64(e, 0));
+		}
+	for (int ni = 0; ni < NI; ni++)
+		for (int c = 0; c < 2; c++) {
+			fr.colv[ni][c] = add64(e, add64(e, col0, mul64(e, wn, 32)),
+			                       add64(e, mul64(e, t4, 2), c64(e, (uint64_t)(ni * 8 + c))));
+			fr.colc[ni][c] = sel(e, ult(e, fr.colv[ni][c], N), fr.colv[ni][c], c64(e, 0));
+		}
+	/* fragment byte offsets in the tiles (i32; constants fold into the
+	 * shared loads' immediates) */
+	LLVMValueRef lane32 = LLVMBuildTrunc(b, add64(e, mul64(e, gq, PITCH), mul64(e, t4, 4)), cg->i32, "");
+	LLVMValueRef abase = LLVMBuildAdd(b, lane32, LLVMBuildTrunc(b, mul64(e, wm, 32 * PITCH), cg->i32, ""), "");
+	LLVMValueRef bbase = LLVMBuildAdd(b, lane32, LLVMBuildTrunc(b, mul64(e, wn, 32 * PITCH), cg->i32, ""), "");
+	LLVMValueRef K = dimv(e, g.K);
+	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, K, c64(e, (uint64_t)g.bke - 1)), c64(e, (uint64_t)g.bke), "");
+	Loop l;
+	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);
+	LLVMValueRef k0 = mul64(e, kt, (uint64_t)g.bke);
+	load_tile(e, &g, &g.op[0], sA, row0, k0, tid);
+	load_tile(e, &g, &g.op[1], sB, col0, k0, tid);
+	barrier(e);
+	int kstep = 8 * g.e;
+	for (int ks = 0; ks < KB / 32; ks++) {
+		LLVMValueRef af[MI][4], bf[NI][2];
+		for (int mi = 0; mi < MI; mi++)
+			for (int r = 0; r < 4; r++)
+				af[mi][r] = load_al(e, cg->i32, gep(e, sA, LLVMBuildAdd(b, abase, c32(e, (uint64_t)(
+				                    (mi * 16 + 8 * (r & 1)) * PITCH + 16 * (r >> 1) + 32 * ks)), "")), 4);
+		for (int ni = 0; ni < NI; ni++)
+			for (int r = 0; r < 2; r++)
+				bf[ni][r] = load_al(e, cg->i32, gep(e, sB, LLVMBuildAdd(b, bbase, c32(e, (uint64_t)(
+				                    ni * 8 * PITCH + 16 * r + 32 * ks)), "")), 4);
+		for (int mi = 0; mi < MI; mi++)
+			for (int ni = 0; ni < NI; ni++) {
+				LLVMValueRef c[4], d[4];
+				int a0 = (mi * NI + ni) * 4;
+				for (int v = 0; v < 4; v++)
+					c[v] = LLVMBuildLoad2(b, cg->f32, slot(e, inner, a0 + v), "");
+				asm_mma(cg, g.row, af[mi], bf[ni], c, d);
+				for (int v = 0; v < 4; v++)
+					LLVMBuildStore(b, d[v], slot(e, inner, a0 + v));
+			}
+		long done = (long)(ks + 1) * kstep;     /* K elements of this tile so far */
+		if (g.P && g.P <= g.bke && done % g.P == 0)
+			promote_if(e, &g, &fr, inner, outer, add64(e, k0, c64(e, (uint64_t)done)), NULL);
+	}
+	if (g.P > g.bke) {
+		LLVMValueRef kend = add64(e, k0, c64(e, (uint64_t)g.bke));
+		LLVMValueRef at_p = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kend, c64(e, (uint64_t)g.P), ""),
+		                                  c64(e, 0), "");
+		/* the last tile closes a partial chunk too */
+		LLVMValueRef last = LLVMBuildICmp(b, LLVMIntUGE, kend, K, "");
+		LLVMValueRef kchunk = sel(e, at_p, kend,
+		                          mul64(e, LLVMBuildUDiv(b, add64(e, kend, c64(e, (uint64_t)g.P - 1)),
+		                                                 c64(e, (uint64_t)g.P), ""), (uint64_t)g.P));
+		promote_if(e, &g, &fr, inner, outer, kchunk, LLVMBuildOr(b, at_p, last, ""));
+	}
+	barrier(e);
+	loop_end(e, &l);
+
+	/* epilogue */
+	LLVMValueRef acc[NACC];
+	if (!g.P)
+		promote(e, &g, &fr, inner, NULL, c64(e, 0), acc);
+	else
+		for (int a = 0; a < NACC; a++)
+			acc[a] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, a), "");
+	precc_format of = g.cast >= 0 ? k->f->ins[g.cast].type.fmt : PRECC_FP32;
+	int oeb = ebytes(of);
+	for (int mi = 0; mi < MI; mi++)
+		for (int ni = 0; ni < NI; ni++)
+			for (int h = 0; h < 2; h++) {
+				LLVMValueRef y[2], r = fr.rowv[mi][h];
+				for (int c = 0; c < 2; c++) {
+					y[c] = acc[(mi * NI + ni) * 4 + 2 * h + c];
+					if (g.bias >= 0) {
+						int bv = k->f->ins[g.bias].arg[1];
+						precc_format bfm = k->f->val[bv].type.fmt;
+						LLVMValueRef j = fr.colc[ni][c], bx;
+						if (bfm == PRECC_FP32)
+							bx = load_al(e, cg->f32, gep(e, e->ptr[bv], mul64(e, j, 4)), 4);
+						else if (bfm == PRECC_BF16)
+							bx = LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildZExt(b,
+							         load_al(e, cg->i16, gep(e, e->ptr[bv], mul64(e, j, 2)), 2), cg->i32, ""),
+							         c32(e, 16), ""), cg->f32, "");
+						else if (bfm == PRECC_FP16)
+							bx = LLVMBuildFPExt(b, load_al(e, cg->f16, gep(e, e->ptr[bv], mul64(e, j, 2)), 2),
+							                    cg->f32, "");
+						else
+							return kfail(k, "bias %s: f32, bf16 or fp16", ir_fmt_name(bfm));
+						y[c] = fadd_rn(e, y[c], bx);
+					}
+				}
+				LLVMValueRef pair = oeb == 2 ? asm_cvt_16x2(cg, of, y[0], y[1]) : NULL;
+				for (int c = 0; c < 2; c++) {
+					LLVMValueRef col = fr.colv[ni][c];
+					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, N), "");
+					LLVMBasicBlockRef cont = begin_if(e, ok);
+					LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, r, N, ""), col), (uint64_t)oeb);
+					LLVMValueRef p = gep(e, e->ptr[g.out], off);
+					if (oeb == 2)
+						store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,
+						                           cg->i16, ""), p, 2);
+					else
+						store_al(e, y[c], p, 4);
+					end_if(e, cont);
+				}
+			}
+	return 0;
+}
