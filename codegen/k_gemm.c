@@ -3,7 +3,8 @@
  * wgmma family exists): C[M,N] = epilogue(A[M,K] · B[N,K]ᵀ) as the IR's
  * gemm says (docs/ir.md), with its prologue (transposes of 16-bit
  * operands, e2m1 upcast to bf16) and its epilogue (block-scale promotion,
- * bias, cast) in one kernel.
+ * bias (padded or not), the output's tensorwise amax, cast, slice of the
+ * padded columns) in one kernel.
  *
  * A CTA of 4 warps (2 x 2) computes a 64 x 64 tile of C; each warp 32 x 32
  * as 2 x 4 mma tiles of 16 x 8. Per K tile (64 bytes of every row of A and
@@ -56,6 +57,9 @@ typedef struct G {
 	long bke;             /* K elements per tile */
 	long P;               /* promotion interval; 0: once, after all of K */
 	int bias, cast;       /* Ins indices, -1 */
+	int bias_src;         /* the bias param (under its pad, if any) */
+	int amax, amax_arg;   /* output amax Ins and the value it reads, -1 */
+	long slice;           /* columns kept by a slice of the result, 0 */
 	int out;              /* the result value */
 } G;
 
@@ -73,7 +77,7 @@ gemm_plan(Kern *k, G *g)
 	const Ins *gm = NULL;
 
 	memset(g, 0, sizeof *g);
-	g->bias = g->cast = g->out = -1;
+	g->bias = g->cast = g->out = g->amax = g->amax_arg = g->bias_src = -1;
 	for (int i = 0; i < f->nins; i++)
 		if (f->ins[i].op == OP_gemm) {
 			if (gm)
@@ -87,10 +91,32 @@ gemm_plan(Kern *k, G *g)
 		switch (in->op) {
 		case OP_param: case OP_gemm: case OP_ret: case OP_transpose:
 			break;
-		case OP_bias:
+		case OP_pad: {
+			/* the bias, zero-filled to the padded N */
+			const Ins *d = ir_def_ins(f, in->arg[0]);
+			if (!d || d->op != OP_param || in->type.rank != 1)
+				return kfail(k, "pad in a GEMM kernel: of a bias param only");
+			break;
+		}
+		case OP_bias: {
 			if (in->arg[0] != last || g->cast >= 0)
 				return kfail(k, "bias must take the gemm's accumulator");
+			const Ins *d = ir_def_ins(f, in->arg[1]);
+			g->bias_src = d && d->op == OP_pad ? d->arg[0] : in->arg[1];
 			g->bias = i, last = in->res;
+			break;
+		}
+		case OP_amax:
+			if (in->arg[0] != last || g->cast >= 0 || !in->type.is_scale || in->type.block[0]
+			    || in->type.block[1])
+				return kfail(k, "amax in a GEMM kernel: tensorwise, of the f32 result before "
+				             "its cast");
+			g->amax = i, g->amax_arg = last;
+			break;
+		case OP_slice:
+			if (in->arg[0] != last || in->type.dim[0] != f->val[last].type.dim[0])
+				return kfail(k, "slice in a GEMM kernel: of the result's columns only");
+			g->slice = in->type.dim[1], last = in->res;
 			break;
 		case OP_cast:
 			if (in->arg[0] != last)
@@ -199,8 +225,13 @@ gemm_classify(Kern *k)
 	}
 	if (gemm_plan(k, &g))
 		return -1;
-	if (k->nout != 1 || k->out[0] != g.out)
-		return kfail(k, "a GEMM kernel returns its result only");
+	for (int i = 0; i < k->nout; i++)
+		if (k->out[i] != g.out && (g.amax < 0 || k->out[i] != f->ins[g.amax].res))
+			return kfail(k, "a GEMM kernel returns its result and its amax only (%%%s)",
+			             f->val[k->out[i]].name);
+	const char *tile = f->pattr[PA_TILE];
+	if (tile && strcmp(tile, "64x64"))
+		return kfail(k, "tile=%s: the mma.sync GEMM family has 64x64 tiles only", tile);
 	k->shape = CG_GEMM;
 	k->x = g.out;
 	k->threads = GT;
@@ -529,6 +560,8 @@ emit_gemm(E *e)
 			acc[a] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, a), "");
 	precc_format of = g.cast >= 0 ? k->f->ins[g.cast].type.fmt : PRECC_FP32;
 	int oeb = ebytes(of);
+	LLVMValueRef NS = g.slice ? c64(e, (uint64_t)g.slice) : N;   /* stored columns, row pitch */
+	LLVMValueRef mbits = c32(e, 0);
 	for (int mi = 0; mi < MI; mi++)
 		for (int ni = 0; ni < NI; ni++)
 			for (int h = 0; h < 2; h++) {
@@ -536,9 +569,11 @@ emit_gemm(E *e)
 				for (int c = 0; c < 2; c++) {
 					y[c] = acc[(mi * NI + ni) * 4 + 2 * h + c];
 					if (g.bias >= 0) {
-						int bv = k->f->ins[g.bias].arg[1];
+						int bv = g.bias_src;
 						precc_format bfm = k->f->val[bv].type.fmt;
-						LLVMValueRef j = fr.colc[ni][c], bx;
+						long blen = k->f->val[bv].type.dim[0];
+						LLVMValueRef jok = ult(e, fr.colv[ni][c], c64(e, (uint64_t)blen));
+						LLVMValueRef j = sel(e, jok, fr.colv[ni][c], c64(e, 0)), bx;
 						if (bfm == PRECC_FP32)
 							bx = load_al(e, cg->f32, gep(e, e->ptr[bv], mul64(e, j, 4)), 4);
 						else if (bfm == PRECC_BF16)
@@ -550,15 +585,21 @@ emit_gemm(E *e)
 							                    cg->f32, "");
 						else
 							return kfail(k, "bias %s: f32, bf16 or fp16", ir_fmt_name(bfm));
-						y[c] = fadd_rn(e, y[c], bx);
+						/* past a padded bias: +0 */
+						y[c] = fadd_rn(e, y[c], sel(e, jok, bx, cf(e, 0)));
+					}
+					if (g.amax >= 0) {
+						LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, fr.colv[ni][c], N), "");
+						LLVMValueRef v = g.amax_arg == k->f->ins[k->gm].res ? acc[(mi * NI + ni) * 4 + 2 * h + c] : y[c];
+						mbits = umax(e, mbits, sel(e, ok, vec_amax_bits(e, &v, 1), c32(e, 0)));
 					}
 				}
 				LLVMValueRef pair = oeb == 2 ? asm_cvt_16x2(cg, of, y[0], y[1]) : NULL;
 				for (int c = 0; c < 2; c++) {
 					LLVMValueRef col = fr.colv[ni][c];
-					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, N), "");
+					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, NS), "");
 					LLVMBasicBlockRef cont = begin_if(e, ok);
-					LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, r, N, ""), col), (uint64_t)oeb);
+					LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, r, NS, ""), col), (uint64_t)oeb);
 					LLVMValueRef p = gep(e, e->ptr[g.out], off);
 					if (oeb == 2)
 						store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,
@@ -568,5 +609,9 @@ emit_gemm(E *e)
 					end_if(e, cont);
 				}
 			}
+	if (g.amax >= 0) {
+		e->red = shared_array(e, "red", 2, LLVMArrayType2(cg->i32, 32), 4);
+		tensor_amax_out(e, mbits);
+	}
 	return 0;
 }

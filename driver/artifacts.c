@@ -200,10 +200,22 @@ kernel_json(Build *b, Job *j)
 	return k;
 }
 
-/* The GEMMs of a step func by name: ret operand k is the result of the
- * k-th GEMM of the layer's merged fprop, dgrad, wgrad (merge.c). */
+/* Whether the kernel a call runs holds a gemm (codegen's GEMM family). */
+static int
+calls_gemm(const Module *m, const Ins *in)
+{
+	const Func *kf = in->op == OP_call ? ir_find_func(m, in->callee) : NULL;
+
+	for (int i = 0; kf && i < kf->nins; i++)
+		if (kf->ins[i].op == OP_gemm)
+			return 1;
+	return 0;
+}
+
+/* The GEMM calls of a step func by name: ret operand k is the result of
+ * the k-th GEMM of the layer's merged fprop, dgrad, wgrad (merge.c). */
 static void
-gemm_names(const Func *f, const char **name)
+gemm_names(const Module *m, const Func *f, const char **name)
 {
 	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
 	int k = 0;
@@ -212,13 +224,11 @@ gemm_names(const Func *f, const char **name)
 		if (f->ins[i].op == OP_ret)
 			for (int a = 0; a < f->ins[i].narg && a < 3; a++) {
 				const Ins *d = ir_def_ins(f, f->ins[i].arg[a]);
-				if (d && d->op == OP_cast && d->narg)
-					d = ir_def_ins(f, d->arg[0]);
-				if (d && d->op == OP_gemm)
+				if (d && calls_gemm(m, d))
 					name[d - f->ins] = g3[a];
 			}
 	for (int i = 0; i < f->nins; i++)
-		if (f->ins[i].op == OP_gemm) {
+		if (calls_gemm(m, &f->ins[i])) {
 			if (!name[i])
 				name[i] = g3[k < 3 ? k : 2];
 			k++;
@@ -249,7 +259,7 @@ result_role(const Func *f, int v)
 	}
 	for (int i = 0; i < f->nins; i++) {
 		const Ins *in = &f->ins[i];
-		if (in->op == OP_gemm || in->op == OP_ret)
+		if (in->op == OP_ret)
 			for (int a = 0; a < in->narg; a++)
 				if (in->arg[a] == v)
 					return "output";
@@ -270,7 +280,7 @@ layers_json(Build *b, int t)
 		cJSON *l = cJSON_CreateObject(), *bufs, *steps, *ups;
 		const char **gname = xcalloc((size_t)f->nins + 1, sizeof *gname);
 		char *seen = xcalloc((size_t)f->nval + 1, 1);
-		gemm_names(f, gname);
+		gemm_names(m, f, gname);
 		cJSON_AddStringToObject(l, "fqn", f->name);
 		bufs = cJSON_AddArrayToObject(l, "buffers");
 		steps = cJSON_AddArrayToObject(l, "steps");
@@ -281,7 +291,9 @@ layers_json(Build *b, int t)
 			Job *j = build_find_job(b, t, in->callee);
 			if (!j)
 				die("call of unknown kernel @%s in @%s", in->callee, f->name);
-			const char *gemm = NULL;
+			/* a GEMM's own name, else the next GEMM's (whose operands
+			 * this step makes), else the last one's */
+			const char *gemm = gname[k];
 			for (int q = k + 1; q < f->nins && !gemm; q++)
 				gemm = gname[q];
 			for (int q = k - 1; q >= 0 && !gemm; q--)

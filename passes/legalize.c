@@ -10,10 +10,11 @@
  *    (cvt.rs) need sm_100a and PTX 8.6, so on sm_89/sm_90/sm_90a they get
  *    the exact software sequence (codegen/swcvt.c), bit-identical to the
  *    interpreter.
- *  - GEMMs (mma=wgmma|mma_sync, upcast=bf16): wgmma is sm_90a only; sm_89
- *    and plain sm_90 use mma.sync. No Hopper tensor core takes e2m1/e3m2/
- *    e2m3 operands: those are decoded to bf16 in the mainloop (exact: every
- *    such value is a bf16), block scales applied at each K block.
+ *  - GEMMs (mma=mma_sync, upcast=bf16): every target gets codegen's
+ *    mma.sync family (k_gemm.c); wgmma, sm_90a only, is not generated yet.
+ *    No Hopper tensor core takes e2m1/e3m2/e2m3 operands: those are
+ *    decoded to bf16 on the way to shared memory (exact: every such value
+ *    is a bf16), block scales applied at each K block.
  *  - alignment (vec=N): 16-byte vector loads and stores need the
  *    contiguous dim to be a multiple of 16 / element bytes; a tensor whose
  *    dim is not gets the widest vector that divides it. A dynamic
@@ -105,9 +106,11 @@ legalize_func(Func *f, const Target *t)
 		case OP_block_scale: cvt(f, i, rt->fmt, t); break;
 		case OP_gemm: {
 			precc_format a = f->val[i->arg[0]].type.fmt;
-			ir_set_attr(i->pattr, PA_MMA, t->wgmma ? "wgmma" : "mma_sync");
-			if (!t->wgmma)
-				note(f, "GEMMs on mma.sync (wgmma needs sm_90a)");
+			/* codegen has the mma.sync family only: on sm_90a too, until
+			 * the wgmma one exists */
+			ir_set_attr(i->pattr, PA_MMA, "mma_sync");
+			note(f, t->wgmma ? "GEMMs on mma.sync (the wgmma family for sm_90a is not generated "
+			                   "yet)" : "GEMMs on mma.sync (wgmma needs sm_90a)");
 			if (mx_element(a)) {
 				ir_set_attr(i->pattr, PA_UPCAST, "bf16");
 				note(f, "no fp4/fp6 tensor-core operands before sm_100: decoded to bf16 in "

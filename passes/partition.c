@@ -8,8 +8,9 @@
  *
  *	%x.q, %x.q.t, %x.scale_inv = call @FQN.x.quantize(%x, %x.amax) : ...
  *
- * and keeps params, GEMMs with their prologue/epilogue ops, updates and
- * ret. Kernels are placed in dependency order (a group's kernel after the
+ * and keeps params, calls, updates and ret. Every gemm, with the ops
+ * fuse.c folded into its prologue and epilogue, becomes a kernel of its
+ * own, @FUNC.y.gemm for %y.acc (codegen's GEMM family). Kernels are placed in dependency order (a group's kernel after the
  * kernels and GEMMs it reads from; ties in the order of the ops), each
  * kernel func right before the step func that calls it. A cycle between
  * groups would be a fusion bug: abort.
@@ -156,7 +157,16 @@ partition_func(Module *m, int fi, Func ***order, int *norder)
 				u[nu] = (Unit){.first = k, .group = ngroup++};
 				ins_unit[k] = nu++;
 			}
-		} else if (i->op == OP_gemm || (i->op != OP_update && i->op != OP_ret
+		} else if (i->op == OP_gemm) {
+			/* a GEMM kernel: %y.acc's prologue, gemm and epilogue */
+			const char *r = f->val[i->res].name;
+			size_t l = strlen(r);
+			if (l > 4 && !strcmp(r + l - 4, ".acc"))
+				l -= 4;
+			snprintf(names[ngroup], sizeof names[0], "%.*s.gemm", (int)(l < 50 ? l : 50), r);
+			u[nu] = (Unit){.first = k, .group = ngroup++};
+			ins_unit[k] = nu++;
+		} else if ((i->op != OP_update && i->op != OP_ret
 		           && !i->pattr[PA_PROLOGUE] && !i->pattr[PA_EPILOGUE])) {
 			u[nu] = (Unit){.first = k, .group = -1};
 			ins_unit[k] = nu++;

@@ -23,6 +23,11 @@
  * source tile itself, kept across the barrier. Amax-only kernels are
  * persistent (4 CTAs per SM, grid-stride, one atomic max per CTA); the
  * state update runs one CTA per history.
+ *
+ * GEMM kernels (codegen/k_gemm.c, mma.sync): 128 threads (2 x 2 warps),
+ * a 64x64 tile of C, elems = its 32 accumulators per thread, grid over C,
+ * smem = the A and B K-tiles (64 rows x 80 bytes each) and, with an
+ * output amax, the warp partials. codegen refuses any other tile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +51,27 @@ dim_str(char *buf, size_t n, long d, long per)
 		snprintf(buf, n, "M");
 	else
 		snprintf(buf, n, "M/%ld", -d * per);
+}
+
+enum { GEMM_THREADS = 128, GEMM_TILE = 64, GEMM_SMEM = 2 * 64 * 80 };
+
+static void
+schedule_gemm(Func *k, const Ins *g, const Target *t)
+{
+	long m = k->val[g->res].type.dim[0], n = k->val[g->res].type.dim[1];
+	int namax = 0;
+	char a[32], b[32];
+
+	for (int j = 0; j < k->nins; j++)
+		namax += k->ins[j].op == OP_amax;
+	ir_set_attr(k->pattr, PA_THREADS, "%d", GEMM_THREADS);
+	ir_set_attr(k->pattr, PA_TILE, "%dx%d", GEMM_TILE, GEMM_TILE);
+	ir_set_attr(k->pattr, PA_ELEMS, "%d", GEMM_TILE * GEMM_TILE / GEMM_THREADS);
+	dim_str(a, sizeof a, m, GEMM_TILE);
+	dim_str(b, sizeof b, n, GEMM_TILE);
+	ir_set_attr(k->pattr, PA_GRID, "%sx%s", a, b);
+	ir_set_attr(k->pattr, PA_SMEM, "%d", GEMM_SMEM + (namax ? 128 : 0));
+	(void)t;
 }
 
 static void
@@ -146,7 +172,15 @@ schedule_kernel(Func *k, const Target *t)
 void
 schedule(Module *m, const Target *t)
 {
-	for (int k = 0; k < m->nfn; k++)
-		if (m->fn[k]->kernel)
-			schedule_kernel(m->fn[k], t);
+	for (int k = 0; k < m->nfn; k++) {
+		Func *f = m->fn[k];
+		const Ins *g = NULL;
+		for (int j = 0; f->kernel && j < f->nins && !g; j++)
+			if (f->ins[j].op == OP_gemm)
+				g = &f->ins[j];
+		if (g)
+			schedule_gemm(f, g, t);
+		else if (f->kernel)
+			schedule_kernel(f, t);
+	}
 }
