@@ -419,7 +419,7 @@ op_scale(IrInterp *ip, const Ins *i)
 {
 	int a = i->arg[0], e;
 	long n = nelem(ip, a), bad = 0;
-	precc_scale_params p = {ir_fmt_max(i->fmt), i->margin, i->pow2, i->eps};
+	precc_scale_params p = {.fmax = ir_fmt_max(i->fmt), .margin = i->margin, .pow2 = i->pow2, .eps = i->eps};
 	precc_nonfinite nf = i->nonfinite == NF_ERROR ? PRECC_NF_ERROR : PRECC_NF_KEEP_PREV;
 	const float *prev = NULL;
 
