@@ -92,6 +92,9 @@ nvfp4_genc(E *e, int gs, LLVMValueRef bidx)
 		                     LLVMBuildFDiv(b, cf(e, 2688.0), s, ""), cf(e, 0), "");
 	}
 	ga = fabs_(e, ga);
+	if (d && d->op == OP_scale && d->has_blockfmt && d->eps > 0.0f)  /* as the scale op */
+		ga = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, ga, cf(e, d->eps), ""),
+		                     cf(e, d->eps), ga, "");
 	LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealOGT, ga, cf(e, 0), ""),
 	                               is_finite(e, ga), "");
 	LLVMValueRef genc = LLVMBuildSelect(b, ok, LLVMBuildFDiv(b, cf(e, 2688.0), ga, ""),

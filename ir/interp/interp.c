@@ -466,8 +466,12 @@ global_amax(const IrInterp *ip, int gs)
 	const Ins *d = ir_def_ins(ip->f, gs);
 	float s = fbuf(ip, gs)[0];
 
-	if (d && d->op == OP_scale && d->has_blockfmt)
-		return fbuf(ip, d->arg[0])[0];
+	if (d && d->op == OP_scale && d->has_blockfmt) {
+		/* the scale op's eps clamp, so block scales and the global
+		 * scale describe the same amax */
+		float a = fabsf(fbuf(ip, d->arg[0])[0]);
+		return d->eps > 0.0f && a < d->eps ? d->eps : a;
+	}
 	return s > 0.0f ? 448.0f * 6.0f / s : 0.0f;
 }
 
