@@ -452,7 +452,8 @@ op_mx_scale(IrInterp *ip, const Ins *i)
 	if (vtype(ip, i->res)->fmt != PRECC_E8M0)
 		return fail(ip, i, "result must be e8m0");
 	e = precc_mx_scales(fbuf(ip, a), nelem(ip, a), i->fmt,
-	                    i->mxmode == MX_FLOOR ? PRECC_MX_FLOOR : PRECC_MX_RCEIL,
+	                    i->mxmode == MX_FLOOR ? PRECC_MX_FLOOR
+	                    : i->mxmode == MX_RCEIL_TE ? PRECC_MX_RCEIL_TE : PRECC_MX_RCEIL,
 	                    ip->buf[i->res], NULL, NULL, &bad);
 	ip->nonfinite += bad;
 	return e ? kfail(ip, i, e) : 0;
