@@ -140,7 +140,8 @@ mismatches(const Reference *r, const Cast *c, int *first)
 void
 rc_check_reference(Loader *ld, const Cast *c, const char *where, int dflt)
 {
-	static int warned[64], nwarned;
+	static struct { char path[256]; int line; } warned[64];
+	static int nwarned;
 	const Reference *best = NULL;
 	int bestn = 1 << 20, bestk = -1;
 
@@ -160,10 +161,12 @@ rc_check_reference(Loader *ld, const Cast *c, const char *where, int dflt)
 		return;
 	int line = bestk >= 0 && c->knobs.line[bestk] ? c->knobs.line[bestk] : dflt;
 	for (int i = 0; i < nwarned; i++)
-		if (warned[i] == line)
+		if (warned[i].line == line && !strcmp(warned[i].path, ld->r->path))
 			return;
-	if (nwarned < 64)
-		warned[nwarned++] = line;
+	if (nwarned < 64) {
+		snprintf(warned[nwarned].path, sizeof warned[nwarned].path, "%s", ld->r->path);
+		warned[nwarned++].line = line;
+	}
 	if (bestk >= 0)
 		warnf(ld->r->path, line, "%s: %s scaling with %s = %s matches no reference; nearest is %s "
 		      "(%s), which uses %s = %s", where, rc_scaling_names[c->scaling], knob_keys[bestk],
