@@ -145,7 +145,7 @@ main(int argc, char **argv)
 		size_t na = (size_t)n * kb * 4, nb = (size_t)kb * kb * 4;
 		float *amax_a = malloc(na), *sa = malloc(na), *sia = malloc(na);
 		float *amax_b = malloc(nb), *sbq = malloc(nb), *sib = malloc(nb);
-		precc_scale_params sp = { 448.0f, 0, false, 1e-12f };
+		precc_scale_params sp = { .fmax = 448.0f, .eps = 1e-12f };
 		precc_block t1 = { 1, 128 }, t128 = { 128, 128 };
 		if (precc_amax(a, PRECC_FP32, n, n, t1, amax_a, NULL)
 		    || precc_amax(b, PRECC_FP32, n, n, t128, amax_b, NULL)

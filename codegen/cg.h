@@ -85,7 +85,7 @@ typedef struct SwProg {
 int sw_encode(SwProg *, precc_format f, precc_round round, int sat);
 /* MX scale code from |amax| bits (arg 0) and, for rceil, the bits of
  * fl(|amax| / max(elem)) (arg 1), as precc_mx_scales. */
-int sw_mx_e8m0(SwProg *, precc_format elem, int rceil);
+int sw_mx_e8m0(SwProg *, precc_format elem, int mode);   /* an MxMode */
 uint64_t sw_eval(const SwProg *, const uint64_t *args);
 /* Emit the program on i32 args; returns the i32 result. */
 LLVMValueRef sw_emit(Cg *, const SwProg *, LLVMValueRef arg0, LLVMValueRef arg1);

@@ -92,6 +92,9 @@ nvfp4_genc(E *e, int gs, LLVMValueRef bidx)
 		                     LLVMBuildFDiv(b, cf(e, 2688.0), s, ""), cf(e, 0), "");
 	}
 	ga = fabs_(e, ga);
+	if (d && d->op == OP_scale && d->has_blockfmt && d->eps > 0.0f)  /* as the scale op */
+		ga = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, ga, cf(e, d->eps), ""),
+		                     cf(e, d->eps), ga, "");
 	LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealOGT, ga, cf(e, 0), ""),
 	                               is_finite(e, ga), "");
 	LLVMValueRef genc = LLVMBuildSelect(b, ok, LLVMBuildFDiv(b, cf(e, 2688.0), ga, ""),
@@ -119,8 +122,11 @@ scalar(E *e, int v, LLVMValueRef bidx)
 	} else if (in->op == OP_mx_scale) {
 		SwProg p;
 		LLVMValueRef a = fabs_(e, scalar(e, in->arg[0], bidx));
-		LLVMValueRef rr = LLVMBuildFDiv(b, a, cf(e, ir_fmt_max(in->fmt)), "");
-		sw_mx_e8m0(&p, in->fmt, in->mxmode == MX_RCEIL);
+		float fmax = ir_fmt_max(in->fmt);
+		LLVMValueRef rr = in->mxmode == MX_RCEIL_TE   /* TE: amax * max_norm_rcp */
+		                  ? LLVMBuildFMul(b, a, cf(e, (float)(1.0 / fmax)), "")
+		                  : LLVMBuildFDiv(b, a, cf(e, fmax), "");
+		sw_mx_e8m0(&p, in->fmt, in->mxmode);
 		r = sw_emit(e->g, &p, LLVMBuildBitCast(b, a, e->g->i32, ""),
 		            LLVMBuildBitCast(b, rr, e->g->i32, ""));
 	} else if (in->op == OP_block_scale) {
@@ -163,7 +169,7 @@ check_scalar_ops(E *e)
 			             f->val[in->res].name);
 		if (in->op == OP_mx_scale) {
 			SwProg p;
-			if (sw_mx_e8m0(&p, in->fmt, in->mxmode == MX_RCEIL))
+			if (sw_mx_e8m0(&p, in->fmt, in->mxmode))
 				return kfail(e->k, "%%%s = mx_scale: fmt=%s", f->val[in->res].name,
 				             ir_fmt_name(in->fmt));
 		}

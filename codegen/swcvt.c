@@ -127,10 +127,13 @@ sw_encode(SwProg *p, precc_format f, precc_round round, int sat)
 
 /* precc_mx_scales: rceil from r = fl(a / fmax): code = E for an exact
  * power of two, else E + 1 (at most 254); fp32-subnormal r gives 1 when
- * r > 2^-127, else 0. floor from a: max(E - emax, 0). inf/NaN: 0xff. */
+ * r > 2^-127, else 0. floor from a: max(E - emax, 0). inf/NaN: 0xff.
+ * rceil_te: the same code from r = fl(a * fl(1/fmax)) (the caller's r),
+ * but inf gives 0xfe (TE's float_to_e8m0 saturates). */
 int
-sw_mx_e8m0(SwProg *p, precc_format elem, int rceil)
+sw_mx_e8m0(SwProg *p, precc_format elem, int mode)
 {
+	int rceil = mode == MX_RCEIL || mode == MX_RCEIL_TE;
 	int emax = precc_mx_emax(elem);
 
 	memset(p, 0, sizeof *p);
@@ -150,7 +153,9 @@ sw_mx_e8m0(SwProg *p, precc_format elem, int rceil)
 		int E = OP2(SW_LSHR, a, K(23));
 		code = SEL(OP2(SW_UGT, E, K(emax)), OP2(SW_SUB, E, K(emax)), K(0));
 	}
-	p->result = SEL(nonfinite, K(0xff), code);
+	int nfcode = mode == MX_RCEIL_TE ? SEL(OP2(SW_UGT, a, K(0x7f800000)), K(0xff), K(0xfe))
+	             : K(0xff);
+	p->result = SEL(nonfinite, nfcode, code);
 	return 0;
 }
 

@@ -259,7 +259,9 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 		o.sinv = def(l, ir_scale_of(PRECC_E8M0, &st_, b0, b1), OP_mx_scale, &amax, 1,
 		             "%s.scale_inv", pre);
 		last(l)->fmt = c->format;
-		last(l)->mxmode = MX_RCEIL;
+		/* the recipe's mx_round knob (recipe_sem.c: rceil_div, rceil, floor) */
+		last(l)->mxmode = c->knobs.v[KNOB_MX_ROUND] == 1 ? MX_RCEIL_TE
+		                  : c->knobs.v[KNOB_MX_ROUND] == 2 ? MX_FLOOR : MX_RCEIL;
 		scale = def(l, ir_scale_of(PRECC_FP32, &st_, b0, b1), OP_recip, &o.sinv, 1,
 		            "%s.scale", pre);
 		args[0] = v, args[1] = scale;

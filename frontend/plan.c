@@ -76,6 +76,7 @@ apply_cast(Cast *c, unsigned *set, const CastSpec *s)
 	if (b & SET_ROUND) c->round = s->v.round;
 	if (b & SET_SATURATE) c->saturate = s->v.saturate;
 	if (b & SET_NONFINITE) c->nonfinite = s->v.nonfinite;
+	knobs_layer(&c->knobs, &s->v.knobs);
 	*set |= b;
 }
 

@@ -58,6 +58,23 @@ typedef enum Fallback {
 
 typedef enum LossScale { LOSS_NONE, LOSS_STATIC, LOSS_DYNAMIC, NLOSS } LossScale;
 
+/* Reference knobs (recipe_sem.c, docs/recipes.md "Reference knobs"):
+ * each is a choice the published recipes make differently, under the name
+ * the recipe writes; value 0 is precc's rule before the knob existed.
+ * set/line say which were written and where, for layering and messages. */
+typedef enum Knob {
+	KNOB_AMAX_NAN,        /* propagate | ignore (fmaxf, TE) */
+	KNOB_ZERO_AMAX,       /* one | keep (TE delayed: previous scale, no roll) */
+	KNOB_NONFINITE_SCALE, /* keep | one (TE current) | ieee (torchao, DeepGEMM) */
+	KNOB_SCALE_FORM,      /* fmax_over_amax | amax_over_fmax (DeepSeek sf) */
+	KNOB_QUANTIZE,        /* multiply (x * scale) | divide (x / sf, DeepSeek-V3) */
+	KNOB_MX_ROUND,        /* rceil_div | rceil (TE) | floor (OCP MX v1.0) */
+	KNOB_NVFP4_SCALE,     /* precc | te2.15 | te2.14 */
+	KNOB_POW2_ROUND,      /* mask (TE) | log2 (torchao exp2(floor(log2))) */
+	NKNOB
+} Knob;
+typedef struct Knobs { unsigned set; unsigned char v[NKNOB]; int line[NKNOB]; } Knobs;
+
 /* How one operand of one GEMM is cast. */
 typedef struct Cast {
 	precc_format format;
@@ -74,6 +91,7 @@ typedef struct Cast {
 	precc_round round;        /* RNE, RZ or SR */
 	bool saturate;
 	NonfinitePolicy nonfinite;
+	Knobs knobs;              /* layered knob by knob (knobs_layer) */
 } Cast;
 
 typedef struct GemmPolicy {
@@ -251,6 +269,11 @@ const char *role_name(Role);
 const char *gemm_name(Gemm);
 const char *scaling_name(ScalingKind);
 const char *accum_name(Accum);
+
+/* recipe_sem.c — the reference knobs */
+extern const char *const knob_keys[NKNOB];
+const char *knob_value_name(Knob, int v);
+void knobs_layer(Knobs *dst, const Knobs *src);   /* what src wrote wins */
 
 /* model.c — Lua model files and HuggingFace config.json */
 Model *model_load(const char *path);   /* by extension: .lua or .json */

@@ -43,6 +43,7 @@ copy_field(Cast *d, const Cast *s, unsigned b)
 static void
 layer(Eff *e, const CastSpec *cs, int rank)
 {
+	knobs_layer(&e->v.knobs, &cs->v.knobs);
 	for (int i = 0; i < NSET_CAST; i++)
 		if (cs->set & (1u << i)) {
 			copy_field(&e->v, &cs->v, 1u << i);
@@ -113,7 +114,7 @@ check_cast(Loader *ld, const Eff *e, Gemm g, Role r, int dflt)
 		if (e->rank[k] >= 0 && c->scaling != SCALING_DELAYED && e->rank[k] >= e->rank[S])
 			fail(ld, e->line[k] ? e->line[k] : dflt, "'%s' applies only to delayed scaling, "
 			     "but %s uses %s scaling", k == H ? "history" : "algo", where,
-			     rc_scaling_names[c->scaling]);
+			     rc_scaling_names[c->scaling]);	rc_check_reference(ld, c, where, dflt);
 }
 
 void

@@ -62,5 +62,8 @@ void rc_settings_table(Loader *, const Tab *, Settings *, Recipe *rec, char **la
 /* recipe_check.c */
 /* Layer base (and rule) as plan.c does and reject contradictions. */
 void rc_check_level(Loader *, const Settings *base, const Settings *rule);
+/* recipe_sem.c */
+bool rc_knob_key(Loader *, const char *key, int v, int line, Knobs *);
+void rc_check_reference(Loader *, const Cast *, const char *where, int dflt);
 
 #endif

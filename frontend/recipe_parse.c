@@ -208,6 +208,9 @@ rc_obj_tab(Loader *ld, int v, int line, const char *what)
 static const char *const cast_keys[] = {
 	"format", "scaling", "margin", "pow2", "amax_eps", "round", "saturate",
 	"nonfinite", "history", "algo", "scale_format",
+	/* recipe_sem.c's knob_keys */
+	"amax_nan", "zero_amax", "nonfinite_scale", "scale_form", "quantize",
+	"mx_round", "nvfp4_scale", "pow2_round",
 };
 static const char *const round_names[] = {"rne", "rz", NULL, "sr"};
 static const char *const nonfinite_names[NNONFINITE] = {"keep_scale", "skip_step", "error"};
@@ -253,7 +256,7 @@ cast_key(Loader *ld, const Tab *t, const char *k, int v, CastSpec *cs, Settings 
 		if (f != PRECC_FP32 && f != PRECC_E8M0 && f != PRECC_E4M3)
 			fail(ld, line, "'scale_format' must be fp32, e8m0 or e4m3, not %s", rc_fmtname(f));
 		PUT(cs, SET_SCALE_FORMAT, scale_format, f, line);
-	} else {
+	} else if (!rc_knob_key(ld, k, v, line, &cs->v.knobs)) {
 		return false;
 	}
 	return true;

@@ -514,7 +514,7 @@ nonfinite_name(Nonfinite k)
 const char *
 mx_mode_name(MxMode k)
 {
-	static const char *n[NMXMODE] = {"rceil", "floor"};
+	static const char *n[NMXMODE] = {"rceil", "floor", "rceil_te"};
 
 	return (unsigned)k < NMXMODE ? n[k] : "?";
 }

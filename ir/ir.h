@@ -75,7 +75,9 @@ typedef enum ParamKind { PARAM_IN, PARAM_WEIGHT, PARAM_GRAD, PARAM_STATE,
 typedef enum AccumKind { ACC_FP32, ACC_PROMOTE, ACC_FAST, NACCKIND } AccumKind;
 typedef enum HistAlgo { HIST_MAX, HIST_MOST_RECENT, NHISTALGO } HistAlgo;
 typedef enum Nonfinite { NF_KEEP, NF_SKIP, NF_ERROR, NNONFINITE_IR } Nonfinite;
-typedef enum MxMode { MX_RCEIL, MX_FLOOR, NMXMODE } MxMode;
+/* rceil: ceil(log2(amax / fmax)), inf/NaN -> 0xff; floor: OCP MX v1.0;
+ * rceil_te: TE's float_to_e8m0(amax * (1/fmax)), inf -> 0xfe (satfinite) */
+typedef enum MxMode { MX_RCEIL, MX_FLOOR, MX_RCEIL_TE, NMXMODE } MxMode;
 
 /*
  * Pass attributes: key=value words that the passes attach to instructions

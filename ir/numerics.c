@@ -397,11 +397,20 @@ precc_compute_scale(float amax, const precc_scale_params *p, bool *nonfinite)
 		a = p->eps;
 	if (a == 0)
 		return 1.0f;
+	if (p->amax_over_fmax) {
+		/* DeepGEMM utils/math.py:34-38: sf = amax / 448; x * (1.0 / sf) */
+		float sf = a / p->fmax;
+		if (sf == 0.0f)
+			return FLT_MAX;
+		return 1.0f / sf;
+	}
 
 	double d = ldexp((double)p->fmax / (double)a, -p->margin);
 	if (d > FLT_MAX)
 		return p->pow2 ? 0x1p127f : FLT_MAX;
 	float s = (float)d;
+	if (p->pow2 && p->pow2_log2)
+		return exp2f(floorf(log2f(s)));
 	if (p->pow2 && s > 0) {
 		uint32_t b = f2u(s);
 		if (b >= 0x00800000)

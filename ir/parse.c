@@ -430,8 +430,8 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 	case A_ALGO: i->algo = enumval(ps, vat, key, val, algo, 2); break;
 	case A_ROUND: i->round = round_vals[enumval(ps, vat, key, val, round_names, 3)]; break;
 	case A_MXMODE: {
-		static const char *const mm[] = {"rceil", "floor"};
-		i->mxmode = enumval(ps, vat, key, val, mm, 2);
+		static const char *const mm[] = {"rceil", "floor", "rceil_te"};
+		i->mxmode = enumval(ps, vat, key, val, mm, 3);
 		break;
 	}
 	case A_STREAM: i->stream = (int)intval(ps, vat, key, val, 0, 1 << 30); break;

@@ -15,9 +15,26 @@
 --    are linear layers precc compiles, so they stay bf16;
 --  * low-precision storage (§3.3.3): master weights and gradients fp32,
 --    AdamW moments in bf16.
+-- Reference: DeepGEMM deep_gemm/utils/math.py per_token_cast_to_fp8 /
+-- per_block_cast_to_fp8 (:26-62) and DeepSeek-V3 inference/kernel.py
+-- act_quant_kernel (:10-34): sf = max(amax, 1e-4) / 448 in fp32
+-- (scale_form = amax_over_fmax, amax_eps = 1e-4), codes of x * (1/sf)
+-- (quantize = multiply, DeepGEMM; DeepSeek-V3's inference kernel divides,
+-- quantize = divide, and gives the same codes on every case of
+-- tests/refsem), the GEMM multiplies back by sf. amax by torch.amax (NaN
+-- propagates); an inf amax gives sf = inf, codes 0 and NaN
+-- (nonfinite_scale = ieee).
+-- Status: the knobs above are checked by precc check and implemented by the
+-- interpreter's kernels (tests/refsem); lowering them into the IR and the
+-- generated kernels is not done yet (docs/recipes.md, "Reference knobs").
 recipe "deepseek_v3" {
   description = "DeepSeek-V3: e4m3, 1x128 activation/gradient tiles, 128x128 weight blocks, fp32 promotion every 128",
   format = e4m3,
+  amax_eps = 1e-4,
+  scale_form = "amax_over_fmax",
+  quantize = "multiply",
+  amax_nan = "propagate",
+  nonfinite_scale = "ieee",
   input       = { scaling = blockwise { 1, 128 } },
   grad_output = { scaling = blockwise { 1, 128 } },
   weight      = { scaling = blockwise { 128, 128 } },

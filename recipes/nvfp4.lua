@@ -7,11 +7,25 @@
 --    passes see the same quantized weight; activations and gradients 1x16;
 --  * stochastic rounding for gradients, round-to-nearest-even elsewhere;
 --  * a few sensitive layers stay in high precision — here the output head.
--- Not expressed: the random Hadamard transform applied to wgrad inputs.
+-- Reference: TE (2.15 and later) transformer_engine/common/cast/nvfp4/
+-- core_nvfp4.cuh and quantize_transpose_nvfp4.cuh: global and block
+-- amaxes by fmaxf (amax_nan = ignore); S_enc = min(2688 / global_amax,
+-- FLT_MAX), 1 when the amax is 0 or inf (:82-95); block scale
+-- e4m3(amax * (S_enc * (1/6))) (:61-69, nvfp4_scale = "te2.15";
+-- "te2.14" is (amax * (1/6)) * S_enc); element multiplier
+-- min(1 / (e4m3 * (1/S_enc)), FLT_MAX) (:758), so a block whose e4m3
+-- scale is 0 saturates.
+-- NOT DONE: the random Hadamard transform TE applies to the wgrad
+-- operands (no recipe knob or IR op yet).
+-- Status: the knobs above are checked by precc check and implemented by the
+-- interpreter's kernels (tests/refsem); lowering them into the IR and the
+-- generated kernels is not done yet (docs/recipes.md, "Reference knobs").
 recipe "nvfp4" {
   description = "NVFP4: e2m1, 1x16 blocks with e4m3 scales + fp32 tensor scale, 16x16 weights, SR gradients",
   format = e2m1,
   scaling = nvfp4,
+  amax_nan = "ignore",
+  nvfp4_scale = "te2.15",
   weight = { scaling = nvfp4 { 16, 16 } },
   grad_output = { round = "sr" },
   accumulate = fp32,

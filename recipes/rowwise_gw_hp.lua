@@ -10,10 +10,20 @@
 -- cast_config_input_for_grad_weight / grad_output_for_grad_weight
 -- DISABLED: the weight gradient stays in high precision for accuracy.
 -- Power-of-two scales as in torchao's rowwise recipes.
+-- Reference: torchao/float8/float8_utils.py: torch.amax(|x|, dim) (:69,
+-- NaN propagates), max / clamp(amax, 1e-12) in fp64 (:47), and the
+-- power of two as exp2(floor(log2(scale))) (:244-247: pow2_round = log2,
+-- which rounds a scale just below 2^k up to 2^k, unlike TE's mask).
+-- Status: the knobs above are checked by precc check and implemented by the
+-- interpreter's kernels (tests/refsem); lowering them into the IR and the
+-- generated kernels is not done yet (docs/recipes.md, "Reference knobs").
 recipe "rowwise_gw_hp" {
   description = "torchao ROWWISE_WITH_GW_HP: rowwise e4m3 fprop/dgrad, tensorwise weight in dgrad, bf16 wgrad",
   format = e4m3,
   scaling = rowwise { pow2 = true, amax_eps = 1e-12 },
+  pow2_round = "log2",
+  amax_nan = "propagate",
+  nonfinite_scale = "ieee",
   fprop = { accumulate = "fast" },
   dgrad = {
     weight = { scaling = current { pow2 = true, amax_eps = 1e-12 } },

@@ -9,14 +9,27 @@
 -- needed before the cast. As in TE's Linear, the forward GEMM uses the
 -- Hopper fast fp8 accumulator and dgrad/wgrad use the split (fp32)
 -- accumulator (TE's _2X_ACC_FPROP=False, _2X_ACC_DGRAD/_WGRAD=True).
--- When an amax is inf/NaN, TE keeps the previous scale.
+-- Reference: TE's default fused update, kernel_bulk in
+-- transformer_engine/common/recipe/delayed_scaling.cu (:163-253): amaxes
+-- reduced with fmaxf, so NaN is never recorded (amax_nan = ignore); a
+-- zero amax keeps the previous scale and the history does not roll that
+-- step (zero_amax = keep); an inf/NaN amax keeps the previous scale
+-- (nonfinite_scale = keep); scale = fp8_max * 2^-margin / amax, FLT_MAX
+-- when that overflows. tests/refsem/test_te.c checks it over thousands
+-- of steps with NaN steps and long zero runs.
 -- Not expressed here: reduce_amax (the all-reduce of amaxes across data-
 -- parallel ranks) is a property of the runtime, not of the kernels.
+-- Status: the knobs above are checked by precc check and implemented by the
+-- interpreter's kernels (tests/refsem); lowering them into the IR and the
+-- generated kernels is not done yet (docs/recipes.md, "Reference knobs").
 recipe "te_delayed_hybrid" {
   description = "TE DelayedScaling, HYBRID (e4m3 fwd / e5m2 grads), amax history 1024, max",
   format = hybrid,
   scaling = delayed { history = 1024, algo = "max", margin = 0 },
   nonfinite = "keep_scale",
+  amax_nan = "ignore",
+  zero_amax = "keep",
+  nonfinite_scale = "keep",
   accumulate = fp32,
   fprop = { accumulate = "fast" },
   output = bf16,

@@ -75,19 +75,39 @@ long precc_block_count(long rows, long cols, precc_block blk,
 int precc_amax(const void *x, precc_format xf, long rows, long cols,
                precc_block blk, float *out, float *global);
 
+/* The amax NaN policy. PROPAGATE is precc_amax's rule (torch.amax);
+ * IGNORE skips NaN as fmaxf does (TE's amax kernels, utils.cuh), so a
+ * block of NaN only has amax 0. */
+typedef enum precc_amax_nan {
+	PRECC_AMAX_NAN_PROPAGATE,
+	PRECC_AMAX_NAN_IGNORE,
+} precc_amax_nan;
+
+int precc_amax_policy(const void *x, precc_format xf, long rows, long cols,
+                      precc_block blk, precc_amax_nan nan, float *out,
+                      float *global);
+
 /* ---- scales -----------------------------------------------------------
  * What to do when an amax is inf or NaN. */
 typedef enum precc_nonfinite {
 	PRECC_NF_PROPAGATE, /* scale = scale_inv = NaN for that block */
 	PRECC_NF_KEEP_PREV, /* keep prev[b] (1.0 if prev is NULL), as TE does */
 	PRECC_NF_ERROR,     /* fill as KEEP_PREV, then return PRECC_IENONFINITE */
+	PRECC_NF_ONE,       /* scale = scale_inv = 1 (TE current scaling,
+	                       recipe_common.cuh compute_scale_from_amax) */
+	PRECC_NF_IEEE,      /* the formula in IEEE arithmetic, no special
+	                       case (torchao, DeepGEMM): fmax/inf = 0,
+	                       NaN stays NaN, scale_inv = 1/0 = inf */
 } precc_nonfinite;
 
 /* Per-block scale and scale_inv from n amax values:
  *   scale[b] = precc_compute_scale(amax[b], p)   (fmax / amax / 2^margin,
  *              eps clamp, optional pow2 round-down, amax 0 -> 1.0)
  *   scale_inv[b] = 1.0f / scale[b]   (fp32 division)
- * Quantize multiplies by scale, dequantize/GEMM by scale_inv. prev is the
+ * With p->amax_over_fmax, scale_inv[b] = max(amax, eps) / fmax (the
+ * DeepSeek sf) and scale[b] = 1 / scale_inv[b]. With p->zero_keep an amax
+ * of 0 (after eps) keeps prev[b] (1.0 if prev is NULL), as TE's delayed
+ * update does. Quantize multiplies by scale, dequantize/GEMM by scale_inv. prev is the
  * previous scale array (for KEEP_PREV; may be NULL). scale_inv may be
  * NULL. *n_nonfinite (may be NULL) counts inf/NaN amax values. */
 int precc_scales(const float *amax, long n, const precc_scale_params *p,
@@ -99,6 +119,11 @@ typedef enum precc_mx_mode {
 	PRECC_MX_FLOOR, /* OCP MX v1.0: e = floor(log2 amax) - emax_elem */
 	PRECC_MX_RCEIL, /* NVIDIA/cuBLAS: e = ceil(log2(amax / fmax_elem)),
 	                   amax/fmax in fp32 */
+	PRECC_MX_RCEIL_TE, /* TE's float_to_e8m0(amax * (1/fmax)), ptx_arch_
+	                      spec.cuh:72: the product with the fp32
+	                      reciprocal, round the exponent up, inf -> 0xFE
+	                      (satfinite), NaN -> 0xFF, 0 -> 0x00; scale =
+	                      exp2f_rcp (ptx.cuh:309): 2^(127-e8m0) */
 } precc_mx_mode;
 
 /* MX (OCP microscaling) scales for element format elem (e4m3, e5m2, e2m1,
@@ -129,6 +154,27 @@ int precc_nvfp4_scales(const float *amax, long n, float global_amax,
                        uint8_t *e4m3, float *global_scale_inv, float *scale,
                        float *scale_inv);
 
+/* Transformer Engine's NVFP4 scales (cast/nvfp4/core_nvfp4.cuh):
+ *   genc = fminf(448*6 / global_amax, FLT_MAX); 1.0 if global_amax == 0
+ *          or genc == 0 (global_amax inf)                   (:82-95)
+ *   gdec = 1 / genc                    (quantize_transpose_nvfp4.cuh:430)
+ *   e4m3[b] = e4m3_rne_sat(amax[b] * (genc * (1/6)))   TE >= 2.15 (:61-69)
+ *           = e4m3_rne_sat((amax[b] * (1/6)) * genc)   TE <= 2.14 (the
+ *             formula kept in the comment at :42-44)
+ *   scale[b] = fminf(1 / (decode(e4m3[b]) * gdec), FLT_MAX)     (:758)
+ *             (a block whose e4m3 is 0 gets FLT_MAX: its codes saturate)
+ *   scale_inv[b] = decode(e4m3[b]) * gdec
+ * global_amax should come from a NaN-ignoring amax (TE's is). */
+typedef enum precc_nvfp4_formula {
+	PRECC_NVFP4_TE215,
+	PRECC_NVFP4_TE214,
+} precc_nvfp4_formula;
+
+int precc_nvfp4_scales_te(const float *amax, long n, float global_amax,
+                          precc_nvfp4_formula f, uint8_t *e4m3,
+                          float *global_scale_inv, float *scale,
+                          float *scale_inv);
+
 /* ---- delayed scaling history -----------------------------------------
  * A ring of len slots, each holding n amax values (n = number of scale
  * blocks; 1 for tensorwise), caller-owned: buf has len*n floats, slot s at
@@ -151,6 +197,19 @@ int precc_history_push(precc_amax_history *h, const float *amax);
 int precc_history_reduce(const precc_amax_history *h, precc_history_algo a,
                          float *out);
 
+/* One step of TE's default fused update (recipe/delayed_scaling.cu
+ * kernel_bulk, :163-253) on a precc history, for n scales:
+ *   last = amax[j]; if last != 0 (NaN counts as nonzero): push it;
+ *   else the history does not roll (and MAX's amax is 0).
+ *   MAX: fmaxf over the len slots (NaN ignored); MOST_RECENT: last.
+ *   scale[j] = fmax*2^-margin / amax if amax finite and > 0, else
+ *   scale[j] unchanged; an inf quotient gives FLT_MAX.
+ * n must be 1 (TE's tensorwise use: one history per scale).
+ * scale is read (previous) and written. */
+int precc_history_update_te(precc_amax_history *h, const float *amax,
+                            precc_history_algo a, float fmax, int margin,
+                            float *scale);
+
 /* ---- quantize / dequantize --------------------------------------------
  * q[i] = precc_encode(qf, x[i] * scale[b(i)], round, saturate, rbits(i))
  * with x decoded to fp32 first and the product in fp32. scale NULL = 1.
@@ -169,6 +228,9 @@ typedef struct precc_quant_opts {
 	uint64_t seed;         /* SR only */
 	uint32_t stream;       /* SR only: tensor/stream id */
 	int threads;           /* 0 = all online cores; same result for any */
+	const float *divisor;  /* per block, or NULL: when set, x / divisor[b]
+	                          in fp32 instead of x * scale[b] (DeepSeek-V3
+	                          inference/kernel.py:31 divides by s) */
 } precc_quant_opts;
 
 int precc_quantize(const void *x, precc_format xf, long rows, long cols,

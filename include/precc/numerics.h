@@ -173,6 +173,16 @@ typedef struct precc_scale_params {
 	int margin;    /* TE margin: scale /= 2^margin */
 	bool pow2;     /* round scale down to a power of two */
 	float eps;     /* amax lower clamp (torchao: 1e-12) */
+	/* Appended knobs; zero keeps the behaviour above (docs/recipes.md). */
+	bool amax_over_fmax; /* DeepSeek/DeepGEMM: sf = max(amax, eps) / fmax
+	                      * in fp32, scale = 1 / sf (the quantize
+	                      * multiplier), scale_inv = sf itself */
+	bool zero_keep;      /* TE: amax 0 keeps the previous scale (applied by
+	                      * precc_scales; precc_compute_scale still says 1) */
+	bool pow2_log2;      /* with pow2: exp2f(floorf(log2f(scale))) as
+	                      * torchao float8_utils.py:244-247, which rounds
+	                      * a scale within an ulp of log2f below 2^k up to
+	                      * 2^k; else the mantissa mask (TE) */
 } precc_scale_params;
 
 float precc_compute_scale(float amax, const precc_scale_params *p, bool *nonfinite);

@@ -1,6 +1,7 @@
 /*
  * interp/amax.c — amax (max |x|) of a [rows, cols] tensor at any block
- * granularity, plus the global amax. NaN in a block makes its amax NaN.
+ * granularity, plus the global amax. NaN in a block makes its amax NaN,
+ * or (PRECC_AMAX_NAN_IGNORE, TE's fmaxf) is skipped.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -12,7 +13,7 @@ enum { CHUNK = 512 };
 
 /* max |v[i]| over n values; *nan set if any is NaN. */
 static float
-span_amax(const float *v, long n, int *nan)
+span_amax(const float *v, long n, int ignore, int *nan)
 {
 	float m = 0.0f;
 	int bad = 0;
@@ -23,7 +24,7 @@ span_amax(const float *v, long n, int *nan)
 		bad |= a != a;
 		m = a > m ? a : m;
 	}
-	*nan |= bad;
+	*nan |= bad & !ignore;   /* a > m is false for NaN: skipped */
 	return m;
 }
 
@@ -41,6 +42,7 @@ typedef struct Amax {
 	precc_format xf;
 	long rows, cols, br, bc, nbc, nb;
 	int by_block_rows;          /* parts are block rows, else data rows */
+	int ignore_nan;
 	float *out;                 /* by_block_rows: the result, else nb per part */
 	float g[INTERP_MAX_PARTS];  /* global max per part */
 	int gnan[INTERP_MAX_PARTS];
@@ -67,7 +69,7 @@ amax_rows(const Amax *k, long r0, long r1, float *out, float *gp, int *gnanp)
 				float m;
 				if (end > n)
 					end = n;
-				m = span_amax(buf + s, end - s, &nan);
+				m = span_amax(buf + s, end - s, k->ignore_nan, &nan);
 				merge(&orow[c / bc], m, nan);
 				gnan |= nan;
 				g = m > g ? m : g;
@@ -105,6 +107,15 @@ int
 precc_amax(const void *x, precc_format xf, long rows, long cols,
            precc_block blk, float *out, float *global)
 {
+	return precc_amax_policy(x, xf, rows, cols, blk,
+	                         PRECC_AMAX_NAN_PROPAGATE, out, global);
+}
+
+int
+precc_amax_policy(const void *x, precc_format xf, long rows, long cols,
+                  precc_block blk, precc_amax_nan nan, float *out,
+                  float *global)
+{
 	Amax k;
 	long nbr, b;
 	int e, nt, i;
@@ -123,6 +134,10 @@ precc_amax(const void *x, precc_format xf, long rows, long cols,
 		return e;
 	memset(k.g, 0, sizeof k.g);
 	memset(k.gnan, 0, sizeof k.gnan);
+	if (nan != PRECC_AMAX_NAN_PROPAGATE && nan != PRECC_AMAX_NAN_IGNORE)
+		return interp_fail(PRECC_IEINVAL, "amax: unknown NaN policy %d",
+		                   (int)nan);
+	k.ignore_nan = nan == PRECC_AMAX_NAN_IGNORE;
 	k.x = x;
 	k.xf = xf;
 	k.rows = rows;

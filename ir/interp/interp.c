@@ -419,7 +419,7 @@ op_scale(IrInterp *ip, const Ins *i)
 {
 	int a = i->arg[0], e;
 	long n = nelem(ip, a), bad = 0;
-	precc_scale_params p = {ir_fmt_max(i->fmt), i->margin, i->pow2, i->eps};
+	precc_scale_params p = {.fmax = ir_fmt_max(i->fmt), .margin = i->margin, .pow2 = i->pow2, .eps = i->eps};
 	precc_nonfinite nf = i->nonfinite == NF_ERROR ? PRECC_NF_ERROR : PRECC_NF_KEEP_PREV;
 	const float *prev = NULL;
 
@@ -452,7 +452,8 @@ op_mx_scale(IrInterp *ip, const Ins *i)
 	if (vtype(ip, i->res)->fmt != PRECC_E8M0)
 		return fail(ip, i, "result must be e8m0");
 	e = precc_mx_scales(fbuf(ip, a), nelem(ip, a), i->fmt,
-	                    i->mxmode == MX_FLOOR ? PRECC_MX_FLOOR : PRECC_MX_RCEIL,
+	                    i->mxmode == MX_FLOOR ? PRECC_MX_FLOOR
+	                    : i->mxmode == MX_RCEIL_TE ? PRECC_MX_RCEIL_TE : PRECC_MX_RCEIL,
 	                    ip->buf[i->res], NULL, NULL, &bad);
 	ip->nonfinite += bad;
 	return e ? kfail(ip, i, e) : 0;
@@ -466,8 +467,12 @@ global_amax(const IrInterp *ip, int gs)
 	const Ins *d = ir_def_ins(ip->f, gs);
 	float s = fbuf(ip, gs)[0];
 
-	if (d && d->op == OP_scale && d->has_blockfmt)
-		return fbuf(ip, d->arg[0])[0];
+	if (d && d->op == OP_scale && d->has_blockfmt) {
+		/* the scale op's eps clamp, so block scales and the global
+		 * scale describe the same amax */
+		float a = fabsf(fbuf(ip, d->arg[0])[0]);
+		return d->eps > 0.0f && a < d->eps ? d->eps : a;
+	}
 	return s > 0.0f ? 448.0f * 6.0f / s : 0.0f;
 }
 

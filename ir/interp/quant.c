@@ -69,11 +69,22 @@ quant_rows(void *ctx, int part, long r0, long r1)
 
 	for (r = r0; r < r1; r++) {
 		const float *srow = o->scale ? o->scale + (r / k->br) * k->nbc : NULL;
+		const float *drow = o->divisor ? o->divisor + (r / k->br) * k->nbc
+		                    : NULL;
 		for (c0 = 0; c0 < cols; c0 += CHUNK) {
 			long n = cols - c0 < CHUNK ? cols - c0 : CHUNK, j;
 			size_t off = (size_t)r * (size_t)cols + (size_t)c0;
 			interp_load(k->x, k->xf, off, n, buf);
-			if (srow) {
+			if (drow) {
+				for (j = 0; j < n;) {
+					long c = c0 + j, end = (c / bc + 1) * bc - c0;
+					float d = drow[c / bc];
+					if (end > n)
+						end = n;
+					for (; j < end; j++)
+						buf[j] /= d;
+				}
+			} else if (srow) {
 				for (j = 0; j < n;) {
 					long c = c0 + j, end = (c / bc + 1) * bc - c0;
 					float s = srow[c / bc];

@@ -171,9 +171,9 @@ main(void)
 				}
 				fails += bad;
 			}
-	/* MX scales: rceil and floor for every element format */
+	/* MX scales: rceil, floor and TE's rceil for every element format */
 	for (size_t fi = 0; fi < sizeof fmts / sizeof *fmts; fi++)
-		for (int rc = 0; rc < 2; rc++) {
+		for (int rc = 0; rc < NMXMODE; rc++) {
 			SwProg p;
 			precc_format f = fmts[fi];
 			float fmax = precc_format_get(f)->max;
@@ -184,16 +184,18 @@ main(void)
 			for (uint32_t hi = 0; hi < 0x10000; hi += HI_STEP)
 				for (int li = 0; li < 6; li++) {
 					uint32_t u = hi << 16 | (li < 4 ? lows[li] : next() & 0xffff);
-					float a = fabsf(u2f(u)), r = a / fmax;
+					float a = fabsf(u2f(u));
+					float r = rc == MX_RCEIL_TE ? a * (float)(1.0 / fmax) : a / fmax;
 					uint8_t want;
-					precc_mx_scales(&a, 1, f, rc ? PRECC_MX_RCEIL : PRECC_MX_FLOOR, &want,
+					precc_mx_scales(&a, 1, f, rc == MX_FLOOR ? PRECC_MX_FLOOR
+					                : rc == MX_RCEIL_TE ? PRECC_MX_RCEIL_TE : PRECC_MX_RCEIL, &want,
 					                NULL, NULL, NULL);
 					uint64_t args[2] = {f2u(a), f2u(r)};
 					uint32_t got = (uint32_t)sw_eval(&p, args);
 					checks++;
 					if (got != want && bad++ < 5)
 						printf("FAIL mx %s %s amax=0x%08x: sw 0x%x, precc_mx_scales 0x%x\n",
-						       precc_format_get(f)->name, rc ? "rceil" : "floor", u, got, want);
+						       precc_format_get(f)->name, mx_mode_name(rc), u, got, want);
 				}
 			fails += bad;
 		}

@@ -147,7 +147,7 @@ test_scales(void)
 	float prev[6] = { 9, 9, 9, 5, 6, 9 };
 	float s[6], si[6];
 	long bad = -1;
-	precc_scale_params p = { 448.0f, 0, false, 0.0f };
+	precc_scale_params p = { .fmax = 448.0f };
 
 	CHECK_OK(precc_scales(amax, 6, &p, PRECC_NF_PROPAGATE, prev, s, si, &bad));
 	CHECK(bad == 2);
@@ -164,7 +164,7 @@ test_scales(void)
 
 	/* pow2, margin, eps */
 	float a2[3] = { 300, 224, 1e-30f };
-	precc_scale_params q = { 448.0f, 1, true, 1e-12f };
+	precc_scale_params q = { .fmax = 448.0f, .margin = 1, .pow2 = true, .eps = 1e-12f };
 	CHECK_OK(precc_scales(a2, 3, &q, PRECC_NF_PROPAGATE, NULL, s, si, NULL));
 	/* 448/300/2 = 0.747 -> 0.5; 448/224/2 = 1; 448/1e-12/2 -> pow2 below */
 	CHECK(s[0] == 0.5f && s[1] == 1.0f);

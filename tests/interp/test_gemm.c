@@ -162,7 +162,7 @@ make_operand(precc_format f, long rows, long K, precc_block blk, float **si)
 		long nb = precc_block_count(rows, K, blk, NULL, NULL);
 		float *am = malloc(nb * 4), *s = malloc(nb * 4);
 		*si = malloc(nb * 4);
-		precc_scale_params p = { precc_format_get(f)->max, 0, false, 1e-12f };
+		precc_scale_params p = { .fmax = precc_format_get(f)->max, .eps = 1e-12f };
 		precc_amax(x, PRECC_FP32, rows, K, blk, am, NULL);
 		precc_scales(am, nb, &p, PRECC_NF_ERROR, NULL, s, *si, NULL);
 		precc_quant_opts o = { .qf = f, .round = PRECC_RNE, .saturate = true,

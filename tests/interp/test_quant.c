@@ -80,7 +80,7 @@ roundtrip(precc_format f, precc_round r, precc_block blk, long rows,
 	float *s = malloc(nb * 4), *si = malloc(nb * 4);
 	double *want = malloc(n * 8), *bound = malloc(n * 8);
 	uint8_t *q = malloc(n);
-	precc_scale_params p = { fi->max, 0, false, 1e-12f };
+	precc_scale_params p = { .fmax = fi->max, .eps = 1e-12f };
 	char what[96];
 
 	precc_block_count(rows, cols, blk, &nbr, &nbc);

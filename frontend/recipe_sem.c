@@ -1,0 +1,180 @@
+/*
+ * recipe_sem.c — the reference knobs: the choices Transformer Engine,
+ * torchao, DeepGEMM/DeepSeek-V3 and the OCP MX spec make differently
+ * (docs/recipes.md "Reference knobs"). Parsing of one knob key, layering,
+ * and the table of references `precc check` compares a cast with.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <lauxlib.h>
+#include "recipe.h"
+#include "sandbox.h"
+#include "recipe_lua.h"
+
+const char *const knob_keys[NKNOB] = {
+	"amax_nan", "zero_amax", "nonfinite_scale", "scale_form", "quantize",
+	"mx_round", "nvfp4_scale", "pow2_round",
+};
+
+enum { MAXV = 3 };
+static const char *const knob_values[NKNOB][MAXV] = {
+	[KNOB_AMAX_NAN] = {"propagate", "ignore"},
+	[KNOB_ZERO_AMAX] = {"one", "keep"},
+	[KNOB_NONFINITE_SCALE] = {"keep", "one", "ieee"},
+	[KNOB_SCALE_FORM] = {"fmax_over_amax", "amax_over_fmax"},
+	[KNOB_QUANTIZE] = {"multiply", "divide"},
+	[KNOB_MX_ROUND] = {"rceil_div", "rceil", "floor"},
+	[KNOB_NVFP4_SCALE] = {"precc", "te2.15", "te2.14"},
+	[KNOB_POW2_ROUND] = {"mask", "log2"},
+};
+
+const char *
+knob_value_name(Knob k, int v)
+{
+	return (unsigned)k < NKNOB && v >= 0 && v < MAXV && knob_values[k][v]
+	       ? knob_values[k][v] : "?";
+}
+
+void
+knobs_layer(Knobs *dst, const Knobs *src)
+{
+	for (int k = 0; k < NKNOB; k++)
+		if (src->set & (1u << k)) {
+			dst->v[k] = src->v[k];
+			dst->line[k] = src->line[k];
+			dst->set |= 1u << k;
+		}
+}
+
+bool
+rc_knob_key(Loader *ld, const char *key, int v, int line, Knobs *kn)
+{
+	lua_State *L = ld->sb->L;
+	int k, n = 0;
+
+	for (k = 0; k < NKNOB && strcmp(key, knob_keys[k]); k++)
+		;
+	if (k == NKNOB)
+		return false;
+	while (n < MAXV && knob_values[k][n])
+		n++;
+	if (lua_type(L, v) != LUA_TSTRING) {
+		char list[128] = "";
+		for (int i = 0; i < n; i++)
+			snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%s\"",
+			         i ? ", " : "", knob_values[k][i]);
+		fail(ld, line, "'%s' must be one of %s, not a %s", key, list, luaL_typename(L, v));
+	}
+	const char *s = lua_tostring(L, v);
+	for (int i = 0; i < n; i++)
+		if (!strcmp(s, knob_values[k][i])) {
+			kn->v[k] = (unsigned char)i;
+			kn->line[k] = line;
+			kn->set |= 1u << k;
+			return true;
+		}
+	char list[128] = "";
+	for (int i = 0; i < n; i++)
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+		         knob_values[k][i]);
+	fail(ld, line, "unknown %s '%s' (expected one of: %s)", key, s, list);
+	return false;
+}
+
+/* ---- the references ----------------------------------------------------
+ * What each published recipe does, knob by knob (-1: the reference has no
+ * such choice for this scaling). eps < 0: any amax_eps. */
+typedef struct Reference {
+	const char *name, *file;
+	ScalingKind scaling;
+	double eps;
+	signed char v[NKNOB];
+} Reference;
+
+#define ANY -1
+static const Reference refs[] = {
+	{"TE DelayedScaling", "transformer_engine/common/recipe/delayed_scaling.cu",
+	 SCALING_DELAYED, 0, {1, 1, 0, 0, 0, ANY, ANY, ANY}},
+	{"TE Float8CurrentScaling", "transformer_engine/common/recipe/recipe_common.cuh",
+	 SCALING_CURRENT, -1, {1, 0, 1, 0, 0, ANY, ANY, ANY}},
+	{"torchao tensorwise", "torchao/float8/float8_utils.py",
+	 SCALING_CURRENT, 1e-12, {0, 0, 2, 0, 0, ANY, ANY, ANY}},
+	{"torchao rowwise", "torchao/float8/float8_utils.py",
+	 SCALING_ROWWISE, 1e-12, {0, 0, 2, 0, 0, ANY, ANY, 1}},
+	{"DeepGEMM per_token/per_block_cast_to_fp8", "deep_gemm/utils/math.py",
+	 SCALING_BLOCK, 1e-4, {0, ANY, 2, 1, 0, ANY, ANY, ANY}},
+	{"DeepSeek-V3 act_quant", "inference/kernel.py",
+	 SCALING_BLOCK, 1e-4, {0, ANY, 2, 1, 1, ANY, ANY, ANY}},
+	{"TE MXFP8BlockScaling", "transformer_engine/common/cast/mxfp8/quantize_mxfp8.cuh",
+	 SCALING_MX, -1, {1, ANY, ANY, ANY, 0, 1, ANY, ANY}},
+	{"OCP MX v1.0", "OCP Microscaling Formats (MX) v1.0, section 6.3",
+	 SCALING_MX, -1, {ANY, ANY, ANY, ANY, 0, 2, ANY, ANY}},
+	{"TE NVFP4BlockScaling >= 2.15", "transformer_engine/common/cast/nvfp4/core_nvfp4.cuh",
+	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 1, ANY}},
+	{"TE NVFP4BlockScaling <= 2.14", "transformer_engine/common/cast/nvfp4/core_nvfp4.cuh",
+	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 2, ANY}},
+};
+
+/* Knobs a reference fixes that c differs in; the first one in *first. */
+static int
+mismatches(const Reference *r, const Cast *c, int *first)
+{
+	int n = 0;
+
+	*first = -1;
+	if (r->eps >= 0 && c->amax_eps != (float)r->eps)
+		n++;
+	for (int k = 0; k < NKNOB; k++)
+		if (r->v[k] != ANY && r->v[k] != c->knobs.v[k]) {
+			if (*first < 0)
+				*first = k;
+			n++;
+		}
+	return n;
+}
+
+/* A cast whose recipe wrote a knob is meant to follow a reference: say so
+ * when its knobs match none of the references for its scaling, naming the
+ * nearest one and the first knob that departs from it. Warned once per
+ * line. */
+void
+rc_check_reference(Loader *ld, const Cast *c, const char *where, int dflt)
+{
+	static struct { char path[256]; int line; } warned[64];
+	static int nwarned;
+	const Reference *best = NULL;
+	int bestn = 1 << 20, bestk = -1;
+
+	if (!c->knobs.set)
+		return;
+	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+		int k, n;
+		if (refs[i].scaling != c->scaling)
+			continue;
+		n = mismatches(&refs[i], c, &k);
+		if (n == 0)
+			return;
+		if (n < bestn)
+			best = &refs[i], bestn = n, bestk = k;
+	}
+	if (!best)
+		return;
+	int line = bestk >= 0 && c->knobs.line[bestk] ? c->knobs.line[bestk] : dflt;
+	for (int i = 0; i < nwarned; i++)
+		if (warned[i].line == line && !strcmp(warned[i].path, ld->r->path))
+			return;
+	if (nwarned < 64) {
+		snprintf(warned[nwarned].path, sizeof warned[nwarned].path, "%s", ld->r->path);
+		warned[nwarned++].line = line;
+	}
+	if (bestk >= 0)
+		warnf(ld->r->path, line, "%s: %s scaling with %s = %s matches no reference; nearest is %s "
+		      "(%s), which uses %s = %s", where, rc_scaling_names[c->scaling], knob_keys[bestk],
+		      knob_value_name(bestk, c->knobs.v[bestk]), best->name, best->file,
+		      knob_keys[bestk], knob_value_name(bestk, best->v[bestk]));
+	else
+		warnf(ld->r->path, line, "%s: %s scaling with amax_eps = %g matches no reference; "
+		      "nearest is %s (%s), which uses amax_eps = %g", where,
+		      rc_scaling_names[c->scaling], (double)c->amax_eps, best->name, best->file,
+		      best->eps);
+}

@@ -1,0 +1,333 @@
+/*
+ * test_te.c — precc's interpreter against transcriptions of Transformer
+ * Engine (NVIDIA/TransformerEngine at d0067d0, 2.20.0.dev0):
+ *   DelayedScaling's default fused update, Float8CurrentScaling,
+ *   MXFP8BlockScaling, NVFP4BlockScaling (both block-scale formulas).
+ * Each reference function cites the file:line it transcribes.
+ */
+#include <float.h>
+
+#include "precc/interp.h"
+#include "ref.h"
+
+enum { ROWS = 48, COLS = 384 };
+static float x[ROWS * COLS];
+static uint8_t q[ROWS * COLS];
+
+/* common/utils.cuh:873-998 and recipe/current_scaling.cu:55-60: amax is
+ * a chain of fmaxf(fabsf(v), m), so NaN never wins. */
+static float
+te_amax(const float *v, long n, long stride)
+{
+	float m = 0.0f;
+	for (long i = 0; i < n; i++)
+		m = fmaxf(fabsf(v[i * stride]), m);
+	return m;
+}
+
+/* recipe/recipe_common.cuh:14-41 compute_scale_from_amax */
+static float
+te_scale_from_amax(float amax, float max_fp8, int pow2, float eps,
+                   float value_for_inf)
+{
+	float scale = 1.f;
+	if (amax < eps)
+		amax = eps;
+	if (isinf(amax) || amax == 0.f || isnan(amax))
+		return scale;
+	scale = max_fp8 / amax;           /* __fdiv_rn */
+	if (isinf(scale))
+		scale = value_for_inf;
+	if (pow2) {
+		uint32_t b = fbits(scale) & 0xFF800000u;
+		memcpy(&scale, &b, 4);
+	}
+	return scale;
+}
+
+/* ---- Float8CurrentScaling: amax, compute_scale_from_amax_kernel
+ * (current_scaling.cu:267-276, value_for_inf FLT_MAX, TE's default
+ * amax_epsilon 0 and no pow2), then the cast x * scale, satfinite. */
+static void
+current(int fmt, precc_format pf, float fmax)
+{
+	for (int kase = 0; kase < NCASE; kase++) {
+		float ramax, rscale, amax, scale, sinv;
+		fill(x, ROWS, COLS, kase, fmax);
+		ramax = te_amax(x, ROWS * COLS, 1);
+		rscale = te_scale_from_amax(ramax, fmax, 0, 0.0f, FLT_MAX);
+
+		precc_scale_params p = { .fmax = fmax };
+		precc_amax_policy(x, PRECC_FP32, ROWS, COLS, (precc_block){0, 0},
+		                  PRECC_AMAX_NAN_IGNORE, &amax, NULL);
+		precc_scales(&amax, 1, &p, PRECC_NF_ONE, NULL, &scale, &sinv, NULL);
+		precc_quant_opts o = { .qf = pf, .round = PRECC_RNE, .saturate = true,
+		                       .scale = &scale };
+		precc_quantize(x, PRECC_FP32, ROWS, COLS, &o, q);
+		CHECK(same(amax, ramax), "current %s: amax %a vs TE %a",
+		      case_name[kase], amax, ramax);
+		CHECK(same(scale, rscale), "current %s: scale %a vs TE %a",
+		      case_name[kase], scale, rscale);
+		CHECK(same(sinv, 1.0f / rscale), "current %s: scale_inv",
+		      case_name[kase]);
+		for (long i = 0; i < ROWS * COLS; i++) {
+			int r = rencode(fmt, x[i] * rscale);
+			if (r != q[i] && !(r == 0x7f && (q[i] & 0x7f) == 0x7f)) {
+				CHECK(0, "current %s: x[%ld]=%a code %02x vs TE %02x",
+				      case_name[kase], i, x[i], q[i], r);
+				break;
+			}
+		}
+	}
+}
+
+/* ---- DelayedScaling: the state as TE keeps it (amax_history[0] is this
+ * step's amax, written by the cast kernel), updated by kernel_bulk
+ * (recipe/delayed_scaling.cu:163-253, no reduction buffer), scaled_max
+ * = fp8_max * pow(2, -margin) (:331). */
+typedef struct TeState {
+	float hist[1024];
+	int len;
+	float scale;
+} TeState;
+
+static void
+te_update(TeState *s, int most_recent, float scaled_max)
+{
+	float amax = 0, last = s->hist[0];
+	if (last != 0.0f) {                                  /* :186 */
+		float a[1024];
+		for (int i = 0; i < s->len; i++) {
+			a[i] = (i < s->len - 1) ? s->hist[i + 1] : last;  /* :191 */
+			amax = fmaxf(amax, a[i]);                        /* :192 */
+		}
+		for (int i = 0; i < s->len; i++)
+			s->hist[i] = (i > 0) ? a[i] : 0;                 /* :196 */
+	}
+	if (most_recent)
+		amax = last;                                     /* :204 */
+	float scale = isfinite(amax) && amax > 0 ? scaled_max / amax
+	                                         : s->scale;  /* :238-242 */
+	if (isinf(scale))
+		scale = FLT_MAX;                                 /* :247-249 */
+	s->scale = scale;
+}
+
+/* One training run: per step a tensor (its amax from the data, TE's
+ * fmaxf), NaN steps, inf steps and long runs of zero-amax steps. */
+static void
+delayed(int len, int most_recent, int margin, int steps)
+{
+	enum { R = 8, C = 64 };
+	static float t[R * C];
+	float hbuf[1024], pscale = 1.0f, smax = 448.0f * powf(2.0f, (float)-margin);
+	precc_amax_history h;
+	TeState te = { .len = len, .scale = 1.0f };
+	int diffs = 0;
+
+	precc_history_init(&h, hbuf, len, 1);
+	for (int step = 0; step < steps; step++) {
+		int kind = step % 97 == 13 ? C_NAN : step % 211 == 50 ? C_INF
+		           : (step / 300) % 4 == 2 ? C_ALL_ZERO     /* 300-step zero runs */
+		           : step % 7 == 3 ? C_OUTLIERS : C_NORMAL;
+		float amax;
+		fill(t, R, C, kind, 448.0f);
+		if (kind == C_NORMAL)         /* amax that moves over time */
+			for (int i = 0; i < R * C; i++)
+				t[i] *= 1.0f + (float)(step % 50);
+		te.hist[0] = te_amax(t, R * C, 1);
+		te_update(&te, most_recent, smax);
+		precc_amax_policy(t, PRECC_FP32, R, C, (precc_block){0, 0},
+		                  PRECC_AMAX_NAN_IGNORE, &amax, NULL);
+		precc_history_update_te(&h, &amax, most_recent ? PRECC_HIST_MOST_RECENT
+		                        : PRECC_HIST_MAX, 448.0f, margin, &pscale);
+		if (!same(pscale, te.scale) && diffs++ < 3)
+			CHECK(0, "delayed len %d %s margin %d step %d: scale %a vs TE %a",
+			      len, most_recent ? "most_recent" : "max", margin, step,
+			      pscale, te.scale);
+	}
+	CHECK(diffs == 0, "delayed len %d: %d of %d steps differ", len, diffs, steps);
+	/* the run must have exercised a kept scale after a zero run */
+	CHECK(te.scale > 0.0f, "delayed: scale %a", te.scale);
+}
+
+/* ---- MXFP8BlockScaling: cast/mxfp8/quantize_mxfp8.cuh:255-295 — block
+ * amax by fmaxf, e8m0 = float_to_e8m0(amax * max_norm_rcp) (:271),
+ * multiplier exp2f_rcp(e8m0) (:283), x * multiplier (:295), satfinite. */
+static uint8_t
+te_float_to_e8m0(float val)           /* util/ptx_arch_spec.cuh:84-103 */
+{
+	if (isnan(val))
+		return 0xFF;
+	if (isinf(val))
+		return 0xFE;
+	if (val == 0.0f)
+		return 0x00;
+	uint32_t u = fbits(val);
+	uint8_t exponent = (uint8_t)(u >> 23);
+	uint32_t mantissa = u & 0x7FFFFF;
+	if ((mantissa > 0 && exponent != 0xFE) && !(exponent == 0 && mantissa <= 0x400000))
+		++exponent;
+	return exponent;
+}
+
+static float
+te_exp2f_rcp(uint8_t b)               /* util/ptx.cuh:309-318 */
+{
+	uint32_t u = b == 255 ? 0x7fffffffu : b == 254 ? 0x00400000u
+	             : (uint32_t)(254 - b) << 23;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static void
+mxfp8(int fmt, precc_format pf, float fmax)
+{
+	enum { NB = ROWS * COLS / 32 };
+	static float amax[NB], scale[NB], sinv[NB];
+	static uint8_t e8[NB];
+	const float rcp = (float)(1.0 / fmax);   /* utils.cuh:1044 */
+
+	for (int kase = 0; kase < NCASE; kase++) {
+		fill(x, ROWS, COLS, kase, fmax);
+		precc_amax_policy(x, PRECC_FP32, ROWS, COLS, (precc_block){1, 32},
+		                  PRECC_AMAX_NAN_IGNORE, amax, NULL);
+		precc_mx_scales(amax, NB, pf, PRECC_MX_RCEIL_TE, e8, scale, sinv, NULL);
+		precc_quant_opts o = { .qf = pf, .round = PRECC_RNE, .saturate = true,
+		                       .blk = {1, 32}, .scale = scale };
+		precc_quantize(x, PRECC_FP32, ROWS, COLS, &o, q);
+		for (int b = 0; b < NB; b++) {
+			float ba = te_amax(x + b * 32, 32, 1);
+			uint8_t re = te_float_to_e8m0(ba * rcp);
+			float m = te_exp2f_rcp(re);
+			if (e8[b] != re || !same(scale[b], m)) {
+				CHECK(0, "mxfp8 %s block %d: e8m0 %02x vs TE %02x", case_name[kase],
+				      b, e8[b], re);
+				break;
+			}
+			for (int j = 0; j < 32; j++) {
+				float v = x[b * 32 + j];
+				int r = rencode(fmt, v * m), g = q[b * 32 + j];
+				if (r != g && !(r == 0x7f && (g & 0x7f) == 0x7f)) {
+					CHECK(0, "mxfp8 %s block %d elem %d: %a code %02x vs TE %02x",
+					      case_name[kase], b, j, v, g, r);
+					b = NB;
+					break;
+				}
+			}
+		}
+	}
+}
+
+/* ---- NVFP4BlockScaling 1x16 (cast/nvfp4/core_nvfp4.cuh and
+ * quantize_transpose_nvfp4.cuh): S_enc from the fmaxf global amax
+ * (core:82-95), S_dec = 1.0 / S_enc (qt:430), S_dec_b = e4m3(block_amax
+ * * (S_enc * (1/6))) (core:61-69; <= 2.14: (amax * (1/6)) * S_enc, the
+ * formula kept at core:42-44), block_scale_inverse = fminf(1 / (S_dec_b *
+ * S_dec), FLT_MAX) (qt:758), elements e2m1(x * block_scale_inverse)
+ * satfinite RN (qt:770-786, mul_cvt_fp32_to_fp4_4x). */
+static float
+te_genc(float g)
+{
+	float s = 448.0f * 6.0f / g;
+	s = fminf(s, FLT_MAX);
+	if (g == 0.0f || s == 0.0f)
+		return 1.0f;
+	return s;
+}
+
+static void
+nvfp4(precc_nvfp4_formula f)
+{
+	enum { NB = ROWS * COLS / 16 };
+	static float amax[NB], scale[NB], sinv[NB];
+	static uint8_t e4[NB];
+	const float rcp6 = 1.0f / 6.0f;
+
+	for (int kase = 0; kase < NCASE; kase++) {
+		float g, gsi;
+		fill(x, ROWS, COLS, kase, 6.0f);
+		if (kase == C_ZERO_BLOCKS)    /* blocks whose e4m3 scale is 0 */
+			for (int i = 0; i < 64; i++)
+				x[16 * 16 + i] = 1e-30f * (i + 1);
+		precc_amax_policy(x, PRECC_FP32, ROWS, COLS, (precc_block){1, 16},
+		                  PRECC_AMAX_NAN_IGNORE, amax, &g);
+		precc_nvfp4_scales_te(amax, NB, g, f, e4, &gsi, scale, sinv);
+		precc_quant_opts o = { .qf = PRECC_E2M1, .round = PRECC_RNE,
+		                       .saturate = true, .blk = {1, 16}, .scale = scale };
+		precc_quantize(x, PRECC_FP32, ROWS, COLS, &o, q);
+
+		float rg = te_amax(x, ROWS * COLS, 1), S_enc = te_genc(rg);
+		float S_dec = (float)(1.0 / S_enc);
+		CHECK(same(g, rg) && same(gsi, S_dec), "nvfp4 %s: global", case_name[kase]);
+		for (int b = 0; b < NB; b++) {
+			float ba = te_amax(x + b * 16, 16, 1);
+			float d = f == PRECC_NVFP4_TE215 ? ba * (S_enc * rcp6) : ba * rcp6 * S_enc;
+			int re = rencode(R_E4M3, d);
+			float bsi = fminf(1.0f / ((float)rdecode(R_E4M3, (unsigned)re) * S_dec),
+			                  FLT_MAX);
+			if (e4[b] != re || !same(scale[b], bsi)) {
+				CHECK(0, "nvfp4 %s block %d: e4m3 %02x vs TE %02x, mult %a vs %a",
+				      case_name[kase], b, e4[b], re, scale[b], bsi);
+				break;
+			}
+			for (int j = 0; j < 16; j++) {
+				float v = x[b * 16 + j];
+				int r = rencode(R_E2M1, v * bsi);
+				if (r < 0)     /* NaN has no e2m1 code: numerics.c's rule */
+					continue;
+				if (r != q[b * 16 + j]) {
+					CHECK(0, "nvfp4 %s block %d elem %d: %a code %x vs TE %x",
+					      case_name[kase], b, j, v, q[b * 16 + j], r);
+					b = NB;
+					break;
+				}
+			}
+		}
+	}
+}
+
+/* The two NVFP4 formulas must differ somewhere (else the knob is moot):
+ * count blocks of uniform random amaxes whose e4m3 scale differs. */
+static void
+nvfp4_formulas_differ(void)
+{
+	enum { N = 1 << 16 };
+	static float a[N];
+	static uint8_t e15[N], e14[N];
+	long d = 0;
+	for (int t = 0; t < 64; t++) {
+		float g = 1.0f + fabsf(urand()) * 100.0f;
+		for (int i = 0; i < N; i++)
+			a[i] = fabsf(urand()) * g;
+		precc_nvfp4_scales_te(a, N, g, PRECC_NVFP4_TE215, e15, NULL, NULL, NULL);
+		precc_nvfp4_scales_te(a, N, g, PRECC_NVFP4_TE214, e14, NULL, NULL, NULL);
+		for (int i = 0; i < N; i++)
+			d += e15[i] != e14[i];
+	}
+	printf("nvfp4: te2.15 vs te2.14 block scales differ in %ld of %d blocks\n", d, 64 * N);
+	CHECK(d > 0, "the two formulas agree everywhere");
+}
+
+int
+main(void)
+{
+	current(R_E4M3, PRECC_E4M3, 448.0f);
+	current(R_E5M2, PRECC_E5M2, 57344.0f);
+	delayed(1024, 0, 0, 3000);
+	delayed(16, 0, 0, 3000);
+	delayed(16, 1, 0, 3000);
+	delayed(4, 0, 2, 2000);
+	mxfp8(R_E4M3, PRECC_E4M3, 448.0f);
+	mxfp8(R_E5M2, PRECC_E5M2, 57344.0f);
+	nvfp4(PRECC_NVFP4_TE215);
+	nvfp4(PRECC_NVFP4_TE214);
+	nvfp4_formulas_differ();
+	if (fails) {
+		printf("%d failures\n", fails);
+		return 1;
+	}
+	printf("TE: current, delayed, mxfp8, nvfp4 match\n");
+	return 0;
+}
