@@ -267,5 +267,9 @@ void plan_print_json(const Plan *, FILE *);
  * whose FQN matches layer_pattern (a glob when it has * ? or [, else a
  * substring; NULL: all). Free with ir_module_free. */
 struct Module *lower_plan(const Plan *, const char *layer_pattern);
+/* Whether to print progress for `work` layers: PRECC_PROGRESS=1/0 forces
+ * it on/off, else on a tty from LOWER_PROGRESS_MIN layers. */
+enum { LOWER_PROGRESS_MIN = 2000 };
+bool lower_progress_wanted(long work);
 
 #endif
