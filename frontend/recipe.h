@@ -203,13 +203,28 @@ typedef struct Linear {
 	long out_features;        /* N of fprop */
 	bool tied;                /* weight tied to an embedding (lm_head) */
 	bool bias;                /* the module has a bias vector (Qwen2 q/k/v) */
+	/* From the name (model_classify), for rule predicates: */
+	int block;                /* N of "layers.N." (or h./blocks.), -1 none */
+	int expert;               /* N of "experts.N.", -1 none */
+	const char *kind;         /* attn.q attn.kv attn.qkv attn.o mlp.up mlp.down
+	                             mlp.gate_up expert.up expert.down
+	                             shared_expert.up shared_expert.down router
+	                             lm_head other (static strings) */
 } Linear;
 
 typedef struct Model {
 	char *name;
 	char *path;
 	Linear *linears; int nlinears;
+	int nblocks;              /* 1 + the largest Linear.block, 0 none */
 } Model;
+
+/* Limits on what a model file may declare (both forms). */
+enum {
+	MODEL_MAX_FEATURES = 1 << 24,   /* 16M: larger than any real hidden/vocab */
+	MODEL_MAX_LAYERS = 4096,
+	MODEL_MAX_LINEARS = 1 << 17,    /* 131,072: DeepSeek-V3 has 45,091 */
+};
 
 /* ---- resolved plan ------------------------------------------------------ */
 
@@ -255,6 +270,15 @@ const char *accum_name(Accum);
 /* model.c — Lua model files and HuggingFace config.json */
 Model *model_load(const char *path);   /* by extension: .lua or .json */
 void model_free(Model *);
+void model_add_linear(Model *, const char *fqn, long in, long out, bool tied, bool bias);
+_Noreturn void model_fail(Model *, const char *file, int line, const char *fmt, ...);
+void model_classify(Model *);          /* block, expert, kind of each linear */
+
+/* hf_arch.c — a HuggingFace config.json through the table of architectures
+ * (docs/models.md); takes text (malloc'ed). PRECC_MODEL_TYPE=llama reads
+ * an unknown model_type as Llama. */
+void hf_load(Model *, char *text);
+extern const char *const hf_known_types; /* "llama, mistral, ..." */
 
 /* plan.c — resolve recipe x model into per-layer policies */
 Plan *plan_resolve(const Recipe *, const Model *);
