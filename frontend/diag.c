@@ -34,14 +34,30 @@ errorf(const char *file, int line, const char *fmt, ...)
 	exit(1);
 }
 
+bool diag_werror;
+int diag_nwarn;
+
+/* A warning; with --Werror (diag_werror) it reads "error:" and counts,
+ * and diag_werror_exit ends the run once a batch is out. */
 void
 warnf(const char *file, int line, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport("warning", file, line, fmt, ap);
+	vreport(diag_werror ? "error" : "warning", file, line, fmt, ap);
 	va_end(ap);
+	diag_nwarn++;
+}
+
+void
+diag_werror_exit(void)
+{
+	if (diag_werror && diag_nwarn) {
+		fprintf(stderr, "precc: error: %d warning%s treated as error%s (--Werror)\n", diag_nwarn,
+		        diag_nwarn == 1 ? "" : "s", diag_nwarn == 1 ? "" : "s");
+		exit(1);
+	}
 }
 
 void

@@ -120,6 +120,8 @@ model_classify(Model *m)
 		if (l->block + 1 > m->nblocks)
 			m->nblocks = l->block + 1;
 	}
+	for (int i = 0; i < m->nlinears; i++)
+		m->linears[i].nblocks = m->nblocks;
 }
 
 void

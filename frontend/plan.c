@@ -360,6 +360,7 @@ plan_resolve(const Recipe *rc, const Model *m)
 			}
 		}
 	}
+	recipe_check_rules(rc, m);
 	return plan;
 }
 

@@ -495,9 +495,25 @@ recipe_rule_matches(const Recipe *r, const Rule *u, const Linear *l)
 			errorf(err.file, err.line, "%s", err.msg);
 	} else if (u->predicate_ref != LUA_NOREF) {
 		lua_rawgeti(L, LUA_REGISTRYINDEX, u->predicate_ref);
-		lua_createtable(L, 0, 5);
+		lua_createtable(L, 0, 9);
 		lua_pushstring(L, l->fqn);
 		lua_setfield(L, -2, "fqn");
+		/* where the layer is (docs/recipes.md "Predicates"): block index
+		 * and count, kind, expert; nil where a linear has none */
+		if (l->block >= 0 && l->kind) {
+			lua_pushinteger(L, l->block);
+			lua_setfield(L, -2, "index");
+		}
+		lua_pushinteger(L, l->nblocks);
+		lua_setfield(L, -2, "nblocks");
+		if (l->kind) {
+			lua_pushstring(L, l->kind);
+			lua_setfield(L, -2, "kind");
+		}
+		if (l->expert >= 0 && l->kind) {
+			lua_pushinteger(L, l->expert);
+			lua_setfield(L, -2, "expert");
+		}
 		lua_pushinteger(L, l->in_features);
 		lua_setfield(L, -2, "in_features");
 		lua_pushinteger(L, l->out_features);

@@ -206,6 +206,7 @@ typedef struct Linear {
 	/* From the name (model_classify), for rule predicates: */
 	int block;                /* N of "layers.N." (or h./blocks.), -1 none */
 	int expert;               /* N of "experts.N.", -1 none */
+	int nblocks;              /* the model's Model.nblocks, for predicates */
 	const char *kind;         /* attn.q attn.kv attn.qkv attn.o mlp.up mlp.down
 	                             mlp.gate_up expert.up expert.down
 	                             shared_expert.up shared_expert.down router
@@ -248,6 +249,9 @@ typedef struct Plan {
 /* diag.c — the one user-error path: "file:line: error: msg", exit 1 */
 _Noreturn void errorf(const char *file, int line, const char *fmt, ...);
 void warnf(const char *file, int line, const char *fmt, ...);
+extern bool diag_werror;     /* --Werror: warnings are errors */
+extern int diag_nwarn;       /* warnings so far */
+void diag_werror_exit(void); /* exit 1 if --Werror and any warning */
 _Noreturn void die_(const char *file, int line, const char *fmt, ...);
 #define die(...) die_(__FILE__, __LINE__, __VA_ARGS__)
 const char *suggest(const char *word, const char *const *cands, int n);
@@ -279,6 +283,10 @@ void model_classify(Model *);          /* block, expert, kind of each linear */
  * an unknown model_type as Llama. */
 void hf_load(Model *, char *text);
 extern const char *const hf_known_types; /* "llama, mistral, ..." */
+
+/* recipe_check.c (rule diagnostics) — warn at a rule's line when it matches
+ * no layer of the model, or only layers earlier rules took. */
+void recipe_check_rules(const Recipe *, const Model *);
 
 /* plan.c — resolve recipe x model into per-layer policies */
 Plan *plan_resolve(const Recipe *, const Model *);
