@@ -100,6 +100,34 @@ distance(const char *a, const char *b)
 	return d[la][lb];
 }
 
+/* Names people use for a family of formats, which precc spells by bits:
+ * what to write instead, or NULL ("fp8" is not one format). */
+const char *
+format_family_hint(const char *word)
+{
+	static const struct { const char *name, *hint; } fam[] = {
+		{"fp8", "e4m3 or e5m2 (or hybrid: e4m3 forward, e5m2 for gradients)"},
+		{"float8", "e4m3 or e5m2 (or hybrid: e4m3 forward, e5m2 for gradients)"},
+		{"mxfp8", "format = e4m3 (or e5m2) with scaling = mx"},
+		{"fp6", "e3m2 or e2m3"}, {"mxfp6", "format = e3m2 (or e2m3) with scaling = mx"},
+		{"fp4", "e2m1 (with scaling = nvfp4 or mx)"}, {"float4", "e2m1 (with scaling = nvfp4 or mx)"},
+		{"nvfp4", "format = e2m1 with scaling = nvfp4"}, {"mxfp4", "format = e2m1 with scaling = mx"},
+		{"e8m0", "e8m0 is a scale format (scale_format = e8m0); data formats are e4m3, e5m2, "
+		         "e2m1, e3m2, e2m3"},
+	};
+	char low[16];
+	size_t n = strlen(word);
+
+	if (n >= sizeof low)
+		return NULL;
+	for (size_t k = 0; k <= n; k++)
+		low[k] = (char)(word[k] >= 'A' && word[k] <= 'Z' ? word[k] + 32 : word[k]);
+	for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++)
+		if (!strcmp(low, fam[k].name))
+			return fam[k].hint;
+	return NULL;
+}
+
 /* The closest candidate within a third of the word's length, or NULL. */
 const char *
 suggest(const char *word, const char *const *cands, int n)

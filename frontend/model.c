@@ -292,6 +292,15 @@ load_lua(Model *m)
 {
 	LuaModel lm = {.m = m};
 	char *text = read_model_text(m);
+
+	/* a recipe given where the model goes */
+	if (!strstr(text, "linear") && (strstr(text, "recipe \"") || strstr(text, "recipe(")
+	                                 || strstr(text, "recipe {") || strstr(text, "recipe'"))) {
+		free(text);
+		model_fail(m, m->path, 0, "this is a recipe (it calls recipe), not a model; the model "
+		           "comes after --model: precc COMMAND RECIPE.lua --model MODEL (are the two "
+		           "swapped?)");
+	}
 	Sandbox *sb = sandbox_new(m->path);
 	SandboxError err = {.line = 0};
 	lua_State *L = sb->L;

@@ -360,7 +360,8 @@ plan_resolve(const Recipe *rc, const Model *m)
 			}
 		}
 	}
-	recipe_check_rules(rc, m);
+	if (!m->synthetic)
+		recipe_check_rules(rc, m);
 	return plan;
 }
 

@@ -404,6 +404,23 @@ give_up(Recipe *r, Loader *ld, const SandboxError *e)
 	errorf(copy.file, copy.line, "%s", copy.msg);
 }
 
+/* A model file given where the recipe goes: a config.json (JSON text), or
+ * a Lua model file (calls linear(...), never recipe). What it is, or NULL. */
+static const char *
+swapped_model(const char *text, const char *path)
+{
+	const char *p = text;
+	size_t n = strlen(path);
+
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	if (*p == '{' || (n > 5 && !strcmp(path + n - 5, ".json")))
+		return "this is a JSON file (a model's config.json?)";
+	if (strstr(text, "linear(") && !strstr(text, "recipe"))
+		return "this is a Lua model file (it calls linear)";
+	return NULL;
+}
+
 Recipe *
 recipe_load(const char *path)
 {
@@ -413,6 +430,12 @@ recipe_load(const char *path)
 
 	if (!text)
 		errorf(path, 0, "cannot read recipe: %s", strerror(errno));
+	const char *why = swapped_model(text, path);
+	if (why) {
+		free(text);
+		errorf(path, 0, "%s, not a recipe; the recipe comes first: precc COMMAND RECIPE.lua "
+		       "--model MODEL (are the two swapped?)", why);
+	}
 	Recipe *r = xcalloc(1, sizeof *r);
 	Loader *ld = xcalloc(1, sizeof *ld);
 	r->path = xstrdup(path);

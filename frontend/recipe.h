@@ -218,6 +218,8 @@ typedef struct Model {
 	char *path;
 	Linear *linears; int nlinears;
 	int nblocks;              /* 1 + the largest Linear.block, 0 none */
+	bool synthetic;           /* precc sim's one made-up layer: plan.c skips
+	                             the rule diagnostics (sim reports its own) */
 } Model;
 
 /* Limits on what a model file may declare (both forms). */
@@ -255,6 +257,7 @@ void diag_werror_exit(void); /* exit 1 if --Werror and any warning */
 _Noreturn void die_(const char *file, int line, const char *fmt, ...);
 #define die(...) die_(__FILE__, __LINE__, __VA_ARGS__)
 const char *suggest(const char *word, const char *const *cands, int n);
+const char *format_family_hint(const char *word); /* "fp8" -> "e4m3 or e5m2 ..." */
 char *read_file(const char *path, size_t max, size_t *len, bool *opened);
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t sz);

@@ -625,7 +625,7 @@ int main(int argc, char **argv)
 			       "manifest records none for the rest)\n", files.hashed);
 	}
 	if (!check && status == 0)
-		printf("ran: every layer above ran on the %s backend without error; outputs were not "
+		printf("ran: every layer above ran on the %s backend to the end; outputs were not "
 		       "compared with anything (--check compares cuda with cpu, bit for bit)\n",
 		       side[0].name);
 	if (check && status == 0) {
