@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include "build.h"
 #include "recipe.h"
+#include "ir.h"
 #include "precc/version.h"
 
 static char *
@@ -137,6 +138,21 @@ grid_json(cJSON *o, const Func *f, Grid g)
 	cJSON_AddNumberToObject(o, "tile_cols", (double)g.tc);
 }
 
+
+/* "<what>_bytes" and "<what>_fnv1a64" (FNV-1a 64 of the file's bytes), so
+ * precc-run can say a file is the one precc build wrote (issue 13). */
+static void
+file_digest(cJSON *ft, const char *what, const void *p, size_t n)
+{
+	char key[32], hex[17];
+
+	snprintf(key, sizeof key, "%s_bytes", what);
+	cJSON_AddNumberToObject(ft, key, (double)n);
+	snprintf(key, sizeof key, "%s_fnv1a64", what);
+	snprintf(hex, sizeof hex, "%016llx", (unsigned long long)ir_hash_bytes(0xcbf29ce484222325ULL, p, n));
+	cJSON_AddStringToObject(ft, key, hex);
+}
+
 static cJSON *
 kernel_json(Build *b, Job *j)
 {
@@ -191,9 +207,11 @@ kernel_json(Build *b, Job *j)
 	char fn[64];
 	snprintf(fn, sizeof fn, "%s.%s.ptx", j->name, b->tg[j->t]->name);
 	cJSON_AddStringToObject(ft, "ptx", fn);
+	file_digest(ft, "ptx", j->e.ptx, j->e.ptx_len);
 	if (j->e.cubin) {
 		snprintf(fn, sizeof fn, "%s.%s.cubin", j->name, b->tg[j->t]->name);
 		cJSON_AddStringToObject(ft, "cubin", fn);
+		file_digest(ft, "cubin", j->e.cubin, j->e.cubin_len);
 		cJSON_AddNumberToObject(ft, "regs", j->e.regs);
 		cJSON_AddNumberToObject(ft, "spill_bytes", j->e.spill_bytes);
 	}

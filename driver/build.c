@@ -839,8 +839,12 @@ cmd_build(int argc, char **argv)
 	}
 	if (b.jobs_n < 1)
 		b.jobs_n = 1;
-	if (b.out && !b.emit && mkdir_p(b.out))
+	if (b.out && !b.emit && mkdir_p(b.out)) {
+		struct stat st;
+		if (!stat(b.out, &st) && S_ISDIR(st.st_mode))   /* there, but read-only */
+			errorf(b.out, 0, "the output directory is not writable: %s", strerror(errno));
 		errorf(b.out, 0, "cannot create the output directory: %s", strerror(errno));
+	}
 
 	Recipe *recipe = recipe_load(b.recipe_path);
 	Model *model = model_load(b.model_path);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
+#include "recipe.h"
 #include "codegen.h"
 #include "precc/version.h"
 
@@ -48,7 +49,8 @@ help(FILE *f)
 	for (int i = 0; i < NCMD; i++)
 		fprintf(f, "  %-7s %s\n", cmds[i].name, cmds[i].what);
 	fprintf(f, "\n'precc COMMAND --help' describes one command.\n"
-	           "options:\n  --help     this text\n  --version  print the precc and LLVM versions\n\n"
+	           "options:\n  --help     this text\n  --version  print the precc and LLVM versions\n"
+	           "  --Werror   (after COMMAND) warnings are errors: exit 1\n\n"
 	           "exit status: 0 success, 1 user error, 2 bad usage\n");
 }
 
@@ -67,6 +69,15 @@ main(int argc, char **argv)
 		puts(precc_version_string());
 		return 0;
 	}
+	/* --Werror anywhere after the command: warnings are errors (diag.c) */
+	int n = 2;
+	for (int i = 2; i < argc; i++)
+		if (!strcmp(argv[i], "--Werror"))
+			diag_werror = true;
+		else
+			argv[n++] = argv[i];
+	argc = n;
+	argv[argc] = NULL;
 	for (int i = 0; i < NCMD; i++)
 		if (!strcmp(argv[1], cmds[i].name))
 			return cmds[i].run(argc - 1, argv + 1);

@@ -588,9 +588,22 @@ run_recipe(const Opts *o, const Data *d, Recipe *rc, Result *res)
 	char err[1024];
 	float *y = NULL;
 
-	md.linears = &li, md.nlinears = 1;
+	md.linears = &li, md.nlinears = 1, md.synthetic = true;
+	model_classify(&md);
 	res->name = rc->name;
 	plan = plan_resolve(rc, &md);
+	/* a rule-based recipe measured on a layer none of its rules takes
+	 * measures only its base settings: say so, and which layer */
+	if (rc->nrules && !plan->layers[0].rule) {
+		const Rule *u = &rc->rules[0];
+		warnf(u->loc.file, u->loc.line, "precc sim measures the layer '%s', which none of "
+		      "%s's %d rule%s matches (the first: '%s'): the numbers are its base settings; "
+		      "--layer-name FQN measures a layer a rule takes", li.fqn, rc->name, rc->nrules,
+		      rc->nrules == 1 ? "" : "s", u->pattern ? u->pattern : u->label ? u->label
+		      : "(predicate)");
+	} else if (plan->layers[0].rule && !o->json)
+		fprintf(stderr, "precc sim: %s: layer '%s' takes the rule '%s'\n", rc->name, li.fqn,
+		        plan->layers[0].rule);
 	/* a fallback to another format would measure a different recipe;
 	 * padding (fallback = "pad") is the recipe taking the shape */
 	for (int g = 0; g < NGEMM; g++)

@@ -34,14 +34,30 @@ errorf(const char *file, int line, const char *fmt, ...)
 	exit(1);
 }
 
+bool diag_werror;
+int diag_nwarn;
+
+/* A warning; with --Werror (diag_werror) it reads "error:" and counts,
+ * and diag_werror_exit ends the run once a batch is out. */
 void
 warnf(const char *file, int line, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport("warning", file, line, fmt, ap);
+	vreport(diag_werror ? "error" : "warning", file, line, fmt, ap);
 	va_end(ap);
+	diag_nwarn++;
+}
+
+void
+diag_werror_exit(void)
+{
+	if (diag_werror && diag_nwarn) {
+		fprintf(stderr, "precc: error: %d warning%s treated as error%s (--Werror)\n", diag_nwarn,
+		        diag_nwarn == 1 ? "" : "s", diag_nwarn == 1 ? "" : "s");
+		exit(1);
+	}
 }
 
 void
@@ -82,6 +98,34 @@ distance(const char *a, const char *b)
 			d[i][j] = m;
 		}
 	return d[la][lb];
+}
+
+/* Names people use for a family of formats, which precc spells by bits:
+ * what to write instead, or NULL ("fp8" is not one format). */
+const char *
+format_family_hint(const char *word)
+{
+	static const struct { const char *name, *hint; } fam[] = {
+		{"fp8", "e4m3 or e5m2 (or hybrid: e4m3 forward, e5m2 for gradients)"},
+		{"float8", "e4m3 or e5m2 (or hybrid: e4m3 forward, e5m2 for gradients)"},
+		{"mxfp8", "format = e4m3 (or e5m2) with scaling = mx"},
+		{"fp6", "e3m2 or e2m3"}, {"mxfp6", "format = e3m2 (or e2m3) with scaling = mx"},
+		{"fp4", "e2m1 (with scaling = nvfp4 or mx)"}, {"float4", "e2m1 (with scaling = nvfp4 or mx)"},
+		{"nvfp4", "format = e2m1 with scaling = nvfp4"}, {"mxfp4", "format = e2m1 with scaling = mx"},
+		{"e8m0", "e8m0 is a scale format (scale_format = e8m0); data formats are e4m3, e5m2, "
+		         "e2m1, e3m2, e2m3"},
+	};
+	char low[16];
+	size_t n = strlen(word);
+
+	if (n >= sizeof low)
+		return NULL;
+	for (size_t k = 0; k <= n; k++)
+		low[k] = (char)(word[k] >= 'A' && word[k] <= 'Z' ? word[k] + 32 : word[k]);
+	for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++)
+		if (!strcmp(low, fam[k].name))
+			return fam[k].hint;
+	return NULL;
 }
 
 /* The closest candidate within a third of the word's length, or NULL. */

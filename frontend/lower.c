@@ -20,7 +20,9 @@
 #include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "recipe.h"
 #include "ir.h"
 
@@ -501,17 +503,37 @@ layer_matches(const char *fqn, const char *pat)
 	return strstr(fqn, pat) != NULL;
 }
 
+/* Big builds (a DeepSeek-V3 has ~45,000 linears) say where they are, on
+ * a tty or with PRECC_PROGRESS=1; small ones print nothing. */
+bool
+lower_progress_wanted(long work)
+{
+	const char *e = getenv("PRECC_PROGRESS");
+
+	if (e && *e)
+		return strcmp(e, "0") != 0;
+	return work >= LOWER_PROGRESS_MIN && isatty(2);
+}
+
 Module *
 lower_plan(const Plan *plan, const char *layer_pattern)
 {
 	Module *m = ir_module_new();
+	bool show = lower_progress_wanted(plan->nlayers);
+	int step = plan->nlayers / 20 + 1;
 
 	for (int i = 0; i < plan->nlayers; i++) {
 		const LayerPlan *lp = &plan->layers[i];
+		if (show && (i % step == 0 || i == plan->nlayers - 1)) {
+			fprintf(stderr, "\rprecc: lowering layer %d/%d", i + 1, plan->nlayers);
+			fflush(stderr);
+		}
 		if (!layer_matches(lp->linear->fqn, layer_pattern))
 			continue;
 		for (int g = 0; g < NGEMM; g++)
 			lower_gemm(m, lp, (Gemm)g);
 	}
+	if (show)
+		fprintf(stderr, "\rprecc: lowered %d layers to %d funcs\n", plan->nlayers, m->nfn);
 	return m;
 }

@@ -11,10 +11,10 @@
  *	end
  *	linear("lm_head", 64, 256, {tied = true})      -- options: tied, bias
  *
- * JSON form: a Llama / Mistral / Qwen2 / Qwen3 decoder config.json; every
- * linear is derived under HF's own module names, in module order (q, k, v,
- * o, gate, up, down per layer, then lm_head). Both forms give identical
- * Models for the same network.
+ * JSON form: a HuggingFace config.json, read by hf_arch.c's table of
+ * architectures. Both forms give identical Models for the same network;
+ * model_classify (below) gives every linear its block, expert and kind
+ * from its name, whichever form it came from.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -31,21 +31,97 @@
 #include "sandbox.h"
 
 enum {
-	MAX_FEATURES = 1 << 24,     /* 16M: larger than any real hidden/vocab */
-	MAX_LAYERS = 4096,
-	MAX_LINEARS = 1 << 16,
+	MAX_FEATURES = MODEL_MAX_FEATURES,
+	MAX_LINEARS = MODEL_MAX_LINEARS,
 	MAX_FILE = 16 << 20,
 };
 
-static void
-add_linear(Model *m, const char *fqn, long in, long out, bool tied, bool bias)
+void
+model_add_linear(Model *m, const char *fqn, long in, long out, bool tied, bool bias)
 {
-	if (m->nlinears % 64 == 0)
-		m->linears = xrealloc(m->linears, (m->nlinears + 64) * sizeof *m->linears);
+	int n = m->nlinears;
+
+	if (n == 0 || (n >= 64 && !(n & (n - 1))))   /* 64, 128, 256, ...: doubling */
+		m->linears = xrealloc(m->linears, (size_t)(n ? 2 * n : 64) * sizeof *m->linears);
 	m->linears[m->nlinears++] = (Linear){
 		.fqn = xstrdup(fqn), .in_features = in, .out_features = out,
 		.tied = tied, .bias = bias,
 	};
+}
+
+/* The number after "key." in fqn (key preceded by '.' or at the start),
+ * or -1: block("model.layers.3.mlp", "layers") == 3. */
+static int
+index_after(const char *fqn, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (const char *p = strstr(fqn, key); p; p = strstr(p + 1, key))
+		if ((p == fqn || p[-1] == '.') && p[n] == '.' && isdigit((unsigned char)p[n + 1])) {
+			char *e;
+			long v = strtol(p + n + 1, &e, 10);
+			if ((*e == '.' || !*e) && v < 1 << 30)
+				return (int)v;
+		}
+	return -1;
+}
+
+/* What a linear is, from its module name (transformers' names, which the
+ * HF reader writes and Lua model files follow): docs/models.md. */
+static const char *
+kind_of(const char *fqn)
+{
+	static const struct { const char *leaf, *kind; } attn[] = {
+		{"q_proj", "attn.q"}, {"q_a_proj", "attn.q"}, {"q_b_proj", "attn.q"},
+		{"k_proj", "attn.kv"}, {"v_proj", "attn.kv"}, {"kv_a_proj_with_mqa", "attn.kv"},
+		{"kv_b_proj", "attn.kv"}, {"qkv_proj", "attn.qkv"}, {"o_proj", "attn.o"},
+	};
+	static const struct { const char *leaf, *part; } mlp[] = {
+		{"gate_proj", "up"}, {"up_proj", "up"}, {"w1", "up"}, {"w3", "up"},
+		{"gate_up_proj", "gate_up"}, {"down_proj", "down"}, {"w2", "down"},
+	};
+	const char *dot = strrchr(fqn, '.'), *leaf = dot ? dot + 1 : fqn;
+
+	if (!strcmp(fqn, "lm_head") || !strcmp(leaf, "lm_head"))
+		return "lm_head";
+	if (!strcmp(leaf, "gate") || !strcmp(leaf, "shared_expert_gate"))
+		return "router";
+	for (size_t k = 0; k < sizeof attn / sizeof attn[0]; k++)
+		if (!strcmp(leaf, attn[k].leaf))
+			return attn[k].kind;
+	for (size_t k = 0; k < sizeof mlp / sizeof mlp[0]; k++)
+		if (!strcmp(leaf, mlp[k].leaf)) {
+			bool shared = strstr(fqn, "shared_expert") != NULL;
+			bool expert = !shared && index_after(fqn, "experts") >= 0;
+			bool up = !strcmp(mlp[k].part, "up"), down = !strcmp(mlp[k].part, "down");
+			if (shared)
+				return up ? "shared_expert.up" : down ? "shared_expert.down"
+				          : "shared_expert.gate_up";
+			if (expert)
+				return up ? "expert.up" : down ? "expert.down" : "expert.gate_up";
+			return up ? "mlp.up" : down ? "mlp.down" : "mlp.gate_up";
+		}
+	return "other";
+}
+
+void
+model_classify(Model *m)
+{
+	m->nblocks = 0;
+	for (int i = 0; i < m->nlinears; i++) {
+		Linear *l = &m->linears[i];
+		l->block = index_after(l->fqn, "layers");
+		if (l->block < 0)
+			l->block = index_after(l->fqn, "h");
+		if (l->block < 0)
+			l->block = index_after(l->fqn, "blocks");
+		l->expert = index_after(l->fqn, "experts");
+		l->kind = kind_of(l->fqn);
+		if (l->block + 1 > m->nblocks)
+			m->nblocks = l->block + 1;
+	}
+	for (int i = 0; i < m->nlinears; i++)
+		m->linears[i].nblocks = m->nblocks;
 }
 
 void
@@ -74,7 +150,7 @@ basename_noext(const char *path)
 }
 
 /* Free m, then report; the error paths leave nothing allocated behind. */
-static _Noreturn void
+_Noreturn void
 model_fail(Model *m, const char *file, int line, const char *fmt, ...)
 {
 	char msg[1024], f[512];
@@ -173,7 +249,7 @@ l_linear(lua_State *L)
 	if (lm->m->nlinears % 64 == 0)
 		lm->line = xrealloc(lm->line, (lm->m->nlinears + 64) * sizeof *lm->line);
 	lm->line[lm->m->nlinears] = line;
-	add_linear(lm->m, fqn, in, out, flag[0], flag[1]);
+	model_add_linear(lm->m, fqn, in, out, flag[0], flag[1]);
 	return 0;
 }
 
@@ -216,6 +292,15 @@ load_lua(Model *m)
 {
 	LuaModel lm = {.m = m};
 	char *text = read_model_text(m);
+
+	/* a recipe given where the model goes */
+	if (!strstr(text, "linear") && (strstr(text, "recipe \"") || strstr(text, "recipe(")
+	                                 || strstr(text, "recipe {") || strstr(text, "recipe'"))) {
+		free(text);
+		model_fail(m, m->path, 0, "this is a recipe (it calls recipe), not a model; the model "
+		           "comes after --model: precc COMMAND RECIPE.lua --model MODEL (are the two "
+		           "swapped?)");
+	}
 	Sandbox *sb = sandbox_new(m->path);
 	SandboxError err = {.line = 0};
 	lua_State *L = sb->L;
@@ -260,121 +345,6 @@ load_lua(Model *m)
 	free(lm.line);
 }
 
-/* ---- HuggingFace config.json -------------------------------------------- */
-
-typedef struct Json {
-	Model *m;
-	char *text;
-	cJSON *root;
-} Json;
-
-static _Noreturn void
-json_fail(Json *j, int line, const char *fmt, ...)
-{
-	char msg[1024], f[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	snprintf(f, sizeof f, "%s", j->m->path);
-	cJSON_Delete(j->root);
-	free(j->text);
-	model_free(j->m);
-	errorf(f, line, "%s", msg);
-}
-
-/* Line of the first top-level occurrence of "key": in the text, or 0. */
-static int
-key_line(const Json *j, const char *key)
-{
-	char pat[128];
-	int depth = 0, line = 1;
-	size_t n = (size_t)snprintf(pat, sizeof pat, "\"%s\"", key);
-
-	for (const char *p = j->text; *p; p++) {
-		if (*p == '\n')
-			line++;
-		else if (*p == '{' || *p == '[')
-			depth++;
-		else if (*p == '}' || *p == ']')
-			depth--;
-		else if (*p == '"') {
-			if (depth == 1 && !strncmp(p, pat, n)) {
-				const char *q = p + n;
-				while (isspace((unsigned char)*q))
-					q++;
-				if (*q == ':')
-					return line;
-			}
-			for (p++; *p && *p != '"'; p++)
-				if (*p == '\\' && p[1])
-					p++;
-				else if (*p == '\n')
-					line++;
-			if (!*p)
-				break;
-		}
-	}
-	return 0;
-}
-
-static const char *
-json_type(const cJSON *v)
-{
-	return cJSON_IsString(v) ? "a string" : cJSON_IsBool(v) ? "a boolean"
-	     : cJSON_IsNull(v) ? "null" : cJSON_IsArray(v) ? "an array"
-	     : cJSON_IsObject(v) ? "an object" : cJSON_IsNumber(v) ? "a number" : "invalid";
-}
-
-/* A positive integer key; def < 0 means required. null counts as absent. */
-static long
-json_int(Json *j, const char *key, long def, long max)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j->root, key);
-
-	if (!v || cJSON_IsNull(v)) {
-		if (def < 0)
-			json_fail(j, 0, "missing key '%s'", key);
-		return def;
-	}
-	if (!cJSON_IsNumber(v))
-		json_fail(j, key_line(j, key), "key '%s' must be a positive integer, not %s",
-		          key, json_type(v));
-	double d = v->valuedouble;
-	if (d != floor(d))
-		json_fail(j, key_line(j, key), "key '%s' must be an integer, got %g", key, d);
-	if (d <= 0 || d > max)
-		json_fail(j, key_line(j, key), "key '%s' is %.0f, expected 1..%ld", key, d, max);
-	return (long)d;
-}
-
-static bool
-json_bool(Json *j, const char *key, bool def)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j->root, key);
-
-	if (!v || cJSON_IsNull(v))
-		return def;
-	if (!cJSON_IsBool(v))
-		json_fail(j, key_line(j, key), "key '%s' must be true or false, not %s",
-		          key, json_type(v));
-	return cJSON_IsTrue(v);
-}
-
-static const char *
-json_str(Json *j, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j->root, key);
-
-	if (!v || cJSON_IsNull(v))
-		return NULL;
-	if (!cJSON_IsString(v))
-		json_fail(j, key_line(j, key), "key '%s' must be a string, not %s",
-		          key, json_type(v));
-	return v->valuestring;
-}
-
 static char *
 read_model_text(Model *m)
 {
@@ -393,150 +363,6 @@ read_model_text(Model *m)
 		model_fail(m, m->path, 0, "not a text file (contains NUL bytes)");
 	}
 	return buf;
-}
-
-static const char *const dense_types[] = {"llama", "mistral", "qwen2", "qwen3"};
-static const char *const moe_types[] = {
-	"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "dbrx",
-	"olmoe", "jamba", "granitemoe", "phimoe", "llama4",
-};
-static const char *const moe_keys[] = {
-	"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
-};
-
-static void
-check_architecture(Json *j)
-{
-	const char *type = json_str(j, "model_type");
-	const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j->root, "architectures");
-	const char *a0 = NULL;
-
-	if (arch && !cJSON_IsNull(arch)) {
-		if (!cJSON_IsArray(arch) || !cJSON_IsString(cJSON_GetArrayItem(arch, 0)))
-			json_fail(j, key_line(j, "architectures"),
-			          "key 'architectures' must be an array of strings, not %s",
-			          json_type(arch));
-		a0 = cJSON_GetArrayItem(arch, 0)->valuestring;
-	}
-	for (size_t i = 0; type && i < sizeof moe_types / sizeof moe_types[0]; i++)
-		if (!strcmp(type, moe_types[i]))
-			json_fail(j, key_line(j, "model_type"),
-			          "model_type '%s' is a mixture-of-experts model; precc reads dense "
-			          "decoder configs (llama, mistral, qwen2, qwen3) — list its layers "
-			          "in a Lua model file instead", type);
-	for (size_t i = 0; i < sizeof moe_keys / sizeof moe_keys[0]; i++) {
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j->root, moe_keys[i]);
-		if (v && cJSON_IsNumber(v) && v->valuedouble > 0)
-			json_fail(j, key_line(j, moe_keys[i]),
-			          "key '%s' says this is a mixture-of-experts model; precc reads "
-			          "dense decoder configs (llama, mistral, qwen2, qwen3) — list its "
-			          "layers in a Lua model file instead", moe_keys[i]);
-	}
-	if (a0 && strstr(a0, "Moe"))
-		json_fail(j, key_line(j, "architectures"),
-		          "architecture '%s' is a mixture-of-experts model; precc reads dense "
-		          "decoder configs (llama, mistral, qwen2, qwen3)", a0);
-	if (type) {
-		for (size_t i = 0; i < sizeof dense_types / sizeof dense_types[0]; i++)
-			if (!strcmp(type, dense_types[i]))
-				return;
-		warnf(j->m->path, key_line(j, "model_type"),
-		      "model_type '%s' is not one of llama, mistral, qwen2, qwen3; "
-		      "deriving Llama-style layers", type);
-	} else if (!a0 || !(strstr(a0, "Llama") || strstr(a0, "Mistral") || strstr(a0, "Qwen")))
-		warnf(j->m->path, 0, "no model_type; deriving Llama-style layers");
-}
-
-static void
-load_json(Model *m)
-{
-	Json j = {.m = m};
-	const char *end = NULL;
-
-	j.text = read_model_text(m);
-	j.root = cJSON_ParseWithOpts(j.text, &end, true);
-	if (!j.root) {
-		const char *at = end ? end : cJSON_GetErrorPtr();
-		int line = 1, col = 1;
-		char where[600];
-		if (!at)
-			at = j.text;
-		for (const char *p = j.text; p < at && *p; p++)
-			if (*p == '\n')
-				line++, col = 1;
-			else
-				col++;
-		snprintf(where, sizeof where, "%s:%d", m->path, line);
-		char near[24] = "";
-		size_t k = 0;
-		for (const char *p = at; *p && *p != '\n' && k < 16; p++)
-			near[k++] = *p;
-		near[k] = 0;
-		bool at_end = !*at;
-		free(j.text);
-		model_free(m);
-		if (!at_end)
-			errorf(where, col, "malformed JSON near '%s'", near);
-		errorf(where, col, "malformed JSON: unexpected end of input");
-	}
-	if (!cJSON_IsObject(j.root))
-		json_fail(&j, 0, "a config.json must be a JSON object, not %s", json_type(j.root));
-	check_architecture(&j);
-
-	long hidden = json_int(&j, "hidden_size", -1, MAX_FEATURES);
-	long inter = json_int(&j, "intermediate_size", -1, MAX_FEATURES);
-	long layers = json_int(&j, "num_hidden_layers", -1, MAX_LAYERS);
-	long heads = json_int(&j, "num_attention_heads", -1, 65536);
-	long kv = json_int(&j, "num_key_value_heads", heads, 65536);
-	long vocab = json_int(&j, "vocab_size", -1, MAX_FEATURES);
-	long head_dim = json_int(&j, "head_dim", 0, 65536);
-	bool tied = json_bool(&j, "tie_word_embeddings", false);
-	const char *type = json_str(&j, "model_type");
-	/* Qwen2 always has q/k/v biases; Llama/Qwen3 have attention_bias. */
-	bool qkv_bias = json_bool(&j, "attention_bias", type && !strcmp(type, "qwen2"));
-	bool o_bias = json_bool(&j, "attention_bias", false);
-	bool mlp_bias = json_bool(&j, "mlp_bias", false);
-
-	if (kv > heads || heads % kv)
-		json_fail(&j, key_line(&j, "num_key_value_heads"),
-		          "num_attention_heads %ld is not a multiple of num_key_value_heads %ld",
-		          heads, kv);
-	if (!head_dim) {
-		if (hidden % heads)
-			json_fail(&j, key_line(&j, "num_attention_heads"),
-			          "hidden_size %ld is not a multiple of num_attention_heads %ld "
-			          "(and there is no head_dim)", hidden, heads);
-		head_dim = hidden / heads;
-	}
-	if (heads * head_dim > MAX_FEATURES)
-		json_fail(&j, key_line(&j, "num_attention_heads"),
-		          "num_attention_heads x head_dim = %ld, expected at most %d",
-		          heads * head_dim, MAX_FEATURES);
-	if (layers * 7 + 1 > MAX_LINEARS)
-		json_fail(&j, key_line(&j, "num_hidden_layers"), "too many layers");
-
-	const char *name = json_str(&j, "_name_or_path");
-	if (name && *name) {
-		free(m->name);
-		m->name = xstrdup(name);
-	}
-	for (long i = 0; i < layers; i++) {
-		char fqn[96];
-#define L(part, in, out, b) \
-		(snprintf(fqn, sizeof fqn, "model.layers.%ld." part, i), \
-		 add_linear(m, fqn, in, out, false, b))
-		L("self_attn.q_proj", hidden, heads * head_dim, qkv_bias);
-		L("self_attn.k_proj", hidden, kv * head_dim, qkv_bias);
-		L("self_attn.v_proj", hidden, kv * head_dim, qkv_bias);
-		L("self_attn.o_proj", heads * head_dim, hidden, o_bias);
-		L("mlp.gate_proj", hidden, inter, mlp_bias);
-		L("mlp.up_proj", hidden, inter, mlp_bias);
-		L("mlp.down_proj", inter, hidden, mlp_bias);
-#undef L
-	}
-	add_linear(m, "lm_head", hidden, vocab, tied, false);
-	cJSON_Delete(j.root);
-	free(j.text);
 }
 
 static bool
@@ -559,7 +385,8 @@ model_load(const char *path)
 		m->path = xmalloc(n);
 		snprintf(m->path, n, "%s/config.json", path);
 		m->name = basename_noext(path);
-		load_json(m);
+		hf_load(m, read_model_text(m));
+		model_classify(m);
 		return m;
 	}
 	m->path = xstrdup(path);
@@ -567,9 +394,10 @@ model_load(const char *path)
 	if (ends_with(path, ".lua"))
 		load_lua(m);
 	else if (ends_with(path, ".json"))
-		load_json(m);
+		hf_load(m, read_model_text(m));
 	else
 		model_fail(m, path, 0, "a model is a Lua file (.lua) or a HuggingFace "
 		                       "config.json (.json)");
+	model_classify(m);
 	return m;
 }

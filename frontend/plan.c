@@ -361,6 +361,8 @@ plan_resolve(const Recipe *rc, const Model *m)
 			}
 		}
 	}
+	if (!m->synthetic)
+		recipe_check_rules(rc, m);
 	return plan;
 }
 

@@ -73,42 +73,49 @@ layer_eq(const LayerPlan *a, const LayerPlan *b)
 
 /* ---- grouping: model.layers.[0-31].mlp.up_proj ------------------------- */
 
-/* The first dot-separated component that is all digits: its offset and
- * length in fqn, and its value. False if there is none. */
-static bool
-index_part(const char *fqn, size_t *at, size_t *len, long *val)
+/* The first two dot-separated components that are all digits (a block
+ * index, then an expert's): offsets, lengths, values; returns how many. */
+static int
+index_parts(const char *fqn, size_t at[2], size_t len[2], long val[2])
 {
-	for (const char *p = fqn; *p;) {
+	int n = 0;
+
+	for (const char *p = fqn; *p && n < 2;) {
 		const char *e = strchr(p, '.');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-		if (n > 0 && n < 10 && strspn(p, "0123456789") == n) {
-			*at = p - fqn;
-			*len = n;
-			*val = strtol(p, NULL, 10);
-			return true;
+		size_t k = e ? (size_t)(e - p) : strlen(p);
+		if (k > 0 && k < 10 && strspn(p, "0123456789") == k) {
+			at[n] = (size_t)(p - fqn);
+			len[n] = k;
+			val[n] = strtol(p, NULL, 10);
+			n++;
 		}
 		if (!e)
 			break;
 		p = e + 1;
 	}
-	return false;
+	return n;
 }
 
 typedef struct Group {
 	int first;               /* representative layer */
-	bool indexed;            /* its name has a layer index */
-	long *idx; int nidx, cap;/* layer indices, in model order */
+	int nparts;              /* index components in its name (0-2) */
+	long (*idx)[2]; int nidx, cap; /* (block, expert) of each layer */
 } Group;
 
+/* The same name once the index components are taken out. */
 static bool
 same_key(const char *a, const char *b)
 {
-	size_t aa, al, ba, bl;
-	long v;
+	size_t aa[2], al[2], ba[2], bl[2];
+	long v[2];
+	int n = index_parts(a, aa, al, v);
 
-	if (!index_part(a, &aa, &al, &v) || !index_part(b, &ba, &bl, &v))
+	if (!n || index_parts(b, ba, bl, v) != n || aa[0] != ba[0] || strncmp(a, b, aa[0]))
 		return false;
-	return aa == ba && !strncmp(a, b, aa) && !strcmp(a + aa + al, b + ba + bl);
+	if (n == 2 && (aa[1] - aa[0] - al[0] != ba[1] - ba[0] - bl[0]
+	               || strncmp(a + aa[0] + al[0], b + ba[0] + bl[0], aa[1] - aa[0] - al[0])))
+		return false;
+	return !strcmp(a + aa[n - 1] + al[n - 1], b + ba[n - 1] + bl[n - 1]);
 }
 
 static Group *
@@ -119,28 +126,31 @@ group_layers(const Plan *plan, bool group, int *ngroups)
 
 	for (int i = 0; i < plan->nlayers; i++) {
 		const LayerPlan *lp = &plan->layers[i];
-		size_t at, len;
-		long v = 0;
-		int k = n;
-		bool indexed = index_part(lp->linear->fqn, &at, &len, &v);
-		if (group && indexed)
-			for (k = 0; k < n; k++) {
+		size_t at[2], len[2];
+		long v[2] = {0, 0};
+		int k = n, np = index_parts(lp->linear->fqn, at, len, v);
+		if (group && np)
+			for (k = n - 1; k >= 0; k--) {   /* recent groups first: MoE blocks */
 				const LayerPlan *rep = &plan->layers[gs[k].first];
-				if (gs[k].indexed && same_key(rep->linear->fqn, lp->linear->fqn) &&
+				if (gs[k].nparts == np && same_key(rep->linear->fqn, lp->linear->fqn) &&
 				    layer_eq(rep, lp))
 					break;
 			}
+		if (k < 0)
+			k = n;
 		if (k == n) {
 			gs[n].first = i;
-			gs[n].indexed = indexed;
+			gs[n].nparts = np;
 			n++;
 		}
-		if (gs[k].indexed) {
+		if (gs[k].nparts) {
 			if (gs[k].nidx == gs[k].cap) {
 				gs[k].cap = gs[k].cap ? 2 * gs[k].cap : 4;
 				gs[k].idx = xrealloc(gs[k].idx, gs[k].cap * sizeof *gs[k].idx);
 			}
-			gs[k].idx[gs[k].nidx++] = v;
+			gs[k].idx[gs[k].nidx][0] = v[0];
+			gs[k].idx[gs[k].nidx][1] = v[1];
+			gs[k].nidx++;
 		}
 	}
 	*ngroups = n;
@@ -155,31 +165,70 @@ cmp_long(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* "model.layers.[0-3,5-31].mlp.up_proj" (or the plain name for one). */
+/* The distinct values of component c of g's indices, sorted, in *out. */
+static int
+distinct(const Group *g, int c, long *out)
+{
+	int n = 0;
+
+	for (int i = 0; i < g->nidx; i++)
+		out[n++] = g->idx[i][c];
+	qsort(out, n, sizeof *out, cmp_long);
+	int m = 0;
+	for (int i = 0; i < n; i++)
+		if (!m || out[m - 1] != out[i])
+			out[m++] = out[i];
+	return m;
+}
+
+static size_t
+ranges(char *s, size_t cap, const long *v, int n)
+{
+	size_t k = (size_t)snprintf(s, cap, "[");
+
+	for (int i = 0; i < n;) {
+		int j = i;
+		while (j + 1 < n && v[j + 1] == v[j] + 1)
+			j++;
+		k += snprintf(s + k, cap - k, i ? ",%ld" : "%ld", v[i]);
+		if (j > i)
+			k += snprintf(s + k, cap - k, "-%ld", v[j]);
+		i = j + 1;
+	}
+	return k + (size_t)snprintf(s + k, cap - k, "]");
+}
+
+/* "model.layers.[0-3,5-31].mlp.up_proj", or for experts one entry for
+ * blocks x experts, "model.layers.[1-26].mlp.experts.[0-63].up_proj"
+ * (when the group's layers are exactly that product; else
+ * "... (N of them)"), or the plain name for one layer. */
 static char *
 group_name(const Plan *plan, const Group *g)
 {
 	const char *fqn = plan->layers[g->first].linear->fqn;
-	size_t at, len, cap = strlen(fqn) + 16, k;
-	long v;
+	size_t at[2], len[2], cap, k;
+	long v[2];
+	int np;
 
 	if (g->nidx <= 1)
 		return xstrdup(fqn);
-	index_part(fqn, &at, &len, &v);
-	qsort(g->idx, g->nidx, sizeof *g->idx, cmp_long);
-	cap += (size_t)g->nidx * 24;
+	np = index_parts(fqn, at, len, v);
+	long *b = xmalloc(sizeof *b * (size_t)g->nidx), *e = xmalloc(sizeof *e * (size_t)g->nidx);
+	int nb = distinct(g, 0, b), ne = np == 2 ? distinct(g, 1, e) : 1;
+	cap = strlen(fqn) + 64 + (size_t)(nb + ne) * 24;
 	char *s = xmalloc(cap);
-	k = snprintf(s, cap, "%.*s[", (int)at, fqn);
-	for (int i = 0; i < g->nidx;) {
-		int j = i;
-		while (j + 1 < g->nidx && g->idx[j + 1] == g->idx[j] + 1)
-			j++;
-		k += snprintf(s + k, cap - k, i ? ",%ld" : "%ld", g->idx[i]);
-		if (j > i)
-			k += snprintf(s + k, cap - k, "-%ld", g->idx[j]);
-		i = j + 1;
+	k = (size_t)snprintf(s, cap, "%.*s", (int)at[0], fqn);
+	k += ranges(s + k, cap - k, b, nb);
+	if (np == 2) {
+		k += (size_t)snprintf(s + k, cap - k, "%.*s", (int)(at[1] - at[0] - len[0]),
+		                      fqn + at[0] + len[0]);
+		k += ranges(s + k, cap - k, e, ne);
 	}
-	snprintf(s + k, cap - k, "]%s", fqn + at + len);
+	k += (size_t)snprintf(s + k, cap - k, "%s", fqn + at[np - 1] + len[np - 1]);
+	if ((long)nb * ne != g->nidx)
+		snprintf(s + k, cap - k, " (%d of them)", g->nidx);
+	free(b);
+	free(e);
 	return s;
 }
 
@@ -333,15 +382,18 @@ print_table(const Plan *plan, bool group, FILE *f)
 		                            : plan->recipe->nrules ? "-" : "");
 		r->cell[COL_NOTE] = note_text(lp);
 		for (int j = 0; j < gs[i].nidx; j++)
-			if (gs[i].idx[j] > maxidx)
-				maxidx = gs[i].idx[j];
+			if (gs[i].idx[j][0] > maxidx)
+				maxidx = gs[i].idx[j][0];
 	}
 	/* Distinct layer indices: "32 layers". */
 	if (maxidx >= 0 && maxidx < (1 << 20)) {
 		char *seen = xcalloc(maxidx + 1, 1);
 		for (int i = 0; i < ng; i++)
 			for (int j = 0; j < gs[i].nidx; j++)
-				nblocks += !seen[gs[i].idx[j]]++;
+				if (!seen[gs[i].idx[j][0]]) {   /* a flag: a count would wrap */
+					seen[gs[i].idx[j][0]] = 1;
+					nblocks++;
+				}
 		free(seen);
 	}
 	for (int i = 1; i <= ng; i++)

@@ -404,6 +404,23 @@ give_up(Recipe *r, Loader *ld, const SandboxError *e)
 	errorf(copy.file, copy.line, "%s", copy.msg);
 }
 
+/* A model file given where the recipe goes: a config.json (JSON text), or
+ * a Lua model file (calls linear(...), never recipe). What it is, or NULL. */
+static const char *
+swapped_model(const char *text, const char *path)
+{
+	const char *p = text;
+	size_t n = strlen(path);
+
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	if (*p == '{' || (n > 5 && !strcmp(path + n - 5, ".json")))
+		return "this is a JSON file (a model's config.json?)";
+	if (strstr(text, "linear(") && !strstr(text, "recipe"))
+		return "this is a Lua model file (it calls linear)";
+	return NULL;
+}
+
 Recipe *
 recipe_load(const char *path)
 {
@@ -413,6 +430,12 @@ recipe_load(const char *path)
 
 	if (!text)
 		errorf(path, 0, "cannot read recipe: %s", strerror(errno));
+	const char *why = swapped_model(text, path);
+	if (why) {
+		free(text);
+		errorf(path, 0, "%s, not a recipe; the recipe comes first: precc COMMAND RECIPE.lua "
+		       "--model MODEL (are the two swapped?)", why);
+	}
 	Recipe *r = xcalloc(1, sizeof *r);
 	Loader *ld = xcalloc(1, sizeof *ld);
 	r->path = xstrdup(path);
@@ -495,9 +518,25 @@ recipe_rule_matches(const Recipe *r, const Rule *u, const Linear *l)
 			errorf(err.file, err.line, "%s", err.msg);
 	} else if (u->predicate_ref != LUA_NOREF) {
 		lua_rawgeti(L, LUA_REGISTRYINDEX, u->predicate_ref);
-		lua_createtable(L, 0, 5);
+		lua_createtable(L, 0, 9);
 		lua_pushstring(L, l->fqn);
 		lua_setfield(L, -2, "fqn");
+		/* where the layer is (docs/recipes.md "Predicates"): block index
+		 * and count, kind, expert; nil where a linear has none */
+		if (l->block >= 0 && l->kind) {
+			lua_pushinteger(L, l->block);
+			lua_setfield(L, -2, "index");
+		}
+		lua_pushinteger(L, l->nblocks);
+		lua_setfield(L, -2, "nblocks");
+		if (l->kind) {
+			lua_pushstring(L, l->kind);
+			lua_setfield(L, -2, "kind");
+		}
+		if (l->expert >= 0 && l->kind) {
+			lua_pushinteger(L, l->expert);
+			lua_setfield(L, -2, "expert");
+		}
 		lua_pushinteger(L, l->in_features);
 		lua_setfield(L, -2, "in_features");
 		lua_pushinteger(L, l->out_features);

@@ -221,13 +221,31 @@ typedef struct Linear {
 	long out_features;        /* N of fprop */
 	bool tied;                /* weight tied to an embedding (lm_head) */
 	bool bias;                /* the module has a bias vector (Qwen2 q/k/v) */
+	/* From the name (model_classify), for rule predicates: */
+	int block;                /* N of "layers.N." (or h./blocks.), -1 none */
+	int expert;               /* N of "experts.N.", -1 none */
+	int nblocks;              /* the model's Model.nblocks, for predicates */
+	const char *kind;         /* attn.q attn.kv attn.qkv attn.o mlp.up mlp.down
+	                             mlp.gate_up expert.up expert.down
+	                             shared_expert.up shared_expert.down router
+	                             lm_head other (static strings) */
 } Linear;
 
 typedef struct Model {
 	char *name;
 	char *path;
 	Linear *linears; int nlinears;
+	int nblocks;              /* 1 + the largest Linear.block, 0 none */
+	bool synthetic;           /* precc sim's one made-up layer: plan.c skips
+	                             the rule diagnostics (sim reports its own) */
 } Model;
+
+/* Limits on what a model file may declare (both forms). */
+enum {
+	MODEL_MAX_FEATURES = 1 << 24,   /* 16M: larger than any real hidden/vocab */
+	MODEL_MAX_LAYERS = 4096,
+	MODEL_MAX_LINEARS = 1 << 17,    /* 131,072: DeepSeek-V3 has 45,091 */
+};
 
 /* ---- resolved plan ------------------------------------------------------ */
 
@@ -251,9 +269,13 @@ typedef struct Plan {
 /* diag.c — the one user-error path: "file:line: error: msg", exit 1 */
 _Noreturn void errorf(const char *file, int line, const char *fmt, ...);
 void warnf(const char *file, int line, const char *fmt, ...);
+extern bool diag_werror;     /* --Werror: warnings are errors */
+extern int diag_nwarn;       /* warnings so far */
+void diag_werror_exit(void); /* exit 1 if --Werror and any warning */
 _Noreturn void die_(const char *file, int line, const char *fmt, ...);
 #define die(...) die_(__FILE__, __LINE__, __VA_ARGS__)
 const char *suggest(const char *word, const char *const *cands, int n);
+const char *format_family_hint(const char *word); /* "fp8" -> "e4m3 or e5m2 ..." */
 char *read_file(const char *path, size_t max, size_t *len, bool *opened);
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t sz);
@@ -278,6 +300,19 @@ void knobs_layer(Knobs *dst, const Knobs *src);   /* what src wrote wins */
 /* model.c — Lua model files and HuggingFace config.json */
 Model *model_load(const char *path);   /* by extension: .lua or .json */
 void model_free(Model *);
+void model_add_linear(Model *, const char *fqn, long in, long out, bool tied, bool bias);
+_Noreturn void model_fail(Model *, const char *file, int line, const char *fmt, ...);
+void model_classify(Model *);          /* block, expert, kind of each linear */
+
+/* hf_arch.c — a HuggingFace config.json through the table of architectures
+ * (docs/models.md); takes text (malloc'ed). PRECC_MODEL_TYPE=llama reads
+ * an unknown model_type as Llama. */
+void hf_load(Model *, char *text);
+extern const char *const hf_known_types; /* "llama, mistral, ..." */
+
+/* recipe_check.c (rule diagnostics) — warn at a rule's line when it matches
+ * no layer of the model, or only layers earlier rules took. */
+void recipe_check_rules(const Recipe *, const Model *);
 
 /* plan.c — resolve recipe x model into per-layer policies */
 Plan *plan_resolve(const Recipe *, const Model *);
@@ -290,5 +325,9 @@ void plan_print_json(const Plan *, FILE *);
  * whose FQN matches layer_pattern (a glob when it has * ? or [, else a
  * substring; NULL: all). Free with ir_module_free. */
 struct Module *lower_plan(const Plan *, const char *layer_pattern);
+/* Whether to print progress for `work` layers: PRECC_PROGRESS=1/0 forces
+ * it on/off, else on a tty from LOWER_PROGRESS_MIN layers. */
+enum { LOWER_PROGRESS_MIN = 2000 };
+bool lower_progress_wanted(long work);
 
 #endif

@@ -11,6 +11,7 @@
 #include "recipe.h"
 #include "sandbox.h"
 #include "recipe_lua.h"
+#include "ir.h"
 
 /* ---- combinations ------------------------------------------------------------
  * Layer the levels as plan.c does and check what they add up to; a
@@ -190,4 +191,95 @@ rc_check_level(Loader *ld, const Settings *base, const Settings *rule)
 			fail(ld, line[B] ? line[B] : dflt, "'accum_bits' applies to accumulate = \"fast\", "
 			     "but %s accumulates %s", rc_gemm_names[g], acc == ACCUM_PROMOTE ? "with promotion" : "in fp32");
 	}
+}
+
+/* ---- rules that match nothing ------------------------------------------ */
+
+/* A pattern's literal text, for a near-miss name: "^lm_haed$" -> "lm_haed",
+ * "%.q_proj$" -> ".q_proj". */
+static void
+pattern_word(const char *pat, char *out, size_t n)
+{
+	size_t k = 0;
+
+	for (const char *p = pat; *p && k + 1 < n; p++) {
+		if ((*p == '^' && p == pat) || (*p == '$' && !p[1]))
+			continue;
+		if (*p == '%' && p[1])
+			p++;
+		out[k++] = *p;
+	}
+	out[k] = 0;
+}
+
+/* The closest module name to a pattern that matches nothing: the whole
+ * FQNs and their last one or two components. */
+static const char *
+near_name(const Model *m, const char *pat)
+{
+	char word[256];
+	const char *best = NULL;
+	NameTab seen = {0};
+
+	if (!pat)
+		return NULL;
+	pattern_word(pat, word, sizeof word);
+	int cap = 3 * m->nlinears + 1, n = 0;
+	const char **cand = xmalloc(sizeof *cand * (size_t)cap);
+	for (int i = 0; i < m->nlinears; i++) {
+		const char *f = m->linears[i].fqn, *d1 = strrchr(f, '.'), *d2 = NULL;
+		if (d1)
+			for (d2 = d1 - 1; d2 > f && *d2 != '.'; d2--)
+				;
+		const char *c[3] = {f, d1 ? d1 + 1 : NULL, d2 && *d2 == '.' ? d2 + 1 : NULL};
+		for (int k = 0; k < 3; k++)
+			if (c[k] && ir_names_put(&seen, c[k], 0) < 0)
+				cand[n++] = c[k];
+	}
+	best = suggest(word, cand, n);
+	free(cand);
+	ir_names_free(&seen);
+	return best;
+}
+
+void
+recipe_check_rules(const Recipe *rc, const Model *m)
+{
+	int nr = rc->nrules;
+	int *any = xcalloc((size_t)nr + 1, sizeof *any);   /* layers it matches */
+	int *won = xcalloc((size_t)nr + 1, sizeof *won);   /* of those, first match */
+	int *by = xcalloc((size_t)nr + 1, sizeof *by);     /* a rule that took one */
+
+	for (int i = 0; i < nr; i++)
+		by[i] = -1;
+	for (int li = 0; li < m->nlinears; li++) {
+		int first = -1;
+		for (int r = 0; r < nr; r++) {
+			if (!recipe_rule_matches(rc, &rc->rules[r], &m->linears[li]))
+				continue;
+			any[r]++;
+			if (first < 0) {
+				first = r;
+				won[r]++;
+			} else if (by[r] < 0)
+				by[r] = first;
+		}
+	}
+	for (int r = 0; r < nr; r++) {
+		const Rule *u = &rc->rules[r];
+		const char *what = u->pattern ? u->pattern : u->label ? u->label : "(predicate)";
+		if (!any[r]) {
+			const char *sg = near_name(m, u->pattern);
+			warnf(u->loc.file, u->loc.line, "rule '%s' matches no layer of %s%s%s%s", what,
+			      m->name ? m->name : "the model", sg ? " (did you mean '" : "", sg ? sg : "",
+			      sg ? "'?)" : "");
+		} else if (!won[r])
+			warnf(u->loc.file, u->loc.line, "rule '%s' matches %d layer%s, all taken by "
+			      "earlier rules (first: the rule at line %d), so it never applies", what,
+			      any[r], any[r] == 1 ? "" : "s", rc->rules[by[r]].loc.line);
+	}
+	free(any);
+	free(won);
+	free(by);
+	diag_werror_exit();
 }

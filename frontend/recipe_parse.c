@@ -38,7 +38,10 @@ choose(Loader *ld, int line, const char *what, const char *s, const char *const 
 	for (int i = 0; i < n; i++)
 		if (names[i] && !strcmp(s, names[i]))
 			return i;
-	const char *near = suggest(s, names, n);
+	const char *near = suggest(s, names, n), *fam = format_family_hint(s);
+	if (fam && !strcmp(what, "format"))
+		return fail(ld, line, "unknown format '%s': precc names formats by their bits, "
+		            "write %s", s, fam);
 	luaL_Buffer b;
 	luaL_buffinit(ld->sb->L, &b);
 	for (int i = 0, first = 1; i < n; i++)
@@ -810,7 +813,7 @@ training_table(Loader *ld, const Tab *t, int v, TrainingPolicy *tp)
 			if (f == PRECC_TF32 || f == PRECC_E8M0 || (master && rc_lowp(f)) ||
 			    (!master && f != PRECC_E4M3 && f != PRECC_E5M2 && rc_lowp(f)))
 				fail(ld, line, "'%s' must be fp32, bf16 or fp16%s, not %s", k,
-				     master ? "" : " (or e4m3/e5m2 for 8-rc_bit optimizer states)", rc_fmtname(f));
+				     master ? "" : " (or e4m3/e5m2 for 8-bit optimizer states)", rc_fmtname(f));
 			if (master)
 				tp->master_weights = f;
 			else

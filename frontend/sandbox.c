@@ -197,7 +197,10 @@ env_index(lua_State *L)
 		if (lua_type(L, -1) == LUA_TSTRING && n < 512)
 			cands[n++] = lua_tostring(L, -1);
 	}
-	const char *s = suggest(k, cands, n);
+	const char *s = suggest(k, cands, n), *fam = format_family_hint(k);
+	if (fam && strcmp(k, "e8m0"))
+		return luaL_error(L, "unknown name '%s': precc names formats by their bits, write %s",
+		                  k, fam);
 	if (s)
 		return luaL_error(L, "unknown name '%s' (did you mean '%s'?)", k, s);
 	return luaL_error(L, "unknown name '%s'", k);

@@ -288,6 +288,115 @@ ir_copy_ins(Func *dst, const Func *src, const Ins *i, int *map)
 	return &dst->ins[dst->nins - 1];
 }
 
+static uint64_t
+name_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+void
+ir_names_init(NameTab *t, size_t hint)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * hint + 2)
+		cap *= 2;
+	t->key = alloc(cap * sizeof *t->key);
+	t->idx = alloc(cap * sizeof *t->idx);
+	t->cap = cap, t->n = 0;
+}
+
+static size_t
+names_slot(const NameTab *t, const char *s)
+{
+	size_t k = (size_t)name_hash(s) & (t->cap - 1);
+
+	while (t->key[k] && strcmp(t->key[k], s))
+		k = (k + 1) & (t->cap - 1);
+	return k;
+}
+
+int
+ir_names_get(const NameTab *t, const char *s)
+{
+	size_t k;
+
+	if (!t->cap)
+		return -1;
+	k = names_slot(t, s);
+	return t->key[k] ? t->idx[k] : -1;
+}
+
+static void
+names_grow(NameTab *t)
+{
+	NameTab n;
+
+	if (2 * (t->n + 1) <= t->cap)
+		return;
+	ir_names_init(&n, t->cap);
+	for (size_t k = 0; k < t->cap; k++)
+		if (t->key[k]) {
+			size_t j = names_slot(&n, t->key[k]);
+			n.key[j] = t->key[k], n.idx[j] = t->idx[k];
+			n.n++;
+		}
+	ir_names_free(t);
+	*t = n;
+}
+
+int
+ir_names_put(NameTab *t, const char *s, int idx)
+{
+	size_t k;
+
+	if (!t->cap)
+		ir_names_init(t, 8);
+	names_grow(t);
+	k = names_slot(t, s);
+	if (t->key[k])
+		return t->idx[k];
+	t->key[k] = s, t->idx[k] = idx;
+	t->n++;
+	return -1;
+}
+
+void
+ir_names_set(NameTab *t, const char *s, int idx)
+{
+	size_t k;
+
+	if (ir_names_put(t, s, idx) < 0)
+		return;
+	k = names_slot(t, s);
+	t->key[k] = s, t->idx[k] = idx;
+}
+
+void
+ir_names_free(NameTab *t)
+{
+	free(t->key);
+	free(t->idx);
+	*t = (NameTab){0};
+}
+
+void
+ir_func_compact(Module *m, const bool *drop)
+{
+	int n = 0;
+
+	for (int k = 0; k < m->nfn; k++)
+		if (drop[k])
+			func_free(m->fn[k]);
+		else
+			m->fn[n++] = m->fn[k];
+	m->nfn = n;
+}
+
 Func *
 ir_find_func(const Module *m, const char *name)
 {

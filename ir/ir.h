@@ -171,6 +171,20 @@ Ins *ir_copy_ins(Func *dst, const Func *src, const Ins *i, int *map);
 int ir_nres(const Ins *);                          /* values it defines */
 int ir_res(const Ins *, int k);                    /* k-th of them */
 Func *ir_find_func(const Module *, const char *name);
+/* A name -> index table (open addressing on FNV-1a) so passes and the
+ * verifier look names up in O(1), not by scanning every func: builds stay
+ * linear in the number of layers. Keys are borrowed, not copied. */
+typedef struct NameTab { const char **key; int *idx; size_t cap, n; } NameTab;
+void ir_names_init(NameTab *, size_t hint);
+int ir_names_get(const NameTab *, const char *);    /* -1 if absent */
+/* Insert name -> idx unless present; returns the index already there,
+ * or -1 when it inserted. */
+int ir_names_put(NameTab *, const char *, int idx);
+void ir_names_set(NameTab *, const char *, int idx); /* insert or replace */
+void ir_names_free(NameTab *);
+/* Free and drop the funcs whose drop[k] is set, keeping the others' order
+ * (one pass, where ir_func_remove per func would be quadratic). */
+void ir_func_compact(Module *, const bool *drop);
 void ir_func_remove(Module *, int k);              /* frees fn[k] */
 /* Set (or with fmt NULL clear) a pass attribute: pattr is Ins.pattr or
  * Func.pattr. */

@@ -17,6 +17,8 @@ typedef struct Ctx {
 	int line, col;
 	char *err; size_t sz, len;
 	int n;
+	NameTab fns;              /* func name -> first index in m->fn */
+	NameTab vals;             /* value name -> value defined so far (this func) */
 } Ctx;
 
 static bool
@@ -447,7 +449,8 @@ check_op(Ctx *c)
 		return true;
 	}
 	case OP_call: {
-		const Func *k = ir_find_func(c->m, i->callee ? i->callee : "");
+		int kx = ir_names_get(&c->fns, i->callee ? i->callee : "");
+		const Func *k = kx >= 0 ? c->m->fn[kx] : NULL;
 		const Ins *r = NULL;
 		int np = 0;
 
@@ -533,11 +536,25 @@ check_arity(Ctx *c)
 	return bad(c, "takes %d to %d operands, got %d", o->minargs, o->maxargs, n);
 }
 
+/* Record value v as defined; false when another value of its name was
+ * defined before (by an earlier instruction or an earlier result of this
+ * call). One table per func: linear, not a scan per value. */
+static bool
+defined_once(Ctx *c, int v)
+{
+	int w = ir_names_put(&c->vals, c->f->val[v].name, v);
+
+	return w < 0 || w == v;
+}
+
 static void
 verify_func(Ctx *c)
 {
 	const Func *f = c->f;
 	int k;
+
+	ir_names_free(&c->vals);
+	ir_names_init(&c->vals, (size_t)f->nval);
 
 	for (k = 0; k < f->nins; k++) {
 		const Ins *i = &f->ins[k];
@@ -567,25 +584,16 @@ verify_func(Ctx *c)
 				ok = bad(c, "result is not a value");
 			else if (f->val[v].def != k)
 				ok = bad(c, "redefinition of %%%s", f->val[v].name);
-			else
-				for (int j = 0; j < f->nval && ok; j++)
-					if (j != v && !strcmp(f->val[j].name, f->val[v].name) && f->val[j].def >= 0
-					    && f->val[j].def <= k)
-						ok = bad(c, "redefinition of %%%s", f->val[v].name);
+			else if (!defined_once(c, v))
+				ok = bad(c, "redefinition of %%%s", f->val[v].name);
 		}
 		if (!ok)
 			continue;
 		if (i->res >= 0 && !type_ok(c, &i->type))
 			continue;
-		if (i->res >= 0) {
-			const Value *v = &f->val[i->res];
-			for (int j = 0; j < i->res; j++)
-				if (!strcmp(f->val[j].name, v->name) && f->val[j].def >= 0 && f->val[j].def < k) {
-					ok = bad(c, "redefinition of %%%s", v->name);
-					break;
-				}
-			if (!ok)
-				continue;
+		if (i->res >= 0 && !defined_once(c, i->res)) {
+			bad(c, "redefinition of %%%s", f->val[i->res].name);
+			continue;
 		}
 		if (!check_arity(c))
 			continue;
@@ -620,15 +628,19 @@ ir_verify(const Module *m, char *err, size_t errsz)
 
 	if (err && errsz)
 		err[0] = 0;
+	ir_names_init(&c.fns, (size_t)m->nfn);
+	for (int k = 0; k < m->nfn; k++)
+		ir_names_put(&c.fns, m->fn[k]->name, k);
 	for (int k = 0; k < m->nfn; k++) {
 		c.f = m->fn[k];
 		c.i = NULL;
-		for (int j = 0; j < k; j++)
-			if (!strcmp(m->fn[j]->name, c.f->name)) {
-				c.line = c.f->line, c.col = c.f->col;
-				bad(&c, "function defined twice");
-			}
+		if (ir_names_get(&c.fns, c.f->name) != k) {
+			c.line = c.f->line, c.col = c.f->col;
+			bad(&c, "function defined twice");
+		}
 		verify_func(&c);
 	}
+	ir_names_free(&c.fns);
+	ir_names_free(&c.vals);
 	return c.n;
 }

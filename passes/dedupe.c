@@ -26,8 +26,9 @@ typedef struct Kern {
 	char group[128];        /* what it does: the callee name less the caller's */
 } Kern;
 
+/* The hash, then the canonical text: the key two kernels must share. */
 static char *
-canon_text(const Func *f)
+canon_text(const Func *f, uint64_t h)
 {
 	char *s = NULL;
 	size_t n = 0;
@@ -35,40 +36,38 @@ canon_text(const Func *f)
 
 	if (!fp)
 		abort();
+	fprintf(fp, "%016" PRIx64 "\n", h);
 	ir_print_func_canon(fp, f);
 	fclose(fp);
 	return s;
 }
 
-static int
-kern_index(Kern *k, int n, const char *name)
-{
-	for (int j = 0; j < n; j++)
-		if (!strcmp(k[j].f->name, name))
-			return j;
-	return -1;
-}
 
 void
 dedupe(Module *m, const Target *t)
 {
 	int n = 0, ncall = 0, ndistinct = 0;
 	Kern *k = calloc((size_t)m->nfn + 1, sizeof *k);
+	NameTab byname, bytext, taken;   /* kernel name, canonical text, new name */
 
 	if (!k)
 		abort();
+	ir_names_init(&byname, (size_t)m->nfn);
+	ir_names_init(&bytext, (size_t)m->nfn);
+	ir_names_init(&taken, (size_t)m->nfn);
 	for (int j = 0; j < m->nfn; j++)
 		if (m->fn[j]->kernel) {
 			Func *f = m->fn[j];
 			k[n] = (Kern){.f = f, .rep = n};
 			k[n].h = ir_func_hash(f, f->pattr[PA_TARGET] ? f->pattr[PA_TARGET] : t->name);
-			k[n].text = canon_text(f);
+			k[n].text = canon_text(f, k[n].h);
 			snprintf(k[n].group, sizeof k[n].group, "%s", f->name);
 			if (f->pattr[PA_HASH]) {      /* deduped before: drop ".HASH" */
 				char *dot = strrchr(k[n].group, '.');
 				if (dot && strspn(dot + 1, "0123456789abcdef") == strlen(dot + 1))
 					*dot = 0;
 			}
+			ir_names_put(&byname, f->name, n);
 			n++;
 		}
 	/* what each kernel does: its name less its first caller's */
@@ -77,26 +76,27 @@ dedupe(Module *m, const Target *t)
 			const Ins *i = &m->fn[j]->ins[x];
 			int c;
 			size_t l = strlen(m->fn[j]->name);
-			if (i->op != OP_call || (c = kern_index(k, n, i->callee)) < 0)
+			if (i->op != OP_call || (c = ir_names_get(&byname, i->callee)) < 0)
 				continue;
 			if (!k[c].calls && !strncmp(i->callee, m->fn[j]->name, l) && i->callee[l] == '.')
 				snprintf(k[c].group, sizeof k[c].group, "%s", i->callee + l + 1);
 			k[c].calls++;
 			ncall++;
 		}
-	for (int j = 0; j < n; j++)
-		for (int r = 0; r < j; r++)
-			if (k[r].rep == r && k[r].h == k[j].h && !strcmp(k[r].text, k[j].text)) {
-				k[j].rep = r;
-				k[r].calls += k[j].calls;
-				if (strcmp(k[r].group, k[j].group)) {
-					/* shared across tensors (x and dy): named by what it does */
-					const char *d = strchr(k[r].group, '.');
-					if (d)
-						memmove(k[r].group, d + 1, strlen(d));
-				}
-				break;
-			}
+	/* equal hash and canonical text: the first is kept */
+	for (int j = 0; j < n; j++) {
+		int r = ir_names_put(&bytext, k[j].text, j);
+		if (r < 0)
+			continue;
+		k[j].rep = r;
+		k[r].calls += k[j].calls;
+		if (strcmp(k[r].group, k[j].group)) {
+			/* shared across tensors (x and dy): named by what it does */
+			const char *d = strchr(k[r].group, '.');
+			if (d)
+				memmove(k[r].group, d + 1, strlen(d));
+		}
+	}
 	/* names of the kept kernels */
 	char **newname = calloc((size_t)n + 1, sizeof(char *));
 	if (!newname)
@@ -107,23 +107,21 @@ dedupe(Module *m, const Target *t)
 			continue;
 		ndistinct++;
 		for (int digits = 8; digits <= 16; digits++) {
-			bool taken = false;
 			snprintf(buf, sizeof buf, "%s.%0*" PRIx64, k[j].group, digits,
 			         k[j].h >> (64 - 4 * digits));
-			for (int r = 0; r < j && !taken; r++)
-				taken = newname[r] && !strcmp(newname[r], buf);
-			if (!taken)
+			if (ir_names_get(&taken, buf) < 0)
 				break;
 		}
 		newname[j] = strdup(buf);
 		if (!newname[j])
 			abort();
+		ir_names_put(&taken, newname[j], j);
 	}
 	for (int j = 0; j < m->nfn; j++)
 		for (int x = 0; x < m->fn[j]->nins; x++) {
 			Ins *i = &m->fn[j]->ins[x];
 			int c;
-			if (i->op != OP_call || (c = kern_index(k, n, i->callee)) < 0)
+			if (i->op != OP_call || (c = ir_names_get(&byname, i->callee)) < 0)
 				continue;
 			free(i->callee);
 			i->callee = strdup(newname[k[c].rep]);
@@ -140,15 +138,20 @@ dedupe(Module *m, const Target *t)
 			ir_set_attr(f->pattr, PA_HASH, "%016" PRIx64, k[j].h);
 			ir_set_attr(f->pattr, PA_CALLS, "%d", k[j].calls);
 		}
-	for (int j = m->nfn - 1; j >= 0; j--)
-		if (m->fn[j]->kernel) {
-			int c = -1;
-			for (int r = 0; r < n; r++)
-				if (k[r].f == m->fn[j])
-					c = r;
-			if (c >= 0 && k[c].rep != c)
-				ir_func_remove(m, j);
+	/* k[] lists the kernels in module order: drop the merged ones */
+	bool *drop = calloc((size_t)m->nfn + 1, 1);
+	if (!drop)
+		abort();
+	for (int j = 0, c = 0; j < m->nfn; j++)
+		if (m->fn[j]->kernel && c < n && k[c].f == m->fn[j]) {
+			drop[j] = k[c].rep != c;
+			c++;
 		}
+	ir_func_compact(m, drop);
+	free(drop);
+	ir_names_free(&byname);
+	ir_names_free(&bytext);
+	ir_names_free(&taken);
 	ir_comment(&m->endcomment, "dedupe: %d kernel call%s, %d distinct kernel%s (%s, precc %s)",
 	           ncall, ncall == 1 ? "" : "s", ndistinct, ndistinct == 1 ? "" : "s", t->name,
 	           PRECC_VERSION);

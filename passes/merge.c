@@ -229,48 +229,64 @@ merge_layer(Module *m, Func *fn[3], const char *name)
 void
 merge(Module *m, const Target *t)
 {
-	int n0 = m->nfn, nl = 0;
+	int n0 = m->nfn, ng = 0, no = 0, nm = 0;
 	Func **order = malloc(sizeof(Func *) * (size_t)(2 * n0 + 1));
-	bool *member = calloc((size_t)n0 + 1, 1);
-	int no = 0;
+	int *grp = malloc(sizeof(int) * (size_t)(n0 + 1));
+	Func *(*fn)[3] = calloc((size_t)n0 + 1, sizeof *fn);
+	char **name = calloc((size_t)n0 + 1, sizeof *name);
+	NameTab byname;   /* layer name -> its group: linear in the layers */
 
-	if (!order || !member)
+	if (!order || !grp || !fn || !name)
 		abort();
+	ir_names_init(&byname, (size_t)n0);
 	for (int k = 0; k < n0; k++) {
 		size_t len;
-		Func *fn[3] = {NULL};
-		char name[512];
-		if (member[k])
+		int g = gemm_of(m->fn[k]->name, &len), x;
+		grp[k] = -1;
+		if (g < 0 || len >= 512 || m->fn[k]->kernel)
 			continue;
-		if (gemm_of(m->fn[k]->name, &len) < 0 || len >= sizeof name) {
-			order[no++] = m->fn[k];
-			continue;
+		name[ng] = strndup(m->fn[k]->name, len);
+		if (!name[ng])
+			abort();
+		x = ir_names_get(&byname, name[ng]);
+		if (x >= 0 && !fn[x][g]) {
+			free(name[ng]);
+			name[ng] = NULL;
+		} else {
+			/* a new layer, or a second FQN.fprop: a step func of its own */
+			x = ng++;
+			ir_names_set(&byname, name[x], x);
 		}
-		memcpy(name, m->fn[k]->name, len);
-		name[len] = 0;
-		for (int j = k; j < n0; j++) {
-			size_t lj;
-			int g = gemm_of(m->fn[j]->name, &lj);
-			if (!member[j] && g >= 0 && lj == len && !memcmp(m->fn[j]->name, name, len)
-			    && !fn[g] && !m->fn[j]->kernel) {
-				fn[g] = m->fn[j];
-				member[j] = true;
-			}
-		}
-		order[no++] = merge_layer(m, fn, name);
-		nl++;
+		fn[x][g] = m->fn[k];
+		grp[k] = x;
 	}
-	/* the merged funcs were appended after the n0 originals: reorder, then
-	 * free the members */
-	int nm = 0;
+	/* each step func where its first member was; the members after the
+	 * n0 originals, to be freed */
+	bool *done = calloc((size_t)ng + 1, 1);
+	if (!done)
+		abort();
+	for (int k = 0; k < n0; k++) {
+		int x = grp[k];
+		if (x < 0)
+			order[no++] = m->fn[k];
+		else if (!done[x]) {
+			done[x] = true;
+			order[no++] = merge_layer(m, fn[x], name[x]);
+		}
+	}
 	for (int k = 0; k < n0; k++)
-		if (member[k])
+		if (grp[k] >= 0)
 			order[no + nm++] = m->fn[k];
 	memcpy(m->fn, order, sizeof(Func *) * (size_t)(no + nm));
 	for (int k = no + nm - 1; k >= no; k--)
 		ir_func_remove(m, k);
+	for (int x = 0; x < ng; x++)
+		free(name[x]);
+	ir_names_free(&byname);
+	free(done);
+	free(name);
+	free(fn);
+	free(grp);
 	free(order);
-	free(member);
-	(void)nl;
 	(void)t;
 }

@@ -2,11 +2,14 @@
  * pipeline.c — the list of passes, in order, and the targets they know.
  * Each pass records its decisions in the IR (pass attributes and '#'
  * comments, docs/passes.md), so a dump after any pass shows them; the
- * verifier runs after each, and a failure is a bug in that pass.
+ * verifier runs after each (linear in the funcs: name tables, not scans),
+ * and a failure is a bug in that pass. Big modules print each pass on a
+ * tty (or with PRECC_PROGRESS=1).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "passes.h"
 
 static const struct { const char *name; void (*run)(Module *, const Target *); } pipeline[] = {
@@ -59,14 +62,32 @@ verify_or_abort(const Module *m, const char *pass)
 	abort();
 }
 
+/* As lower.c's lower_progress_wanted: the same switch for the passes
+ * (3 funcs per layer before merge). */
+static bool
+progress_wanted(int nfn)
+{
+	const char *e = getenv("PRECC_PROGRESS");
+
+	if (e && *e)
+		return strcmp(e, "0") != 0;
+	return nfn >= 3 * 2000 && isatty(2);
+}
+
 void
 passes_run(Module *m, const PassOptions *o)
 {
 	Target t = *(o->target ? o->target : target_by_name("sm_90a"));
+	bool show = progress_wanted(m->nfn);
 
 	if (o->no_grid_barrier)
 		t.grid_barrier = false;
 	for (int k = 0; k < NPASS; k++) {
+		if (show) {
+			fprintf(stderr, "\rprecc: %s: pass %d/%d %-10s (%d funcs)", t.name, k + 1, NPASS,
+			        pipeline[k].name, m->nfn);
+			fflush(stderr);
+		}
 		pipeline[k].run(m, &t);
 		verify_or_abort(m, pipeline[k].name);
 		if (o->print_after)
@@ -74,4 +95,6 @@ passes_run(Module *m, const PassOptions *o)
 		if (o->stop_after && !strcmp(o->stop_after, pipeline[k].name))
 			break;
 	}
+	if (show)
+		fprintf(stderr, "\rprecc: %s: passes done (%d funcs)%20s\n", t.name, m->nfn, "");
 }

@@ -20,6 +20,7 @@
 #include "precc/interp.h"
 #include "precc/numerics.h"
 #include "precc/precc_rt.h"
+#include "rt.h"
 
 #define EXIT_SKIP 77
 
@@ -39,6 +40,89 @@ static const char *usage =
 	"               as an earlier layer's is skipped)\n"
 	"exit: 0 ok, 1 error or mismatch, 2 usage, 77 cuda needed but "
 	"unavailable\n";
+
+/* ---- the files the manifest names ---------------------------------------- */
+
+typedef struct FileCheck { int named, hashed; } FileCheck;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n);
+
+/* Every PTX and cubin file manifest.json names (kernels[].files.<target>)
+ * must exist, and where precc build recorded <what>_bytes / _fnv1a64,
+ * have that size and FNV-1a 64. Prints each failure; 0 when all pass. */
+static int
+verify_files(const char *dir, FileCheck *fc)
+{
+	char path[4200], err[600];
+	FILE *f;
+	char *text = NULL;
+	long n;
+	json *root;
+	const json *ks;
+	int bad = 0;
+
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	if (!(f = fopen(path, "rb")))
+		return 0;       /* the loader reports a missing manifest */
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < JSON_MAX_BYTES
+	    && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1))
+	    && fread(text, 1, (size_t)n, f) == (size_t)n)
+		text[n] = 0;
+	else
+		n = -1;
+	fclose(f);
+	root = n >= 0 ? json_parse(text, (size_t)n, path, err, sizeof err) : NULL;
+	free(text);
+	if (!root)
+		return 0;       /* likewise: the loader says what is wrong */
+	ks = json_get(root, "kernels");
+	for (size_t k = 0; ks && ks->kind == JSON_ARR && k < ks->n; k++) {
+		const json *kn = json_get(ks->item[k], "name"), *fs = json_get(ks->item[k], "files");
+		for (size_t t = 0; fs && fs->kind == JSON_OBJ && t < fs->n; t++)
+			for (int w = 0; w < 2; w++) {
+				const char *what = w ? "cubin" : "ptx";
+				char key[32];
+				const json *nm = json_get(fs->item[t], what), *sz, *hx;
+				if (!nm || nm->kind != JSON_STR)
+					continue;
+				fc->named++;
+				snprintf(key, sizeof key, "%s_bytes", what);
+				sz = json_get(fs->item[t], key);
+				snprintf(key, sizeof key, "%s_fnv1a64", what);
+				hx = json_get(fs->item[t], key);
+				snprintf(path, sizeof path, "%s/%s", dir, nm->str);
+				if (strchr(nm->str, '/') || !(f = fopen(path, "rb"))) {
+					fprintf(stderr, "precc-run: %s: the %s of kernel %s for %s is named in "
+					        "manifest.json but %s\n", path, what,
+					        kn && kn->kind == JSON_STR ? kn->str : "?", fs->key[t],
+					        strchr(nm->str, '/') ? "is not a plain file name" : "missing");
+					bad++;
+					continue;
+				}
+				uint64_t h = 0xcbf29ce484222325ULL;
+				unsigned char buf[1 << 15];
+				size_t got, len = 0;
+				while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+					h = fnv(h, buf, got);
+					len += got;
+				}
+				fclose(f);
+				if (!sz || !hx || sz->kind != JSON_NUM || hx->kind != JSON_STR)
+					continue;   /* an older manifest: existence only */
+				char hex[17];
+				snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+				if ((double)len != sz->num || strcmp(hex, hx->str)) {
+					fprintf(stderr, "precc-run: %s: %zu bytes, FNV-1a 64 %s; manifest.json "
+					        "records %.0f bytes, %s: truncated or changed since precc build\n",
+					        path, len, hex, sz->num, hx->str);
+					bad++;
+				} else
+					fc->hashed++;
+			}
+	}
+	json_free(root);
+	return bad;
+}
 
 /* ---- inputs ------------------------------------------------------------- */
 
@@ -343,6 +427,7 @@ int main(int argc, char **argv)
 	uint64_t seed = 1;
 	int check = 0, backend_given = 0, status = 0, ran = 0, mismatches = 0;
 	int all = 0, skipped = 0;
+	FileCheck files = {0, 0};
 	Side side[2] = {{0}};
 	int nside;
 	char why[4096];
@@ -398,6 +483,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	nside = check ? 2 : 1;
+	if (verify_files(dir, &files)) {
+		fprintf(stderr, "precc-run: %s: the artifact files are not those precc build "
+		        "wrote; rebuild it\n", dir);
+		return 1;
+	}
 	for (int s = 0; s < nside; s++) {
 		precc_backend k = check ? (s == 0 ? PRECC_BACKEND_CUDA
 		                                  : PRECC_BACKEND_CPU) : kind;
@@ -497,7 +587,7 @@ int main(int argc, char **argv)
 				int bad = check ? compare(name, set, &in, out[0], out[1], 0) : 0;
 				mismatches += bad;
 				if (!check)
-					printf(" ok\n");
+					printf(" ran\n");
 				else if (!bad)
 					printf(" cuda == cpu, bit for bit\n");
 				else {
@@ -525,6 +615,19 @@ int main(int argc, char **argv)
 		printf("summary (%s backend):\n", side[s].name);
 		summary(&side[s]);
 	}
+	if (status == 0) {
+		printf("files: %d PTX/cubin file%s named in manifest.json, all present", files.named,
+		       files.named == 1 ? "" : "s");
+		if (files.hashed == files.named)
+			printf("; each has the size and FNV-1a 64 precc build recorded\n");
+		else
+			printf("; %d of them checked against a recorded size and FNV-1a 64 (an older "
+			       "manifest records none for the rest)\n", files.hashed);
+	}
+	if (!check && status == 0)
+		printf("ran: every layer above ran on the %s backend to the end; outputs were not "
+		       "compared with anything (--check compares cuda with cpu, bit for bit)\n",
+		       side[0].name);
 	if (check && status == 0) {
 		printf("check: %s\n", mismatches ? "FAILED: outputs differ" :
 		       "every output of every layer is bit-identical on cuda and cpu");

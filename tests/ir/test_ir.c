@@ -383,6 +383,51 @@ test_built_errors(void)
 	ir_module_free(m);
 }
 
+/* The name tables behind the linear verifier and passes; the verifier's
+ * duplicate check on a built module with many funcs. */
+static void
+test_names(void)
+{
+	NameTab t = {0};
+	char key[4000][16];
+	Module *m = ir_module_new();
+	char err[512];
+	bool *drop;
+	int n = 4000, ok = 1;
+
+	for (int k = 0; k < n; k++) {
+		snprintf(key[k], sizeof key[k], "f%d", k);
+		ok &= ir_names_put(&t, key[k], k) == -1;
+	}
+	EXPECT(ok && t.n == (size_t)n, "puts: %zu names", t.n);
+	for (int k = 0; k < n; k++)
+		ok &= ir_names_get(&t, key[k]) == k;
+	EXPECT(ok && ir_names_get(&t, "f4000") == -1 && ir_names_get(&t, "") == -1, "gets");
+	EXPECT(ir_names_put(&t, "f7", 99) == 7 && ir_names_get(&t, "f7") == 7, "put keeps the first");
+	ir_names_set(&t, "f7", 99);
+	EXPECT(ir_names_get(&t, "f7") == 99 && t.n == (size_t)n, "set replaces");
+	ir_names_free(&t);
+	EXPECT(ir_names_get(&t, "f1") == -1, "freed table is empty");
+
+	/* n funcs, one name three times: two "defined twice" errors */
+	for (int k = 0; k < n; k++) {
+		Func *f = ir_func_new(m, k == 10 || k == 3000 ? "f5" : key[k]);
+		int x = ir_def(f, "x", ir_tensor(PRECC_BF16, DIM_M, 16), OP_param, NULL, 0);
+		ir_emit(f, OP_ret, -1, &x, 1);
+	}
+	EXPECT(ir_verify(m, err, sizeof err) == 2
+	       && !strcmp(err, "error: @f5: function defined twice\nerror: @f5: function defined twice"),
+	       "duplicates among %d funcs: %s", n, err);
+	drop = calloc((size_t)n, 1);
+	drop[10] = drop[3000] = drop[0] = true;
+	ir_func_compact(m, drop);
+	EXPECT(m->nfn == n - 3 && !strcmp(m->fn[0]->name, "f1") && !strcmp(m->fn[9]->name, "f11"),
+	       "compact keeps order: %d funcs, %s", m->nfn, m->fn[0]->name);
+	EXPECT(ir_verify(m, err, sizeof err) == 0, "compacted module verifies: %s", err);
+	free(drop);
+	ir_module_free(m);
+}
+
 /* Rewriting: insert, replace uses, delete, as passes do. */
 static void
 test_rewrite(void)
@@ -459,6 +504,7 @@ main(void)
 	test_prefixes();
 	test_build();
 	test_built_errors();
+	test_names();
 	test_rewrite();
 	printf("%d/%d IR checks passed\n", checks - fails, checks);
 	return fails != 0;

@@ -28,5 +28,21 @@ for r in "$root"/recipes/*.lua; do
 	fi
 done
 [ $built -gt 0 ] || { echo "FAIL: precc build built no recipe"; exit 1; }
+# A file precc build wrote, truncated afterwards: precc-run refuses the directory.
+d=$(ls -d "$tmp"/current_tensorwise 2>/dev/null)
+if [ -n "$d" ]; then
+	"$run" "$d" --backend cpu > "$tmp/run.log" 2>&1
+	grep -q "each has the size and FNV-1a 64 precc build recorded" "$tmp/run.log" || {
+		echo "FAIL  precc-run does not check the recorded hashes"; fails=$((fails + 1)); }
+	p=$(ls "$d"/*.ptx | head -1)
+	head -c 100 "$p" > "$tmp/short" && cat "$tmp/short" > "$p"
+	if "$run" "$d" --backend cpu > "$tmp/run.log" 2>&1 \
+	   || ! grep -q "truncated or changed since precc build" "$tmp/run.log"; then
+		echo "FAIL  precc-run accepts a truncated $p"; sed 's/^/    /' "$tmp/run.log" | tail -5
+		fails=$((fails + 1))
+	else
+		echo "ok    a truncated PTX is refused: $(grep -m1 truncated "$tmp/run.log")"
+	fi
+fi
 echo "runtime.build_run: $built built, $fails failed in precc-run"
 [ $fails -eq 0 ]

@@ -20,7 +20,7 @@ expect() {  # expect STATUS TEXT COMMAND...
 	fi
 }
 
-expect 0 "layer model.layers.0.mlp.down_proj M=256 nonfinite inputs: ok" \
+expect 0 "layer model.layers.0.mlp.down_proj M=256 nonfinite inputs: ran" \
 	"$run" "$inputs/plan" --backend cpu
 expect 0 "k_00000000000000b2   quant_colblock          3       196608" \
 	"$run" "$inputs/plan" --backend cpu --layer 'model.*.up_proj' --m 256
@@ -42,5 +42,15 @@ if [ -n "$fake" ]; then
 	grep -qF "check: FAILED: outputs differ" "$out" || {
 		echo "FAIL: --check ends with its verdict"; fails=$((fails + 1)); }
 fi
+# The summary says what "ran" means; every file the manifest names must exist.
+expect 0 "ran: every layer above ran on the cpu backend to the end; outputs were not compared" \
+	"$run" "$inputs/plan" --backend cpu
+expect 0 "files: 7 PTX/cubin files named in manifest.json, all present; 0 of them checked" \
+	"$run" "$inputs/plan" --backend cpu
+gone=$(mktemp -d)
+cp "$inputs/plan"/* "$gone/" && rm "$gone/k_00000000000000b1.sm_90a.ptx"
+expect 1 "k_00000000000000b1.sm_90a.ptx: the ptx of kernel k_00000000000000b1 for sm_90a is named in manifest.json but missing" \
+	"$run" "$gone" --backend cpu
+rm -rf "$gone"
 [ $fails -eq 0 ] && echo "runtime.precc_run: ok"
 [ $fails -eq 0 ]

@@ -1,0 +1,1 @@
+for i = 0, 999999 do linear("l" .. i, 16, 16) end

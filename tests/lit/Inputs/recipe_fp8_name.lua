@@ -1,0 +1,1 @@
+recipe "x" { format = fp8 }
