@@ -604,6 +604,28 @@ cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Run file's first kernel with emu_break = brk at M = m: 1 (a failure) if
+ * the comparison does not notice. */
+static int
+self_test(const char *dir, const char *file, int brk, long m, const char *what)
+{
+	char path[1024], err[1024];
+	snprintf(path, sizeof path, "%s/%s", dir, file);
+	char *text = slurp(path);
+	Module *mod = text ? ir_parse(text, file, err, sizeof err) : NULL;
+	int missed;
+
+	free(text);
+	emu_break = brk;
+	M = m;
+	printf("self-test, %s:\n", what);
+	missed = !mod || check_kernel(mod->fn[0], file) == 0;
+	if (missed)
+		printf("FAIL: %s went unnoticed\n", what);
+	ir_module_free(mod);
+	return missed;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -652,31 +674,9 @@ main(int argc, char **argv)
 		ir_module_free(m);
 		free(names[i]);
 	}
-	/* the check can fail: a corrupted cvt must be caught */
-	char path[1024];
-	snprintf(path, sizeof path, "%s/quant_tensor.ir", dir);
-	char *text = slurp(path);
-	Module *m = text ? ir_parse(text, "quant_tensor.ir", err, sizeof err) : NULL;
-	free(text);
-	emu_break = 1;
-	printf("self-test, one cvt corrupted:\n");
-	if (!m || check_kernel(m->fn[0], "quant_tensor.ir") == 0) {
-		printf("FAIL: a corrupted cvt went unnoticed\n");
-		fails++;
-	}
-	ir_module_free(m);
-	snprintf(path, sizeof path, "%s/gemm_e4m3_tensor.ir", dir);
-	text = slurp(path);
-	m = text ? ir_parse(text, "gemm_e4m3_tensor.ir", err, sizeof err) : NULL;
-	free(text);
-	emu_break = 2;
-	M = 100;
-	printf("self-test, one mma product lost:\n");
-	if (!m || check_kernel(m->fn[0], "gemm_e4m3_tensor.ir") == 0) {
-		printf("FAIL: a wrong mma went unnoticed\n");
-		fails++;
-	}
-	ir_module_free(m);
+	/* the check can fail: a corrupted cvt, a lost mma product must be caught */
+	fails += self_test(dir, "quant_tensor.ir", 1, 128, "one cvt corrupted");
+	fails += self_test(dir, "gemm_e4m3_tensor.ir", 2, 100, "one mma product lost");
 	printf("%d kernel files, %d failures\n", n, fails);
 	return fails ? 1 : 0;
 }
