@@ -1,0 +1,10 @@
+# lit configuration for the hardening tests: the main suite's configuration,
+# with this folder as its source root (%inputs is tests/harden/Inputs).
+import os
+exec(open(os.path.join(os.path.dirname(__file__), "..", "lit", "lit.cfg.py")).read())
+config.name = "precc-harden"
+config.excludes += ["CMakeLists.txt"]
+exit_sh = os.path.join(os.path.dirname(__file__), "..", "lit", "exit.sh")
+config.substitutions = [(k, exit_sh if k == "%exit" else v) for k, v in config.substitutions]
+config.test_exec_root = os.path.join(ns["precc_bin"], "tests", "harden-out")
+config.environment["PRECC_CACHE_DIR"] = os.path.join(config.test_exec_root, "cache")
