@@ -388,6 +388,12 @@ compile_all(Build *b)
 	for (int k = 0; k < b->njobs; k++) {
 		Job *j = &b->jobs[k];
 		j->hit = cache_get(b->cache, j->key, &j->e);
+		if (j->hit && !cache_entry_fits(&j->e, j->f->nval)) {
+			cache_warn(b->cache, j->key, "value index out of range");
+			cache_entry_free(&j->e);
+			memset(&j->e, 0, sizeof j->e);
+			j->hit = 0;
+		}
 		if (j->hit && *b->ptxas && !j->e.cubin)
 			j->reptxas = 1;
 		nwork += !j->hit || j->reptxas;
@@ -568,6 +574,19 @@ remove_stale(const Build *b)
 	closedir(d);
 }
 
+/* A job name from a cache entry: exactly k_<16 lowercase hex>, as
+ * collect_jobs makes them (no '/', no "..": it is a file name under -o). */
+static int
+job_name_ok(const char *n)
+{
+	if (strncmp(n, "k_", 2) || strlen(n) != 18)
+		return 0;
+	for (int i = 2; i < 18; i++)
+		if (!((n[i] >= '0' && n[i] <= '9') || (n[i] >= 'a' && n[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
 /* 1: the whole build came from the cache and its files are written. */
 static int
 get_build(Build *b, uint64_t key, char *err, size_t errsz)
@@ -578,12 +597,13 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 	char *text[3] = {NULL, NULL, NULL};
 	int ok = 0;
 
+	const char *why = "malformed build entry";
 	if (!p)
 		return 0;
 	if (n < 4)
 		goto out;
 	memcpy(&nk, p, 4);
-	if (nk > (n - 4) / 36)
+	if (nk > (n - 4) / 36 || nk > CACHE_MAX_JOBS)
 		goto out;
 	b->jobs = xcalloc(nk ? nk : 1, sizeof *b->jobs);
 	for (uint32_t k = 0; k < nk; k++, b->njobs++) {
@@ -594,8 +614,17 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 		memcpy(j->name, p + at + 12, sizeof j->name);
 		at += 12 + sizeof j->name;
 		j->name[sizeof j->name - 1] = 0;
-		if (t >= (uint32_t)b->ntg || !cache_get(b->cache, j->key, &j->e))
+		/* the name becomes a file name under -o: k_<16 hex> and nothing else */
+		if (!job_name_ok(j->name)) {
+			why = "job name is not k_<16 hex>";
 			goto out;
+		}
+		if (t >= (uint32_t)b->ntg)
+			goto out;
+		if (!cache_get(b->cache, j->key, &j->e)) {
+			why = NULL;          /* cache_get warned, or a plain miss */
+			goto out;
+		}
 		j->t = (int)t;
 		j->hit = 1;
 	}
@@ -605,7 +634,7 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 			goto out;
 		memcpy(&l, p + at, 8);
 		at += 8;
-		if (l > n - at)
+		if (l > n - at || l > CACHE_MAX_TEXT)
 			goto out;
 		text[i] = xmalloc(l + 1);
 		memcpy(text[i], p + at, l);
@@ -614,6 +643,7 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 	}
 	if (at != n)
 		goto out;
+	why = NULL;
 	ok = 1;
 	for (int k = 0; k < b->njobs && ok == 1; k++) {
 		Job *j = &b->jobs[k];
@@ -632,6 +662,8 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 	if (ok == 1)
 		remove_stale(b);
 out:
+	if (!ok && why)
+		cache_warn(b->cache, key, why);
 	for (int i = 0; i < 3; i++)
 		free(text[i]);
 	free(p);

@@ -8,3 +8,5 @@ exit_sh = os.path.join(os.path.dirname(__file__), "..", "lit", "exit.sh")
 config.substitutions = [(k, exit_sh if k == "%exit" else v) for k, v in config.substitutions]
 config.test_exec_root = os.path.join(ns["precc_bin"], "tests", "harden-out")
 config.environment["PRECC_CACHE_DIR"] = os.path.join(config.test_exec_root, "cache")
+import sys
+config.substitutions.append(("%python", sys.executable))
