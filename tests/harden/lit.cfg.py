@@ -10,3 +10,5 @@ config.test_exec_root = os.path.join(ns["precc_bin"], "tests", "harden-out")
 config.environment["PRECC_CACHE_DIR"] = os.path.join(config.test_exec_root, "cache")
 import sys
 config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%rtinputs", os.path.join(ns["precc_src"], "tests", "runtime", "Inputs")))
+config.substitutions.append(("%fakecuda", os.path.join(ns["precc_bin"], "tests", "runtime", "libprecc_fake_cuda.so")))
