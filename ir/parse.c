@@ -13,6 +13,16 @@
 #include <string.h>
 #include "ir.h"
 
+/* What the text may say, in one place (docs/ir.md, "Limits"): longer
+ * names or more operands are a parse error at their position. */
+enum {
+	IRP_NAME = 127,        /* characters of a value name */
+	IRP_FUNC_NAME = 255,   /* of a func or kernel name */
+	IRP_ATTR = 127,        /* of one attribute value */
+	IRP_ARGS = 64,         /* operands of one instruction */
+	IRP_RESULTS = 16,      /* results of one call */
+};                         /* ranks: MAXRANK (ir.h); ints: long, checked */
+
 /* name -> index, first definition wins (as ir_find_value): open
  * addressing on FNV-1a, at most half full. A linear lookup per operand made
  * a 2.3 MB .ir take 20 s. The names are the IR's own (stable) strings. */
@@ -378,7 +388,7 @@ static void
 header_attr(Parser *ps, Func *f)
 {
 	const char *at = ps->p, *vat;
-	char key[32], val[128];
+	char key[32], val[IRP_ATTR + 1];
 	size_t k = 0;
 	int a;
 
@@ -412,7 +422,7 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 	static const char *const algo[] = {"max", "most_recent"};
 	static const char *const acc[] = {"fp32", "promote", "fast"};
 	const char *at = ps->p, *vat;
-	char key[32], val[128], *colon;
+	char key[32], val[IRP_ATTR + 1], *colon;
 	unsigned a = opinfo[i->op].attrs, bit;
 	size_t k = 0;
 	int f;
@@ -518,7 +528,7 @@ new_value(Parser *ps, Func *f, const char *name, Type t)
 static int
 operand(Parser *ps, Func *f)
 {
-	char buf[128];
+	char buf[IRP_NAME + 1];
 	int v;
 
 	ps->p++;    /* '%' */
@@ -532,10 +542,10 @@ operand(Parser *ps, Func *f)
 static void
 instruction(Parser *ps, Func *f)
 {
-	char res[128] = "", opname[32], b[64], more[16][128];
-	const char *start = ps->p, *resat = NULL, *opat, *moreat[16];
-	int args[64], nargs = 0, op = -1, v, k, nmore = 0;
-	Type mt[16];
+	char res[IRP_NAME + 1] = "", opname[32], b[64], more[IRP_RESULTS][IRP_NAME + 1];
+	const char *start = ps->p, *resat = NULL, *opat, *moreat[IRP_RESULTS];
+	int args[IRP_ARGS], nargs = 0, op = -1, v, k, nmore = 0;
+	Type mt[IRP_RESULTS];
 	unsigned seen = 0;
 	Type t = {0};
 	Ins *i;
@@ -603,7 +613,7 @@ instruction(Parser *ps, Func *f)
 	}
 	skipws(ps);
 	if (op == OP_call) {
-		char callee[256];
+		char callee[IRP_FUNC_NAME + 1];
 		if (*ps->p != '@')
 			errat(ps, ps->p, "expected '@' and the kernel's name after call");
 		ps->p++;
@@ -705,7 +715,7 @@ instruction(Parser *ps, Func *f)
 static void
 function(Parser *ps, bool kernel)
 {
-	char fname[256];
+	char fname[IRP_FUNC_NAME + 1];
 	const char *at = ps->p;
 	Func *f;
 
