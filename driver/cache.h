@@ -7,8 +7,10 @@
  * payload) and the payload (launch info, registers, PTX, cubin). Entries
  * are written to a mkstemp file in the same directory and renamed into
  * place, so a reader sees a whole entry or none; a reader that finds a
- * bad one (truncated, wrong key, payload hash mismatch) warns, naming the
- * file, and reports a miss so the kernel is rebuilt and rewritten.
+ * bad one (not a regular file, truncated, wrong key, payload hash
+ * mismatch, launch info out of range) warns, naming the file, and reports
+ * a miss so the kernel is rebuilt and rewritten. The seal has no key: an
+ * entry is untrusted input (docs/artifacts.md, "What the cache trusts").
  */
 #ifndef PRECC_CACHE_H
 #define PRECC_CACHE_H
