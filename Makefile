@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-asan sweep bench install clean
+.PHONY: all deps build demo test test-asan sweep bench install clean fuzz fuzz-smoke fuzz-build fuzz-deps
 
 all: build
 
@@ -31,6 +31,37 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
+# libFuzzer harnesses (tests/fuzz, docs/testing.md): built with clang and
+# ASan + UBSan in $(FUZZ_BUILD), seeded from the project's own outputs, each
+# run for FUZZ_TIME seconds; fails on any finding. fuzz-smoke is CI's short run.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_CC ?= clang-19
+FUZZ_TIME ?= 60
+FUZZ_SMOKE_TIME ?= 12
+
+fuzz-deps:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "precc: installing clang-19 for the fuzzers"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang-19; \
+	  else \
+	    echo "precc: make fuzz needs clang. Run as root:" >&2; \
+	    echo "  apt-get update && apt-get install -y --no-install-recommends clang-19" >&2; \
+	    exit 1; \
+	  fi; }
+
+fuzz-build: build fuzz-deps
+	CC=$(FUZZ_CC) cmake -S . -B $(FUZZ_BUILD) -DPRECC_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+	sh tests/fuzz/seeds.sh $(CURDIR) $(CURDIR)/$(BUILD) $(CURDIR)/$(FUZZ_BUILD)
+
+fuzz: fuzz-build
+	sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TIME)
+
+fuzz-smoke: fuzz-build
+	sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_TIME)
+
 # Every one of the 2^32 fp32 bit patterns against the CUDA headers.
 sweep: build
 	./$(BUILD)/tests/numerics/cuda_ref_sweep --full
@@ -45,4 +76,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

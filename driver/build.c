@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -86,24 +87,66 @@ job_fail(Job *j, const char *fmt, ...)
 		j->err = xstrdup("precc: error: out of memory");
 }
 
+/* Writes dir/name whole or not at all: a mkstemp file ".name.XXXXXX" in
+ * dir, renamed over name. Concurrent builds into one -o each write their
+ * own temporaries; the last rename wins, and no reader (ptxas, precc_rt,
+ * another build) ever sees a file half written. */
 static int
 write_file(const char *dir, const char *name, const void *p, size_t n, char *err, size_t errsz)
 {
-	char path[4200];
-	FILE *f;
+	char path[4200], tmp[4300];
+	const unsigned char *b = p;
+	int fd;
 
 	snprintf(path, sizeof path, "%s/%s", dir, name);
-	if (!(f = fopen(path, "wb")) || fwrite(p, 1, n, f) != n) {
+	snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", dir, name);
+	if ((fd = mkstemp(tmp)) < 0) {
 		snprintf(err, errsz, "%s: error: cannot write: %s", path, strerror(errno));
-		if (f)
-			fclose(f);
 		return -1;
 	}
-	if (fclose(f)) {
-		snprintf(err, errsz, "%s: error: cannot write: %s", path, strerror(errno));
-		return -1;
+	for (size_t left = n; left;) {
+		ssize_t k = write(fd, b, left);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			goto fail;
+		b += k;
+		left -= (size_t)k;
+	}
+	if (fchmod(fd, 0644) || close(fd)) {
+		fd = -1;
+		goto fail;
+	}
+	if (rename(tmp, path)) {
+		fd = -1;
+		goto fail;
 	}
 	return 0;
+fail:
+	snprintf(err, errsz, "%s: error: cannot write: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return -1;
+}
+
+/* Builds into one -o take turns: an exclusive flock on DIR/.precc.lock,
+ * held until exit, so a build's set of files (kernels, manifest, stale
+ * removal) is never interleaved with another's and the last build wins
+ * whole. Each file is also renamed into place (write_file), so a reader
+ * that takes no lock (precc_rt) sees whole files. */
+static void
+lock_out(const char *dir)
+{
+	char path[4200];
+	int fd;
+
+	snprintf(path, sizeof path, "%s/.precc.lock", dir);
+	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
+		errorf(path, 0, "cannot lock the output directory: %s", strerror(errno));
+	while (flock(fd, LOCK_EX) && errno == EINTR)
+		;
+	/* fd stays open: the lock goes with the process */
 }
 
 static int
@@ -254,10 +297,12 @@ scan_after(const char *log, const char *word, int before)
 	return best;
 }
 
+/* ptxas ptxpath -> cubinpath (temporaries), its log beside them; errors
+ * name the kernel's file in -o, shown. */
 static int
-run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath)
+run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath, const char *shown)
 {
-	char log[4300], arch[32];
+	char log[4500], arch[32];
 	const char *sm = b->tg[j->t]->name;
 	posix_spawn_file_actions_t fa;
 	pid_t pid;
@@ -283,7 +328,7 @@ run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath)
 	char *text = read_file(log, 0, &n, NULL);
 	unlink(log);
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-		job_fail(j, "precc: error: ptxas rejected %s (%s):\n%s", ptxpath,
+		job_fail(j, "precc: error: ptxas rejected %s (%s):\n%s", shown,
 		         j->f->name, text ? text : "");
 		free(text);
 		return -1;
@@ -325,12 +370,11 @@ progress(Build *b)
 static void
 compile_job(Build *b, Job *j)
 {
-	char ptxname[64], ptxpath[4200], cubinpath[4200];
+	char ptxname[64], ptxpath[4200];
 	const char *sm = b->tg[j->t]->name;
 
 	snprintf(ptxname, sizeof ptxname, "%s.%s.ptx", j->name, sm);
 	snprintf(ptxpath, sizeof ptxpath, "%s/%s", b->out, ptxname);
-	snprintf(cubinpath, sizeof cubinpath, "%s/%s.%s.cubin", b->out, j->name, sm);
 	if (!j->hit) {
 		CodegenTarget ct = {b->sm[j->t], 0};
 		char err[1024];
@@ -342,14 +386,37 @@ compile_job(Build *b, Job *j)
 		j->e.regs = j->e.spill_bytes = -1;
 	}
 	char werr[4400];
+	if (*b->ptxas && !j->e.cubin) {
+		/* ptxas reads and writes this build's own temporaries; the
+		 * results are renamed into place below like every other file */
+		char tptx[4300], tcubin[4400];
+		int fd;
+		snprintf(tptx, sizeof tptx, "%s/.%s.XXXXXX", b->out, ptxname);
+		if ((fd = mkstemp(tptx)) < 0 || close(fd)) {
+			job_fail(j, "%s: error: cannot write: %s", tptx, strerror(errno));
+			return;
+		}
+		snprintf(tcubin, sizeof tcubin, "%s.cubin", tptx);
+		FILE *f = fopen(tptx, "wb");
+		int bad = !f || fwrite(j->e.ptx, 1, j->e.ptx_len, f) != j->e.ptx_len;
+		if ((f && fclose(f)) || bad) {
+			job_fail(j, "%s: error: cannot write: %s", tptx, strerror(errno));
+			unlink(tptx);
+			return;
+		}
+		int rc = run_ptxas(b, j, tptx, tcubin, ptxpath);
+		unlink(tptx);
+		unlink(tcubin);
+		if (rc) {   /* the rejected PTX stays in -o, to be read */
+			write_file(b->out, ptxname, j->e.ptx, j->e.ptx_len, werr, sizeof werr);
+			return;
+		}
+	}
 	if (write_file(b->out, ptxname, j->e.ptx, j->e.ptx_len, werr, sizeof werr)) {
 		job_fail(j, "%s", werr);
 		return;
 	}
-	if (*b->ptxas && !j->e.cubin) {
-		if (run_ptxas(b, j, ptxpath, cubinpath))
-			return;
-	} else if (j->e.cubin) {
+	if (j->e.cubin) {
 		char name[64];
 		snprintf(name, sizeof name, "%s.%s.cubin", j->name, sm);
 		if (write_file(b->out, name, j->e.cubin, j->e.cubin_len, werr, sizeof werr)) {
@@ -388,6 +455,12 @@ compile_all(Build *b)
 	for (int k = 0; k < b->njobs; k++) {
 		Job *j = &b->jobs[k];
 		j->hit = cache_get(b->cache, j->key, &j->e);
+		if (j->hit && !cache_entry_fits(&j->e, j->f->nval)) {
+			cache_warn(b->cache, j->key, "value index out of range");
+			cache_entry_free(&j->e);
+			memset(&j->e, 0, sizeof j->e);
+			j->hit = 0;
+		}
 		if (j->hit && *b->ptxas && !j->e.cubin)
 			j->reptxas = 1;
 		nwork += !j->hit || j->reptxas;
@@ -568,6 +641,19 @@ remove_stale(const Build *b)
 	closedir(d);
 }
 
+/* A job name from a cache entry: exactly k_<16 lowercase hex>, as
+ * collect_jobs makes them (no '/', no "..": it is a file name under -o). */
+static int
+job_name_ok(const char *n)
+{
+	if (strncmp(n, "k_", 2) || strlen(n) != 18)
+		return 0;
+	for (int i = 2; i < 18; i++)
+		if (!((n[i] >= '0' && n[i] <= '9') || (n[i] >= 'a' && n[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
 /* 1: the whole build came from the cache and its files are written. */
 static int
 get_build(Build *b, uint64_t key, char *err, size_t errsz)
@@ -578,12 +664,13 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 	char *text[3] = {NULL, NULL, NULL};
 	int ok = 0;
 
+	const char *why = "malformed build entry";
 	if (!p)
 		return 0;
 	if (n < 4)
 		goto out;
 	memcpy(&nk, p, 4);
-	if (nk > (n - 4) / 36)
+	if (nk > (n - 4) / 36 || nk > CACHE_MAX_JOBS)
 		goto out;
 	b->jobs = xcalloc(nk ? nk : 1, sizeof *b->jobs);
 	for (uint32_t k = 0; k < nk; k++, b->njobs++) {
@@ -594,8 +681,17 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 		memcpy(j->name, p + at + 12, sizeof j->name);
 		at += 12 + sizeof j->name;
 		j->name[sizeof j->name - 1] = 0;
-		if (t >= (uint32_t)b->ntg || !cache_get(b->cache, j->key, &j->e))
+		/* the name becomes a file name under -o: k_<16 hex> and nothing else */
+		if (!job_name_ok(j->name)) {
+			why = "job name is not k_<16 hex>";
 			goto out;
+		}
+		if (t >= (uint32_t)b->ntg)
+			goto out;
+		if (!cache_get(b->cache, j->key, &j->e)) {
+			why = NULL;          /* cache_get warned, or a plain miss */
+			goto out;
+		}
 		j->t = (int)t;
 		j->hit = 1;
 	}
@@ -605,7 +701,7 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 			goto out;
 		memcpy(&l, p + at, 8);
 		at += 8;
-		if (l > n - at)
+		if (l > n - at || l > CACHE_MAX_TEXT)
 			goto out;
 		text[i] = xmalloc(l + 1);
 		memcpy(text[i], p + at, l);
@@ -614,6 +710,7 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 	}
 	if (at != n)
 		goto out;
+	why = NULL;
 	ok = 1;
 	for (int k = 0; k < b->njobs && ok == 1; k++) {
 		Job *j = &b->jobs[k];
@@ -632,6 +729,8 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 	if (ok == 1)
 		remove_stale(b);
 out:
+	if (!ok && why)
+		cache_warn(b->cache, key, why);
 	for (int i = 0; i < 3; i++)
 		free(text[i]);
 	free(p);
@@ -845,6 +944,8 @@ cmd_build(int argc, char **argv)
 			errorf(b.out, 0, "the output directory is not writable: %s", strerror(errno));
 		errorf(b.out, 0, "cannot create the output directory: %s", strerror(errno));
 	}
+	if (b.out && !b.emit)
+		lock_out(b.out);
 
 	Recipe *recipe = recipe_load(b.recipe_path);
 	Model *model = model_load(b.model_path);

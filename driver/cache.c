@@ -153,10 +153,27 @@ get_blob(Cache *c, uint64_t key, size_t *len, char *path, size_t pathsz)
 	FILE *f;
 
 	entry_path(c, key, path, pathsz);
-	if (!(f = fopen(path, "rb")))
+	/* O_NOFOLLOW | O_NONBLOCK: a symlink or a FIFO planted in the cache is
+	 * a bad entry, not a hang. */
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
 		return NULL;         /* a plain miss */
-	if (fstat(fileno(f), &st) || st.st_size < HDR) {
+	if (fd < 0 || !(f = fdopen(fd, "rb"))) {
+		if (fd >= 0)
+			close(fd);
+		warnf(path, 0, "corrupt cache entry (cannot open: %s): rebuilding it", strerror(errno));
+		return NULL;
+	}
+	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
+		why = "not a regular file";
+		goto bad;
+	}
+	if (st.st_size < HDR) {
 		why = "truncated header";
+		goto bad;
+	}
+	if (st.st_size > CACHE_MAX_ENTRY) {
+		why = "larger than the entry size limit";
 		goto bad;
 	}
 	buf = xmalloc((size_t)st.st_size);
@@ -201,6 +218,65 @@ cache_get_blob(Cache *c, uint64_t key, size_t *len)
 	return c ? get_blob(c, key, len, path, sizeof path) : NULL;
 }
 
+/* An entry's launch info is untrusted input (a shared cache directory is
+ * written by others, and the FNV seal is no key): every count is checked
+ * against its array, every enum against its range, the entry name is a C
+ * identifier. Value indices are checked against the kernel by the caller
+ * (cache_entry_fits). NULL: fine; else why not. */
+static const char *
+check_info(const CodegenKernel *k)
+{
+	size_t n = strnlen(k->name, sizeof k->name);
+
+	if (n == 0 || n == sizeof k->name)
+		return "entry name not terminated";
+	for (size_t i = 0; i < n; i++)
+		if (!(k->name[i] == '_' || (k->name[i] >= 'a' && k->name[i] <= 'z')
+		      || (k->name[i] >= 'A' && k->name[i] <= 'Z') || (i && k->name[i] >= '0' && k->name[i] <= '9')))
+			return "entry name not an identifier";
+	if ((unsigned)k->shape >= NCGSHAPE)
+		return "shape out of range";
+	if (k->nparams < 0 || k->nparams > (int)(sizeof k->param_value / sizeof k->param_value[0]))
+		return "nparams out of range";
+	if (k->nphases < 0 || k->nphases > CG_MAXPHASE)
+		return "nphases out of range";
+	for (int p = 0; p < k->nphases; p++)
+		if ((unsigned)k->phase[p].shape >= NCGSHAPE || k->phase[p].elems_per_cta < 0
+		    || k->phase[p].tile_rows < 0 || k->phase[p].tile_cols < 0)
+			return "phase out of range";
+	if (k->threads < 1 || k->threads > CACHE_MAX_THREADS || k->sync_words < 0
+	    || k->sync_words > CACHE_MAX_SYNC_WORDS || k->m_multiple < 1
+	    || k->m_multiple > CACHE_MAX_M_MULTIPLE || k->elems_per_cta < 0
+	    || k->tile_rows < 0 || k->tile_cols < 0)
+		return "launch geometry out of range";
+	return NULL;
+}
+
+int
+cache_entry_fits(const CacheEntry *e, int nval)
+{
+	const CodegenKernel *k = &e->info;
+
+	if (k->data < -1 || k->data >= nval)
+		return 0;
+	for (int i = 0; i < k->nparams; i++)
+		if (k->param_value[i] < 0 || k->param_value[i] >= nval)
+			return 0;
+	for (int p = 0; p < k->nphases; p++)
+		if (k->phase[p].data < -1 || k->phase[p].data >= nval)
+			return 0;
+	return 1;
+}
+
+void
+cache_warn(const Cache *c, uint64_t key, const char *why)
+{
+	char path[4200];
+
+	entry_path(c, key, path, sizeof path);
+	warnf(path, 0, "corrupt cache entry (%s): rebuilding it", why);
+}
+
 int
 cache_get(Cache *c, uint64_t key, CacheEntry *e)
 {
@@ -226,8 +302,10 @@ cache_get(Cache *c, uint64_t key, CacheEntry *e)
 	e->ptx = take_blob(&r, &e->ptx_len, 1);
 	e->cubin = take_blob(&r, &e->cubin_len, 0);
 	free(buf);
-	if (r.bad || r.at != r.n || !e->ptx || strlen(e->ptx) != e->ptx_len) {
-		warnf(path, 0, "corrupt cache entry (malformed payload): rebuilding it");
+	const char *why = r.bad || r.at != r.n || !e->ptx || strlen(e->ptx) != e->ptx_len
+	                  ? "malformed payload" : check_info(&e->info);
+	if (why) {
+		warnf(path, 0, "corrupt cache entry (%s): rebuilding it", why);
 		cache_entry_free(e);
 		memset(e, 0, sizeof *e);
 		return 0;

@@ -7,8 +7,10 @@
  * payload) and the payload (launch info, registers, PTX, cubin). Entries
  * are written to a mkstemp file in the same directory and renamed into
  * place, so a reader sees a whole entry or none; a reader that finds a
- * bad one (truncated, wrong key, payload hash mismatch) warns, naming the
- * file, and reports a miss so the kernel is rebuilt and rewritten.
+ * bad one (not a regular file, truncated, wrong key, payload hash
+ * mismatch, launch info out of range) warns, naming the file, and reports
+ * a miss so the kernel is rebuilt and rewritten. The seal has no key: an
+ * entry is untrusted input (docs/artifacts.md, "What the cache trusts").
  */
 #ifndef PRECC_CACHE_H
 #define PRECC_CACHE_H
@@ -16,6 +18,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "codegen.h"
+
+/* What an entry may say (cache.c checks each before use; docs/artifacts.md). */
+enum {
+	CACHE_MAX_ENTRY = 256 << 20,     /* bytes of one entry file */
+	CACHE_MAX_THREADS = 1024,        /* threads per CTA */
+	CACHE_MAX_SYNC_WORDS = 1 << 20,
+	CACHE_MAX_M_MULTIPLE = 1 << 20,
+	CACHE_MAX_JOBS = 1 << 16,        /* kernels in a build entry */
+	CACHE_MAX_TEXT = 64 << 20,       /* bytes of a generated file in a build entry */
+};
 
 typedef struct CacheEntry {
 	CodegenKernel info;       /* llvm_ms is 0 in entries read back */
@@ -36,6 +48,11 @@ int cache_get(Cache *, uint64_t key, CacheEntry *e);
 /* Stores e under key; a failure only warns (the build goes on). */
 void cache_put(Cache *, uint64_t key, const CacheEntry *e);
 void cache_entry_free(CacheEntry *);
+/* 1 if every value index e's launch info names is below nval (the kernel
+ * it is for); a 0 is a corrupt entry (warn with cache_warn, rebuild). */
+int cache_entry_fits(const CacheEntry *, int nval);
+/* The one warning for a bad entry found by a caller's own checks. */
+void cache_warn(const Cache *, uint64_t key, const char *why);
 /* The same for a raw payload (build.c's whole-build entries): a malloc'ed
  * copy of the verified payload, or NULL on a miss. */
 unsigned char *cache_get_blob(Cache *, uint64_t key, size_t *len);

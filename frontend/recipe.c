@@ -397,6 +397,7 @@ give_up(Recipe *r, Loader *ld, const SandboxError *e)
 {
 	SandboxError copy = *e;
 
+	*(Loader **)lua_getextraspace(ld->sb->L) = NULL;   /* before ld goes */
 	src_free(&ld->src);
 	free(ld->text);
 	free(ld);

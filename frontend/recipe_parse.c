@@ -691,15 +691,16 @@ rules_list(Loader *ld, const Tab *t, int v)
 			lua_pushnil(L);
 			lua_setfield(L, st.idx, "match");
 		}
-		Rule proto = {0};
-		proto.predicate_ref = LUA_NOREF;
-		char *label = NULL;
-		rc_settings_table(ld, &st, &proto.settings, NULL, &label);
-		Rule *u;
+		/* The rule is in the recipe before its table is read, so the
+		 * recipe owns its label ('reason') if anything below fails. */
+		int first = r->nrules;
+		new_rule(r, line);
+		rc_settings_table(ld, &st, &r->rules[first].settings, NULL, &r->rules[first].label);
+		Rule *u = &r->rules[first];
+		char *reason = u->label;
 		if (lua_type(L, m) == LUA_TFUNCTION) {
-			u = new_rule(r, line);
-			u->settings = proto.settings;
-			u->label = label ? label : xstrdup(lua_pushfstring(L, "rule at line %d", line));
+			if (!reason)
+				u->label = xstrdup(lua_pushfstring(L, "rule at line %d", line));
 			lua_pushvalue(L, m);
 			u->predicate_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 		} else if (lua_type(L, m) == LUA_TSTRING || rc_is_pattern_list(L, m)) {
@@ -711,15 +712,18 @@ rules_list(Loader *ld, const Tab *t, int v)
 					lua_pushvalue(L, m);
 				const char *pat = lua_tostring(L, -1);
 				check_pattern(ld, pat, line);
-				u = new_rule(r, line);
-				u->settings = proto.settings;
+				if (j > 1) {
+					u = new_rule(r, line);
+					u->settings = r->rules[first].settings;
+				} else {
+					u = &r->rules[first];
+				}
 				u->pattern = xstrdup(pat);
-				u->label = xstrdup(label ? label : pat);
+				if (j > 1 || !reason)
+					u->label = xstrdup(reason ? reason : pat);
 				lua_pop(L, 1);
 			}
-			free(label);
 		} else {
-			free(label);
 			fail(ld, line, "a rule matches a Lua pattern string, a list of them, or a function(layer), "
 			     "not a %s", typename_of(L, m));
 		}

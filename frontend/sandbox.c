@@ -1,8 +1,9 @@
 /*
  * sandbox.c — the Lua 5.4 state recipes run in. Only base (without
- * dofile/loadfile/collectgarbage, with a text-only load), string (without
- * dump), table, math and utf8; no io, os, package or debug. Reading an
- * unknown global is an error with a suggestion. Every run has an
+ * dofile/loadfile/collectgarbage, with a text-only load and a setmetatable
+ * that refuses __gc), string (without dump), table, math and utf8; no io,
+ * os, package or debug. Reading an unknown global is an error with a
+ * suggestion. Every run has an
  * instruction budget (count hook), the heap a cap (lua_Alloc), and a
  * watchdog bounds the wall time of C code the hooks cannot see (runaway
  * pattern matching). Errors come back as file:line + message.
@@ -158,6 +159,26 @@ sb_load(lua_State *L)
 	return lua_gettop(L) - top;
 }
 
+/* setmetatable refusing __gc: Lua runs finalizers with hooks off (no
+ * instruction budget) at any collection and at lua_close(), after the
+ * loader that rule and recipe write to is gone. An object is marked for
+ * finalization only if its metatable has __gc when it is set, so refusing
+ * it here means no recipe object ever has a finalizer. */
+static int
+sb_setmetatable(lua_State *L)
+{
+	if (lua_type(L, 2) == LUA_TTABLE) {
+		lua_pushliteral(L, "__gc");
+		if (lua_rawget(L, 2) != LUA_TNIL)
+			return luaL_error(L, "setmetatable: __gc finalizers are not available in recipes");
+		lua_pop(L, 1);
+	}
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+	return lua_gettop(L);
+}
+
 /* print goes to stderr as a note, so it never mixes with precc's output. */
 static int
 sb_print(lua_State *L)
@@ -240,6 +261,9 @@ open_libs(lua_State *L)
 	lua_setfield(L, -2, "xpcall");
 	lua_pushcfunction(L, sb_print);
 	lua_setfield(L, -2, "print");
+	lua_getfield(L, -1, "setmetatable");
+	lua_pushcclosure(L, sb_setmetatable, 1);
+	lua_setfield(L, -2, "setmetatable");
 	lua_newtable(L);
 	lua_pushcfunction(L, env_index);
 	lua_setfield(L, -2, "__index");
@@ -265,12 +289,22 @@ sandbox_new(const char *path)
 	return sb;
 }
 
+/* No recipe object has a finalizer (sb_setmetatable), so lua_close() runs
+ * no recipe code; the watchdog is armed anyway, as for every run. */
+static void arm_watchdog(Sandbox *, struct sigaction *old, struct itimerval *prev);
+static void disarm_watchdog(struct sigaction *old, struct itimerval *prev);
+
 void
 sandbox_free(Sandbox *sb)
 {
+	struct sigaction old;
+	struct itimerval prev;
+
 	if (!sb)
 		return;
+	arm_watchdog(sb, &old, &prev);
 	lua_close(sb->L);
+	disarm_watchdog(&old, &prev);
 	free(sb->path);
 	free(sb);
 }
@@ -360,11 +394,33 @@ on_alarm(int sig)
 	_exit(1);
 }
 
+static void
+arm_watchdog(Sandbox *sb, struct sigaction *old, struct itimerval *prev)
+{
+	struct sigaction sa = {0};
+	struct itimerval limit = {.it_value = {.tv_sec = SANDBOX_CPU_S}};
+
+	watched = sb;
+	sa.sa_handler = on_alarm;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPROF, &sa, old);
+	setitimer(ITIMER_PROF, &limit, prev);
+}
+
+static void
+disarm_watchdog(struct sigaction *old, struct itimerval *prev)
+{
+	setitimer(ITIMER_PROF, prev, NULL);
+	sigaction(SIGPROF, old, NULL);
+	watched = NULL;
+}
+
 bool
 sandbox_call(Sandbox *sb, int nargs, int nresults, long long steps, SandboxError *err)
 {
 	lua_State *L = sb->L;
-	struct sigaction sa = {0}, old;
+	struct sigaction old;
+	struct itimerval prev;
 	int base = lua_gettop(L) - nargs;
 
 	sb->steps = 0;
@@ -372,16 +428,9 @@ sandbox_call(Sandbox *sb, int nargs, int nresults, long long steps, SandboxError
 	sb->over_steps = sb->over_mem = false;
 	lua_pushcfunction(L, msgh);
 	lua_insert(L, base);
-	watched = sb;
-	sa.sa_handler = on_alarm;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGPROF, &sa, &old);
-	struct itimerval limit = {.it_value = {.tv_sec = SANDBOX_CPU_S}}, prev;
-	setitimer(ITIMER_PROF, &limit, &prev);
+	arm_watchdog(sb, &old, &prev);
 	int st = lua_pcall(L, nargs, nresults, base);
-	setitimer(ITIMER_PROF, &prev, NULL);
-	sigaction(SIGPROF, &old, NULL);
-	watched = NULL;
+	disarm_watchdog(&old, &prev);
 	lua_remove(L, base);
 	if (st == LUA_OK)
 		return true;

@@ -13,6 +13,72 @@
 #include <string.h>
 #include "ir.h"
 
+/* What the text may say, in one place (docs/ir.md, "Limits"): longer
+ * names or more operands are a parse error at their position. */
+enum {
+	IRP_NAME = 127,        /* characters of a value name */
+	IRP_FUNC_NAME = 255,   /* of a func or kernel name */
+	IRP_ATTR = 127,        /* of one attribute value */
+	IRP_ARGS = 64,         /* operands of one instruction */
+	IRP_RESULTS = 16,      /* results of one call */
+};                         /* ranks: MAXRANK (ir.h); ints: long, checked */
+
+/* name -> index, first definition wins (as ir_find_value): open
+ * addressing on FNV-1a, at most half full. A linear lookup per operand made
+ * a 2.3 MB .ir take 20 s. The names are the IR's own (stable) strings. */
+typedef struct Names { const char **name; int *idx; size_t cap, n; } Names;
+
+static size_t
+name_hash(const char *s)
+{
+	return (size_t)ir_hash_bytes(IR_HASH_INIT, s, strlen(s));
+}
+
+static int
+names_find(const Names *t, const char *s)
+{
+	if (!t->cap)
+		return -1;
+	for (size_t h = name_hash(s) & (t->cap - 1); t->name[h]; h = (h + 1) & (t->cap - 1))
+		if (!strcmp(t->name[h], s))
+			return t->idx[h];
+	return -1;
+}
+
+static void
+names_put(Names *t, const char *s, int idx)
+{
+	if (names_find(t, s) >= 0)
+		return;
+	if (2 * (t->n + 1) > t->cap) {
+		Names u = {NULL, NULL, t->cap ? t->cap * 2 : 64, 0};
+		if (!(u.name = calloc(u.cap, sizeof *u.name)) || !(u.idx = malloc(u.cap * sizeof *u.idx)))
+			abort();
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->name[i]) {
+				size_t h = name_hash(t->name[i]) & (u.cap - 1);
+				while (u.name[h])
+					h = (h + 1) & (u.cap - 1);
+				u.name[h] = t->name[i], u.idx[h] = t->idx[i], u.n++;
+			}
+		free(t->name);
+		free(t->idx);
+		*t = u;
+	}
+	size_t h = name_hash(s) & (t->cap - 1);
+	while (t->name[h])
+		h = (h + 1) & (t->cap - 1);
+	t->name[h] = s, t->idx[h] = idx, t->n++;
+}
+
+static void
+names_free(Names *t)
+{
+	free(t->name);
+	free(t->idx);
+	*t = (Names){0};
+}
+
 typedef struct Parser {
 	const char *src, *p, *bol;   /* text, cursor, beginning of line */
 	const char *name;
@@ -21,6 +87,7 @@ typedef struct Parser {
 	jmp_buf fail;
 	Module *m;
 	char *pending;               /* comment lines not yet attached */
+	Names vals, fns;             /* this func's values, the module's funcs */
 } Parser;
 
 static int
@@ -321,7 +388,7 @@ static void
 header_attr(Parser *ps, Func *f)
 {
 	const char *at = ps->p, *vat;
-	char key[32], val[128];
+	char key[32], val[IRP_ATTR + 1];
 	size_t k = 0;
 	int a;
 
@@ -355,7 +422,7 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 	static const char *const algo[] = {"max", "most_recent"};
 	static const char *const acc[] = {"fp32", "promote", "fast"};
 	const char *at = ps->p, *vat;
-	char key[32], val[128], *colon;
+	char key[32], val[IRP_ATTR + 1], *colon;
 	unsigned a = opinfo[i->op].attrs, bit;
 	size_t k = 0;
 	int f;
@@ -450,26 +517,35 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 }
 
 static int
+new_value(Parser *ps, Func *f, const char *name, Type t)
+{
+	int v = ir_value(f, name, t);
+
+	names_put(&ps->vals, f->val[v].name, v);
+	return v;
+}
+
+static int
 operand(Parser *ps, Func *f)
 {
-	char buf[128];
+	char buf[IRP_NAME + 1];
 	int v;
 
 	ps->p++;    /* '%' */
 	if (!name(ps, buf, sizeof buf))
 		errat(ps, ps->p, "expected a value name after '%%'");
-	if ((v = ir_find_value(f, buf)) < 0)
-		v = ir_value(f, buf, (Type){0});
+	if ((v = names_find(&ps->vals, buf)) < 0)
+		v = new_value(ps, f, buf, (Type){0});
 	return v;
 }
 
 static void
 instruction(Parser *ps, Func *f)
 {
-	char res[128] = "", opname[32], b[64], more[16][128];
-	const char *start = ps->p, *resat = NULL, *opat, *moreat[16];
-	int args[64], nargs = 0, op = -1, v, k, nmore = 0;
-	Type mt[16];
+	char res[IRP_NAME + 1] = "", opname[32], b[64], more[IRP_RESULTS][IRP_NAME + 1];
+	const char *start = ps->p, *resat = NULL, *opat, *moreat[IRP_RESULTS];
+	int args[IRP_ARGS], nargs = 0, op = -1, v, k, nmore = 0;
+	Type mt[IRP_RESULTS];
 	unsigned seen = 0;
 	Type t = {0};
 	Ins *i;
@@ -537,7 +613,7 @@ instruction(Parser *ps, Func *f)
 	}
 	skipws(ps);
 	if (op == OP_call) {
-		char callee[256];
+		char callee[IRP_FUNC_NAME + 1];
 		if (*ps->p != '@')
 			errat(ps, ps->p, "expected '@' and the kernel's name after call");
 		ps->p++;
@@ -611,9 +687,9 @@ instruction(Parser *ps, Func *f)
 		errat(ps, opat, "%s needs accum=fp32, accum=promote:N or accum=fast:B", opname);
 	i->type = t;
 	if (resat) {
-		v = ir_find_value(f, res);
+		v = names_find(&ps->vals, res);
 		if (v < 0 || f->val[v].def >= 0)    /* new, or a redefinition */
-			v = ir_value(f, res, t);
+			v = new_value(ps, f, res, t);
 		i = &f->ins[f->nins - 1];
 		i->res = v;
 		f->val[v].type = t;
@@ -624,9 +700,9 @@ instruction(Parser *ps, Func *f)
 		if (!mv)
 			abort();
 		for (k = 0; k < nmore; k++) {
-			v = ir_find_value(f, more[k]);
+			v = names_find(&ps->vals, more[k]);
 			if (v < 0 || f->val[v].def >= 0)
-				v = ir_value(f, more[k], mt[k]);
+				v = new_value(ps, f, more[k], mt[k]);
 			f->val[v].type = mt[k];
 			f->val[v].def = f->nins - 1;
 			mv[k] = v;
@@ -639,7 +715,7 @@ instruction(Parser *ps, Func *f)
 static void
 function(Parser *ps, bool kernel)
 {
-	char fname[256];
+	char fname[IRP_FUNC_NAME + 1];
 	const char *at = ps->p;
 	Func *f;
 
@@ -650,11 +726,13 @@ function(Parser *ps, bool kernel)
 	ps->p++;
 	if (!name(ps, fname, sizeof fname))
 		errat(ps, ps->p, "expected a function name after '@'");
-	for (int k = 0; k < ps->m->nfn; k++)
-		if (!strcmp(ps->m->fn[k]->name, fname))
-			errat(ps, at, "function @%s is defined twice (first at line %d)",
-			      fname, ps->m->fn[k]->line);
+	int k = names_find(&ps->fns, fname);
+	if (k >= 0)
+		errat(ps, at, "function @%s is defined twice (first at line %d)",
+		      fname, ps->m->fn[k]->line);
 	f = ir_func_new(ps->m, fname);
+	names_put(&ps->fns, f->name, ps->m->nfn - 1);
+	names_free(&ps->vals);
 	f->kernel = kernel;
 	f->line = ps->line;
 	f->col = col(ps, at);
@@ -706,6 +784,8 @@ ir_parse(const char *text, const char *name_, char *err, size_t errsz)
 	ps->m = ir_module_new();
 	if (setjmp(ps->fail)) {
 		ir_module_free(ps->m);
+		names_free(&ps->vals);
+		names_free(&ps->fns);
 		free(ps->pending);
 		free(ps);
 		return NULL;
@@ -732,6 +812,8 @@ ir_parse(const char *text, const char *name_, char *err, size_t errsz)
 	}
 	take_comment(ps, &ps->m->endcomment);
 	m = ps->m;
+	names_free(&ps->vals);
+	names_free(&ps->fns);
 	free(ps);
 	return m;
 }

@@ -32,12 +32,18 @@ bad(Ctx *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	/* k is clamped after each piece: snprintf returns the length it wanted, and a
+	 * long module name (a manifest's kernel name, a file path) must not push the
+	 * next write past pre. */
 	if (c->line > 0)
-		k += snprintf(pre, sizeof pre, "%s:%d:%d: ", c->m->name ? c->m->name : "<input>",
+		k += snprintf(pre, sizeof pre, "%.512s:%d:%d: ", c->m->name ? c->m->name : "<input>",
 		              c->line, c->col);
-	k += snprintf(pre + k, sizeof pre - k, "error: @%s: ", c->f->name);
+	k = k < sizeof pre ? k : sizeof pre - 1;
+	k += snprintf(pre + k, sizeof pre - k, "error: @%.256s: ", c->f->name);
+	k = k < sizeof pre ? k : sizeof pre - 1;
 	if (c->i && c->i->res >= 0)
-		k += snprintf(pre + k, sizeof pre - k, "%%%s = ", c->f->val[c->i->res].name);
+		k += snprintf(pre + k, sizeof pre - k, "%%%.128s = ", c->f->val[c->i->res].name);
+	k = k < sizeof pre ? k : sizeof pre - 1;
 	if (c->i)
 		snprintf(pre + k, sizeof pre - k, "%s: ", opinfo[c->i->op].name);
 	c->n++;

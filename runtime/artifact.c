@@ -95,8 +95,9 @@ static int need_long(Ctx *c, const json *obj, const char *path,
 
 	if (!v)
 		return -1;
-	if (v->num != (double)(long)v->num || v->num < (double)lo ||
-	    v->num > (double)hi)
+	/* the range first: converting 1e300 to long is undefined */
+	if (!(v->num >= (double)lo && v->num <= (double)hi) ||
+	    v->num != (double)(long)v->num)
 		return bad(c, v, "%s: '%s' is %g, expected an integer in [%ld, %ld]",
 		           path, key, v->num, lo, hi);
 	*out = (long)v->num;
@@ -169,7 +170,7 @@ int rt_type_parse(const char *s, rt_type *t)
 					return -1;
 				errno = 0;
 				d = -strtol(p, &end, 10);
-				if (errno || d < -(1L << 40))
+				if (errno || d < -RT_MAX_DIM)
 					return -1;
 				p = end;
 			}
@@ -178,7 +179,7 @@ int rt_type_parse(const char *s, rt_type *t)
 				return -1;
 			errno = 0;
 			d = strtol(p, &end, 10);
-			if (errno || d <= 0 || d > (1L << 40))
+			if (errno || d <= 0 || d > RT_MAX_DIM)
 				return -1;
 			p = end;
 		}
@@ -317,7 +318,7 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 	if (!(k->shape = need_str(c, j, path, "shape")) ||
 	    !(k->entry = need_str(c, j, path, "entry")) ||
 	    !(k->ir = need_str(c, j, path, "ir")) ||
-	    need_long(c, j, path, "threads", 1, 1024, &x))
+	    need_long(c, j, path, "threads", 1, RT_MAX_THREADS, &x))
 		return -1;
 	k->threads = (int)x;
 	if (need_bool(c, j, path, "has_m", &k->has_m) ||
@@ -330,10 +331,10 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 		k->cooperative = strcmp(v->str, "cooperative") == 0;
 	}
 	if (json_get(j, "sync_words") &&
-	    need_long(c, j, path, "sync_words", 0, 1L << 20, &k->sync_words))
+	    need_long(c, j, path, "sync_words", 0, RT_MAX_SYNC_WORDS, &k->sync_words))
 		return -1;
 	if ((v = json_get(j, "smem"))) {
-		if (need_long(c, j, path, "smem", 0, 1 << 30, &x))
+		if (need_long(c, j, path, "smem", 0, RT_MAX_SMEM, &x))
 			return -1;
 		k->smem = (unsigned)x;
 	}
@@ -376,11 +377,11 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 		snprintf(gp, sizeof gp, "%s grid", path);
 		if (need_bool(c, grid, gp, "tiled", &k->tiled) ||
 		    !(d = need(c, grid, gp, "data", JSON_STR)) ||
-		    need_long(c, grid, gp, "elems_per_cta", 0, 1L << 40,
+		    need_long(c, grid, gp, "elems_per_cta", 0, RT_MAX_ELEMS_PER_CTA,
 		              &k->elems_per_cta) ||
-		    need_long(c, grid, gp, "tile_rows", 0, 1L << 20, &k->tile_rows) ||
-		    need_long(c, grid, gp, "tile_cols", 0, 1L << 20, &k->tile_cols) ||
-		    need_long(c, grid, gp, "m_multiple", 1, 1L << 20, &k->m_multiple))
+		    need_long(c, grid, gp, "tile_rows", 0, RT_MAX_TILE, &k->tile_rows) ||
+		    need_long(c, grid, gp, "tile_cols", 0, RT_MAX_TILE, &k->tile_cols) ||
+		    need_long(c, grid, gp, "m_multiple", 1, RT_MAX_M_MULTIPLE, &k->m_multiple))
 			return -1;
 		if ((k->data = find_param(k, d->str)) < 0)
 			return bad(c, d, "%s: data '%s' is not one of the params", gp,
@@ -399,10 +400,10 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 					           json_kind_name(e->kind));
 				if (need_bool(c, e, pp, "tiled", &g->tiled) ||
 				    !(pd = need(c, e, pp, "data", JSON_STR)) ||
-				    need_long(c, e, pp, "elems_per_cta", 0, 1L << 40,
+				    need_long(c, e, pp, "elems_per_cta", 0, RT_MAX_ELEMS_PER_CTA,
 				              &g->elems_per_cta) ||
-				    need_long(c, e, pp, "tile_rows", 0, 1L << 20, &g->tile_rows) ||
-				    need_long(c, e, pp, "tile_cols", 0, 1L << 20, &g->tile_cols))
+				    need_long(c, e, pp, "tile_rows", 0, RT_MAX_TILE, &g->tile_rows) ||
+				    need_long(c, e, pp, "tile_cols", 0, RT_MAX_TILE, &g->tile_cols))
 					return -1;
 				if ((g->data = find_param(k, pd->str)) < 0)
 					return bad(c, pd, "%s: data '%s' is not one of the params",
@@ -504,6 +505,11 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 			return -1;
 		if (find_buffer(l, lb->name) != l->nbuf - 1)
 			return bad(c, b, "%s: a second buffer named '%s'", bp, lb->name);
+		size_t sbytes = rt_type_bytes(&lb->type, 1, NULL, NULL);   /* 0: overflow */
+		if (!strcmp(lb->role, "state") &&
+		    (sbytes == 0 || sbytes > (size_t)RT_MAX_STATE_ELEMS * 4))
+			return bad(c, b, "%s: state buffer '%s' is %s, more than %ld f32 "
+			           "words", bp, lb->name, lb->type_str, RT_MAX_STATE_ELEMS);
 	}
 	l->m_multiple = 1;
 	for (size_t i = 0; i < steps->n; i++) {
@@ -548,8 +554,11 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 			if (k->param[p].out)
 				l->buf[b].written = 1;
 		}
-		l->m_multiple = l->m_multiple / gcd(l->m_multiple, k->m_multiple) *
-		                k->m_multiple;
+		long lcm, f = l->m_multiple / gcd(l->m_multiple, k->m_multiple);
+		if (__builtin_mul_overflow(f, k->m_multiple, &lcm) || lcm > RT_MAX_LAYER_M_MULTIPLE)
+			return bad(c, s, "%s: the layer's M multiple (the lcm of its steps' "
+			           "m_multiple) exceeds %ld", sp, RT_MAX_LAYER_M_MULTIPLE);
+		l->m_multiple = lcm;
 	}
 	if ((ups = json_get(j, "updates"))) {
 		if (ups->kind != JSON_ARR)
@@ -590,43 +599,6 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 
 /* ---- files ------------------------------------------------------------- */
 
-static char *read_file(const char *path, size_t *len, char *why, size_t whysz)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
-
-	if (!f) {
-		snprintf(why, whysz, "%s", strerror(errno));
-		return NULL;
-	}
-	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-		snprintf(why, whysz, "cannot seek: %s", strerror(errno));
-		fclose(f);
-		return NULL;
-	}
-	if ((unsigned long)n > JSON_MAX_BYTES * 4UL) {
-		snprintf(why, whysz, "%ld bytes is too large", n);
-		fclose(f);
-		return NULL;
-	}
-	if (!(buf = malloc((size_t)n + 1))) {
-		snprintf(why, whysz, "out of memory");
-		fclose(f);
-		return NULL;
-	}
-	if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		snprintf(why, whysz, "read error");
-		free(buf);
-		fclose(f);
-		return NULL;
-	}
-	buf[n] = 0;
-	*len = (size_t)n;
-	fclose(f);
-	return buf;
-}
-
 #ifdef PRECC_HAVE_CUDA_H
 /* A file name from the manifest: one plain name inside DIR. */
 static int plain_name(const char *s)
@@ -659,7 +631,7 @@ static int load_cuda(Ctx *c, precc_rt *rt, rt_artifact *a, const json *jk,
 			           "name inside the artifact directory", k->name,
 			           f->kind == JSON_STR ? f->str : "?");
 		snprintf(path, sizeof path, "%s/%s", a->dir, f->str);
-		image = read_file(path, &len, why, sizeof why);
+		image = rt_read_file(path, RT_MAX_KERNEL_BYTES, &len, why, sizeof why);
 		if (!image && pass == 1)
 			return bad(c, f, "kernel '%s': cannot read '%s': %s", k->name,
 			           path, why);
@@ -912,7 +884,7 @@ int precc_rt_load_target(precc_rt *rt, const char *dir, const char *target)
 		return -1;
 	}
 	snprintf(file, sizeof file, "%s/manifest.json", dir);
-	if (!(text = read_file(file, &len, why, sizeof why))) {
+	if (!(text = rt_read_file(file, RT_MAX_MANIFEST_BYTES, &len, why, sizeof why))) {
 		rt_error("%s: error: cannot read: %s", file, why);
 		return -1;
 	}

@@ -568,6 +568,12 @@ precc_state *precc_rt_state_new(const precc_rt *rt)
 			size_t bytes = rt_type_bytes(&bf->type, 1, NULL, NULL), sz;
 			if (!is_state(bf))
 				continue;
+			if (bytes == 0 || bytes > (size_t)RT_MAX_STATE_ELEMS * 4) {
+				rt_error("state: layer '%s' buffer '%s' (%s) is more than %ld "
+				         "f32 words of state", a->layer[i].fqn, bf->name,
+				         bf->type_str, RT_MAX_STATE_ELEMS);
+				goto out;
+			}
 			sz = strlen(a->layer[i].fqn) + strlen(bf->name) + 2;
 			if (!(names[n] = malloc(sz)))
 				goto oom;

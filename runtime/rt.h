@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "precc/precc_rt.h"
 #include "ir.h"
+#include "limits.h"
 
 #ifdef PRECC_HAVE_CUDA_H
 #include <cuda.h>
@@ -41,10 +42,12 @@ struct precc_rt {
 
 /* rt.c */
 void rt_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The whole of path, NUL-terminated, if it is a regular file of at most
+ * max bytes: opened with O_NOFOLLOW | O_NONBLOCK (a symlink is refused,
+ * a FIFO cannot block), fstat before any read. NULL with why filled. */
+char *rt_read_file(const char *path, long max, size_t *len, char *why, size_t whysz);
 
 /* json.c — strict JSON (why not cJSON: see the file). */
-#define JSON_MAX_DEPTH 64
-#define JSON_MAX_BYTES (256 << 20)
 typedef enum json_kind { JSON_NULL, JSON_BOOL, JSON_NUM, JSON_STR, JSON_ARR,
                          JSON_OBJ } json_kind;
 typedef struct json json;
@@ -88,7 +91,6 @@ typedef struct rt_geom {
 	long elems_per_cta, tile_rows, tile_cols;
 } rt_geom;
 
-#define RT_MAXPHASE 8
 
 typedef struct rt_kdesc {
 	char *name, *shape, *entry, *ir;

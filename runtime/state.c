@@ -106,8 +106,14 @@ precc_state *precc_state_new(uint64_t recipe_hash, uint64_t model_hash,
 			         "least 1)", names[i]);
 			return NULL;
 		}
-		if (total > SIZE_MAX / sizeof(float) - history_len[i]) {
-			rt_error("state: the histories do not fit in memory");
+		if (history_len[i] > RT_MAX_STATE_ELEMS) {
+			rt_error("state: tensor '%s': history length %u is more than "
+			         "%ld", names[i], history_len[i], RT_MAX_STATE_ELEMS);
+			return NULL;
+		}
+		if (total + history_len[i] > (size_t)RT_MAX_STATE_TOTAL) {
+			rt_error("state: the histories hold more than %ld words",
+			         RT_MAX_STATE_TOTAL);
 			return NULL;
 		}
 		total += history_len[i];
@@ -330,32 +336,16 @@ out:
 
 /* ---- load ------------------------------------------------------------ */
 
-static unsigned char *read_all(const char *path, size_t *size)
+/* The file, if it is a regular one no larger than st's own file plus a
+ * little: nothing is allocated from a size the file alone chose. */
+static unsigned char *read_all(const precc_state *st, const char *path, size_t *size)
 {
-	FILE *f = fopen(path, "rb");
-	unsigned char *buf = NULL;
-	struct stat sb;
+	char why[256];
+	unsigned char *buf = (unsigned char *)rt_read_file(path,
+		(long)file_bytes(st) + RT_MAX_STATE_SLACK, size, why, sizeof why);
 
-	if (!f) {
-		rt_error("state: '%s': cannot open: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-		rt_error("state: '%s': not a regular file", path);
-		fclose(f);
-		return NULL;
-	}
-	*size = (size_t)sb.st_size;
-	buf = malloc(*size ? *size : 1);
 	if (!buf)
-		rt_error("state: '%s': out of memory for %zu bytes", path, *size);
-	else if (fread(buf, 1, *size, f) != *size) {
-		rt_error("state: '%s': read error: %s", path,
-		         ferror(f) ? strerror(errno) : "the file shrank");
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
+		rt_error("state: '%s': cannot open: %s", path, why);
 	return buf;
 }
 
@@ -485,7 +475,7 @@ int precc_state_load(precc_state *st, const char *path)
 	unsigned char *buf;
 	size_t size;
 
-	buf = read_all(path, &size);
+	buf = read_all(st, path, &size);
 	if (!buf)
 		return -1;
 	if (check(st, path, buf, size) != 0) {

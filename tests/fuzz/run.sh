@@ -1,0 +1,40 @@
+#!/bin/sh
+# run.sh FUZZ_BUILD SECONDS [FUZZER...]: runs each fuzzer for SECONDS on its
+# corpus (FUZZ_BUILD/corpus/<name>, grown in place), findings into
+# FUZZ_BUILD/findings/<name>/. Prints one line per fuzzer (executions, edge
+# coverage, corpus size) and fails if any fuzzer found something.
+set -u
+fb=$1 secs=$2
+shift 2
+all="fuzz_ir fuzz_manifest_cpu fuzz_manifest_fake fuzz_state fuzz_config fuzz_model_lua fuzz_recipe"
+[ $# -gt 0 ] && all="$*"
+bad=0
+for name in $all; do
+	bin=$fb/tests/fuzz/$name
+	if [ ! -x "$bin" ]; then
+		echo "fuzz: $name: not built (SKIP)"
+		continue
+	fi
+	mkdir -p $fb/corpus/$name $fb/findings/$name
+	log=$fb/findings/$name.log
+	# -close_fd_mask=3: the readers' error messages stay out of the log;
+	# -timeout: an input that takes longer than the sandbox's 5 s watchdog
+	# (plus sanitizer slowdown) is a hang
+	ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+	UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+	nice $bin $fb/corpus/$name -max_total_time=$secs -timeout=25 -rss_limit_mb=2048 \
+		-close_fd_mask=3 -print_final_stats=1 -artifact_prefix=$fb/findings/$name/ \
+		> $log 2>&1
+	rc=$?
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' $log | tail -1)
+	cov=$(grep -o 'cov: [0-9]*' $log | tail -1 | cut -d' ' -f2)
+	ft=$(grep -o 'ft: [0-9]*' $log | tail -1 | cut -d' ' -f2)
+	corp=$(ls $fb/corpus/$name | wc -l)
+	echo "fuzz: $name: ${execs:-?} executions in ${secs} s, cov ${cov:-?} edges, ft ${ft:-?}, corpus $corp (exit $rc)"
+	if [ $rc -ne 0 ] || [ -n "$(ls $fb/findings/$name)" ]; then
+		echo "fuzz: $name: FINDING, see $log and $fb/findings/$name/"
+		grep -m3 -E 'ERROR|SUMMARY|runtime error|deadly' $log | sed 's/^/    /'
+		bad=1
+	fi
+done
+exit $bad

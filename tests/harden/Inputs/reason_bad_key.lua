@@ -1,0 +1,1 @@
+recipe "r" { format = e4m3, scaling = current, rules = { rule "a" { reason = "x", bogus = 1 } } }
