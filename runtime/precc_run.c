@@ -54,7 +54,6 @@ static int
 verify_files(const char *dir, FileCheck *fc)
 {
 	char path[4200], err[600];
-	FILE *f;
 	char *text = NULL;
 	long n;
 	json *root;
@@ -62,15 +61,12 @@ verify_files(const char *dir, FileCheck *fc)
 	int bad = 0;
 
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
-	if (!(f = fopen(path, "rb")))
-		return 0;       /* the loader reports a missing manifest */
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < JSON_MAX_BYTES
-	    && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1))
-	    && fread(text, 1, (size_t)n, f) == (size_t)n)
-		text[n] = 0;
-	else
-		n = -1;
-	fclose(f);
+	/* as the loader reads it (no FIFO, no symlink, capped): the loader
+	 * reports what is wrong with it */
+	size_t mlen;
+	if (!(text = rt_read_file(path, RT_MAX_MANIFEST_BYTES, &mlen, err, sizeof err)))
+		return 0;
+	n = (long)mlen;
 	root = n >= 0 ? json_parse(text, (size_t)n, path, err, sizeof err) : NULL;
 	free(text);
 	if (!root)
@@ -91,22 +87,20 @@ verify_files(const char *dir, FileCheck *fc)
 				snprintf(key, sizeof key, "%s_fnv1a64", what);
 				hx = json_get(fs->item[t], key);
 				snprintf(path, sizeof path, "%s/%s", dir, nm->str);
-				if (strchr(nm->str, '/') || !(f = fopen(path, "rb"))) {
+				size_t len = 0;
+				char *img = strchr(nm->str, '/') ? NULL
+				          : rt_read_file(path, RT_MAX_KERNEL_BYTES, &len, err, sizeof err);
+				if (!img) {
 					fprintf(stderr, "precc-run: %s: the %s of kernel %s for %s is named in "
-					        "manifest.json but %s\n", path, what,
+					        "manifest.json but %s%s\n", path, what,
 					        kn && kn->kind == JSON_STR ? kn->str : "?", fs->key[t],
-					        strchr(nm->str, '/') ? "is not a plain file name" : "missing");
+					        strchr(nm->str, '/') ? "is not a plain file name" : "cannot be read: ",
+					        strchr(nm->str, '/') ? "" : err);
 					bad++;
 					continue;
 				}
-				uint64_t h = 0xcbf29ce484222325ULL;
-				unsigned char buf[1 << 15];
-				size_t got, len = 0;
-				while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
-					h = fnv(h, buf, got);
-					len += got;
-				}
-				fclose(f);
+				uint64_t h = fnv(0xcbf29ce484222325ULL, (const unsigned char *)img, len);
+				free(img);
 				if (!sz || !hx || sz->kind != JSON_NUM || hx->kind != JSON_STR)
 					continue;   /* an older manifest: existence only */
 				char hex[17];

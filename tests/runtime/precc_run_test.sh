@@ -49,7 +49,7 @@ expect 0 "files: 7 PTX/cubin files named in manifest.json, all present; 0 of the
 	"$run" "$inputs/plan" --backend cpu
 gone=$(mktemp -d)
 cp "$inputs/plan"/* "$gone/" && rm "$gone/k_00000000000000b1.sm_90a.ptx"
-expect 1 "k_00000000000000b1.sm_90a.ptx: the ptx of kernel k_00000000000000b1 for sm_90a is named in manifest.json but missing" \
+expect 1 "k_00000000000000b1.sm_90a.ptx: the ptx of kernel k_00000000000000b1 for sm_90a is named in manifest.json but cannot be read" \
 	"$run" "$gone" --backend cpu
 rm -rf "$gone"
 [ $fails -eq 0 ] && echo "runtime.precc_run: ok"
