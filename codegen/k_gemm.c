@@ -385,6 +385,7 @@ scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart)
 	if (op->s < 0)
 		return cf(e, 1.0);
 	const Type *st = &e->k->f->val[op->s].type;
+	i = LLVMBuildZExt(b, i, e->g->i64, "");
 	LLVMValueRef bi = st->block[0] ? LLVMBuildUDiv(b, i, c64(e, (uint64_t)st->block[0]), "") : c64(e, 0);
 	LLVMValueRef bk = st->block[1] ? LLVMBuildUDiv(b, kstart, c64(e, (uint64_t)st->block[1]), "")
 	                               : c64(e, 0);
@@ -409,8 +410,37 @@ scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart)
 
 typedef struct Frag {
 	LLVMValueRef rowv[MI][2], colv[NI][2];   /* global row / column of each lane's C */
-	LLVMValueRef rowc[MI][2], colc[NI][2];   /* clamped in range, for scale reads */
+	LLVMValueRef rowc[MI][2], colc[NI][2];   /* clamped in range, for scale reads (i32:
+	                                            live across the K loop, half the registers) */
 } Frag;
+
+/* The global rows and columns of this lane's accumulators. */
+static void
+frag_init(E *e, Frag *fr, LLVMValueRef M, LLVMValueRef N)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
+	LLVMValueRef warp = LLVMBuildUDiv(b, tid, c64(e, 32), ""), lane = LLVMBuildURem(b, tid, c64(e, 32), "");
+	LLVMValueRef gq = LLVMBuildUDiv(b, lane, c64(e, 4), ""), t4 = LLVMBuildURem(b, lane, c64(e, 4), "");
+	LLVMValueRef wm = LLVMBuildUDiv(b, warp, c64(e, WN), ""), wn = LLVMBuildURem(b, warp, c64(e, WN), "");
+	LLVMValueRef row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), e->g->i64, ""), BM);
+	LLVMValueRef col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, ""), BN);
+
+	for (int mi = 0; mi < MI; mi++)
+		for (int h = 0; h < 2; h++) {
+			fr->rowv[mi][h] = add64(e, add64(e, row0, mul64(e, wm, 32)),
+			                        add64(e, gq, c64(e, (uint64_t)(mi * 16 + 8 * h))));
+			fr->rowc[mi][h] = LLVMBuildTrunc(b, sel(e, ult(e, fr->rowv[mi][h], M), fr->rowv[mi][h],
+			                                        c64(e, 0)), e->g->i32, "");
+		}
+	for (int ni = 0; ni < NI; ni++)
+		for (int c = 0; c < 2; c++) {
+			fr->colv[ni][c] = add64(e, add64(e, col0, mul64(e, wn, 32)),
+			                        add64(e, mul64(e, t4, 2), c64(e, (uint64_t)(ni * 8 + c))));
+			fr->colc[ni][c] = LLVMBuildTrunc(b, sel(e, ult(e, fr->colv[ni][c], N), fr->colv[ni][c],
+			                                        c64(e, 0)), e->g->i32, "");
+		}
+}
 
 /* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk at kstart;
  * inner = 0. outer NULL: the only promotion, outer starts at +0 and the
@@ -487,18 +517,8 @@ emit_gemm(E *e)
 	LLVMTypeRef st = LLVMArrayType2(cg->i8, BM * PITCH);
 	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 16), sB = shared_array(e, "gemm_b", 1, st, 16);
 	Frag fr;
-	for (int mi = 0; mi < MI; mi++)
-		for (int h = 0; h < 2; h++) {
-			fr.rowv[mi][h] = add64(e, add64(e, row0, mul64(e, wm, 32)),
-			                       add64(e, gq, c64(e, (uint64_t)(mi * 16 + 8 * h))));
-			fr.rowc[mi][h] = sel(e, ult(e, fr.rowv[mi][h], M), fr.rowv[mi][h], c64(e, 0));
-		}
-	for (int ni = 0; ni < NI; ni++)
-		for (int c = 0; c < 2; c++) {
-			fr.colv[ni][c] = add64(e, add64(e, col0, mul64(e, wn, 32)),
-			                       add64(e, mul64(e, t4, 2), c64(e, (uint64_t)(ni * 8 + c))));
-			fr.colc[ni][c] = sel(e, ult(e, fr.colv[ni][c], N), fr.colv[ni][c], c64(e, 0));
-		}
+	if (g.P)              /* promotions inside the K loop read scales */
+		frag_init(e, &fr, M, N);
 	/* fragment byte offsets in the tiles (i32; constants fold into the
 	 * shared loads' immediates) */
 	LLVMValueRef lane32 = LLVMBuildTrunc(b, add64(e, mul64(e, gq, PITCH), mul64(e, t4, 4)), cg->i32, "");
@@ -551,7 +571,10 @@ emit_gemm(E *e)
 	barrier(e);
 	loop_end(e, &l);
 
-	/* epilogue */
+	/* epilogue; a one-promotion GEMM computes the lanes' rows and
+	 * columns only now, so that they are not live across the K loop */
+	if (!g.P)
+		frag_init(e, &fr, M, N);
 	LLVMValueRef acc[NACC];
 	if (!g.P)
 		promote(e, &g, &fr, inner, NULL, c64(e, 0), acc);

@@ -129,8 +129,12 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 			big |= k->phase[p].shape == CG_QUANT_TILE && k->phase[p].br == 128;
 		int r = 65536 / k->threads / (k->has_sync ? 4 : 2) / 8 * 8;
 		LLVMSetFunctionCallConv(g->fn, LLVMPTXKernelCallConv);
-		cg_annotate_threads(g, g->fn, k->threads, big ? (r > 255 ? 255 : r) : 0);
-		/* GEMM: launch bounds only; its registers are ptxas's choice */
+		/* GEMM: with only a thread bound, ptxas caps registers for
+		 * occupancy and spills a few bytes (72 registers + 4 bytes of
+		 * spill, against 93 and none with a .maxnreg); give it all 255 and
+		 * let it use what it needs */
+		cg_annotate_threads(g, g->fn, k->threads, k->shape == CG_GEMM ? 255
+		                    : big ? (r > 255 ? 255 : r) : 0);
 	}
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, g->fn, "entry"));
 	e.ptr = calloc((size_t)f->nval + 1, sizeof *e.ptr);
