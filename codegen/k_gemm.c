@@ -245,23 +245,19 @@ gemm_classify(Kern *k)
 
 /* ---- emission ---------------------------------------------------------- */
 
+/* a · b or a + b, rounded on its own: on the GPU mul.rn / add.rn, which
+ * ptxas never contracts into an FMA */
 static LLVMValueRef
-fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b)
+op_rn(E *e, LLVMOpcode op, LLVMValueRef a, LLVMValueRef b)
 {
 	if (e->g->host)
-		return LLVMBuildFMul(e->b, a, b, "");
+		return LLVMBuildBinOp(e->b, op, a, b, "");
 	LLVMValueRef x[2] = {a, b};
-	return intrin(e, "llvm.nvvm.mul.rn.f", NULL, 0, x, 2);
+	return intrin(e, op == LLVMFMul ? "llvm.nvvm.mul.rn.f" : "llvm.nvvm.add.rn.f", NULL, 0, x, 2);
 }
 
-static LLVMValueRef
-fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b)
-{
-	if (e->g->host)
-		return LLVMBuildFAdd(e->b, a, b, "");
-	LLVMValueRef x[2] = {a, b};
-	return intrin(e, "llvm.nvvm.add.rn.f", NULL, 0, x, 2);
-}
+static LLVMValueRef fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b) { return op_rn(e, LLVMFMul, a, b); }
+static LLVMValueRef fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b) { return op_rn(e, LLVMFAdd, a, b); }
 
 static LLVMValueRef
 sel(E *e, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b)
@@ -408,6 +404,28 @@ scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart)
 	return fmul_rn(e, d, load_al(e, e->g->f32, e->ptr[op->g], 4));
 }
 
+/* This thread's place: its lane's group and thread-in-group (the mma
+ * fragment maps' g and t), its warp's place in the 2 x 2, the CTA's tile. */
+typedef struct Lane {
+	LLVMValueRef tid, gq, t4, wm, wn, row0, col0;   /* i64 */
+} Lane;
+
+static Lane
+lane_of(E *e)
+{
+	LLVMBuilderRef b = e->b;
+	Lane l;
+	l.tid = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
+	LLVMValueRef warp = LLVMBuildUDiv(b, l.tid, c64(e, 32), ""), lane = LLVMBuildURem(b, l.tid, c64(e, 32), "");
+	l.gq = LLVMBuildUDiv(b, lane, c64(e, 4), "");
+	l.t4 = LLVMBuildURem(b, lane, c64(e, 4), "");
+	l.wm = LLVMBuildUDiv(b, warp, c64(e, WN), "");
+	l.wn = LLVMBuildURem(b, warp, c64(e, WN), "");
+	l.row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), e->g->i64, ""), BM);
+	l.col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, ""), BN);
+	return l;
+}
+
 typedef struct Frag {
 	LLVMValueRef rowv[MI][2], colv[NI][2];   /* global row / column of each lane's C */
 	LLVMValueRef rowc[MI][2], colc[NI][2];   /* clamped in range, for scale reads (i32:
@@ -419,12 +437,8 @@ static void
 frag_init(E *e, Frag *fr, LLVMValueRef M, LLVMValueRef N)
 {
 	LLVMBuilderRef b = e->b;
-	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
-	LLVMValueRef warp = LLVMBuildUDiv(b, tid, c64(e, 32), ""), lane = LLVMBuildURem(b, tid, c64(e, 32), "");
-	LLVMValueRef gq = LLVMBuildUDiv(b, lane, c64(e, 4), ""), t4 = LLVMBuildURem(b, lane, c64(e, 4), "");
-	LLVMValueRef wm = LLVMBuildUDiv(b, warp, c64(e, WN), ""), wn = LLVMBuildURem(b, warp, c64(e, WN), "");
-	LLVMValueRef row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), e->g->i64, ""), BM);
-	LLVMValueRef col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, ""), BN);
+	Lane l = lane_of(e);
+	LLVMValueRef gq = l.gq, t4 = l.t4, wm = l.wm, wn = l.wn, row0 = l.row0, col0 = l.col0;
 
 	for (int mi = 0; mi < MI; mi++)
 		for (int h = 0; h < 2; h++) {
@@ -506,13 +520,9 @@ emit_gemm(E *e)
 		if (outer)
 			LLVMBuildStore(b, cf(e, 0), slot(e, outer, a));
 	}
-	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), cg->i64, "");
-	LLVMValueRef warp = LLVMBuildUDiv(b, tid, c64(e, 32), "");
-	LLVMValueRef lane = LLVMBuildURem(b, tid, c64(e, 32), "");
-	LLVMValueRef gq = LLVMBuildUDiv(b, lane, c64(e, 4), ""), t4 = LLVMBuildURem(b, lane, c64(e, 4), "");
-	LLVMValueRef wm = LLVMBuildUDiv(b, warp, c64(e, WN), ""), wn = LLVMBuildURem(b, warp, c64(e, WN), "");
-	LLVMValueRef row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), cg->i64, ""), BM);
-	LLVMValueRef col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), cg->i64, ""), BN);
+	Lane ln = lane_of(e);
+	LLVMValueRef tid = ln.tid, gq = ln.gq, t4 = ln.t4, wm = ln.wm, wn = ln.wn;
+	LLVMValueRef row0 = ln.row0, col0 = ln.col0;
 	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
 	LLVMTypeRef st = LLVMArrayType2(cg->i8, BM * PITCH);
 	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 16), sB = shared_array(e, "gemm_b", 1, st, 16);
