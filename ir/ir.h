@@ -248,7 +248,9 @@ int ir_verify(const Module *, char *err, size_t errsz);
  * total against available memory before allocating; bind gives each param
  * its caller-owned buffer (in, weight, grad, bias: read only; state: read,
  * and written by commit); run executes the Func; commit applies its update
- * ops (none after a step marked skipped by nonfinite=skip). Errors read
+ * ops (none after a step marked skipped by nonfinite=skip); a `call` runs
+ * its kernel (from opts.module) on the caller's buffers, as a GPU launch
+ * would. Errors read
  * "@func: %v = op: message" (ir_interp_error, or err for new). Results are
  * bit-identical for any thread count. */
 typedef struct IrInterpOpts {
@@ -259,6 +261,8 @@ typedef struct IrInterpOpts {
 	                             chunk, the tensor core's sum (14); 0 = fp32 */
 	size_t mem_limit;         /* bytes; 0 = MemAvailable (physical memory) */
 	bool stats;               /* count saturated/flushed per quantize/cast */
+	const struct Module *module;  /* resolves `call`: the kernels a step
+	                             func runs (NULL: a call fails) */
 } IrInterpOpts;
 typedef struct IrQuantStats {
 	long n;                   /* elements cast */

@@ -901,6 +901,69 @@ op_bias(IrInterp *ip, const Ins *i)
 	return 0;
 }
 
+/* A kernel runs on the caller's buffers: its params bound to the call's
+ * operands in order, its ret operands copied into the call's results (on
+ * a GPU the kernel writes them in place; the copy is the interpreter's).
+ * A nonfinite=skip inside marks the caller's step skipped. */
+static int
+op_call(IrInterp *ip, const Ins *i)
+{
+	const Func *k;
+	IrInterp *sub;
+	char err[768];
+	int e = -1;
+
+	if (!ip->o.module)
+		return fail(ip, i, "call @%s: no module to find kernels in (IrInterpOpts.module)",
+		            i->callee);
+	if (!(k = ir_find_func(ip->o.module, i->callee)) || !k->kernel)
+		return fail(ip, i, "call @%s: no such kernel", i->callee);
+	if (!(sub = ir_interp_new(k, &ip->o, err, sizeof err)))
+		return fail(ip, i, "call @%s: %s", i->callee, err);
+	int a = 0;
+	for (int j = 0; j < k->nins && k->ins[j].op == OP_param; j++, a++) {
+		int pv = k->ins[j].res;
+		if (a >= i->narg) {
+			fail(ip, i, "call @%s: %d operands for more params", i->callee, i->narg);
+			goto out;
+		}
+		if (ir_interp_bind(sub, k->val[pv].name, ip->buf[i->arg[a]], ip->bytes[i->arg[a]])) {
+			fail(ip, i, "call @%s: %s", i->callee, ir_interp_error(sub));
+			goto out;
+		}
+	}
+	if (a != i->narg) {
+		fail(ip, i, "call @%s: %d operands, %d params", i->callee, i->narg, a);
+		goto out;
+	}
+	if (ir_interp_run(sub)) {
+		fail(ip, i, "call @%s: %s", i->callee, ir_interp_error(sub));
+		goto out;
+	}
+	if (ir_interp_nresults(sub) != 1 + i->nmore) {
+		fail(ip, i, "call @%s: the kernel returns %d values, the call takes %d", i->callee,
+		     ir_interp_nresults(sub), 1 + i->nmore);
+		goto out;
+	}
+	for (int r = 0; r <= i->nmore; r++) {
+		int v = r ? i->more[r - 1] : i->res, kv = ir_interp_result(sub, r);
+		long rows, cols;
+		size_t b = ir_interp_value_bytes(sub, kv, &rows, &cols);
+		if (b != ip->bytes[v]) {
+			fail(ip, i, "call @%s: result %d is %zu bytes, %%%s %zu", i->callee, r, b,
+			     ip->f->val[v].name, ip->bytes[v]);
+			goto out;
+		}
+		memcpy(ip->buf[v], ir_interp_value(sub, kv), b);
+	}
+	ip->skipped |= ir_interp_skipped(sub);
+	ip->nonfinite += ir_interp_nonfinite(sub);
+	e = 0;
+out:
+	ir_interp_free(sub);
+	return e;
+}
+
 int
 ir_interp_run(IrInterp *ip)
 {
@@ -939,6 +1002,7 @@ ir_interp_run(IrInterp *ip)
 		case OP_slice: r = op_pad_slice(ip, i); break;
 		case OP_gemm: r = op_gemm(ip, i); break;
 		case OP_bias: r = op_bias(ip, i); break;
+		case OP_call: r = op_call(ip, i); break;
 		case OP_update: {
 			const Ins *d = ir_def_ins(f, i->arg[0]);
 			if (!d || d->op != OP_param || d->param != PARAM_STATE)

@@ -354,6 +354,120 @@ test_merge_means_the_same(void)
 	}
 }
 
+/* Runs f (binding its params from pool), keeps the interpreter for a
+ * later commit; appends the results' bytes to *out. */
+static IrInterp *
+start_func(const Func *f, const Module *m, Pool *p, unsigned char **out, size_t *nout)
+{
+	IrInterpOpts o;
+	char err[768];
+	IrInterp *ip;
+
+	ir_interp_opts_init(&o);
+	o.m = 128, o.threads = 2, o.seed = 42, o.module = m;
+	if (!(ip = ir_interp_new(f, &o, err, sizeof err))) {
+		fprintf(stderr, "%s\n", err);
+		return NULL;
+	}
+	for (int j = 0; j < f->nins; j++)
+		if (f->ins[j].op == OP_param) {
+			long r, c;
+			size_t b = ir_interp_value_bytes(ip, f->ins[j].res, &r, &c);
+			ir_interp_bind(ip, f->val[f->ins[j].res].name, pool_get(p, f, f->ins[j].res, b), b);
+		}
+	if (ir_interp_run(ip)) {
+		fprintf(stderr, "@%s: %s\n", f->name, ir_interp_error(ip));
+		ir_interp_free(ip);
+		return NULL;
+	}
+	for (int k = 0; k < ir_interp_nresults(ip); k++) {
+		long r, c;
+		int v = ir_interp_result(ip, k);
+		size_t b = ir_interp_value_bytes(ip, v, &r, &c);
+		*out = realloc(*out, *nout + b + 1);
+		memcpy(*out + *nout, ir_interp_value(ip, v), b);
+		*nout += b;
+	}
+	return ip;
+}
+
+/* The whole pipeline keeps the meaning: for every recipe and every layer
+ * of tiny, the step func after all passes (params, calls of the kernels
+ * partition made and dedupe shared, updates) computes what the three
+ * lowered funcs compute, bit for bit: every result, and every state
+ * buffer after the commit. The interpreter runs each call's kernel on
+ * the caller's buffers, so this checks partition's cut (what crosses a
+ * kernel boundary, in which order) and dedupe's sharing, not only merge. */
+static void
+test_passes_mean_the_same(void)
+{
+	int layers = 0, calls = 0;
+
+	for (size_t r = 0; r < sizeof recipes / sizeof recipes[0]; r++) {
+		char path[1024];
+		snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, recipes[r]);
+		Recipe *rc = recipe_load(path);
+		snprintf(path, sizeof path, "%s/models/tiny.lua", PRECC_RECIPES);
+		Model *md = model_load(path);
+		Plan *p = plan_resolve(rc, md);
+		Module *low = lower_plan(p, NULL), *m = lower_plan(p, NULL);
+		PassOptions o = {.target = target_by_name("sm_90a")};
+
+		passes_run(m, &o);
+		for (int k = 0; k < m->nfn; k++) {
+			const Func *step = m->fn[k];
+			if (step->kernel)
+				continue;
+			Pool pa = {0}, pb = {0};
+			unsigned char *a = NULL, *b = NULL;
+			size_t na = 0, nb = 0;
+			IrInterp *three[3] = {NULL, NULL, NULL}, *one;
+			static const char *const g[3] = {"fprop", "dgrad", "wgrad"};
+			int bad = 0;
+			for (int j = 0; j < 3; j++) {
+				char name[512];
+				snprintf(name, sizeof name, "%s.%s", step->name, g[j]);
+				const Func *f = ir_find_func(low, name);
+				bad |= !f || !(three[j] = start_func(f, low, &pa, &a, &na));
+			}
+			one = start_func(step, m, &pb, &b, &nb);
+			for (int j = 0; j < step->nins; j++)
+				calls += step->ins[j].op == OP_call;
+			bad |= !one;
+			CHECK(!bad && na == nb && na && !memcmp(a, b, na), "%s: @%s after the passes: "
+			      "results differ from its lowered funcs' (%zu vs %zu bytes)", recipes[r],
+			      step->name, nb, na);
+			/* state: every func of a step reads the state as it began */
+			for (int j = 0; j < 3 && !bad; j++)
+				bad |= ir_interp_commit(three[j]) != 0;
+			bad |= !one || ir_interp_commit(one) != 0;
+			bool same = !bad && pa.count == pb.count;
+			for (int q = 0; same && q < pa.count; q++) {
+				int w = -1;
+				for (int t = 0; t < pb.count; t++)
+					if (!strcmp(pa.name[q], pb.name[t]))
+						w = t;
+				same = w >= 0 && pa.n[q] == pb.n[w] && !memcmp(pa.buf[q], pb.buf[w], pa.n[q]);
+			}
+			CHECK(same, "%s: @%s after the passes: params or committed state differ",
+			      recipes[r], step->name);
+			for (int j = 0; j < 3; j++)
+				ir_interp_free(three[j]);
+			ir_interp_free(one);
+			free(a), free(b);
+			for (int q = 0; q < pa.count; q++)
+				free(pa.buf[q]);
+			for (int q = 0; q < pb.count; q++)
+				free(pb.buf[q]);
+			layers++;
+		}
+		ir_module_free(m), ir_module_free(low);
+		plan_free(p), model_free(md), recipe_free(rc);
+	}
+	/* 9 recipes x 15 layers of tiny, each with its GEMM kernels at least */
+	CHECK(layers == 9 * 15 && calls >= 3 * layers, "%d step funcs, %d calls", layers, calls);
+}
+
 int
 main(void)
 {
@@ -362,6 +476,7 @@ main(void)
 	test_errors();
 	test_partition();
 	test_merge_means_the_same();
+	test_passes_mean_the_same();
 	printf("%d/%d pass checks passed\n", checks - fails, checks);
 	return fails != 0;
 }
