@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "build.h"
+#include "group.h"
 #include "cache.h"
 #include "cli.h"
 #include "codegen.h"
@@ -850,6 +851,9 @@ print_times(Build *b, double t0)
 	}
 	fprintf(stderr, "time: recipe+model+plan %.1f ms, lower+passes %.1f ms, kernels %.1f ms, "
 	                "manifest+C %.1f ms\n", b->ms_front, b->ms_passes, b->ms_compile, b->ms_write);
+	if (b->nclass)
+		fprintf(stderr, "time: %d layers lowered and passed as %d classes (driver/group.c)\n",
+		        b->nlayers, b->nclass);
 	fprintf(stderr, "time: %d kernels, %d cache hits, %d LLVM (%.1f ms, %.1f ms/kernel), "
 	                "%d ptxas (%.1f ms), %d jobs, total %.1f ms\n",
 	        b->njobs, hits, built, llvm, built ? llvm / built : 0.0, ptx, px, b->jobs_n,
@@ -978,24 +982,31 @@ cmd_build(int argc, char **argv)
 		}
 	}
 	tp = now_ms();
+	LayerGroups groups;
+	b.nclass = group_layers(plan, b.layer, &groups);
+	b.nlayers = plan->nlayers;
 	for (int t = 0; t < (b.emit ? 1 : b.ntg); t++) {
 		char err[4096];
-		Module *m = lower_plan(plan, b.layer);
+		Module *m = group_lower(plan, b.layer, &groups);
 		b.mods[t] = m;
 		if (m->nfn == 0) {
 			fprintf(stderr, "precc: error: no layer of '%s' matches '%s'\n", b.model_path,
 			        b.layer ? b.layer : "");
 			rc = 1;
+			group_free(&groups);
 			goto done;
 		}
 		if (ir_verify(m, err, sizeof err)) {
 			fprintf(stderr, "precc: %s\n", err);
 			rc = 1;
+			group_free(&groups);
 			goto done;
 		}
 		PassOptions po = {.target = b.tg[t]};
 		passes_run(m, &po);
+		group_expand(m, plan, &groups);
 	}
+	group_free(&groups);
 	b.ms_passes = now_ms() - tp;
 	if (b.emit) {
 		rc = emit(&b);

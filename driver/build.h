@@ -43,6 +43,7 @@ typedef struct Build {
 	int next, done, progress;
 	uint64_t recipe_hash, model_hash;
 	double ms_front, ms_passes, ms_compile, ms_write;   /* --time phases */
+	int nlayers, nclass;        /* driver/group.c's classes (0: off) */
 } Build;
 
 /* build.c: the job of kernel func `func` of target t's module. */
