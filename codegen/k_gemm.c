@@ -45,6 +45,8 @@ typedef struct GOp {
 	int tr;               /* the operand is transpose(v): v is [K, rows] */
 	precc_format fmt;     /* v's storage format */
 	int up;               /* e2m1 codes widened to bf16 on the way to smem */
+	int narrow;           /* rows not 16-byte aligned (K * bytes % 16): element
+	                         loads, each predicated on k < K (a router's K = 60) */
 	int s, g;             /* block scale_inv, global scale_inv values, -1 */
 	long rows;            /* M or N */
 } GOp;
@@ -173,14 +175,15 @@ gemm_plan(Kern *k, G *g)
 		             "upcast to bf16)", ir_fmt_name(g->op[0].fmt), ir_fmt_name(g->op[1].fmt));
 	g->e = ebytes(fa) == 1 ? 4 : 2;
 	g->bke = KB / ebytes(fa);
-	/* 16-byte loads along K: K * bytes a multiple of 16 */
+	/* 16-byte loads along K where K * bytes is a multiple of 16; element
+	 * loads where a static K is not (routers, gates: K = 60, K = 1); an M
+	 * that is K (wgrad) must be a multiple */
 	long kq = 1;
 	for (int o = 0; o < 2; o++)
 		if (!g->op[o].tr && 16 / ebytes(g->op[o].fmt) > kq)
 			kq = 16 / ebytes(g->op[o].fmt);
-	if (g->K >= 0 && g->K % kq)
-		return kfail(k, "K = %ld is not a multiple of %ld (16-byte loads along K); the plan "
-		             "pads such layers", g->K, kq);
+	for (int o = 0; o < 2; o++)
+		g->op[o].narrow = g->K >= 0 && !g->op[o].tr && g->K % (16 / ebytes(g->op[o].fmt));
 	k->m_multiple = g->K == DIM_M ? kq : 1;
 	if (g->K < 0 && g->K != DIM_M)
 		return kfail(k, "K must be static or M");
@@ -346,7 +349,24 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 		LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
 		LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
 		                                  sel(e, ok, gk, c64(e, 0))), (uint64_t)eb);
-		LLVMValueRef v = sel(e, ok, load_al(e, v4, gep(e, base, off), 16), LLVMConstNull(v4));
+		LLVMValueRef v;
+		if (!op->narrow)
+			v = sel(e, ok, load_al(e, v4, gep(e, base, off), 16), LLVMConstNull(v4));
+		else {
+			/* per elements, each in range on its own, zero past K */
+			LLVMTypeRef t = eb == 2 ? e->g->i16 : e->g->i8, vt = LLVMVectorType(t, (unsigned)per);
+			LLVMValueRef x = LLVMConstNull(vt), okr = ult(e, gr, R);
+			for (long j = 0; j < per; j++) {
+				LLVMValueRef kj = add64(e, gk, c64(e, (uint64_t)j));
+				LLVMValueRef okj = LLVMBuildAnd(b, okr, ult(e, kj, K), "");
+				LLVMValueRef oj = mul64(e, add64(e, LLVMBuildMul(b, sel(e, okj, gr, c64(e, 0)), K, ""),
+				                                 sel(e, okj, kj, c64(e, 0))), (uint64_t)eb);
+				LLVMValueRef el = sel(e, okj, load_al(e, t, gep(e, base, oj), (unsigned)eb),
+				                      LLVMConstInt(t, 0, 0));
+				x = LLVMBuildInsertElement(b, x, el, c32(e, (uint64_t)j), "");
+			}
+			v = LLVMBuildBitCast(b, x, v4, "");
+		}
 		LLVMValueRef dst = add64(e, mul64(e, r, PITCH), mul64(e, cb, op->up ? 32 : 16));
 		if (!op->up) {
 			store_al(e, v, gep(e, sm, dst), 16);
