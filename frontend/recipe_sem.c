@@ -111,9 +111,9 @@ static const Reference refs[] = {
 	{"OCP MX v1.0", "OCP Microscaling Formats (MX) v1.0, section 6.3",
 	 SCALING_MX, -1, {ANY, ANY, ANY, ANY, 0, 2, ANY, ANY, ANY}},
 	{"TE NVFP4BlockScaling >= 2.15", "transformer_engine/common/cast/nvfp4/core_nvfp4.cuh",
-	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 1, ANY, ANY}},
+	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 1, ANY, 1}},
 	{"TE NVFP4BlockScaling <= 2.14", "transformer_engine/common/cast/nvfp4/core_nvfp4.cuh",
-	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 2, ANY, ANY}},
+	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 2, ANY, 1}},
 };
 
 /* Knobs a reference fixes that c differs in; the first one in *first. */

@@ -14,7 +14,7 @@
 
 enum { M = 128, K = 384, N = 256, MAXB = 96 };
 static const char *precc, *src, *tmp;
-static float x[M * K], w[N * K];
+static float x[M * K], w[N * K], dy[M * N];
 
 typedef struct Run {
 	precc_rt *rt;
@@ -54,7 +54,8 @@ open_run(Run *r, const char *recipe)
 {
 	char cmd[4096], dir[1024], why[256];
 	/* a shipped recipe, or one of tests/refsem */
-	const char *where = strcmp(recipe, "te_delayed_h16") ? "recipes" : "tests/refsem";
+	const char *where = strcmp(recipe, "te_delayed_h16") && strcmp(recipe, "nvfp4_no_rht")
+	                    ? "recipes" : "tests/refsem";
 
 	memset(r, 0, sizeof *r);
 	snprintf(dir, sizeof dir, "%s/%s", tmp, recipe);
@@ -111,7 +112,6 @@ put(Run *r, const char *name, const float *v, long n)
 static int
 run_grown(Run *r, int kase, float fmax, float grow)
 {
-	static float dy[M * N];
 	fill(x, M, K, kase, fmax);
 	if (kase == C_NORMAL)
 		for (long i = 0; i < M * K; i++)
@@ -120,6 +120,7 @@ run_grown(Run *r, int kase, float fmax, float grow)
 	fill(w, N, K, C_NORMAL, fmax);
 	to_bf16(w, N * K);
 	fill(dy, M, N, C_NORMAL, fmax);
+	to_bf16(dy, M * N);
 	put(r, "x", x, M * K);
 	put(r, "w", w, N * K);
 	put(r, "dy", dy, M * N);
@@ -305,6 +306,86 @@ nvfp4(void)
 	close_run(&r);
 }
 
+/* NVFP4 with TE's RHT on the wgrad operands (nvfp4): X^T through
+ * the transform (refs.h te_rht16, 16 rows of X at a time), then TE's
+ * NVFP4 >= 2.15 with the post-RHT global amax. Also the wgrad's error
+ * against fp64 with and without the transform, on outlier channels. */
+static double
+dw_error(Run *r)
+{
+	const uint16_t *dw = get(r, "dw");
+	double num = 0, den = 0;
+	for (long n = 0; dw && n < N; n++)
+		for (long kk = 0; kk < K; kk++) {
+			double ref = 0;
+			for (long m = 0; m < M; m++)
+				ref += (double)dy[m * N + n] * x[m * K + kk];
+			double d = bf16_val(dw[n * K + kk]) - ref;
+			num += d * d, den += ref * ref;
+		}
+	return sqrt(num / den);
+}
+
+static void
+nvfp4_rht(void)
+{
+	static float xt[K * M];
+	static uint16_t ht[K * M];
+	float t[16][16], blk[16];
+	const float rcp6 = 1.0f / 6.0f;
+	Run r, plain;
+	double e_rht = 0, e_plain = 0;
+
+	te_rht_matrix(t);
+	if (open_run(&r, "nvfp4") || open_run(&plain, "nvfp4_no_rht"))
+		return;
+	for (int kase = 0; kase < NCASE; kase++) {
+		uint64_t seed = rng;      /* the same data again without the RHT */
+		if (run_case(&r, kase, 6.0f))
+			break;
+		for (long m = 0; m < M; m++)
+			for (long kk = 0; kk < K; kk++)
+				xt[kk * M + m] = x[m * K + kk];
+		for (long b = 0; b < K * M / 16; b++) {
+			te_rht16(xt + b * 16, t, ht + b * 16);
+			for (int j = 0; j < 16; j++)
+				xt[b * 16 + j] = bf16_val(ht[b * 16 + j]);
+		}
+		const uint16_t *got = get(&r, "x.t.rht");
+		long bad = 0;
+		for (long i = 0; got && i < K * M; i++)
+			bad += got[i] != ht[i] && !(isnan(xt[i]) && isnan(bf16_val(got[i])));
+		CHECK(bad == 0, "rht %s: %ld of %d transformed values differ from TE's", case_name[kase],
+		      bad, K * M);
+		float S_enc = te_genc(te_amax(xt, K * M, 1)), S_dec = (float)(1.0 / S_enc);
+		const float *gsi = get(&r, "x.t.rht.global_scale_inv");
+		const uint8_t *e4 = get(&r, "x.t.rht.scale_inv"), *q = get(&r, "x.t.rht.q");
+		CHECK(same(gsi[0], S_dec), "rht %s: global scale_inv %a vs TE %a", case_name[kase],
+		      gsi[0], S_dec);
+		for (long b = 0; b < K * M / 16; b++) {
+			int re = rencode(R_E4M3, te_amax(xt + b * 16, 16, 1) * (S_enc * rcp6));
+			float bsi = fminf(1.0f / ((float)rdecode(R_E4M3, (unsigned)re) * S_dec), FLT_MAX);
+			if (e4[b] != re) {
+				CHECK(0, "rht %s block %ld: e4m3 %02x vs TE %02x", case_name[kase], b, e4[b], re);
+				break;
+			}
+			memcpy(blk, xt + b * 16, sizeof blk);
+			if (!codes_ok("rht", kase, q + b * 16, blk, 16, R_E2M1, bsi))
+				break;
+		}
+		if (kase == C_OUTLIERS) {
+			e_rht = dw_error(&r);
+			rng = seed;
+			run_case(&plain, kase, 6.0f);
+			e_plain = dw_error(&plain);
+		}
+	}
+	printf("nvfp4 wgrad on outlier channels, relative error vs fp64: %.4g without RHT, %.4g "
+	       "with\n", e_plain, e_rht);
+	close_run(&r);
+	close_run(&plain);
+}
+
 /* TE DelayedScaling (te_delayed_hybrid: history 1024, max, margin 0; and
  * te_delayed_h16, the same with 16 steps of history): steps with NaN, inf
  * and runs of all-zero X longer than 16 steps, an amax that grows and
@@ -354,6 +435,7 @@ main(int argc, char **argv)
 	deepseek();
 	mxfp8();
 	nvfp4();
+	nvfp4_rht();
 	delayed("te_delayed_hybrid", 1024, 120);
 	delayed("te_delayed_h16", 16, 240);
 	if (fails) {
@@ -361,7 +443,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	printf("e2e: te_current, current_tensorwise, rowwise, rowwise_gw_hp, deepseek_v3, mxfp8, "
-	       "nvfp4, te_delayed_hybrid (and a 16-step history) match their references through "
+	       "nvfp4 (and with RHT), te_delayed_hybrid (and a 16-step history) match their references through "
 	       "precc build + cpu\n");
 	return 0;
 }
