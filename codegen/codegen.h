@@ -60,6 +60,8 @@ typedef enum CgShape {
 	CG_DEQUANT,         /* dequantize, tensorwise or 1xB scale_inv */
 	CG_GEMM,            /* gemm with its prologue and epilogue: mma.sync,
 	                       tiled over C (k_gemm.c) */
+	CG_HADAMARD,        /* NVFP4's RHT of x or of transpose(x): a thread
+	                       per 16-element block (k_hadamard.c) */
 	NCGSHAPE
 } CgShape;
 

@@ -235,17 +235,32 @@ fptr(E *e, int v, LLVMValueRef i)
 	return gep(e, e->ptr[v], LLVMBuildMul(e->b, i, c64(e, 4), ""));
 }
 
-/* |x| bits with NaN made 0x7fc00000, unsigned-max over the VEC values. */
+/* The amax ops of this kernel (or phase) ignore NaN (nan=ignore;
+ * check_amax_ops makes sure they agree). */
+static int
+amax_nan_ignore(const E *e)
+{
+	const Func *f = e->k->f;
+
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_amax && kin(e->k, i))
+			return f->ins[i].nan_ignore;
+	return 0;
+}
+
+/* |x| bits with NaN made 0x7fc00000 (or 0 under nan=ignore, as fmaxf
+ * skips it), unsigned-max over the VEC values. */
 LLVMValueRef
 vec_amax_bits(E *e, LLVMValueRef *x, int n)
 {
 	LLVMValueRef m = c32(e, 0);
+	uint32_t nan = amax_nan_ignore(e) ? 0 : 0x7fc00000;
 
 	for (int i = 0; i < n; i++) {
 		LLVMValueRef a = LLVMBuildAnd(e->b, LLVMBuildBitCast(e->b, x[i], e->g->i32, ""),
 		                              c32(e, 0x7fffffff), "");
 		a = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntUGT, a, c32(e, 0x7f800000), ""),
-		                    c32(e, 0x7fc00000), a, "");
+		                    c32(e, nan), a, "");
 		m = umax(e, m, a);
 	}
 	return m;

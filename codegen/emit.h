@@ -99,4 +99,7 @@ int emit_gemm(E *e);
 /* ---- k_delayed.c ------------------------------------------------------- */
 int emit_delayed(E *e);
 
+/* k_hadamard.c */
+int emit_hadamard(E *e);
+
 #endif

@@ -77,16 +77,26 @@ check_quantize(E *e, const Ins *q)
 	return 0;
 }
 
-/* Scale multiplier m of the quantize at bidx (two-level: gs / dec(bs)). */
+/* Scale multiplier m of the quantize at bidx (two-level: gs / dec(bs), or
+ * TE's fminf(1 / (dec(bs) * (1 / gs)), FLT_MAX)); with div, the divisor. */
 LLVMValueRef
 quant_multiplier(E *e, const Ins *q, LLVMValueRef bidx)
 {
+	LLVMBuilderRef b = e->b;
+
 	if (q->narg == 3) {
 		precc_format sf = e->k->f->val[q->arg[1]].type.fmt;
 		LLVMValueRef dq = decode8(e, sf, scalar(e, q->arg[1], bidx));
 		LLVMValueRef gs = scalar(e, q->arg[2], bidx);
-		return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOEQ, dq, cf(e, 0), ""),
-		                       cf(e, 0), LLVMBuildFDiv(e->b, gs, dq, ""), "");
+		if (q->nvfp4 != NV_PRECC) {
+			LLVMValueRef gdec = LLVMBuildFDiv(b, cf(e, 1.0), gs, "");
+			LLVMValueRef m = LLVMBuildFDiv(b, cf(e, 1.0), LLVMBuildFMul(b, dq, gdec, ""), "");
+			/* fminf: a NaN m gives FLT_MAX */
+			return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, m, cf(e, FLT_MAX), ""), m,
+			                       cf(e, FLT_MAX), "");
+		}
+		return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, dq, cf(e, 0), ""),
+		                       cf(e, 0), LLVMBuildFDiv(b, gs, dq, ""), "");
 	}
 	return scalar(e, q->arg[1], bidx);
 }
@@ -101,7 +111,7 @@ quantize_vec(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef x[VEC], LLVMValueR
 	LLVMValueRef y[VEC], rb[VEC];
 
 	for (int i = 0; i < VEC; i++)
-		y[i] = LLVMBuildFMul(e->b, x[i], m, "");
+		y[i] = q->divide ? LLVMBuildFDiv(e->b, x[i], m, "") : LLVMBuildFMul(e->b, x[i], m, "");
 	if ((qf == PRECC_E4M3 || qf == PRECC_E5M2) && q->round == PRECC_RNE && q->sat) {
 		for (int i = 0; i < VEC; i += 2) {
 			LLVMValueRef p = LLVMBuildZExt(e->b, asm_cvt_f8x2(e->g, qf, y[i], y[i + 1]),
@@ -148,6 +158,10 @@ check_amax_ops(E *e, int no_tensorwise)
 		if (in->op != OP_amax || !kin(e->k, i))
 			continue;
 		int src = e->k->qsrc >= 0 ? e->k->qsrc : e->k->x;
+		for (int j = 0; j < i; j++)
+			if (f->ins[j].op == OP_amax && kin(e->k, j) && f->ins[j].nan_ignore != in->nan_ignore)
+				return kfail(e->k, "%%%s = amax: the amaxes of one kernel differ in nan=",
+				             f->val[in->res].name);
 		if (in->arg[0] != src)
 			return kfail(e->k, "%%%s = amax: of %%%s, not of %%%s", f->val[in->res].name,
 			             f->val[in->arg[0]].name, f->val[src].name);

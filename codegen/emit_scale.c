@@ -5,6 +5,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "precc/interp.h"
@@ -27,39 +28,134 @@ decode8(E *e, precc_format f, LLVMValueRef code)
 	return LLVMBuildFPExt(e->b, LLVMBuildBitCast(e->b, h, e->g->f16, ""), e->g->f32, "");
 }
 
-/* precc_compute_scale(amax, {fmax, margin, pow2, eps}), inf/NaN -> prev. */
+static LLVMValueRef pow2_log2(E *, LLVMValueRef);
+
+/* The scale op in as precc_scales computes it: precc_compute_scale(amax,
+ * {fmax, margin, pow2, eps}); inf/NaN -> prev (keep), 1 (one) or the
+ * formula unguarded (ieee); zero=keep: amax 0 -> prev; form=amax_over_fmax:
+ * the decode scale max(amax, eps) / fmax in fp32. */
 static LLVMValueRef
-compute_scale(E *e, LLVMValueRef amax, float fmax, int margin, int pow2, float eps,
-              LLVMValueRef prev)
+compute_scale(E *e, const Ins *in, LLVMValueRef amax, float fmax, LLVMValueRef prev)
 {
 	LLVMBuilderRef b = e->b;
 	LLVMValueRef a = fabs_(e, amax), fin = is_finite(e, a);
+	float eps = in->eps;
+	int margin = in->margin, pow2 = in->pow2;
+	LLVMValueRef one = cf(e, 1.0), nf = in->nonfinite == NF_ONE || !prev ? one : prev;
 
 	if (eps > 0)
 		a = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, a, cf(e, eps), ""), cf(e, eps), a, "");
+	LLVMValueRef zero = LLVMBuildFCmp(b, LLVMRealOEQ, a, cf(e, 0), "");
+	if (in->inv) {
+		LLVMValueRef sf = LLVMBuildFDiv(b, a, cf(e, fmax), "");
+		sf = LLVMBuildSelect(b, zero, one, sf, "");
+		return in->nonfinite == NF_IEEE ? sf : LLVMBuildSelect(b, fin, sf, one, "");
+	}
 	LLVMValueRef d = LLVMBuildFDiv(b, LLVMConstReal(e->g->f64, fmax),
 	                               LLVMBuildFPExt(b, a, e->g->f64, ""), "");
 	if (margin)
 		d = LLVMBuildFMul(b, d, LLVMConstReal(e->g->f64, ldexp(1.0, -margin)), "");
 	LLVMValueRef over = LLVMBuildFCmp(b, LLVMRealOGT, d, LLVMConstReal(e->g->f64, FLT_MAX), "");
 	LLVMValueRef s = LLVMBuildFPTrunc(b, d, e->g->f32, "");
-	if (pow2) {
+	if (in->nonfinite == NF_IEEE)
+		nf = s;           /* fmax/inf = 0, NaN stays NaN (no pow2, no clamp) */
+	if (pow2 && in->pow2_log2) {
+		s = pow2_log2(e, s);
+	} else if (pow2) {
 		LLVMValueRef bits = LLVMBuildBitCast(b, s, e->g->i32, "");
 		LLVMValueRef nrm = LLVMBuildAnd(b, bits, c32(e, 0xff800000), "");
 		LLVMTypeRef t = e->g->i32;
 		LLVMValueRef ca[2] = {bits, LLVMConstInt(e->g->i1, 1, 0)};
 		LLVMValueRef lz = intrin(e, "llvm.ctlz", &t, 1, ca, 2);
-		LLVMValueRef zero = LLVMBuildICmp(b, LLVMIntEQ, bits, c32(e, 0), "");
+		LLVMValueRef zb = LLVMBuildICmp(b, LLVMIntEQ, bits, c32(e, 0), "");
 		LLVMValueRef top = LLVMBuildLShr(b, c32(e, 0x80000000),
-		                                 LLVMBuildSelect(b, zero, c32(e, 0), lz, ""), "");
-		top = LLVMBuildSelect(b, zero, c32(e, 0), top, "");
+		                                 LLVMBuildSelect(b, zb, c32(e, 0), lz, ""), "");
+		top = LLVMBuildSelect(b, zb, c32(e, 0), top, "");
 		bits = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGE, bits, c32(e, 0x00800000), ""),
 		                       nrm, top, "");
 		s = LLVMBuildBitCast(b, bits, e->g->f32, "");
 	}
 	s = LLVMBuildSelect(b, over, pow2 ? cf(e, 0x1p127) : cf(e, FLT_MAX), s, "");
-	s = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, a, cf(e, 0), ""), cf(e, 1.0), s, "");
-	return LLVMBuildSelect(b, fin, s, prev ? prev : cf(e, 1.0), "");
+	s = LLVMBuildSelect(b, zero, in->zero_keep && prev ? prev : one, s, "");
+	return LLVMBuildSelect(b, fin, s, nf, "");
+}
+
+/* pow2=log2, torchao's exp2(floor(log2(s))) (float8_utils.py:244-247):
+ * the power of two of s's binade, or of the next one where log2f rounds
+ * up to its exponent. lup[k] is the smallest s (bits) of binade k whose
+ * floorf(log2f(s)) is the next exponent (0xffffffff: none), found with the
+ * host's log2f, the one the interpreter uses. Binades 1..254 are the
+ * normal exponents, 255 + p the subnormals whose top bit is bit p. */
+enum { NLUP = 255 + 23 };
+static uint32_t lup[NLUP];
+static pthread_once_t lup_once = PTHREAD_ONCE_INIT;
+
+static int
+log2_floor(uint32_t bits)
+{
+	float x;
+
+	memcpy(&x, &bits, 4);
+	return (int)floorf(log2f(x));
+}
+
+static void
+lup_init(void)
+{
+	for (int k = 1; k < NLUP; k++) {
+		uint32_t lo = k < 255 ? (uint32_t)k << 23 : 1u << (k - 255);
+		uint32_t hi = k < 255 ? (uint32_t)(k + 1) << 23 : 1u << (k - 254);
+		int ex = log2_floor(lo);
+		lup[k] = 0xffffffffu;
+		if (log2_floor(hi - 1) == ex)
+			continue;
+		while (lo < hi) {          /* log2f is monotonic */
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (log2_floor(mid) > ex)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		lup[k] = lo;
+	}
+}
+
+static LLVMValueRef
+pow2_log2(E *e, LLVMValueRef s)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMTypeRef at = LLVMArrayType2(e->g->i32, NLUP), t = e->g->i32;
+	LLVMValueRef gv = LLVMGetNamedGlobal(e->g->mod, "precc_log2_up");
+
+	pthread_once(&lup_once, lup_init);
+	if (!gv) {
+		LLVMValueRef c[NLUP];
+		for (int k = 0; k < NLUP; k++)
+			c[k] = c32(e, lup[k]);
+		gv = LLVMAddGlobalInAddressSpace(e->g->mod, at, "precc_log2_up", e->g->host ? 0 : 1);
+		LLVMSetInitializer(gv, LLVMConstArray2(e->g->i32, c, NLUP));
+		LLVMSetGlobalConstant(gv, 1);
+		LLVMSetLinkage(gv, LLVMInternalLinkage);
+		LLVMSetAlignment(gv, 4);
+	}
+	LLVMValueRef bits = LLVMBuildBitCast(b, s, e->g->i32, "");
+	LLVMValueRef ca[2] = {bits, LLVMConstInt(e->g->i1, 0, 0)};
+	LLVMValueRef p = LLVMBuildSub(b, c32(e, 31), intrin(e, "llvm.ctlz", &t, 1, ca, 2), "");
+	LLVMValueRef nrm = LLVMBuildICmp(b, LLVMIntUGE, bits, c32(e, 0x00800000), "");
+	LLVMValueRef k = LLVMBuildSelect(b, nrm, LLVMBuildLShr(b, bits, c32(e, 23), ""),
+	                                 LLVMBuildAdd(b, p, c32(e, 255), ""), "");
+	LLVMValueRef zero = LLVMBuildICmp(b, LLVMIntEQ, bits, c32(e, 0), "");
+	k = LLVMBuildSelect(b, zero, c32(e, 0), k, "");
+	LLVMValueRef off = LLVMBuildMul(b, LLVMBuildZExt(b, k, e->g->i64, ""), c64(e, 4), "");
+	LLVMValueRef up = LLVMBuildICmp(b, LLVMIntUGE, bits, load_al(e, t, gep(e, gv, off), 4), "");
+	LLVMValueRef base = LLVMBuildSelect(b, nrm, LLVMBuildAnd(b, bits, c32(e, 0xff800000), ""),
+	                                    LLVMBuildShl(b, c32(e, 1), p, ""), "");
+	/* the next power: + one exponent (254 -> inf, as exp2f(128)), or the
+	 * subnormal bit shifted up (bit 22 -> FLT_MIN) */
+	LLVMValueRef next = LLVMBuildSelect(b, nrm, LLVMBuildAdd(b, base, c32(e, 0x00800000), ""),
+	                                    LLVMBuildShl(b, base, c32(e, 1), ""), "");
+	LLVMValueRef r = LLVMBuildSelect(b, up, next, base, "");
+	return LLVMBuildBitCast(b, LLVMBuildSelect(b, zero, c32(e, 0), r, ""), e->g->f32, "");
 }
 
 static LLVMValueRef
@@ -117,8 +213,7 @@ scalar(E *e, int v, LLVMValueRef bidx)
 	} else if (in->op == OP_scale) {
 		float fmax = ir_fmt_max(in->fmt) * (in->has_blockfmt ? ir_fmt_max(in->blockfmt) : 1.0f);
 		LLVMValueRef prev = in->narg == 2 ? scalar(e, in->arg[1], bidx) : NULL;
-		r = compute_scale(e, scalar(e, in->arg[0], bidx), fmax, in->margin, in->pow2, in->eps,
-		                  prev);
+		r = compute_scale(e, in, scalar(e, in->arg[0], bidx), fmax, prev);
 	} else if (in->op == OP_mx_scale) {
 		SwProg p;
 		LLVMValueRef a = fabs_(e, scalar(e, in->arg[0], bidx));
@@ -130,9 +225,18 @@ scalar(E *e, int v, LLVMValueRef bidx)
 		r = sw_emit(e->g, &p, LLVMBuildBitCast(b, a, e->g->i32, ""),
 		            LLVMBuildBitCast(b, rr, e->g->i32, ""));
 	} else if (in->op == OP_block_scale) {
-		LLVMValueRef genc = nvfp4_genc(e, in->arg[1], bidx);
-		LLVMValueRef d = LLVMBuildFMul(b, LLVMBuildFDiv(b, scalar(e, in->arg[0], bidx),
-		                                                cf(e, 6.0), ""), genc, "");
+		LLVMValueRef d, a = scalar(e, in->arg[0], bidx);
+		if (in->nvfp4 != NV_PRECC) {
+			/* TE: genc is the global scale; >= 2.15 amax * (genc * (1/6)),
+			 * <= 2.14 (amax * (1/6)) * genc */
+			LLVMValueRef genc = scalar(e, in->arg[1], bidx), rcp6 = cf(e, 1.0f / 6.0f);
+			d = in->nvfp4 == NV_TE215
+			    ? LLVMBuildFMul(b, a, LLVMBuildFMul(b, genc, rcp6, ""), "")
+			    : LLVMBuildFMul(b, LLVMBuildFMul(b, a, rcp6, ""), genc, "");
+		} else {
+			LLVMValueRef genc = nvfp4_genc(e, in->arg[1], bidx);
+			d = LLVMBuildFMul(b, LLVMBuildFDiv(b, a, cf(e, 6.0), ""), genc, "");
+		}
 		r = LLVMBuildZExt(b, asm_cvt_f8x2(e->g, PRECC_E4M3, d, cf(e, 0)), e->g->i32, "");
 		r = LLVMBuildAnd(b, r, c32(e, 0xff), "");
 	} else if (in->op == OP_transpose) {
@@ -161,7 +265,7 @@ check_scalar_ops(E *e)
 		const Ins *in = &f->ins[i];
 		if (!kin(e->k, i))
 			continue;
-		if (in->op == OP_scale && in->nonfinite != NF_KEEP)
+		if (in->op == OP_scale && (in->nonfinite == NF_SKIP || in->nonfinite == NF_ERROR))
 			return kfail(e->k, "%%%s = scale: nonfinite=%s needs a status output (not "
 			             "generated yet)", f->val[in->res].name, nonfinite_name(in->nonfinite));
 		if (in->op == OP_block_scale && (in->fmt != PRECC_E2M1 || in->type.fmt != PRECC_E4M3))

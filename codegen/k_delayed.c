@@ -33,12 +33,17 @@ emit_delayed(E *e)
 			if (!e->ptr[r])
 				return kfail(k, "%%%s = history_push: its result must be an output",
 				             f->val[r].name);
+			/* zero=keep: a zero amax leaves the history as it is (TE) */
+			LLVMValueRef av = scalar(e, a, NULL);
+			LLVMValueRef keep = in->zero_keep ? LLVMBuildFCmp(b, LLVMRealOEQ, av, cf(e, 0), "")
+			                                  : LLVMConstInt(e->g->i1, 0, 0);
 			Loop l;
 			LLVMValueRef i = loop_begin(e, &l, c64(e, 1), c64(e, (uint64_t)len));
-			store_al(e, load_al(e, e->g->f32, fptr(e, h, LLVMBuildSub(b, i, c64(e, 1), "")), 4),
-			         fptr(e, r, i), 4);
+			LLVMValueRef src = LLVMBuildSelect(b, keep, i, LLVMBuildSub(b, i, c64(e, 1), ""), "");
+			store_al(e, load_al(e, e->g->f32, fptr(e, h, src), 4), fptr(e, r, i), 4);
 			loop_end(e, &l);
-			store_al(e, scalar(e, a, NULL), fptr(e, r, c64(e, 0)), 4);
+			store_al(e, LLVMBuildSelect(b, keep, load_al(e, e->g->f32, fptr(e, h, c64(e, 0)), 4),
+			                            av, ""), fptr(e, r, c64(e, 0)), 4);
 		} else if (in->op == OP_history_reduce) {
 			int h = in->arg[0];
 			long len = f->val[h].type.dim[0];
@@ -46,6 +51,10 @@ emit_delayed(E *e)
 				return kfail(k, "%%%s = history_reduce: of a buffer (param or output)",
 				             f->val[in->res].name);
 			LLVMValueRef m0 = load_al(e, e->g->f32, fptr(e, h, c64(e, 0)), 4);
+			int ign = in->nan_ignore && in->algo == HIST_MAX;
+			if (ign)       /* fmaxf(0, h[0]): TE's reduction starts at 0 */
+				m0 = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, m0, cf(e, 0), ""), m0,
+				                     cf(e, 0), "");
 			if (in->algo == HIST_MOST_RECENT || len <= 1) {
 				e->sc[in->res] = m0;
 				continue;
@@ -62,7 +71,8 @@ emit_delayed(E *e)
 			LLVMValueRef nan = LLVMBuildOr(b, LLVMBuildFCmp(b, LLVMRealUNO, v, v, ""),
 			                               LLVMBuildFCmp(b, LLVMRealUNO, m, m, ""), "");
 			LLVMValueRef mx = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, v, m, ""), v, m, "");
-			mx = LLVMBuildSelect(b, nan, cfbits(e, 0x7fc00000), mx, "");
+			if (!ign)      /* nan=ignore: fmaxf skips NaN, m never is */
+				mx = LLVMBuildSelect(b, nan, cfbits(e, 0x7fc00000), mx, "");
 			LLVMBasicBlockRef from = LLVMGetInsertBlock(b);
 			LLVMAddIncoming(m, &mx, &from, 1);
 			loop_end(e, &l);

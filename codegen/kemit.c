@@ -35,6 +35,7 @@ emit_shape(E *e)
 	case CG_DEQUANT: return emit_dequant(e);
 	case CG_DELAYED_UPDATE: return emit_delayed(e);
 	case CG_GEMM: return emit_gemm(e);
+	case CG_HADAMARD: return emit_hadamard(e);
 	default: return kfail(k, "shape %d", (int)k->shape);
 	}
 }
@@ -160,7 +161,8 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 			LLVMAddAttributeAtIndex(g->fn, (unsigned)i + 1,
 			                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));
 	LLVMTypeRef rt = LLVMArrayType2(g->i32, 32);
-	if (k->shape != CG_DELAYED_UPDATE && k->shape != CG_DEQUANT && k->shape != CG_GEMM) {
+	if (k->shape != CG_DELAYED_UPDATE && k->shape != CG_DEQUANT && k->shape != CG_GEMM
+	    && k->shape != CG_HADAMARD) {
 		e.red = shared_array(&e, "red", 0, rt, 4);
 	}
 	if (k->nphase) {

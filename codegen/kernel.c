@@ -16,6 +16,7 @@ static const char *const shape_names[NCGSHAPE] = {
 	[CG_QUANT_ROWBLOCK] = "quant_rowblock", [CG_QUANT_TILE] = "quant_tile",
 	[CG_QUANT_COLBLOCK] = "quant_colblock",
 	[CG_DELAYED_UPDATE] = "delayed_update", [CG_DEQUANT] = "dequant", [CG_GEMM] = "gemm",
+	[CG_HADAMARD] = "hadamard",
 };
 
 const char *
@@ -61,7 +62,7 @@ static int
 classify(Kern *k)
 {
 	const Func *f = k->f;
-	int nq = 0, nhist = 0, ndeq = 0, namax = 0, ntr = 0;
+	int nq = 0, nhist = 0, ndeq = 0, namax = 0, ntr = 0, nhad = 0;
 
 	k->x = -1;
 	k->q = -1;
@@ -90,6 +91,7 @@ classify(Kern *k)
 			k->q = i;
 			break;
 		case OP_dequantize: ndeq++; k->q = i; break;
+		case OP_hadamard: nhad++; k->q = i; break;
 		case OP_transpose: ntr++; break;
 		case OP_update:
 			if (add_out(k, in->arg[1]))
@@ -115,6 +117,22 @@ classify(Kern *k)
 		if (nq || ndeq || namax || ntr)
 			return kfail(k, "history ops share a kernel only with scale and recip");
 		k->shape = CG_DELAYED_UPDATE;
+		return 0;
+	}
+	if (nhad) {
+		/* NVFP4's RHT: of the data param or of its transpose (the wgrad
+		 * copy), written in the transform's layout */
+		const Ins *h = &f->ins[k->q], *d = ir_def_ins(f, h->arg[0]);
+		if (nq || ndeq || namax || nhad > 1 || ntr > 1 || k->nout != 1 || k->out[0] != h->res)
+			return kfail(k, "a hadamard kernel holds one hadamard (and the transpose it "
+			             "reads) and returns its result");
+		if (k->x < 0 || (h->arg[0] != k->x && !(d && d->op == OP_transpose && d->arg[0] == k->x)))
+			return kfail(k, "%%%s = hadamard: of the data param or its transpose",
+			             f->val[h->res].name);
+		if (h->type.fmt != PRECC_BF16 && h->type.fmt != PRECC_FP16 && h->type.fmt != PRECC_FP32)
+			return kfail(k, "%%%s = hadamard: bf16, f16 or f32 results", f->val[h->res].name);
+		k->qsrc = h->arg[0];
+		k->shape = CG_HADAMARD;
 		return 0;
 	}
 	if (ndeq) {
@@ -273,6 +291,21 @@ geometry(Kern *k, const CodegenTarget *t)
 		k->tiled = 0;
 		k->elems_per_cta = (long)k->threads * 128;
 		k->m_multiple = 1;
+		return 0;
+	}
+	if (k->shape == CG_HADAMARD) {
+		/* a thread per block of 16: down a column of x (transposed), or
+		 * along a row */
+		int colsrc = k->qsrc != k->x;
+		k->tiled = 0;
+		k->elems_per_cta = (long)k->threads * 16;
+		k->m_multiple = 1;
+		if (cols < 0)
+			return kfail(k, "%%%s: columns M", k->f->val[k->x].name);
+		if (colsrc && rows == DIM_M)
+			k->m_multiple = 16;
+		if ((colsrc ? rows : cols) >= 0 && (colsrc ? rows : cols) % 16)
+			return kfail(k, "%%%s: blocks of 16 along the transform", k->f->val[k->x].name);
 		return 0;
 	}
 	if (k->shape == CG_QUANT_COLBLOCK) {

@@ -77,13 +77,24 @@ cast_same(const Cast *a, const Cast *b)
 	return a->format == b->format && a->scaling == b->scaling && a->history == b->history
 	    && a->amax_algo == b->amax_algo && a->margin == b->margin
 	    && a->pow2_scale == b->pow2_scale && a->amax_eps == b->amax_eps
-	    && a->nonfinite == b->nonfinite;
+	    && a->nonfinite == b->nonfinite && !memcmp(a->knobs.v, b->knobs.v, sizeof a->knobs.v);
 }
 
+/* The step policy (skip, error) wins; under keep, the nonfinite_scale
+ * knob says what the scale becomes (keep, one, ieee). */
 static Nonfinite
-nonfinite(NonfinitePolicy p)
+nonfinite(const Cast *c)
 {
-	return p == NONFINITE_SKIP_STEP ? NF_SKIP : p == NONFINITE_ERROR ? NF_ERROR : NF_KEEP;
+	static const Nonfinite knob[3] = {NF_KEEP, NF_ONE, NF_IEEE};
+
+	return c->nonfinite == NONFINITE_SKIP_STEP ? NF_SKIP
+	     : c->nonfinite == NONFINITE_ERROR ? NF_ERROR : knob[c->knobs.v[KNOB_NONFINITE_SCALE] % 3];
+}
+
+static bool
+knob(const Cast *c, Knob k)
+{
+	return c->knobs.v[k] != 0;
 }
 
 /* Role r's delayed state in GEMM g: which GEMM's setting it shares (the
@@ -166,7 +177,9 @@ scale_attrs(Ins *i, const Cast *c)
 	i->margin = c->margin;
 	i->pow2 = c->pow2_scale;
 	i->eps = c->amax_eps;
-	i->nonfinite = nonfinite(c->nonfinite);
+	i->nonfinite = nonfinite(c);
+	i->zero_keep = knob(c, KNOB_ZERO_AMAX);
+	i->pow2_log2 = c->pow2_scale && knob(c, KNOB_POW2_ROUND);
 }
 
 static void
@@ -175,6 +188,16 @@ quant_attrs(Ins *i, const Cast *c, Role r)
 	i->round = c->round == PRECC_SR ? PRECC_SR : c->round == PRECC_RZ ? PRECC_RZ : PRECC_RNE;
 	i->sat = c->saturate;
 	i->stream = (int)r;
+}
+
+/* An amax of the cast's operand: NaN as the amax_nan knob says. */
+static int
+amax_of(Lo *l, Type t, int x, const Cast *c, const char *fmt, const char *pre)
+{
+	int v = def(l, t, OP_amax, &x, 1, fmt, pre);
+
+	last(l)->nan_ignore = knob(c, KNOB_AMAX_NAN);
+	return v;
 }
 
 /*
@@ -243,12 +266,14 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 		o.sinv = def(l, vtype(l, st->scale), OP_recip, &st->scale, 1, "%s.scale_inv", pre);
 		if (st->owner) {
 			Type ts = ir_scale_type(PRECC_FP32, 1, 1, 0, 0);
-			amax = def(l, ts, OP_amax, &src, 1, "%s.amax", n);
+			amax = amax_of(l, ts, src, c, "%s.amax", n);
 			args[0] = st->hist, args[1] = amax;
 			int h = def(l, vtype(l, st->hist), OP_history_push, args, 2,
 			            "%s.amax_history.next", st->prefix);
+			last(l)->zero_keep = knob(c, KNOB_ZERO_AMAX);
 			int ra = def(l, ts, OP_history_reduce, &h, 1, "%s.amax_reduced", st->prefix);
 			last(l)->algo = c->amax_algo == AMAX_MOST_RECENT ? HIST_MOST_RECENT : HIST_MAX;
+			last(l)->nan_ignore = knob(c, KNOB_AMAX_NAN);
 			args[0] = ra, args[1] = st->scale;
 			int ns = def(l, ts, OP_scale, args, 2, "%s.scale.next", st->prefix);
 			scale_attrs(last(l), c);
@@ -257,7 +282,7 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 		}
 		break;
 	case SCALING_MX:
-		amax = def(l, ir_scale_of(PRECC_FP32, &st_, b0, b1), OP_amax, &v, 1, "%s.amax", pre);
+		amax = amax_of(l, ir_scale_of(PRECC_FP32, &st_, b0, b1), v, c, "%s.amax", pre);
 		o.sinv = def(l, ir_scale_of(PRECC_E8M0, &st_, b0, b1), OP_mx_scale, &amax, 1,
 		             "%s.scale_inv", pre);
 		last(l)->fmt = c->format;
@@ -272,28 +297,64 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 		break;
 	case SCALING_NVFP4: {
 		Type ts = ir_scale_type(PRECC_FP32, 1, 1, 0, 0);
-		/* the global amax does not depend on the layout: take it from
-		 * the source, so both layouts of a tensor share it */
-		int ga = def(l, ts, OP_amax, &src, 1, "%s.global_amax", n);
-		int gs = def(l, ts, OP_scale, &ga, 1, "%s.global_scale", n);
+		/* rht = wgrad: TE's random Hadamard transform of the wgrad
+		 * operands along the GEMM's K (their transposed copies), with
+		 * TE's fixed signs (pytorch/tensor/nvfp4_tensor.py:49-60); both
+		 * operands take it, so it cancels in dW. Its global amax is of
+		 * the transformed copy (TE's with_post_rht_amax). */
+		bool rht = knob(c, KNOB_RHT) && l->g == GEMM_WGRAD && v != src;
+		if (rht) {
+			v = def(l, st_, OP_hadamard, &v, 1, "%s.rht", pre);
+			last(l)->signs = 0xd7e8;
+			snprintf(pre + strlen(pre), sizeof pre - strlen(pre), ".rht");
+		}
+		/* otherwise the global amax does not depend on the layout: take
+		 * it from the source, so both layouts of a tensor share it */
+		const char *gn = rht ? pre : n;
+		int ga = amax_of(l, ts, rht ? v : src, c, "%s.global_amax", gn);
+		int gs = def(l, ts, OP_scale, &ga, 1, "%s.global_scale", gn);
 		scale_attrs(last(l), c);
 		last(l)->has_blockfmt = true;
 		last(l)->blockfmt = c->scale_format;
-		amax = def(l, ir_scale_of(PRECC_FP32, &st_, b0, b1), OP_amax, &v, 1, "%s.amax", pre);
+		amax = amax_of(l, ir_scale_of(PRECC_FP32, &st_, b0, b1), v, c, "%s.amax", pre);
 		args[0] = amax, args[1] = gs;
 		o.sinv = def(l, ir_scale_of(c->scale_format, &st_, b0, b1), OP_block_scale, args, 2,
 		             "%s.scale_inv", pre);
 		last(l)->fmt = c->format;
+		last(l)->nvfp4 = (Nvfp4Rule)(c->knobs.v[KNOB_NVFP4_SCALE] % NNVFP4RULE);
 		args[0] = v, args[1] = o.sinv, args[2] = gs;
 		q = def(l, qt, OP_quantize, args, 3, "%s.q", pre);
 		quant_attrs(last(l), c, r);
-		o.gsinv = def(l, ts, OP_recip, &gs, 1, "%s.global_scale_inv", n);
+		last(l)->nvfp4 = (Nvfp4Rule)(c->knobs.v[KNOB_NVFP4_SCALE] % NNVFP4RULE);
+		o.gsinv = def(l, ts, OP_recip, &gs, 1, "%s.global_scale_inv", gn);
 		break;
 	}
 	default:    /* current, rowwise, blockwise: amax -> scale -> quantize */
-		amax = def(l, ir_scale_of(PRECC_FP32, &st_, b0, b1), OP_amax, &v, 1, "%s.amax", pre);
+		amax = amax_of(l, ir_scale_of(PRECC_FP32, &st_, b0, b1), v, c, "%s.amax", pre);
+		if (knob(c, KNOB_SCALE_FORM)) {
+			/* DeepGEMM/DeepSeek: sf = amax / fmax is the scale_inv, the
+			 * multiplier its reciprocal (or x / sf with quantize=divide) */
+			o.sinv = def(l, vtype(l, amax), OP_scale, &amax, 1, "%s.scale_inv", pre);
+			scale_attrs(last(l), c);
+			last(l)->inv = true;
+			scale = knob(c, KNOB_QUANTIZE) ? o.sinv
+			      : def(l, vtype(l, amax), OP_recip, &o.sinv, 1, "%s.scale", pre);
+			args[0] = v, args[1] = scale;
+			q = def(l, qt, OP_quantize, args, 2, "%s.q", pre);
+			quant_attrs(last(l), c, r);
+			last(l)->divide = knob(c, KNOB_QUANTIZE);
+			break;
+		}
 		scale = def(l, vtype(l, amax), OP_scale, &amax, 1, "%s.scale", pre);
 		scale_attrs(last(l), c);
+		if (knob(c, KNOB_QUANTIZE)) {   /* x / scale_inv */
+			o.sinv = def(l, vtype(l, scale), OP_recip, &scale, 1, "%s.scale_inv", pre);
+			args[0] = v, args[1] = o.sinv;
+			q = def(l, qt, OP_quantize, args, 2, "%s.q", pre);
+			quant_attrs(last(l), c, r);
+			last(l)->divide = true;
+			break;
+		}
 		args[0] = v, args[1] = scale;
 		q = def(l, qt, OP_quantize, args, 2, "%s.q", pre);
 		quant_attrs(last(l), c, r);

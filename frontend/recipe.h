@@ -71,6 +71,8 @@ typedef enum Knob {
 	KNOB_MX_ROUND,        /* rceil_div | rceil (TE) | floor (OCP MX v1.0) */
 	KNOB_NVFP4_SCALE,     /* precc | te2.15 | te2.14 */
 	KNOB_POW2_ROUND,      /* mask (TE) | log2 (torchao exp2(floor(log2))) */
+	KNOB_RHT,             /* none | wgrad (NVFP4: TE's random Hadamard
+	                         transform on the wgrad operands) */
 	NKNOB
 } Knob;
 typedef struct Knobs { unsigned set; unsigned char v[NKNOB]; int line[NKNOB]; } Knobs;

@@ -13,7 +13,7 @@
 
 const char *const knob_keys[NKNOB] = {
 	"amax_nan", "zero_amax", "nonfinite_scale", "scale_form", "quantize",
-	"mx_round", "nvfp4_scale", "pow2_round",
+	"mx_round", "nvfp4_scale", "pow2_round", "rht",
 };
 
 enum { MAXV = 3 };
@@ -26,6 +26,7 @@ static const char *const knob_values[NKNOB][MAXV] = {
 	[KNOB_MX_ROUND] = {"rceil_div", "rceil", "floor"},
 	[KNOB_NVFP4_SCALE] = {"precc", "te2.15", "te2.14"},
 	[KNOB_POW2_ROUND] = {"mask", "log2"},
+	[KNOB_RHT] = {"none", "wgrad"},
 };
 
 const char *
@@ -94,25 +95,25 @@ typedef struct Reference {
 #define ANY -1
 static const Reference refs[] = {
 	{"TE DelayedScaling", "transformer_engine/common/recipe/delayed_scaling.cu",
-	 SCALING_DELAYED, 0, {1, 1, 0, 0, 0, ANY, ANY, ANY}},
+	 SCALING_DELAYED, 0, {1, 1, 0, 0, 0, ANY, ANY, ANY, ANY}},
 	{"TE Float8CurrentScaling", "transformer_engine/common/recipe/recipe_common.cuh",
-	 SCALING_CURRENT, -1, {1, 0, 1, 0, 0, ANY, ANY, ANY}},
+	 SCALING_CURRENT, -1, {1, 0, 1, 0, 0, ANY, ANY, ANY, ANY}},
 	{"torchao tensorwise", "torchao/float8/float8_utils.py",
-	 SCALING_CURRENT, 1e-12, {0, 0, 2, 0, 0, ANY, ANY, ANY}},
+	 SCALING_CURRENT, 1e-12, {0, 0, 2, 0, 0, ANY, ANY, ANY, ANY}},
 	{"torchao rowwise", "torchao/float8/float8_utils.py",
-	 SCALING_ROWWISE, 1e-12, {0, 0, 2, 0, 0, ANY, ANY, 1}},
+	 SCALING_ROWWISE, 1e-12, {0, 0, 2, 0, 0, ANY, ANY, 1, ANY}},
 	{"DeepGEMM per_token/per_block_cast_to_fp8", "deep_gemm/utils/math.py",
-	 SCALING_BLOCK, 1e-4, {0, ANY, 2, 1, 0, ANY, ANY, ANY}},
+	 SCALING_BLOCK, 1e-4, {0, ANY, 2, 1, 0, ANY, ANY, ANY, ANY}},
 	{"DeepSeek-V3 act_quant", "inference/kernel.py",
-	 SCALING_BLOCK, 1e-4, {0, ANY, 2, 1, 1, ANY, ANY, ANY}},
+	 SCALING_BLOCK, 1e-4, {0, ANY, 2, 1, 1, ANY, ANY, ANY, ANY}},
 	{"TE MXFP8BlockScaling", "transformer_engine/common/cast/mxfp8/quantize_mxfp8.cuh",
-	 SCALING_MX, -1, {1, ANY, ANY, ANY, 0, 1, ANY, ANY}},
+	 SCALING_MX, -1, {1, ANY, ANY, ANY, 0, 1, ANY, ANY, ANY}},
 	{"OCP MX v1.0", "OCP Microscaling Formats (MX) v1.0, section 6.3",
-	 SCALING_MX, -1, {ANY, ANY, ANY, ANY, 0, 2, ANY, ANY}},
+	 SCALING_MX, -1, {ANY, ANY, ANY, ANY, 0, 2, ANY, ANY, ANY}},
 	{"TE NVFP4BlockScaling >= 2.15", "transformer_engine/common/cast/nvfp4/core_nvfp4.cuh",
-	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 1, ANY}},
+	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 1, ANY, 1}},
 	{"TE NVFP4BlockScaling <= 2.14", "transformer_engine/common/cast/nvfp4/core_nvfp4.cuh",
-	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 2, ANY}},
+	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 2, ANY, 1}},
 };
 
 /* Knobs a reference fixes that c differs in; the first one in *first. */
@@ -147,6 +148,22 @@ rc_check_reference(Loader *ld, const Cast *c, const char *where, int dflt)
 
 	if (!c->knobs.set)
 		return;
+	/* knobs the lowering has nowhere to put: a scale_inv of the form
+	 * amax/fmax and a division exist for one-scale-per-block casts */
+	for (int k = KNOB_SCALE_FORM; k <= KNOB_QUANTIZE; k++)
+		if (c->knobs.v[k] && (c->scaling == SCALING_DELAYED || c->scaling == SCALING_MX
+		                      || c->scaling == SCALING_NVFP4))
+			fail(ld, c->knobs.line[k] ? c->knobs.line[k] : dflt, "%s: %s = %s is for current, "
+			     "rowwise and blockwise scaling, not %s", where, knob_keys[k],
+			     knob_value_name(k, c->knobs.v[k]), rc_scaling_names[c->scaling]);
+	if (c->knobs.v[KNOB_RHT] && c->scaling != SCALING_NVFP4)
+		fail(ld, c->knobs.line[KNOB_RHT] ? c->knobs.line[KNOB_RHT] : dflt, "%s: rht = %s is "
+		     "for nvfp4 scaling, not %s", where, knob_value_name(KNOB_RHT, c->knobs.v[KNOB_RHT]),
+		     rc_scaling_names[c->scaling]);
+	if (c->knobs.v[KNOB_SCALE_FORM] && (c->pow2_scale || c->margin))
+		fail(ld, c->knobs.line[KNOB_SCALE_FORM] ? c->knobs.line[KNOB_SCALE_FORM] : dflt,
+		     "%s: scale_form = amax_over_fmax takes no %s (DeepGEMM's sf has none)", where,
+		     c->pow2_scale ? "pow2" : "margin");
 	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
 		int k, n;
 		if (refs[i].scaling != c->scaling)

@@ -271,6 +271,9 @@ ir_copy_ins(Func *dst, const Func *src, const Ins *i, int *map)
 	n->nonfinite = i->nonfinite, n->algo = i->algo, n->round = i->round;
 	n->sat = i->sat, n->stream = i->stream, n->accum = i->accum;
 	n->accum_n = i->accum_n, n->mxmode = i->mxmode;
+	n->nan_ignore = i->nan_ignore, n->zero_keep = i->zero_keep, n->inv = i->inv;
+	n->pow2_log2 = i->pow2_log2, n->divide = i->divide, n->nvfp4 = i->nvfp4;
+	n->signs = i->signs;
 	n->comment = i->comment ? dupstr(i->comment) : NULL;
 	n->callee = i->callee ? dupstr(i->callee) : NULL;
 	for (int k = 0; k < NPASSATTR; k++)
@@ -615,9 +618,17 @@ hist_algo_name(HistAlgo a)
 const char *
 nonfinite_name(Nonfinite k)
 {
-	static const char *n[NNONFINITE_IR] = {"keep", "skip", "error"};
+	static const char *n[NNONFINITE_IR] = {"keep", "skip", "error", "one", "ieee"};
 
 	return (unsigned)k < NNONFINITE_IR ? n[k] : "?";
+}
+
+const char *
+nvfp4_rule_name(Nvfp4Rule k)
+{
+	static const char *n[NNVFP4RULE] = {"precc", "te2.15", "te2.14"};
+
+	return (unsigned)k < NNVFP4RULE ? n[k] : "?";
 }
 
 const char *

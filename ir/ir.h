@@ -38,6 +38,13 @@ enum {
 	A_STREAM    = 1 << 10, /* SR random stream id (per tensor) */
 	A_ACCUM     = 1 << 11, /* fp32 | promote:N | fast:B */
 	A_MXMODE    = 1 << 12, /* MX shared exponent: rceil | floor */
+	/* the reference knobs (docs/recipes.md "Reference knobs") */
+	A_NAN       = 1 << 13, /* nan=propagate | ignore (fmaxf, TE) */
+	A_ZERO      = 1 << 14, /* zero=one | keep: a zero amax keeps the state */
+	A_FORM      = 1 << 15, /* form=fmax_over_amax | amax_over_fmax */
+	A_DIV       = 1 << 16, /* quantize divides by its scale operand */
+	A_NVFP4     = 1 << 17, /* nvfp4=precc | te2.15 | te2.14 */
+	A_SIGNS     = 1 << 18, /* hadamard: sign mask (bit i flips row i) */
 };
 
 typedef enum Op {
@@ -74,7 +81,12 @@ typedef enum ParamKind { PARAM_IN, PARAM_WEIGHT, PARAM_GRAD, PARAM_STATE,
                          PARAM_BIAS, PARAM_BUF, NPARAMKIND } ParamKind;
 typedef enum AccumKind { ACC_FP32, ACC_PROMOTE, ACC_FAST, NACCKIND } AccumKind;
 typedef enum HistAlgo { HIST_MAX, HIST_MOST_RECENT, NHISTALGO } HistAlgo;
-typedef enum Nonfinite { NF_KEEP, NF_SKIP, NF_ERROR, NNONFINITE_IR } Nonfinite;
+/* one: scale 1 (TE current scaling); ieee: the formula with no special
+ * case (torchao, DeepGEMM: fmax/inf = 0, NaN stays NaN) */
+typedef enum Nonfinite { NF_KEEP, NF_SKIP, NF_ERROR, NF_ONE, NF_IEEE, NNONFINITE_IR } Nonfinite;
+/* NVFP4 block-scale formula: precc's, or Transformer Engine's >= 2.15 /
+ * <= 2.14 (cast/nvfp4/core_nvfp4.cuh) */
+typedef enum Nvfp4Rule { NV_PRECC, NV_TE215, NV_TE214, NNVFP4RULE } Nvfp4Rule;
 /* rceil: ceil(log2(amax / fmax)), inf/NaN -> 0xff; floor: OCP MX v1.0;
  * rceil_te: TE's float_to_e8m0(amax * (1/fmax)), inf -> 0xfe (satfinite) */
 typedef enum MxMode { MX_RCEIL, MX_FLOOR, MX_RCEIL_TE, NMXMODE } MxMode;
@@ -114,6 +126,15 @@ typedef struct Ins {
 	int stream;
 	AccumKind accum; int accum_n;   /* promote:N or fast:B */
 	MxMode mxmode;
+	bool nan_ignore;          /* amax, history_reduce: nan=ignore */
+	bool zero_keep;           /* scale: a zero amax gives prev; history_push:
+	                             a zero amax leaves the history as it is */
+	bool inv;                 /* scale form=amax_over_fmax: the result is
+	                             sf = max(amax, eps) / fmax (a decode scale) */
+	bool pow2_log2;           /* scale pow2=log2: exp2f(floorf(log2f(s))) */
+	bool divide;              /* quantize div: x / s instead of x * s */
+	Nvfp4Rule nvfp4;          /* block_scale, two-level quantize */
+	unsigned signs;           /* hadamard: 16-bit sign mask */
 	int line, col;            /* source position when parsed, else 0 */
 	char *comment;            /* lines printed before it ("# ...", and
 	                             blank lines at module level), or NULL */
@@ -211,6 +232,7 @@ const char *accum_kind_name(AccumKind);
 const char *hist_algo_name(HistAlgo);
 const char *nonfinite_name(Nonfinite);
 const char *mx_mode_name(MxMode);
+const char *nvfp4_rule_name(Nvfp4Rule);
 
 /* ---- print.c: text form ------------------------------------------------- */
 void ir_print_dim(FILE *, long);

@@ -418,7 +418,7 @@ header_attr(Parser *ps, Func *f)
 static void
 attribute(Parser *ps, Ins *i, unsigned *seen)
 {
-	static const char *const nf[] = {"keep", "skip", "error"};
+	static const char *const nf[] = {"keep", "skip", "error", "one", "ieee"};
 	static const char *const algo[] = {"max", "most_recent"};
 	static const char *const acc[] = {"fp32", "promote", "fast"};
 	const char *at = ps->p, *vat;
@@ -459,7 +459,9 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 	if (IS("fmt", A_FMT) || IS("block_fmt", A_BLOCKFMT) || IS("margin", A_MARGIN)
 	    || IS("pow2", A_POW2) || IS("eps", A_EPS) || IS("nonfinite", A_NONFINITE)
 	    || IS("algo", A_ALGO) || IS("round", A_ROUND) || IS("sat", A_SAT)
-	    || IS("stream", A_STREAM) || IS("accum", A_ACCUM) || IS("mode", A_MXMODE)) {
+	    || IS("stream", A_STREAM) || IS("accum", A_ACCUM) || IS("mode", A_MXMODE)
+	    || IS("nan", A_NAN) || IS("zero", A_ZERO) || IS("form", A_FORM) || IS("div", A_DIV)
+	    || IS("nvfp4", A_NVFP4) || IS("signs", A_SIGNS)) {
 		if (!(a & bit))
 			errat(ps, at, "%s takes no attribute '%s'", opinfo[i->op].name, key);
 	} else
@@ -468,9 +470,11 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 	if (*seen & bit)
 		errat(ps, at, "attribute '%s' given twice", key);
 	*seen |= bit;
-	if ((bit == A_POW2 || bit == A_SAT) != !val[0])
-		errat(ps, vat, bit == A_POW2 || bit == A_SAT ? "'%s' is a flag and takes no value"
-		                                              : "'%s' needs a value: %s=...", key, key);
+	/* flags; pow2 also takes =mask (the flag) or =log2 */
+	if ((bit == A_SAT || bit == A_DIV) && val[0])
+		errat(ps, vat, "'%s' is a flag and takes no value", key);
+	if (bit != A_POW2 && bit != A_SAT && bit != A_DIV && !val[0])
+		errat(ps, vat, "'%s' needs a value: %s=...", key, key);
 	switch (bit) {
 	case A_FMT:
 	case A_BLOCKFMT:
@@ -484,8 +488,42 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 		}
 		break;
 	case A_MARGIN: i->margin = (int)intval(ps, vat, key, val, -127, 127); break;
-	case A_POW2: i->pow2 = true; break;
+	case A_POW2: {
+		static const char *const pr[] = {"mask", "log2"};
+		i->pow2 = true;
+		i->pow2_log2 = val[0] && enumval(ps, vat, key, val, pr, 2) == 1;
+		break;
+	}
 	case A_SAT: i->sat = true; break;
+	case A_DIV: i->divide = true; break;
+	case A_NAN: {
+		static const char *const nv[] = {"propagate", "ignore"};
+		i->nan_ignore = enumval(ps, vat, key, val, nv, 2) == 1;
+		break;
+	}
+	case A_ZERO: {
+		static const char *const zv[] = {"one", "keep"};
+		i->zero_keep = enumval(ps, vat, key, val, zv, 2) == 1;
+		break;
+	}
+	case A_FORM: {
+		static const char *const fv[] = {"fmax_over_amax", "amax_over_fmax"};
+		i->inv = enumval(ps, vat, key, val, fv, 2) == 1;
+		break;
+	}
+	case A_SIGNS: {
+		char *end;
+		unsigned long m = strtoul(val, &end, 0);
+		if (*end || m > 0xffff || val[0] == '-')
+			errat(ps, vat, "bad signs '%s' (expected a 16-bit mask, 0 to 0xffff)", val);
+		i->signs = (unsigned)m;
+		break;
+	}
+	case A_NVFP4: {
+		static const char *const rv[] = {"precc", "te2.15", "te2.14"};
+		i->nvfp4 = enumval(ps, vat, key, val, rv, 3);
+		break;
+	}
 	case A_EPS: {
 		char *end;
 		i->eps = strtof(val, &end);
@@ -493,7 +531,7 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 			errat(ps, vat, "bad eps '%s' (expected a finite number >= 0)", val);
 		break;
 	}
-	case A_NONFINITE: i->nonfinite = enumval(ps, vat, key, val, nf, 3); break;
+	case A_NONFINITE: i->nonfinite = enumval(ps, vat, key, val, nf, 5); break;
 	case A_ALGO: i->algo = enumval(ps, vat, key, val, algo, 2); break;
 	case A_ROUND: i->round = round_vals[enumval(ps, vat, key, val, round_names, 3)]; break;
 	case A_MXMODE: {

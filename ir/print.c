@@ -126,7 +126,7 @@ print_ins(FILE *f, const Func *fn, const Ins *i, const int *canon)
 	if ((a & A_MARGIN) && i->margin)
 		fprintf(f, " margin=%d", i->margin);
 	if ((a & A_POW2) && i->pow2)
-		fputs(" pow2", f);
+		fputs(i->pow2_log2 ? " pow2=log2" : " pow2", f);
 	if ((a & A_EPS) && i->eps != 0) {
 		fputs(" eps=", f);
 		print_float(f, i->eps);
@@ -148,6 +148,18 @@ print_ins(FILE *f, const Func *fn, const Ins *i, const int *canon)
 	}
 	if (a & A_MXMODE)
 		fprintf(f, " mode=%s", mx_mode_name(i->mxmode));
+	if ((a & A_NAN) && i->nan_ignore)
+		fputs(" nan=ignore", f);
+	if ((a & A_ZERO) && i->zero_keep)
+		fputs(" zero=keep", f);
+	if ((a & A_FORM) && i->inv)
+		fputs(" form=amax_over_fmax", f);
+	if ((a & A_DIV) && i->divide)
+		fputs(" div", f);
+	if ((a & A_NVFP4) && i->nvfp4 != NV_PRECC)
+		fprintf(f, " nvfp4=%s", nvfp4_rule_name(i->nvfp4));
+	if ((a & A_SIGNS) && i->signs)
+		fprintf(f, " signs=0x%04x", i->signs);
 	print_pattrs(f, i->pattr, canon != NULL);
 	if (opinfo[i->op].result)
 		for (int k = 0; k < ir_nres(i); k++) {

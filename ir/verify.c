@@ -268,6 +268,8 @@ check_op(Ctx *c)
 			return bad(c, "fmt=%s is not a quantized format", ir_fmt_name(i->fmt));
 		if (i->has_blockfmt && !ir_fmt_quantized(i->blockfmt))
 			return bad(c, "block_fmt=%s is not a quantized format", ir_fmt_name(i->blockfmt));
+		if (i->inv && (i->has_blockfmt || i->narg == 2 || i->margin || i->pow2))
+			return bad(c, "form=amax_over_fmax takes no block_fmt, previous scale, margin or pow2");
 		if (!result_is(c, at(c, 0)))
 			return false;
 		if (i->narg == 2 && !ir_type_eq(at(c, 1), rt))
@@ -320,6 +322,11 @@ check_op(Ctx *c)
 		if (i->narg == 3 && rt->fmt != PRECC_E2M1)
 			return bad(c, "two-level scales (block and global) are for e2m1 results, got %s",
 			           ir_fmt_name(rt->fmt));
+		if (i->narg == 3 && i->divide)
+			return bad(c, "div is for one scale operand, not two-level scales");
+		if (i->narg != 3 && i->nvfp4 != NV_PRECC)
+			return bad(c, "nvfp4=%s is for two-level (block and global) scales",
+			           nvfp4_rule_name(i->nvfp4));
 		return check_quant_scales(c, 0, 1);
 	case OP_dequantize:
 		if (!data(c, 0, "operand"))
@@ -342,6 +349,17 @@ check_op(Ctx *c)
 		want = *at(c, 0);
 		want.fmt = rt->fmt;
 		return result_is(c, &want);
+	case OP_hadamard:
+		if (!high(c, 0, "operand"))
+			return false;
+		a = at(c, 0);
+		if (a->rank != 2 || a->fmt == PRECC_TF32)
+			return bad(c, "operand %%%s must be f32, f16 or bf16 of rank 2, got %s", vn(c, 0),
+			           tstr(a));
+		if (a->dim[1] >= 0 && a->dim[1] % 16)
+			return bad(c, "%%%s has %ld columns: the transform takes blocks of 16", vn(c, 0),
+			           a->dim[1]);
+		return result_is(c, a);
 	case OP_transpose:
 		a = at(c, 0);
 		if (a->rank != 2)

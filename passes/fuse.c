@@ -209,6 +209,17 @@ roots(Fuse *z)
 			z->root[k] = ROOT_MIXED;
 			continue;
 		}
+		if (i->op == OP_hadamard) {
+			/* NVFP4's RHT (and the transpose only it reads): a kernel of
+			 * its own; what reads its result derives from it */
+			char nm[128];
+			int d = def_index(z, i->arg[0]);
+			snprintf(nm, sizeof nm, "%s.hadamard", vname(z, i->res));
+			z->kind[k] = K_GROUP, z->owner[k] = group(z, nm), z->root[k] = i->res;
+			if (d >= 0 && f->ins[d].op == OP_transpose && ir_use_count(f, f->ins[d].res) == 1)
+				z->kind[d] = K_GROUP, z->owner[d] = z->owner[k];
+			continue;
+		}
 		for (int a = 0; a < i->narg; a++) {
 			int d = def_index(z, i->arg[a]);
 			if (d < 0)

@@ -50,7 +50,10 @@ same_attrs(const Ins *a, const Ins *b)
 	    || a->margin != b->margin || a->pow2 != b->pow2 || a->eps != b->eps
 	    || a->nonfinite != b->nonfinite || a->algo != b->algo || a->round != b->round
 	    || a->sat != b->sat || a->stream != b->stream || a->accum != b->accum
-	    || a->accum_n != b->accum_n || a->mxmode != b->mxmode || !ir_type_eq(&a->type, &b->type)
+	    || a->accum_n != b->accum_n || a->mxmode != b->mxmode || a->nan_ignore != b->nan_ignore
+	    || a->zero_keep != b->zero_keep || a->inv != b->inv || a->pow2_log2 != b->pow2_log2
+	    || a->divide != b->divide || a->nvfp4 != b->nvfp4 || a->signs != b->signs
+	    || !ir_type_eq(&a->type, &b->type)
 	    || a->narg != b->narg || a->nmore || b->nmore)
 		return false;
 	for (int k = 0; k < NPASSATTR; k++)

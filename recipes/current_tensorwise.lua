@@ -13,9 +13,9 @@
 -- at EPS = 1e-12). torchao's default GEMM configs: use_fast_accum=True
 -- for the output GEMM, False (fp32) for grad_input and grad_weight.
 -- torchao skips layers whose dims are not multiples of 16: they stay bf16.
--- Status: the knobs above are checked by precc check and implemented by the
--- interpreter's kernels (tests/refsem); lowering them into the IR and the
--- generated kernels is not done yet (docs/recipes.md, "Reference knobs").
+-- Status: the knobs above reach the IR, the interpreter and the generated
+-- kernels; tests/refsem/e2e_build.c checks precc build + the cpu backend
+-- against the reference bit for bit (docs/recipes.md, "Reference knobs").
 recipe "current_tensorwise" {
   description = "torchao tensorwise: e4m3 fwd, e5m2 grads, per-tensor JIT scales",
   format = hybrid,

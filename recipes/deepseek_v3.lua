@@ -24,9 +24,9 @@
 -- tests/refsem), the GEMM multiplies back by sf. amax by torch.amax (NaN
 -- propagates); an inf amax gives sf = inf, codes 0 and NaN
 -- (nonfinite_scale = ieee).
--- Status: the knobs above are checked by precc check and implemented by the
--- interpreter's kernels (tests/refsem); lowering them into the IR and the
--- generated kernels is not done yet (docs/recipes.md, "Reference knobs").
+-- Status: the knobs above reach the IR, the interpreter and the generated
+-- kernels; tests/refsem/e2e_build.c checks precc build + the cpu backend
+-- against the reference bit for bit (docs/recipes.md, "Reference knobs").
 recipe "deepseek_v3" {
   description = "DeepSeek-V3: e4m3, 1x128 activation/gradient tiles, 128x128 weight blocks, fp32 promotion every 128",
   format = e4m3,

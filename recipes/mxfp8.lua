@@ -11,9 +11,9 @@
 -- exponent rounded up, an inf amax saturates to 0xFE; mx_round = rceil),
 -- elements x * 2^(127-e8m0) (util/ptx.cuh:309-318). The OCP spec's
 -- floor(log2(amax)) - emax is mx_round = "floor".
--- Status: mx_round reaches the IR (mx_scale mode=rceil_te) and the generated
--- kernels; amax_nan = ignore is checked and implemented by the interpreter's
--- kernels but not lowered yet, so a NaN in a block still makes it NaN.
+-- Status: mx_round and amax_nan reach the IR (mx_scale mode=rceil_te, amax
+-- nan=ignore), the interpreter and the generated kernels; tests/refsem/
+-- e2e_build.c checks precc build + the cpu backend against TE bit for bit.
 recipe "mxfp8" {
   description = "TE MXFP8BlockScaling: e4m3 elements, 1x32 blocks, e8m0 scales (RCEIL)",
   format = e4m3,

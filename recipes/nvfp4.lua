@@ -15,17 +15,18 @@
 -- "te2.14" is (amax * (1/6)) * S_enc); element multiplier
 -- min(1 / (e4m3 * (1/S_enc)), FLT_MAX) (:758), so a block whose e4m3
 -- scale is 0 saturates.
--- NOT DONE: the random Hadamard transform TE applies to the wgrad
--- operands (no recipe knob or IR op yet).
--- Status: the knobs above are checked by precc check and implemented by the
--- interpreter's kernels (tests/refsem); lowering them into the IR and the
--- generated kernels is not done yet (docs/recipes.md, "Reference knobs").
+-- The wgrad operands (X^T, dY^T) go through TE's random Hadamard transform
+-- first, with TE's signs (rht = "wgrad"; its global amax is post-RHT).
+-- Status: the knobs above reach the IR, the interpreter and the generated
+-- kernels; tests/refsem/e2e_build.c checks precc build + the cpu backend
+-- against the reference bit for bit (docs/recipes.md, "Reference knobs").
 recipe "nvfp4" {
   description = "NVFP4: e2m1, 1x16 blocks with e4m3 scales + fp32 tensor scale, 16x16 weights, SR gradients",
   format = e2m1,
   scaling = nvfp4,
   amax_nan = "ignore",
   nvfp4_scale = "te2.15",
+  rht = "wgrad",
   weight = { scaling = nvfp4 { 16, 16 } },
   grad_output = { round = "sr" },
   accumulate = fp32,

@@ -10,9 +10,9 @@
 -- NaN propagates), max / clamp(amax, 1e-12) in fp64 (:47), and the
 -- power of two as exp2(floor(log2(scale))) (:244-247: pow2_round = log2,
 -- which rounds a scale just below 2^k up to 2^k, unlike TE's mask).
--- Status: the knobs above are checked by precc check and implemented by the
--- interpreter's kernels (tests/refsem); lowering them into the IR and the
--- generated kernels is not done yet (docs/recipes.md, "Reference knobs").
+-- Status: the knobs above reach the IR, the interpreter and the generated
+-- kernels; tests/refsem/e2e_build.c checks precc build + the cpu backend
+-- against the reference bit for bit (docs/recipes.md, "Reference knobs").
 recipe "rowwise" {
   description = "torchao ROWWISE: e4m3 everywhere, rowwise (axiswise) power-of-two scales",
   format = e4m3,

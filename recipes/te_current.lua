@@ -8,9 +8,9 @@
 -- recipe_common.cuh:14-41): amax 0, inf or NaN gives scale 1
 -- (nonfinite_scale = one), fp8_max / amax otherwise, FLT_MAX when that
 -- overflows. tests/refsem/test_te.c checks it bit for bit.
--- Status: the knobs above are checked by precc check and implemented by the
--- interpreter's kernels (tests/refsem); lowering them into the IR and the
--- generated kernels is not done yet (docs/recipes.md, "Reference knobs").
+-- Status: the knobs above reach the IR, the interpreter and the generated
+-- kernels; tests/refsem/e2e_build.c checks precc build + the cpu backend
+-- against the reference bit for bit (docs/recipes.md, "Reference knobs").
 recipe "te_current" {
   description = "TE Float8CurrentScaling: HYBRID, per-tensor JIT scales, eps 0",
   format = hybrid,

@@ -19,9 +19,9 @@
 -- of steps with NaN steps and long zero runs.
 -- Not expressed here: reduce_amax (the all-reduce of amaxes across data-
 -- parallel ranks) is a property of the runtime, not of the kernels.
--- Status: the knobs above are checked by precc check and implemented by the
--- interpreter's kernels (tests/refsem); lowering them into the IR and the
--- generated kernels is not done yet (docs/recipes.md, "Reference knobs").
+-- Status: the knobs above reach the IR, the interpreter and the generated
+-- kernels; tests/refsem/e2e_build.c checks precc build + the cpu backend
+-- against the reference bit for bit (docs/recipes.md, "Reference knobs").
 recipe "te_delayed_hybrid" {
   description = "TE DelayedScaling, HYBRID (e4m3 fwd / e5m2 grads), amax history 1024, max",
   format = hybrid,

@@ -240,6 +240,19 @@ int precc_quantize(const void *x, precc_format xf, long rows, long cols,
 int precc_dequantize(const void *q, precc_format qf, long rows, long cols,
                      precc_block blk, const float *scale_inv, float *y);
 
+/* ---- random Hadamard transform (NVFP4 wgrad, TE's RHT) ----------------
+ * Along each row, in blocks of 16 columns (cols % 16 == 0):
+ *   y[r, 16b + j] = enc_yf( sum_{i=0..15} fl(x[r, 16b + i] * h(i, j)) )
+ *   h(i, j) = (bit i of signs ? -1 : 1) * (-1)^popcount(i & j) / 4
+ * i.e. the block times diag(s) * H16 / 4 (TE: x @ rht_matrix, pytorch/
+ * tensor/nvfp4_tensor.py:94-103; signs 0xd7e8 is TE's wgrad sign vector,
+ * :49-60). The products are exact; the sum is fp32 in ascending i (RNE,
+ * no FMA), then rounded once to yf (f32, bf16 or f16; RNE, overflow to
+ * inf). x: f32, bf16 or f16. The transform is orthogonal: applied to both
+ * operands along a GEMM's K it cancels. */
+int precc_hadamard16(const void *x, precc_format xf, long rows, long cols, unsigned signs,
+                     void *y, precc_format yf, int threads);
+
 /* ---- Philox-4x32-10 (Salmon et al., SC'11; Random123 constants) ------- */
 void precc_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
                          uint32_t out[4]);

@@ -24,6 +24,7 @@
  *    values into the bound state buffers, so every GEMM of a step can read
  *    the state as it was when the step began.
  */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -409,8 +410,10 @@ op_amax(IrInterp *ip, const Ins *i)
 
 	if (need_f32(ip, i, i->res) || check_cover(ip, i, x, i->res))
 		return -1;
-	e = precc_amax(ip->buf[x], vtype(ip, x)->fmt, ip->shape[x][0], ip->shape[x][1],
-	               block_of(vtype(ip, i->res)), fbuf(ip, i->res), NULL);
+	e = precc_amax_policy(ip->buf[x], vtype(ip, x)->fmt, ip->shape[x][0], ip->shape[x][1],
+	                      block_of(vtype(ip, i->res)),
+	                      i->nan_ignore ? PRECC_AMAX_NAN_IGNORE : PRECC_AMAX_NAN_PROPAGATE,
+	                      fbuf(ip, i->res), NULL);
 	return e ? kfail(ip, i, e) : 0;
 }
 
@@ -419,9 +422,15 @@ op_scale(IrInterp *ip, const Ins *i)
 {
 	int a = i->arg[0], e;
 	long n = nelem(ip, a), bad = 0;
-	precc_scale_params p = {.fmax = ir_fmt_max(i->fmt), .margin = i->margin, .pow2 = i->pow2, .eps = i->eps};
-	precc_nonfinite nf = i->nonfinite == NF_ERROR ? PRECC_NF_ERROR : PRECC_NF_KEEP_PREV;
+	precc_scale_params p = {.fmax = ir_fmt_max(i->fmt), .margin = i->margin, .pow2 = i->pow2,
+	                        .eps = i->eps, .amax_over_fmax = i->inv, .zero_keep = i->zero_keep,
+	                        .pow2_log2 = i->pow2_log2};
+	static const precc_nonfinite nfs[NNONFINITE_IR] = {
+		[NF_KEEP] = PRECC_NF_KEEP_PREV, [NF_SKIP] = PRECC_NF_KEEP_PREV,
+		[NF_ERROR] = PRECC_NF_ERROR, [NF_ONE] = PRECC_NF_ONE, [NF_IEEE] = PRECC_NF_IEEE};
+	precc_nonfinite nf = nfs[i->nonfinite];
 	const float *prev = NULL;
+	float *tmp = NULL;
 
 	if (need_f32(ip, i, a) || need_f32(ip, i, i->res) || same_shape(ip, i, a, i->res))
 		return -1;
@@ -432,7 +441,15 @@ op_scale(IrInterp *ip, const Ins *i)
 			return -1;
 		prev = fbuf(ip, i->arg[1]);
 	}
-	e = precc_scales(fbuf(ip, a), n, &p, nf, prev, fbuf(ip, i->res), NULL, &bad);
+	if (i->inv) {
+		/* form=amax_over_fmax: the result is the decode scale sf, which
+		 * precc_scales gives as scale_inv (the multiplier is recip's) */
+		if (!(tmp = malloc((size_t)n * sizeof *tmp)))
+			return fail(ip, i, "out of memory");
+		e = precc_scales(fbuf(ip, a), n, &p, nf, NULL, tmp, fbuf(ip, i->res), &bad);
+		free(tmp);
+	} else
+		e = precc_scales(fbuf(ip, a), n, &p, nf, prev, fbuf(ip, i->res), NULL, &bad);
 	ip->nonfinite += bad;
 	if (bad && i->nonfinite == NF_SKIP)
 		ip->skipped = true;
@@ -489,6 +506,17 @@ op_block_scale(IrInterp *ip, const Ins *i)
 		            ir_fmt_name(vtype(ip, i->res)->fmt));
 	if (nelem(ip, gs) != 1)
 		return fail(ip, i, "the global scale must be a single value");
+	if (i->nvfp4 != NV_PRECC) {
+		/* TE (core_nvfp4.cuh:42-69): genc is the global scale itself */
+		const float genc = fbuf(ip, gs)[0], rcp6 = 1.0f / 6.0f;
+		const float *am = fbuf(ip, a);
+		uint8_t *r = ip->buf[i->res];
+		for (long k = 0; k < nelem(ip, a); k++) {
+			float d = i->nvfp4 == NV_TE215 ? am[k] * (genc * rcp6) : am[k] * rcp6 * genc;
+			r[k] = (uint8_t)precc_encode(PRECC_E4M3, d, PRECC_RNE, true, 0);
+		}
+		return 0;
+	}
 	e = precc_nvfp4_scales(fbuf(ip, a), nelem(ip, a), global_amax(ip, gs), ip->buf[i->res],
 	                       NULL, NULL, NULL);
 	return e ? kfail(ip, i, e) : 0;
@@ -528,6 +556,11 @@ op_history_push(IrInterp *ip, const Ins *i)
 		return -1;
 	if (nelem(ip, a) != 1)
 		return fail(ip, i, "only tensorwise histories (one amax per step) are supported");
+	if (i->zero_keep && fbuf(ip, a)[0] == 0.0f) {
+		/* TE's fused update does not roll on a zero amax (NaN rolls) */
+		memcpy(out, fbuf(ip, h), (size_t)len * sizeof *out);
+		return 0;
+	}
 	memmove(out + 1, fbuf(ip, h), (size_t)(len - 1) * sizeof *out);
 	/* a ring at slot 0: precc_history_push writes the newest amax there */
 	hist.buf = out, hist.len = (int)len, hist.n = 1, hist.pos = 0;
@@ -548,6 +581,14 @@ op_history_reduce(IrInterp *ip, const Ins *i)
 		return fail(ip, i, "result must be one f32 amax");
 	if (len > (1L << 30))
 		return fail(ip, i, "history of %ld slots is too long", len);
+	if (i->nan_ignore && i->algo == HIST_MAX) {
+		/* TE's kernel_bulk: fmaxf from 0 over the history, NaN ignored */
+		float m = 0.0f;
+		for (long k = 0; k < len; k++)
+			m = fmaxf(m, fbuf(ip, h)[k]);
+		fbuf(ip, i->res)[0] = m;
+		return 0;
+	}
 	hist.buf = fbuf(ip, h), hist.len = (int)len, hist.n = 1, hist.pos = len > 1 ? 1 : 0;
 	e = precc_history_reduce(&hist, i->algo == HIST_MOST_RECENT ? PRECC_HIST_MOST_RECENT
 	                                                            : PRECC_HIST_MAX, fbuf(ip, i->res));
@@ -672,19 +713,32 @@ op_quantize(IrInterp *ip, const Ins *i)
 			            "global scale");
 		if (!(tmp = malloc((size_t)n * sizeof *tmp)))
 			return fail(ip, i, "out of memory");
+		/* TE (core_nvfp4.cuh:758): fminf(1 / (dq * (1 / gs)), FLT_MAX) */
+		float gdec = 1.0f / fbuf(ip, g)[0];
 		for (long k = 0; k < n; k++) {
 			float d = precc_decode(sf, ((const uint8_t *)ip->buf[s])[k]);
-			tmp[k] = d == 0.0f ? 0.0f : fbuf(ip, g)[0] / d;
+			tmp[k] = i->nvfp4 != NV_PRECC ? fminf(1.0f / (d * gdec), FLT_MAX)
+			       : d == 0.0f ? 0.0f : fbuf(ip, g)[0] / d;
 		}
 		o.scale = tmp;
 	} else {
 		if (need_f32(ip, i, s))
 			return -1;
-		o.scale = fbuf(ip, s);
+		if (i->divide)        /* x / s (DeepSeek-V3 inference/kernel.py:31) */
+			o.divisor = fbuf(ip, s);
+		else
+			o.scale = fbuf(ip, s);
 	}
 	e = precc_quantize(ip->buf[x], vtype(ip, x)->fmt, ip->shape[x][0], ip->shape[x][1], &o,
 	                   ip->buf[i->res]);
-	if (!e && ip->o.stats)
+	if (!e && ip->o.stats && o.divisor) {
+		/* counted with the multiplier 1/s: near enough for statistics */
+		if (!(tmp = malloc((size_t)n * sizeof *tmp)))
+			return fail(ip, i, "out of memory");
+		for (long k = 0; k < n; k++)
+			tmp[k] = 1.0f / o.divisor[k];
+		quant_stats(ip, i, x, tmp, o.blk, i->res);
+	} else if (!e && ip->o.stats)
 		quant_stats(ip, i, x, o.scale, o.blk, i->res);
 	free(tmp);
 	return e ? kfail(ip, i, e) : 0;
@@ -754,6 +808,18 @@ op_transpose(IrInterp *ip, const Ins *i)
 		            ip->shape[i->res][0], ip->shape[i->res][1], ip->shape[x][0],
 		            ip->shape[x][1]);
 	e = precc_transpose(ip->buf[x], es, ip->shape[x][0], ip->shape[x][1], ip->buf[i->res]);
+	return e ? kfail(ip, i, e) : 0;
+}
+
+static int
+op_hadamard(IrInterp *ip, const Ins *i)
+{
+	int x = i->arg[0], e;
+
+	if (same_shape(ip, i, x, i->res))
+		return -1;
+	e = precc_hadamard16(ip->buf[x], vtype(ip, x)->fmt, ip->shape[x][0], ip->shape[x][1],
+	                     i->signs, ip->buf[i->res], vtype(ip, i->res)->fmt, ip->o.threads);
 	return e ? kfail(ip, i, e) : 0;
 }
 
@@ -998,6 +1064,7 @@ ir_interp_run(IrInterp *ip)
 		case OP_dequantize: r = op_dequantize(ip, i); break;
 		case OP_cast: r = op_cast(ip, i); break;
 		case OP_transpose: r = op_transpose(ip, i); break;
+		case OP_hadamard: r = op_hadamard(ip, i); break;
 		case OP_pad:
 		case OP_slice: r = op_pad_slice(ip, i); break;
 		case OP_gemm: r = op_gemm(ip, i); break;

@@ -8,42 +8,11 @@
 #include <float.h>
 
 #include "precc/interp.h"
-#include "ref.h"
+#include "refs.h"
 
 enum { ROWS = 48, COLS = 384 };
 static float x[ROWS * COLS];
 static uint8_t q[ROWS * COLS];
-
-/* common/utils.cuh:873-998 and recipe/current_scaling.cu:55-60: amax is
- * a chain of fmaxf(fabsf(v), m), so NaN never wins. */
-static float
-te_amax(const float *v, long n, long stride)
-{
-	float m = 0.0f;
-	for (long i = 0; i < n; i++)
-		m = fmaxf(fabsf(v[i * stride]), m);
-	return m;
-}
-
-/* recipe/recipe_common.cuh:14-41 compute_scale_from_amax */
-static float
-te_scale_from_amax(float amax, float max_fp8, int pow2, float eps,
-                   float value_for_inf)
-{
-	float scale = 1.f;
-	if (amax < eps)
-		amax = eps;
-	if (isinf(amax) || amax == 0.f || isnan(amax))
-		return scale;
-	scale = max_fp8 / amax;           /* __fdiv_rn */
-	if (isinf(scale))
-		scale = value_for_inf;
-	if (pow2) {
-		uint32_t b = fbits(scale) & 0xFF800000u;
-		memcpy(&scale, &b, 4);
-	}
-	return scale;
-}
 
 /* ---- Float8CurrentScaling: amax, compute_scale_from_amax_kernel
  * (current_scaling.cu:267-276, value_for_inf FLT_MAX, TE's default
@@ -79,38 +48,6 @@ current(int fmt, precc_format pf, float fmax)
 			}
 		}
 	}
-}
-
-/* ---- DelayedScaling: the state as TE keeps it (amax_history[0] is this
- * step's amax, written by the cast kernel), updated by kernel_bulk
- * (recipe/delayed_scaling.cu:163-253, no reduction buffer), scaled_max
- * = fp8_max * pow(2, -margin) (:331). */
-typedef struct TeState {
-	float hist[1024];
-	int len;
-	float scale;
-} TeState;
-
-static void
-te_update(TeState *s, int most_recent, float scaled_max)
-{
-	float amax = 0, last = s->hist[0];
-	if (last != 0.0f) {                                  /* :186 */
-		float a[1024];
-		for (int i = 0; i < s->len; i++) {
-			a[i] = (i < s->len - 1) ? s->hist[i + 1] : last;  /* :191 */
-			amax = fmaxf(amax, a[i]);                        /* :192 */
-		}
-		for (int i = 0; i < s->len; i++)
-			s->hist[i] = (i > 0) ? a[i] : 0;                 /* :196 */
-	}
-	if (most_recent)
-		amax = last;                                     /* :204 */
-	float scale = isfinite(amax) && amax > 0 ? scaled_max / amax
-	                                         : s->scale;  /* :238-242 */
-	if (isinf(scale))
-		scale = FLT_MAX;                                 /* :247-249 */
-	s->scale = scale;
 }
 
 /* One training run: per step a tensor (its amax from the data, TE's
@@ -154,33 +91,6 @@ delayed(int len, int most_recent, int margin, int steps)
 /* ---- MXFP8BlockScaling: cast/mxfp8/quantize_mxfp8.cuh:255-295 — block
  * amax by fmaxf, e8m0 = float_to_e8m0(amax * max_norm_rcp) (:271),
  * multiplier exp2f_rcp(e8m0) (:283), x * multiplier (:295), satfinite. */
-static uint8_t
-te_float_to_e8m0(float val)           /* util/ptx_arch_spec.cuh:84-103 */
-{
-	if (isnan(val))
-		return 0xFF;
-	if (isinf(val))
-		return 0xFE;
-	if (val == 0.0f)
-		return 0x00;
-	uint32_t u = fbits(val);
-	uint8_t exponent = (uint8_t)(u >> 23);
-	uint32_t mantissa = u & 0x7FFFFF;
-	if ((mantissa > 0 && exponent != 0xFE) && !(exponent == 0 && mantissa <= 0x400000))
-		++exponent;
-	return exponent;
-}
-
-static float
-te_exp2f_rcp(uint8_t b)               /* util/ptx.cuh:309-318 */
-{
-	uint32_t u = b == 255 ? 0x7fffffffu : b == 254 ? 0x00400000u
-	             : (uint32_t)(254 - b) << 23;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 static void
 mxfp8(int fmt, precc_format pf, float fmax)
 {
@@ -227,16 +137,6 @@ mxfp8(int fmt, precc_format pf, float fmax)
  * formula kept at core:42-44), block_scale_inverse = fminf(1 / (S_dec_b *
  * S_dec), FLT_MAX) (qt:758), elements e2m1(x * block_scale_inverse)
  * satfinite RN (qt:770-786, mul_cvt_fp32_to_fp4_4x). */
-static float
-te_genc(float g)
-{
-	float s = 448.0f * 6.0f / g;
-	s = fminf(s, FLT_MAX);
-	if (g == 0.0f || s == 0.0f)
-		return 1.0f;
-	return s;
-}
-
 static void
 nvfp4(precc_nvfp4_formula f)
 {
@@ -310,6 +210,49 @@ nvfp4_formulas_differ(void)
 	CHECK(d > 0, "the two formulas agree everywhere");
 }
 
+static void
+rht(void)
+{
+	enum { R = ROWS, C = COLS };
+	static uint16_t xb[R * C], yb[R * C];
+	float t[16][16];
+	long diff_seq = 0, n = 0;
+
+	te_rht_matrix(t);
+	CHECK(te_sign_mask() == 0xd7e8, "TE's sign mask %04x", te_sign_mask());
+	for (int kase = 0; kase < NCASE; kase++) {
+		fill(x, R, C, kase, 448.0f);
+		for (long i = 0; i < R * C; i++)
+			xb[i] = bf16_of(x[i]);
+		precc_hadamard16(xb, PRECC_BF16, R, C, te_sign_mask(), yb, PRECC_BF16, 0);
+		for (long r = 0; r < R; r++)
+			for (long b = 0; b < C / 16; b++)
+				for (int j = 0; j < 16; j++) {
+					double sum = 0;
+					float seq = 0;
+					for (int i = 0; i < 16; i++) {
+						uint32_t u = (uint32_t)xb[r * C + b * 16 + i] << 16;
+						float xi;
+						memcpy(&xi, &u, 4);
+						sum += (double)xi * t[i][j];
+						seq += xi * t[i][j];
+					}
+					uint16_t ref = bf16_of(sum), got = yb[r * C + b * 16 + j];
+					int nan = (ref & 0x7fff) > 0x7f80 && (got & 0x7fff) > 0x7f80;
+					diff_seq += bf16_of(seq) != ref;
+					n++;
+					if (got != ref && !nan) {
+						CHECK(0, "rht %s (%ld, %ld): %04x vs TE %04x", case_name[kase], r,
+						      b * 16 + j, got, ref);
+						b = C, r = R;
+						break;
+					}
+				}
+	}
+	printf("rht: %ld outputs, fp32-sequential sum differs from the exact one in %ld\n", n,
+	       diff_seq);
+}
+
 int
 main(void)
 {
@@ -324,6 +267,7 @@ main(void)
 	nvfp4(PRECC_NVFP4_TE215);
 	nvfp4(PRECC_NVFP4_TE214);
 	nvfp4_formulas_differ();
+	rht();
 	if (fails) {
 		printf("%d failures\n", fails);
 		return 1;

@@ -12,42 +12,11 @@
 #include <float.h>
 
 #include "precc/interp.h"
-#include "ref.h"
+#include "refs.h"
 
 enum { ROWS = 256, COLS = 384 };
 static float x[ROWS * COLS];
 static uint8_t q[ROWS * COLS];
-
-/* max |v| with NaN winning (torch.max(torch.abs(x)), float8_utils.py:65,
- * torch.amax for axiswise :69, DeepGEMM's .amax, math.py:34/57). */
-static float
-torch_amax(const float *v, long rows, long cols, long stride)
-{
-	float m = 0.0f;
-	for (long r = 0; r < rows; r++)
-		for (long c = 0; c < cols; c++) {
-			float a = fabsf(v[r * stride + c]);
-			if (isnan(a))
-				return NAN;
-			m = a > m ? a : m;
-		}
-	return m;
-}
-
-/* float8_utils.py:32-51 amax_to_scale: fp64 amax, max / clamp(amax,
- * min=EPS=1e-12) (:20, :47) in fp64, to fp32; optional
- * _round_scale_down_to_power_of_2 (:244-247) = exp2(floor(log2(s))). */
-static float
-ao_scale(float amax, double fmax, int pow2)
-{
-	double a = (double)amax;
-	if (a < 1e-12)                    /* torch.clamp keeps NaN */
-		a = 1e-12;
-	float s = (float)(fmax / a);
-	if (pow2)
-		s = exp2f(floorf(log2f(s)));
-	return s;
-}
 
 /* to_fp8_saturated (float8_utils.py:118-137): clamp(x * scale) to
  * [-max, max] (:136, NaN stays NaN), then .to(fp8); the product in fp32
@@ -56,12 +25,6 @@ static int
 ao_code(int fmt, float v, float scale)
 {
 	return rencode(fmt, v * scale);   /* rencode saturates like the clamp */
-}
-
-static int
-code_eq(int r, int g)
-{
-	return r == g || (r == 0x7f && (g & 0x7f) == 0x7f);
 }
 
 /* torchao tensorwise (current_tensorwise): e4m3 and e5m2. */

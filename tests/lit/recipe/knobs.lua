@@ -6,6 +6,8 @@
 -- RUN: %precc check %s --model %recipes/models/tiny.lua 2>&1 | FileCheck %s
 -- RUN: cd %inputs && %exit 1 %precc check recipe_knob_bad_value.lua --model %recipes/models/tiny.lua 2>&1 | FileCheck %s --check-prefix=BAD
 -- RUN: cd %inputs && %exit 1 %precc check recipe_knob_bad_type.lua --model %recipes/models/tiny.lua 2>&1 | FileCheck %s --check-prefix=TYPE
+-- RUN: cd %inputs && %exit 1 %precc check recipe_knob_misplaced.lua --model %recipes/models/tiny.lua 2>&1 | FileCheck %s --check-prefix=PLACE
+-- RUN: cd %inputs && %exit 1 %precc check recipe_knob_form_pow2.lua --model %recipes/models/tiny.lua 2>&1 | FileCheck %s --check-prefix=FORM
 -- RUN: cd %inputs && %precc check recipe_knob_mx_floor.lua --model %recipes/models/tiny.lua 2>&1 | FileCheck %s --check-prefix=OCP
 -- RUN: %precc check %recipes/te_current.lua --model %recipes/models/tiny.lua 2>&1 | FileCheck %s --check-prefix=SHIPPED --implicit-check-not='matches no reference'
 -- RUN: %precc check %recipes/te_delayed_hybrid.lua --model %recipes/models/tiny.lua 2>&1 | FileCheck %s --check-prefix=SHIPPED --implicit-check-not='matches no reference'
@@ -14,9 +16,11 @@
 -- RUN: %precc check %recipes/nvfp4.lua --model %recipes/models/tiny.lua 2>&1 | FileCheck %s --check-prefix=SHIPPED --implicit-check-not='matches no reference'
 -- RUN: %precc check %recipes/rowwise.lua --model %recipes/models/tiny.lua 2>&1 | FileCheck %s --check-prefix=SHIPPED --implicit-check-not='matches no reference'
 -- RUN: %precc check %recipes/current_tensorwise.lua --model %recipes/models/tiny.lua 2>&1 | FileCheck %s --check-prefix=SHIPPED --implicit-check-not='matches no reference'
--- CHECK: recipe/knobs.lua:[[@LINE+7]]: warning: input in fprop: delayed scaling with amax_nan = propagate matches no reference; nearest is TE DelayedScaling (transformer_engine/common/recipe/delayed_scaling.cu), which uses amax_nan = ignore{{$}}
+-- CHECK: recipe/knobs.lua:[[@LINE+9]]: warning: input in fprop: delayed scaling with amax_nan = propagate matches no reference; nearest is TE DelayedScaling (transformer_engine/common/recipe/delayed_scaling.cu), which uses amax_nan = ignore{{$}}
 -- BAD: {{^}}recipe_knob_bad_value.lua:3: error: unknown mx_round 'ceil' (expected one of: rceil_div, rceil, floor){{$}}
 -- TYPE: {{^}}recipe_knob_bad_type.lua:3: error: 'zero_amax' must be one of "one", "keep", not a boolean{{$}}
+-- PLACE: {{^}}recipe_knob_misplaced.lua:3: error: input in fprop: scale_form = amax_over_fmax is for current, rowwise and blockwise scaling, not delayed{{$}}
+-- FORM: {{^}}recipe_knob_form_pow2.lua:3: error: input in fprop: scale_form = amax_over_fmax takes no pow2 (DeepGEMM's sf has none){{$}}
 -- OCP-NOT: warning
 -- SHIPPED: recipe
 recipe "knobs" {

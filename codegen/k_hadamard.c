@@ -1,0 +1,73 @@
+/*
+ * k_hadamard.c — NVFP4's random Hadamard transform (the hadamard op,
+ * precc_hadamard16): y = x_block · diag(s) · H16 / 4 over blocks of 16
+ * along the rows of the result. Thread g owns one block: of transpose(x),
+ * column c = g % C of x, rows 16 (g / C) .. +15 (the wgrad copy, walked as
+ * quant_colblock walks it), else elements 16 g .. 16 g + 15 of x. Each
+ * output is the fp32 sum in ascending i of the exact products x_i · ±1/4,
+ * each add rounded on its own (add.rn, never an FMA), then one cvt.rn to
+ * the result format.
+ */
+#include "emit.h"
+
+/* The 16 outputs of one block, stored at elements base .. base + 15. */
+static void
+transform(E *e, const Ins *h, LLVMValueRef xv[16], LLVMValueRef base)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef y[16];
+
+	for (int j = 0; j < 16; j++) {
+		LLVMValueRef s = cf(e, 0.0);
+		for (int i = 0; i < 16; i++) {
+			int neg = (__builtin_popcount((unsigned)(i & j)) & 1) ^ ((h->signs >> i) & 1);
+			LLVMValueRef p = LLVMBuildFMul(b, xv[i], cf(e, neg ? -0.25 : 0.25), "");
+			LLVMValueRef a[2] = {s, p};
+			s = e->g->host ? LLVMBuildFAdd(b, s, p, "")
+			               : intrin(e, "llvm.nvvm.add.rn.f", NULL, 0, a, 2);
+		}
+		y[j] = s;
+	}
+	for (int j = 0; j < 16; j += 2) {
+		LLVMValueRef idx = LLVMBuildAdd(b, base, c64(e, (uint64_t)j), "");
+		if (h->type.fmt == PRECC_FP32) {
+			store_al(e, y[j], fptr(e, h->res, idx), 4);
+			store_al(e, y[j + 1], fptr(e, h->res, LLVMBuildAdd(b, idx, c64(e, 1), "")), 4);
+		} else {
+			LLVMValueRef pair = asm_cvt_16x2(e->g, h->type.fmt, y[j], y[j + 1]);
+			store_al(e, pair, gep(e, e->ptr[h->res], LLVMBuildMul(b, idx, c64(e, 2), "")), 4);
+		}
+	}
+}
+
+int
+emit_hadamard(E *e)
+{
+	Kern *k = e->k;
+	const Ins *h = &k->f->ins[k->q];
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef R = dimv(e, k->rows), C = dimv(e, k->cols), gid = gid64(e), valid, base;
+	LLVMValueRef xv[16];
+	LLVMBasicBlockRef cont;
+
+	if (k->qsrc != k->x) {
+		LLVMValueRef c = LLVMBuildURem(b, gid, C, ""), rb = LLVMBuildUDiv(b, gid, C, "");
+		valid = LLVMBuildICmp(b, LLVMIntULT, rb, LLVMBuildUDiv(b, R, c64(e, 16), ""), "");
+		cont = begin_if(e, valid);
+		LLVMValueRef r0 = LLVMBuildMul(b, rb, c64(e, 16), "");
+		for (int i = 0; i < 16; i++) {
+			LLVMValueRef r = LLVMBuildAdd(b, r0, c64(e, (uint64_t)i), "");
+			xv[i] = load_elem(e, k->x, LLVMBuildAdd(b, LLVMBuildMul(b, r, C, ""), c, ""));
+		}
+		base = LLVMBuildAdd(b, LLVMBuildMul(b, c, R, ""), r0, "");
+	} else {
+		LLVMValueRef n = LLVMBuildUDiv(b, LLVMBuildMul(b, R, C, ""), c64(e, 16), "");
+		cont = begin_if(e, LLVMBuildICmp(b, LLVMIntULT, gid, n, ""));
+		base = LLVMBuildMul(b, gid, c64(e, 16), "");
+		for (int i = 0; i < 16; i++)
+			xv[i] = load_elem(e, k->x, LLVMBuildAdd(b, base, c64(e, (uint64_t)i), ""));
+	}
+	transform(e, h, xv, base);
+	end_if(e, cont);
+	return 0;
+}
