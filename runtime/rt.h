@@ -151,6 +151,7 @@ typedef struct rt_artifact {
 	const char *layers_of;    /* the target whose layers were read */
 	rt_kdesc *kern; int nkern;
 	rt_layer *layer; int nlayer;
+	precc_training_policy training;   /* "training", or the defaults */
 } rt_artifact;
 
 void rt_artifact_free(precc_rt *rt, rt_artifact *a);

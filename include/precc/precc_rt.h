@@ -354,6 +354,101 @@ int precc_rt_step_phase(const precc_rt *rt, int layer, int step);
 int precc_rt_commit_buffers(precc_rt *rt, int layer, long m,
                             void *const *buffers, void *stream);
 
+/* ---- the training policy: loss scaling, clipping, AdamW --------------
+ *
+ * What a recipe's `training = { ... }` says, from the manifest, and the
+ * host code that carries it out (runtime/train.c). These run on the CPU
+ * over host memory, on either backend: no generated kernels for them yet
+ * (on cuda a trainer downloads gradients or runs its own optimizer). */
+
+typedef enum precc_loss_scaling {
+	PRECC_LOSS_NONE, PRECC_LOSS_STATIC, PRECC_LOSS_DYNAMIC,
+} precc_loss_scaling;
+
+typedef struct precc_training_policy {
+	precc_loss_scaling loss_scale;
+	float loss_scale_init;      /* static scale, or dynamic's initial one */
+	float growth_factor, backoff_factor;
+	int growth_interval;
+	int master_weights;         /* precc_format: fp32, bf16 or fp16 */
+	int optimizer_state;        /* precc_format of AdamW's moments */
+	int stochastic_rounding;    /* of the update into low-precision masters */
+	int from_manifest;          /* 0: the manifest had no "training" key */
+} precc_training_policy;
+
+/* The defaults of docs/recipes.md: no loss scaling (dynamic's numbers:
+ * 65536, 2, 0.5, 2000), fp32 masters and state, no stochastic rounding. */
+void precc_training_policy_default(precc_training_policy *p);
+/* The loaded manifest's policy (the defaults when it has none). */
+void precc_rt_training_policy(const precc_rt *rt, precc_training_policy *p);
+
+/* Loss scaling, torch.amp.GradScaler's rule (docs/runtime.md cites it). */
+typedef struct precc_loss_scaler {
+	precc_loss_scaling kind;
+	float scale;                /* multiply the loss by this; 1 for none */
+	int32_t growth_tracker;     /* consecutive unskipped steps */
+	float growth_factor, backoff_factor;
+	int growth_interval;
+	long steps, skipped;        /* updates seen, and those that skipped */
+} precc_loss_scaler;
+
+void precc_loss_scaler_init(precc_loss_scaler *s, const precc_training_policy *p);
+
+/* One pass over every gradient tensor (the multi-tensor unscale): for
+ * tensor t of n[t] elements of format fmt[t] (fp32, bf16, fp16),
+ * out[t][i] = g * inv_scale in fp32 (g itself when inv_scale is 1), and
+ * the result is 1 when any g is inf or NaN, else 0. out[t] may be
+ * grads[t] when fmt[t] is fp32 (in place). */
+int precc_unscale_check(int ntensors, const void *const *grads,
+                        const int *fmt, const long *n, float inv_scale,
+                        float *const *out);
+
+/* The scale update after a step's check: found_inf -> scale *= backoff,
+ * tracker 0; else tracker + 1, and at growth_interval scale *= growth
+ * (kept only when finite), tracker 0. Static and none never change.
+ * Returns 1 when the optimizer step must be skipped (found_inf), else 0. */
+int precc_loss_scaler_update(precc_loss_scaler *s, int found_inf);
+
+/* Gradient clipping by global norm, after unscaling (torch.nn.utils.
+ * clip_grad_norm_ with norm 2): total = sqrt(sum of squares over every
+ * tensor, in double); when max_norm > 0, every element times
+ * min(1, max_norm / (total + 1e-6)) in fp32. Returns total. */
+double precc_clip_grad_norm(int ntensors, float *const *grads, const long *n,
+                            double max_norm);
+
+/* AdamW (torch.optim.AdamW: decoupled weight decay, bias correction).
+ * Doubles, as torch's Python-side hyperparameters are: 1 - beta1 is
+ * computed in double and only then rounded to fp32. */
+typedef struct precc_adamw {
+	double lr, beta1, beta2, eps, weight_decay;
+} precc_adamw;
+
+/* One parameter tensor's optimizer view, all host memory. */
+typedef struct precc_param {
+	long n;                     /* elements */
+	int master_format;          /* fp32, bf16, fp16 */
+	void *master;               /* n elements: the authoritative weights */
+	int state_format;           /* fp32, bf16, fp16: m and v */
+	void *m, *v;                /* n elements each, zero at the start */
+	int working_format;         /* what the kernels read: fp32, bf16, fp16 */
+	void *working;              /* n elements, or NULL: written from master */
+	uint32_t stream;            /* Philox stream of this tensor (distinct
+	                               per tensor) for stochastic rounding */
+} precc_param;
+
+/* Step t (1, 2, ...) of AdamW on p with the fp32 gradient grad:
+ *   w = w * (1 - lr * wd);  m = m + (1 - b1)(g - m);
+ *   v = b2 v + (1 - b2) g^2;  w = w - lr / (1 - b1^t) * m / (sqrt(v) /
+ *   sqrt(1 - b2^t) + eps)
+ * in fp32 on the decoded values; m and v stored back in state_format
+ * (round to nearest), w in master_format: round to nearest, or with
+ * stochastic set, stochastically with the bits precc_sr_bits(seed,
+ * p->stream, i) (interp.h's Philox stream; a fresh seed per step). Then
+ * working = master in working_format (round to nearest). 0, or -1 on a
+ * bad format or t < 1. */
+int precc_adamw_step(const precc_adamw *h, long t, precc_param *p,
+                     const float *grad, int stochastic, uint64_t seed);
+
 /* ---- scaling state ---------------------------------------------------
  *
  * Per tensor: a ring of the last history_len amax values, the position of
