@@ -248,8 +248,9 @@ int main(int argc, char **argv)
 			printf("], \"final\": %.9g", final_loss(r));
 			if (!r->ref)
 				printf(", \"vs_fp32\": %.6g, \"skipped\": %ld, \"nonfinite\": %ld, "
-				       "\"loss_scale\": %.9g", (final_loss(r) - fref) / fref,
-				       r->scaler.skipped, r->nonfinite, r->scaler.scale);
+				       "\"loss_scale\": %.9g, \"dy_flushed\": %.6g",
+				       (final_loss(r) - fref) / fref, r->scaler.skipped, r->nonfinite,
+				       r->scaler.scale, r->dy_nonzero ? r->dy_flushed / r->dy_nonzero : 0);
 			printf("}");
 		}
 		printf("}\n");
@@ -258,18 +259,20 @@ int main(int argc, char **argv)
 		       "loss floor %.3g\n", DIN, HID, DOUT, BATCH, first + 1, runs[0].steps,
 		       precc_backend_name(runs[0].rt ? precc_rt_backend(runs[0].rt) : be),
 		       LOSS_FLOOR);
-		printf("%-26s %12s %9s %8s %10s %12s\n", "recipe", "final loss", "vs fp32",
-		       "skipped", "nonfinite", "loss scale");
+		printf("%-26s %12s %9s %8s %10s %12s %10s\n", "recipe", "final loss", "vs fp32",
+		       "skipped", "nonfinite", "loss scale", "dy to 0");
 		for (int i = 0; i < nr; i++) {
 			const Run *r = &runs[i];
 			if (r->ref)
 				printf("%-26s %12.4g\n", r->name, fref);
 			else
-				printf("%-26s %12.4g %+8.2f%% %8ld %10ld %12g\n", r->name,
+				printf("%-26s %12.4g %+8.2f%% %8ld %10ld %12g %9.2f%%\n", r->name,
 				       final_loss(r), (final_loss(r) - fref) / fref * 100,
-				       r->scaler.skipped, r->nonfinite, r->scaler.scale);
+				       r->scaler.skipped, r->nonfinite, r->scaler.scale,
+				       r->dy_nonzero ? 100 * r->dy_flushed / r->dy_nonzero : 0);
 		}
-		printf("(final loss: the mean of the last 10 steps) plot: %s\n", path);
+		printf("(final loss: the mean of the last 10 steps; dy to 0: the loss gradients "
+		       "the recipe's dY format rounds to zero) plot: %s\n", path);
 	}
 	for (int i = 0; i < nr; i++)
 		run_close(&runs[i]);

@@ -342,6 +342,12 @@ static int grads_precc(Run *r, const float *x, const float *t, double *loss,
 		g[i] = (float)(2.0 * d / ((double)BATCH * DOUT * GLOBAL)) * r->scaler.scale;
 	}
 	*loss = sum / (BATCH * DOUT);
+	for (long i = 0; i < BATCH * DOUT; i++)
+		if (g[i] != 0) {
+			r->dy_nonzero++;
+			r->dy_flushed += precc_decode((precc_format)b->sz.dy_format,
+			                              precc_encode_default((precc_format)b->sz.dy_format, g[i])) == 0;
+		}
 	for (int i = 0; i < 2; i++)
 		memset(r->L[i].grad, 0, (size_t)(r->L[i].n * r->L[i].k) * 4);
 	/* cpu: dW is added into the fp32 gradient by the runtime (main_grad);

@@ -67,6 +67,8 @@ typedef struct Run {
 	long cap, steps;          /* steps done */
 	long nonfinite;           /* steps whose gradients had inf/NaN */
 	long adam_t;              /* AdamW steps taken */
+	double dy_nonzero, dy_flushed;  /* loss gradients, and those the dY format
+	                                   rounds to zero (underflow) */
 	uint64_t recipe_hash, model_hash;
 } Run;
 

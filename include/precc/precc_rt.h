@@ -249,9 +249,11 @@ int precc_rt_sync(precc_rt *rt, void *stream);
  * enqueue work on `stream` (kernels, memsets, device-to-device copies):
  * no host synchronization and no allocation, so a step can be captured in
  * a CUDA graph. On cpu they run the kernels' IR through the interpreter,
- * which allocates its own values. A layer whose plan cannot be cut so
- * (the manifest has no `gemm` on its steps, or a later phase's output is
- * read earlier) is refused with the reason by every call below. */
+ * which allocates its own values. Phases come from the dataflow: a step
+ * that reads dY or anything computed from it is backward, the delayed-
+ * scaling update (every output a next_state) is commit, the rest forward.
+ * A layer that cannot be cut so (two forward outputs, an M-dependent state,
+ * no x, w or y) is refused with the reason by every call below. */
 
 typedef enum precc_place {
 	PRECC_PLACE_X, PRECC_PLACE_W, PRECC_PLACE_BIAS, PRECC_PLACE_Y,
@@ -353,6 +355,39 @@ int precc_rt_step_phase(const precc_rt *rt, int layer, int step);
  * flag of a forward and backward lives in their saved region). */
 int precc_rt_commit_buffers(precc_rt *rt, int layer, long m,
                             void *const *buffers, void *stream);
+
+/* ---- data-parallel amax reduction (runtime/reduce.c) -------------------
+ *
+ * With data parallelism every rank must commit the same scales: before
+ * precc_rt_commit, the step's amaxes (the saved f32 buffers the layers'
+ * commit steps read: x.amax, w.amax, dy.amax under delayed scaling) are
+ * reduced with max across ranks, as Transformer Engine's reduce_amax does.
+ * One call gathers every amax of the given layers into buf (contiguous,
+ * the caller's, backend memory: device memory on cuda), reduces it once,
+ * and scatters it back into the saved regions; on cuda all copies are
+ * asynchronous on stream. */
+
+/* The callback: reduce n floats of buf in place with max across ranks
+ * (buf is device memory on cuda, host memory on cpu). 0 on success. */
+typedef int (*precc_amax_reduce_fn)(float *buf, size_t n, void *stream,
+                                    void *ctx);
+
+/* The floats buf needs for these layers (layers NULL: 0 .. nlayers-1);
+ * 0 when they have none (or on error). */
+size_t precc_rt_amax_count(const precc_rt *rt, int nlayers, const int *layers);
+
+/* saved[i] is the saved region of layers[i]'s forward at M. 0 or -1. */
+int precc_rt_amax_reduce(precc_rt *rt, int nlayers, const int *layers, long m,
+                         void *const *saved, float *buf, size_t nbuf,
+                         precc_amax_reduce_fn reduce, void *ctx, void *stream);
+
+/* The same through NCCL: libnccl.so.2 is dlopen'ed (never linked) and one
+ * ncclAllReduce(buf, buf, n, ncclFloat32, ncclMax, comm, stream) reduces
+ * the buffer; comm is the caller's ncclComm_t. cuda backend only. 0 or -1
+ * ("nccl: cannot load libnccl.so.2: ...", NCCL's error string). */
+int precc_rt_amax_reduce_nccl(precc_rt *rt, int nlayers, const int *layers,
+                              long m, void *const *saved, float *buf,
+                              size_t nbuf, void *comm, void *stream);
 
 /* ---- the training policy: loss scaling, clipping, AdamW --------------
  *
