@@ -5,6 +5,9 @@
  *
  *   test_layer DIR [delayed]   DIR: what `precc build` wrote (tiny model)
  *   test_layer refuse INPUTS   a hand-written manifest it cannot cut
+ *   test_layer fake DIR LIB    the cuda path on a fake driver that counts
+ *                              its calls (fake_count.c): forward, backward
+ *                              and commit neither allocate nor synchronize
  *
  * Per layer, two training steps, each forward + backward + commit vs one
  * run_layer on the bound buffers: y, dx, dw and every state byte equal,
@@ -17,6 +20,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include "rtcheck.h"
@@ -229,6 +233,60 @@ static int test_refuse(const char *inputs)
 	return finish("runtime.layer.refuse");
 }
 
+/* On the fake driver: the layer API only enqueues (launches, async
+ * memsets and copies): no allocation, no synchronous copy, no sync. */
+static int test_fake(const char *dir, const char *lib)
+{
+	char why[512];
+	void *h = dlopen(lib, RTLD_NOW);
+	void (*reset)(void) = h ? (void (*)(void))dlsym(h, "fake_count_reset") : NULL;
+	long (*blocking)(void) = h ? (long (*)(void))dlsym(h, "fake_count_blocking") : NULL;
+	long (*launches)(void) = h ? (long (*)(void))dlsym(h, "fake_count_launches") : NULL;
+	precc_rt *rt;
+
+	CHECK(reset && blocking && launches);
+	if (!reset)
+		return finish("runtime.layer.fake");
+	setenv("PRECC_LIBCUDA", lib, 1);
+	rt = precc_rt_open(dir, PRECC_BACKEND_CUDA, why, sizeof why);
+	if (!rt)
+		fprintf(stderr, "%s\n", why);
+	CHECK(rt != NULL);
+	if (!rt)
+		return finish("runtime.layer.fake");
+	for (int l = 0; l < 2; l++) {
+		precc_layer_sizes sz;
+		long m = 128;
+		CHECK(precc_rt_layer_sizes(rt, l, m, &sz) == 0);
+		void *st = precc_rt_malloc(rt, sz.state_bytes), *sv = precc_rt_malloc(rt, sz.saved_bytes);
+		void *wk = precc_rt_malloc(rt, sz.workspace_bytes);
+		void *x = precc_rt_malloc(rt, (size_t)(m * sz.k) * 4), *w = precc_rt_malloc(rt, (size_t)(sz.n * sz.k) * 4);
+		void *y = precc_rt_malloc(rt, (size_t)(m * sz.n) * 4), *dy = precc_rt_malloc(rt, (size_t)(m * sz.n) * 4);
+		void *dx = precc_rt_malloc(rt, (size_t)(m * sz.k) * 4), *dw = precc_rt_malloc(rt, (size_t)(sz.n * sz.k) * 4);
+		float mg[16];
+		CHECK(precc_rt_layer_state_init(rt, l, st) == 0);
+		reset();
+		int rcf = precc_rt_forward(rt, l, m, x, w, NULL, y, sv, st, wk, 1, NULL);
+		if (rcf)
+			fprintf(stderr, "%s\n", precc_rt_last_error());
+		CHECK(rcf == 0);
+		CHECK(precc_rt_backward(rt, l, m, x, w, dy, dx, dw, NULL, sv, st, wk, 1, NULL) == 0);
+		CHECK(precc_rt_commit(rt, l, m, sv, st, NULL) == 0);
+		printf("%s: forward + backward + commit on cuda: %ld launches, %ld "
+		       "allocations, synchronous copies or syncs\n",
+		       precc_rt_layer_name(rt, l), launches(), blocking());
+		CHECK(launches() >= precc_rt_step_count(rt, l) - 1 && blocking() == 0);
+		/* main_grad is host code: refused on cuda, with the reason */
+		CHECK(precc_rt_backward(rt, l, m, x, w, dy, dx, NULL, mg, sv, st, wk, 1, NULL) == -1);
+		CHECK(strstr(precc_rt_last_error(), "main_grad epilogue") != NULL);
+		void *b[] = {st, sv, wk, x, w, y, dy, dx, dw};
+		for (int i = 0; i < 9; i++)
+			precc_rt_free(rt, b[i]);
+	}
+	precc_rt_close(rt);
+	return finish("runtime.layer.fake");
+}
+
 int main(int argc, char **argv)
 {
 	char why[512];
@@ -240,6 +298,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "refuse") == 0)
 		return test_refuse(argv[2]);
+	if (strcmp(argv[1], "fake") == 0 && argc == 4)
+		return test_fake(argv[2], argv[3]);
 	rt = precc_rt_open(argv[1], PRECC_BACKEND_CPU, why, sizeof why);
 	if (!rt) {
 		fprintf(stderr, "%s\n", why);
