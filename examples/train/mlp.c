@@ -469,7 +469,8 @@ int write_model(const char *path)
  * identity is a hash over the runs' recipes, its model identity over the
  * model, the task and the trainer's settings, so precc_state_load refuses a
  * checkpoint of other recipes, another model or other settings, and its
- * format version another precc's. Tensors, per run: meta (steps, AdamW
+ * format version another precc's, its first tensor's name ("precc-train
+ * checkpoint 1") another trainer's. Tensors, per run: meta (steps, AdamW
  * steps, nonfinite count, the loss scaler), each linear's master, m, v and
  * layer state region, and the losses so far. Every value round-trips bit
  * for bit, so a resumed run continues exactly. */
@@ -490,7 +491,6 @@ static void ids(Run *runs, int nr, const Config *c, uint64_t *rh, uint64_t *mh)
 	int dims[6] = {DIN, HID, DOUT, BATCH, 0, 0};
 	float task[2] = {AMP, NOISE};
 
-	r = fnv(r, CKPT_TAG, strlen(CKPT_TAG));
 	for (int i = 0; i < nr; i++) {
 		r = fnv(r, runs[i].name, strlen(runs[i].name) + 1);
 		r = fnv(r, &runs[i].recipe_hash, 8);
@@ -513,6 +513,10 @@ static int pieces(Run *runs, int nr, long steps, Piece *p, int max)
 {
 	int n = 0;
 	memset(p, 0, sizeof *p * (size_t)max);
+	/* first, the trainer's checkpoint version: another one is refused as
+	 * "tensor list mismatch: tensor 0 is 'precc-train checkpoint N'" */
+	snprintf(p[n].name, sizeof p[n].name, "%s", CKPT_TAG);
+	p[n++].bytes = 4;
 	for (int i = 0; i < nr && n + 12 < max; i++) {
 		Run *r = &runs[i];
 		snprintf(p[n].name, sizeof p[n].name, "%s:meta", r->name);
