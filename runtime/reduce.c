@@ -42,7 +42,7 @@ static int move(precc_rt *rt, int nl, const int *layers, long m,
 			return -1;
 		}
 		for (int a = 0; a < n; a++) {
-			char *p = (char *)saved[i] + off[a];
+			char *p = buf ? (char *)saved[i] + off[a] : NULL;
 			if (buf && at + nf[a] > cap) {
 				rt_error("amax: the buffer has %zu floats, the layers need more",
 				         cap);
