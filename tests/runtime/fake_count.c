@@ -62,3 +62,27 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned
 	n_launch++;
 	return fake_real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
 }
+
+/* Streams and graphs, enough for test_gpu_layer's code path on this fake:
+ * work runs at once, so a "captured" step has already run when the
+ * capture ends, and launching its graph does nothing more. */
+static int fake_stream, fake_graph, fake_exec, capturing;
+int fake_count_capturing(void) { return capturing; }
+CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned flags) { *s = (CUstream)(void *)&fake_stream; return 0; }
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream s) { return 0; }
+CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m) { capturing = 1; return 0; }
+CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+	*g = (CUgraph)(void *)&fake_graph;
+	capturing = 0;
+	/* a blocking call during the capture would have invalidated it */
+	return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long f)
+{
+	*e = (CUgraphExec)(void *)&fake_exec;
+	return 0;
+}
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream s) { return 0; }
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec e) { return 0; }
+CUresult CUDAAPI cuGraphDestroy(CUgraph g) { return 0; }
