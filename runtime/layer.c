@@ -682,3 +682,42 @@ int rt_commit_amaxes(const precc_rt *rt, int layer, long m, size_t *off,
 		}
 	return n;
 }
+
+/* ---- the model's state in one buffer ----------------------------------------- */
+
+static size_t layer_state_room(const precc_rt *rt, int l)
+{
+	const rt_split *s = rt->art->layer[l].split;
+	return s && !s->why ? align_up(s->state_bytes) : 0;
+}
+
+size_t precc_rt_model_state_offset(const precc_rt *rt, int layer)
+{
+	size_t off = 0;
+
+	for (int l = 0; rt && rt->art && l < layer && l < rt->art->nlayer; l++)
+		off += layer_state_room(rt, l);
+	return off;
+}
+
+size_t precc_rt_model_state_bytes(const precc_rt *rt)
+{
+	return rt && rt->art ? precc_rt_model_state_offset(rt, rt->art->nlayer) : 0;
+}
+
+int precc_rt_model_state_init(precc_rt *rt, void *state)
+{
+	size_t off = 0;
+
+	if (!rt || !rt->art || !state) {
+		rt_error("plan: precc_rt_model_state_init needs a loaded runtime and a buffer");
+		return -1;
+	}
+	for (int l = 0; l < rt->art->nlayer; l++) {
+		size_t room = layer_state_room(rt, l);
+		if (room && precc_rt_layer_state_init(rt, l, (char *)state + off))
+			return -1;
+		off += room;
+	}
+	return 0;
+}

@@ -342,6 +342,18 @@ typedef struct precc_layer_ptrs {
 int precc_rt_layer_bind(const precc_rt *rt, int layer, long m,
                         const precc_layer_ptrs *p, void **buffers);
 
+/* One buffer for the scaling state of the whole model: every layer's state
+ * region (amax histories, scales) end to end, each at a 256-byte aligned
+ * offset, so a model's delayed-scaling state is one allocation, one copy
+ * to checkpoint and one to restore. Pass state + precc_rt_model_state_offset
+ * (rt, l) as layer l's state. (Each layer's update is still its own
+ * kernel: one launch for all of them is not done.) Layers that cannot be
+ * cut take no room. */
+size_t precc_rt_model_state_bytes(const precc_rt *rt);
+size_t precc_rt_model_state_offset(const precc_rt *rt, int layer);
+/* precc_rt_layer_state_init for every layer of that buffer. 0 or -1. */
+int precc_rt_model_state_init(precc_rt *rt, void *state);
+
 /* The phase precc_rt_forward/backward/commit runs step `step` of layer
  * in: 0 forward, 1 backward, 2 commit; -1 when out of range or the layer
  * cannot be cut. After stepping through a layer with precc_rt_run_step

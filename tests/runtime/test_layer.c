@@ -316,6 +316,25 @@ int main(int argc, char **argv)
 			test_one_layer(rt, l, mm > 64 ? mm : 64, argc > 2 &&
 			               strcmp(argv[2], "delayed") == 0);
 	}
+	/* the model's state in one buffer: the layers' regions end to end */
+	{
+		size_t total = precc_rt_model_state_bytes(rt), off = 0;
+		char *all = malloc(total + 1), *one;
+		int ok = 1;
+		CHECK(precc_rt_model_state_init(rt, all) == 0);
+		for (int l = 0; l < precc_rt_layer_count(rt); l++) {
+			precc_layer_sizes sz;
+			CHECK(precc_rt_layer_sizes(rt, l, 128, &sz) == 0);
+			ok &= precc_rt_model_state_offset(rt, l) == off && off % 256 == 0;
+			one = calloc(1, sz.state_bytes + 1);
+			CHECK(precc_rt_layer_state_init(rt, l, one) == 0);
+			ok &= memcmp(all + off, one, sz.state_bytes) == 0;
+			free(one);
+			off += (sz.state_bytes + 255) / 256 * 256;
+		}
+		CHECK(ok && total == off);
+		free(all);
+	}
 	precc_rt_close(rt);
 	return finish("runtime.layer");
 }
