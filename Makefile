@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-asan sweep bench install clean fuzz fuzz-smoke fuzz-build fuzz-deps
+.PHONY: all deps build demo train-demo test test-asan sweep bench install clean fuzz fuzz-smoke fuzz-build fuzz-deps
 
 all: build
 
@@ -20,6 +20,15 @@ build: deps $(BUILD)/CMakeCache.txt
 
 demo: build
 	./$(BUILD)/precc check recipes/te_delayed_hybrid.lua --model recipes/models/llama-3-8b.json
+
+# precc-train (examples/train) on the cpu backend: the MLP under four
+# recipes, fp16 without loss scaling, and fp32; writes $(BUILD)/train/loss.svg.
+TRAIN_STEPS ?= 200
+train-demo: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target precc precc-train
+	./$(BUILD)/examples/train/precc-train --backend cpu --steps $(TRAIN_STEPS) --out $(BUILD)/train \
+	  --recipe bf16 --recipe current_tensorwise --recipe deepseek_v3 \
+	  --recipe fp16_dynamic_loss_scale --recipe fp16_no_loss_scale
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -380,6 +380,19 @@ artifacts_manifest(Build *b, const char *recipe_name, const char *model_name)
 	cJSON_AddStringToObject(o, "name", model_name);
 	snprintf(hex, sizeof hex, "%016llx", (unsigned long long)b->model_hash);
 	cJSON_AddStringToObject(o, "hash", hex);
+	if (b->training) {   /* the recipe's training policy, for precc_rt (docs/artifacts.md) */
+		static const char *const loss[] = {"none", "static", "dynamic"};
+		const TrainingPolicy *tp = b->training;
+		o = cJSON_AddObjectToObject(root, "training");
+		cJSON_AddStringToObject(o, "loss_scale", loss[tp->loss_scale]);
+		cJSON_AddNumberToObject(o, "loss_scale_init", tp->loss_scale_init);
+		cJSON_AddNumberToObject(o, "growth_factor", tp->growth_factor);
+		cJSON_AddNumberToObject(o, "backoff_factor", tp->backoff_factor);
+		cJSON_AddNumberToObject(o, "growth_interval", tp->growth_interval);
+		cJSON_AddStringToObject(o, "master_weights", precc_format_get(tp->master_weights)->name);
+		cJSON_AddStringToObject(o, "optimizer_state", precc_format_get(tp->optimizer_state)->name);
+		cJSON_AddBoolToObject(o, "stochastic_rounding", tp->stochastic_round_updates);
+	}
 	ts = cJSON_AddArrayToObject(root, "targets");
 	for (int t = 0; t < b->ntg; t++)
 		cJSON_AddItemToArray(ts, cJSON_CreateString(b->tg[t]->name));

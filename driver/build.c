@@ -958,6 +958,7 @@ cmd_build(int argc, char **argv)
 	char *mname = model->name && *model->name ? xstrdup(model->name) : stem(b.model_path);
 	b.recipe_hash = file_identity(recipe->path ? recipe->path : b.recipe_path);
 	b.model_hash = model_identity(model);
+	b.training = &recipe->training;
 	double tp = now_ms();
 	b.ms_front = tp - t0;
 	uint64_t ident = 0, bkey = 0;

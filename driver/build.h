@@ -42,6 +42,7 @@ typedef struct Build {
 	pthread_mutex_t mu;
 	int next, done, progress;
 	uint64_t recipe_hash, model_hash;
+	const struct TrainingPolicy *training;   /* the recipe's, for the manifest */
 	double ms_front, ms_passes, ms_compile, ms_write;   /* --time phases */
 	int nlayers, nclass;        /* driver/group.c's classes (0: off) */
 } Build;

@@ -661,6 +661,66 @@ static int load_cuda(Ctx *c, precc_rt *rt, rt_artifact *a, const json *jk,
 
 /* ---- the manifest --------------------------------------------------------- */
 
+/* A number in [lo, hi]. */
+static int need_num(Ctx *c, const json *obj, const char *path, const char *key,
+                    double lo, double hi, float *out)
+{
+	const json *v = need(c, obj, path, key, JSON_NUM);
+
+	if (!v)
+		return -1;
+	if (!(v->num >= lo && v->num <= hi))
+		return bad(c, v, "%s: '%s' is %g, expected a number in [%g, %g]", path,
+		           key, v->num, lo, hi);
+	*out = (float)v->num;
+	return 0;
+}
+
+/* The optional "training": the recipe's training policy. */
+static int read_training(Ctx *c, const json *m, precc_training_policy *tp)
+{
+	static const char *const loss[] = {"none", "static", "dynamic"};
+	const json *t = json_get(m, "training"), *v;
+	long interval;
+	int sr;
+
+	precc_training_policy_default(tp);
+	if (!t)
+		return 0;
+	if (t->kind != JSON_OBJ)
+		return bad(c, t, "'training' is %s, expected an object",
+		           json_kind_name(t->kind));
+	if (!(v = need(c, t, "training", "loss_scale", JSON_STR)))
+		return -1;
+	for (tp->loss_scale = 0; tp->loss_scale < 3; tp->loss_scale++)
+		if (strcmp(v->str, loss[tp->loss_scale]) == 0)
+			break;
+	if (tp->loss_scale == 3)
+		return bad(c, v, "training: 'loss_scale' is \"%s\", expected none, "
+		           "static or dynamic", v->str);
+	if (need_num(c, t, "training", "loss_scale_init", 0, 3.4e38, &tp->loss_scale_init) ||
+	    need_num(c, t, "training", "growth_factor", 1, 3.4e38, &tp->growth_factor) ||
+	    need_num(c, t, "training", "backoff_factor", 0, 1, &tp->backoff_factor) ||
+	    need_long(c, t, "training", "growth_interval", 1, INT32_MAX, &interval) ||
+	    need_bool(c, t, "training", "stochastic_rounding", &sr))
+		return -1;
+	tp->growth_interval = (int)interval;
+	tp->stochastic_rounding = sr;
+	for (int k = 0; k < 2; k++) {
+		const char *key = k ? "optimizer_state" : "master_weights";
+		int f;
+		if (!(v = need(c, t, "training", key, JSON_STR)))
+			return -1;
+		/* any format precc knows: precc_adamw_step says which it keeps */
+		if ((f = precc_format_by_name(v->str)) < 0)
+			return bad(c, v, "training: '%s' is \"%s\", not a format", key,
+			           v->str);
+		*(k ? &tp->optimizer_state : &tp->master_weights) = f;
+	}
+	tp->from_manifest = 1;
+	return 0;
+}
+
 static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 {
 	const json *v, *r, *md, *tg, *ks, *ls;
@@ -690,7 +750,8 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 	    parse_hash(c, md, "model", &a->model_hash) ||
 	    !(tg = need(c, m, "", "targets", JSON_ARR)) ||
 	    !(ks = need(c, m, "", "kernels", JSON_ARR)) ||
-	    !(ls = need(c, m, "", "layers", JSON_ARR)))
+	    !(ls = need(c, m, "", "layers", JSON_ARR)) ||
+	    read_training(c, m, &a->training))
 		return -1;
 	if (!(a->target = calloc(tg->n + 1, sizeof *a->target)) ||
 	    !(a->kern = calloc(ks->n + 1, sizeof *a->kern)) ||

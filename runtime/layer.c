@@ -31,6 +31,8 @@ typedef struct rt_split {
 	int io[NIO];            /* buffer index of each caller tensor, or -1 */
 	int reads_x, reads_w;   /* backward reads the caller's x / w */
 	int has_state;
+	unsigned char *amax;    /* per buffer: a saved f32 the commit reads (an
+	                           amax to reduce across data-parallel ranks) */
 	void **ptr;             /* nbuf pointers: the bound buffers of a call */
 } rt_split;
 
@@ -53,6 +55,7 @@ void rt_split_free(rt_split *s)
 	free(s->place);
 	free(s->minv);
 	free(s->state_off);
+	free(s->amax);
 	free(s->ptr);
 	free(s);
 }
@@ -70,27 +73,18 @@ static int refuse(rt_split *s, const rt_layer *l, const char *fmt, const char *a
 	return 0;
 }
 
-/* The phase of a step: commit when every output is a next_state buffer. */
-static int step_phase(const rt_artifact *a, const rt_layer *l, int st)
+/* Is step st the delayed-scaling update: every output a next_state? */
+static int is_commit(const rt_artifact *a, const rt_layer *l, int st)
 {
 	const rt_kdesc *k = &a->kern[l->step[st].kernel];
 	int outs = 0, next = 0;
-	const char *g = l->step[st].gemm;
 
 	for (int p = 0; p < k->nparam; p++)
 		if (k->param[p].out) {
 			outs++;
 			next += strcmp(l->buf[l->step[st].arg[p]].role, "next_state") == 0;
 		}
-	if (outs && next == outs)
-		return PH_COMMIT;
-	if (!g)
-		return -1;
-	if (strcmp(g, "fprop") == 0)
-		return PH_FWD;
-	if (strcmp(g, "dgrad") == 0 || strcmp(g, "wgrad") == 0)
-		return PH_BWD;
-	return -1;
+	return outs && next == outs;
 }
 
 static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
@@ -100,26 +94,35 @@ static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 		[IO_DY] = "grad_output"};
 	int nb = l->nbuf;
 	unsigned char *wr = calloc((size_t)nb + 1, 1), *rd = calloc((size_t)nb + 1, 1);
+	unsigned char *grad = calloc((size_t)nb + 1, 1);
 	int rc = -1;
 
-	if (!wr || !rd)
+	if (!wr || !rd || !grad)
 		goto out;
 	for (int i = 0; i < NIO; i++)
 		s->io[i] = -1;
+	/* Phases by dataflow, not by the steps' gemm labels (a quantize shared
+	 * by fprop and dgrad carries whichever GEMM follows it): a step that
+	 * reads dY or anything computed from it is backward, the rest forward,
+	 * the update steps commit. Steps come in dependency order. */
+	for (int b = 0; b < nb; b++)
+		grad[b] = strcmp(l->buf[b].role, "grad_output") == 0;
 	for (int st = 0; st < l->nstep; st++) {
 		const rt_kdesc *k = &a->kern[l->step[st].kernel];
-		int ph = step_phase(a, l, st);
-		char num[32];
-		snprintf(num, sizeof num, "%d", st);
-		if (ph < 0) {
-			rc = refuse(s, l, "step %s has no gemm phase ('%s'; a manifest "
-			            "whose steps carry fprop/dgrad/wgrad is needed)", num,
-			            l->step[st].gemm ? l->step[st].gemm : "none");
-			goto out;
-		}
+		int ph = PH_FWD;
+		if (is_commit(a, l, st))
+			ph = PH_COMMIT;
+		else
+			for (int p = 0; p < k->nparam; p++)
+				if (!k->param[p].out && grad[l->step[st].arg[p]])
+					ph = PH_BWD;
 		s->phase[st] = (unsigned char)ph;
-		for (int p = 0; p < k->nparam; p++)
-			(k->param[p].out ? wr : rd)[l->step[st].arg[p]] |= (unsigned char)(1u << ph);
+		for (int p = 0; p < k->nparam; p++) {
+			int b = l->step[st].arg[p];
+			(k->param[p].out ? wr : rd)[b] |= (unsigned char)(1u << ph);
+			if (k->param[p].out && ph == PH_BWD)
+				grad[b] = 1;
+		}
 	}
 	/* a phase may read only what its own or an earlier phase wrote */
 	for (int b = 0; b < nb; b++)
@@ -138,15 +141,21 @@ static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 			if (in_role[i] && strcmp(bf->role, in_role[i]) == 0)
 				io = i;
 		if (io < 0 && strcmp(bf->role, "output") == 0) {
-			/* which GEMM writes it: y (fprop), dx (dgrad), dw (wgrad) */
-			for (int st = 0; st < l->nstep && io < 0; st++) {
+			/* y is the forward's output; of the backward's, dx (dgrad) and
+			 * dw (wgrad) by their GEMM's label, else by shape: dW [n, k]
+			 * does not depend on M */
+			const char *g = NULL;
+			for (int st = 0; st < l->nstep && !g; st++) {
 				const rt_kdesc *k = &a->kern[l->step[st].kernel];
 				for (int p = 0; p < k->nparam; p++)
-					if (k->param[p].out && l->step[st].arg[p] == b && l->step[st].gemm)
-						io = strcmp(l->step[st].gemm, "fprop") == 0 ? IO_Y
-						   : strcmp(l->step[st].gemm, "dgrad") == 0 ? IO_DX
-						   : IO_DW;
+					if (k->param[p].out && l->step[st].arg[p] == b)
+						g = l->step[st].gemm ? l->step[st].gemm : "";
 			}
+			if (wr[b] == 1u << PH_FWD)
+				io = IO_Y;
+			else if (wr[b] == 1u << PH_BWD)
+				io = g && !strcmp(g, "dgrad") ? IO_DX : g && !strcmp(g, "wgrad")
+				   ? IO_DW : s->minv[b] ? IO_DW : IO_DX;
 		}
 		if (io >= 0) {
 			if (s->io[io] >= 0) {
@@ -182,6 +191,8 @@ static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 		}
 		/* scratch: saved when a phase other than its writer's reads it */
 		s->place[b] = (rd[b] & ~wr[b]) ? PRECC_PLACE_SAVED : PRECC_PLACE_WORKSPACE;
+		s->amax[b] = s->place[b] == PRECC_PLACE_SAVED && (rd[b] >> PH_COMMIT & 1) &&
+		             bf->type.fmt == PRECC_FP32 && s->minv[b];
 	}
 	if (s->io[IO_X] >= 0)
 		s->reads_x = rd[s->io[IO_X]] >> PH_BWD & 1;
@@ -196,6 +207,7 @@ static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 out:
 	free(wr);
 	free(rd);
+	free(grad);
 	return rc;
 }
 
@@ -208,6 +220,7 @@ int rt_layers_split(rt_artifact *a)
 		if (!s || !(s->phase = calloc((size_t)l->nstep + 1, 1)) ||
 		    !(s->place = calloc(nb, 1)) || !(s->minv = calloc(nb, 1)) ||
 		    !(s->state_off = calloc(nb, sizeof *s->state_off)) ||
+		    !(s->amax = calloc(nb, 1)) ||
 		    !(s->ptr = calloc(nb, sizeof *s->ptr)) || split_layer(a, l, s)) {
 			rt_split_free(s);
 			rt_error("plan: out of memory");
@@ -648,4 +661,63 @@ int precc_rt_layer_state_init(precc_rt *rt, int layer, void *state)
 	rc = precc_rt_upload(rt, state, img, s->state_bytes);
 	free(img);
 	return rc;
+}
+
+int rt_commit_amaxes(const precc_rt *rt, int layer, long m, size_t *off,
+                     size_t *nfloat, int max)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+	int n = 0;
+
+	if (!(s = need_split(rt, layer, &l)))
+		return -1;
+	for (int b = 0; b < l->nbuf; b++)
+		if (s->amax[b]) {
+			if (n < max) {
+				off[n] = place_offset(l, s, b, m);
+				nfloat[n] = rt_type_bytes(&l->buf[b].type, 1, NULL, NULL) / 4;
+			}
+			n++;
+		}
+	return n;
+}
+
+/* ---- the model's state in one buffer ----------------------------------------- */
+
+static size_t layer_state_room(const precc_rt *rt, int l)
+{
+	const rt_split *s = rt->art->layer[l].split;
+	return s && !s->why ? align_up(s->state_bytes) : 0;
+}
+
+size_t precc_rt_model_state_offset(const precc_rt *rt, int layer)
+{
+	size_t off = 0;
+
+	for (int l = 0; rt && rt->art && l < layer && l < rt->art->nlayer; l++)
+		off += layer_state_room(rt, l);
+	return off;
+}
+
+size_t precc_rt_model_state_bytes(const precc_rt *rt)
+{
+	return rt && rt->art ? precc_rt_model_state_offset(rt, rt->art->nlayer) : 0;
+}
+
+int precc_rt_model_state_init(precc_rt *rt, void *state)
+{
+	size_t off = 0;
+
+	if (!rt || !rt->art || !state) {
+		rt_error("plan: precc_rt_model_state_init needs a loaded runtime and a buffer");
+		return -1;
+	}
+	for (int l = 0; l < rt->art->nlayer; l++) {
+		size_t room = layer_state_room(rt, l);
+		if (room && precc_rt_layer_state_init(rt, l, (char *)state + off))
+			return -1;
+		off += room;
+	}
+	return 0;
 }

@@ -151,6 +151,7 @@ typedef struct rt_artifact {
 	const char *layers_of;    /* the target whose layers were read */
 	rt_kdesc *kern; int nkern;
 	rt_layer *layer; int nlayer;
+	precc_training_policy training;   /* "training", or the defaults */
 } rt_artifact;
 
 void rt_artifact_free(precc_rt *rt, rt_artifact *a);
@@ -174,6 +175,10 @@ int rt_apply_updates(precc_rt *rt, const rt_layer *l, long m,
 
 /* layer.c — called by artifact.c once a manifest is read */
 int rt_layers_split(rt_artifact *a);     /* -1 only when out of memory */
+/* The amaxes layer's commit reads from saved: their offsets and f32
+ * counts (at most max); returns how many there are, or -1. */
+int rt_commit_amaxes(const precc_rt *rt, int layer, long m, size_t *off,
+                     size_t *nfloat, int max);
 void rt_split_free(struct rt_split *s);
 
 /* state.c */

@@ -249,9 +249,11 @@ int precc_rt_sync(precc_rt *rt, void *stream);
  * enqueue work on `stream` (kernels, memsets, device-to-device copies):
  * no host synchronization and no allocation, so a step can be captured in
  * a CUDA graph. On cpu they run the kernels' IR through the interpreter,
- * which allocates its own values. A layer whose plan cannot be cut so
- * (the manifest has no `gemm` on its steps, or a later phase's output is
- * read earlier) is refused with the reason by every call below. */
+ * which allocates its own values. Phases come from the dataflow: a step
+ * that reads dY or anything computed from it is backward, the delayed-
+ * scaling update (every output a next_state) is commit, the rest forward.
+ * A layer that cannot be cut so (two forward outputs, an M-dependent state,
+ * no x, w or y) is refused with the reason by every call below. */
 
 typedef enum precc_place {
 	PRECC_PLACE_X, PRECC_PLACE_W, PRECC_PLACE_BIAS, PRECC_PLACE_Y,
@@ -340,6 +342,18 @@ typedef struct precc_layer_ptrs {
 int precc_rt_layer_bind(const precc_rt *rt, int layer, long m,
                         const precc_layer_ptrs *p, void **buffers);
 
+/* One buffer for the scaling state of the whole model: every layer's state
+ * region (amax histories, scales) end to end, each at a 256-byte aligned
+ * offset, so a model's delayed-scaling state is one allocation, one copy
+ * to checkpoint and one to restore. Pass state + precc_rt_model_state_offset
+ * (rt, l) as layer l's state. (Each layer's update is still its own
+ * kernel: one launch for all of them is not done.) Layers that cannot be
+ * cut take no room. */
+size_t precc_rt_model_state_bytes(const precc_rt *rt);
+size_t precc_rt_model_state_offset(const precc_rt *rt, int layer);
+/* precc_rt_layer_state_init for every layer of that buffer. 0 or -1. */
+int precc_rt_model_state_init(precc_rt *rt, void *state);
+
 /* The phase precc_rt_forward/backward/commit runs step `step` of layer
  * in: 0 forward, 1 backward, 2 commit; -1 when out of range or the layer
  * cannot be cut. After stepping through a layer with precc_rt_run_step
@@ -353,6 +367,134 @@ int precc_rt_step_phase(const precc_rt *rt, int layer, int step);
  * flag of a forward and backward lives in their saved region). */
 int precc_rt_commit_buffers(precc_rt *rt, int layer, long m,
                             void *const *buffers, void *stream);
+
+/* ---- data-parallel amax reduction (runtime/reduce.c) -------------------
+ *
+ * With data parallelism every rank must commit the same scales: before
+ * precc_rt_commit, the step's amaxes (the saved f32 buffers the layers'
+ * commit steps read: x.amax, w.amax, dy.amax under delayed scaling) are
+ * reduced with max across ranks, as Transformer Engine's reduce_amax does.
+ * One call gathers every amax of the given layers into buf (contiguous,
+ * the caller's, backend memory: device memory on cuda), reduces it once,
+ * and scatters it back into the saved regions; on cuda all copies are
+ * asynchronous on stream. */
+
+/* The callback: reduce n floats of buf in place with max across ranks
+ * (buf is device memory on cuda, host memory on cpu). 0 on success. */
+typedef int (*precc_amax_reduce_fn)(float *buf, size_t n, void *stream,
+                                    void *ctx);
+
+/* The floats buf needs for these layers (layers NULL: 0 .. nlayers-1);
+ * 0 when they have none (or on error). */
+size_t precc_rt_amax_count(const precc_rt *rt, int nlayers, const int *layers);
+
+/* saved[i] is the saved region of layers[i]'s forward at M. 0 or -1. */
+int precc_rt_amax_reduce(precc_rt *rt, int nlayers, const int *layers, long m,
+                         void *const *saved, float *buf, size_t nbuf,
+                         precc_amax_reduce_fn reduce, void *ctx, void *stream);
+
+/* The same through NCCL: libnccl.so.2 is dlopen'ed (never linked) and one
+ * ncclAllReduce(buf, buf, n, ncclFloat32, ncclMax, comm, stream) reduces
+ * the buffer; comm is the caller's ncclComm_t. cuda backend only. 0 or -1
+ * ("nccl: cannot load libnccl.so.2: ...", NCCL's error string). */
+int precc_rt_amax_reduce_nccl(precc_rt *rt, int nlayers, const int *layers,
+                              long m, void *const *saved, float *buf,
+                              size_t nbuf, void *comm, void *stream);
+
+/* ---- the training policy: loss scaling, clipping, AdamW --------------
+ *
+ * What a recipe's `training = { ... }` says, from the manifest, and the
+ * host code that carries it out (runtime/train.c). These run on the CPU
+ * over host memory, on either backend: no generated kernels for them yet
+ * (on cuda a trainer downloads gradients or runs its own optimizer). */
+
+typedef enum precc_loss_scaling {
+	PRECC_LOSS_NONE, PRECC_LOSS_STATIC, PRECC_LOSS_DYNAMIC,
+} precc_loss_scaling;
+
+typedef struct precc_training_policy {
+	precc_loss_scaling loss_scale;
+	float loss_scale_init;      /* static scale, or dynamic's initial one */
+	float growth_factor, backoff_factor;
+	int growth_interval;
+	int master_weights;         /* precc_format: fp32, bf16 or fp16 */
+	int optimizer_state;        /* precc_format of AdamW's moments */
+	int stochastic_rounding;    /* of the update into low-precision masters */
+	int from_manifest;          /* 0: the manifest had no "training" key */
+} precc_training_policy;
+
+/* The defaults of docs/recipes.md: no loss scaling (dynamic's numbers:
+ * 65536, 2, 0.5, 2000), fp32 masters and state, no stochastic rounding. */
+void precc_training_policy_default(precc_training_policy *p);
+/* The loaded manifest's policy (the defaults when it has none). */
+void precc_rt_training_policy(const precc_rt *rt, precc_training_policy *p);
+
+/* Loss scaling, torch.amp.GradScaler's rule (docs/runtime.md cites it). */
+typedef struct precc_loss_scaler {
+	precc_loss_scaling kind;
+	float scale;                /* multiply the loss by this; 1 for none */
+	int32_t growth_tracker;     /* consecutive unskipped steps */
+	float growth_factor, backoff_factor;
+	int growth_interval;
+	long steps, skipped;        /* updates seen, and those that skipped */
+} precc_loss_scaler;
+
+void precc_loss_scaler_init(precc_loss_scaler *s, const precc_training_policy *p);
+
+/* One pass over every gradient tensor (the multi-tensor unscale): for
+ * tensor t of n[t] elements of format fmt[t] (fp32, bf16, fp16),
+ * out[t][i] = g * inv_scale in fp32 (g itself when inv_scale is 1), and
+ * the result is 1 when any g is inf or NaN, else 0. out[t] may be
+ * grads[t] when fmt[t] is fp32 (in place). */
+int precc_unscale_check(int ntensors, const void *const *grads,
+                        const int *fmt, const long *n, float inv_scale,
+                        float *const *out);
+
+/* The scale update after a step's check: found_inf -> scale *= backoff,
+ * tracker 0; else tracker + 1, and at growth_interval scale *= growth
+ * (kept only when finite), tracker 0. Static and none never change.
+ * Returns 1 when the optimizer step must be skipped (found_inf), else 0. */
+int precc_loss_scaler_update(precc_loss_scaler *s, int found_inf);
+
+/* Gradient clipping by global norm, after unscaling (torch.nn.utils.
+ * clip_grad_norm_ with norm 2): total = sqrt(sum of squares over every
+ * tensor, in double); when max_norm > 0, every element times
+ * min(1, max_norm / (total + 1e-6)) in fp32. Returns total. */
+double precc_clip_grad_norm(int ntensors, float *const *grads, const long *n,
+                            double max_norm);
+
+/* AdamW (torch.optim.AdamW: decoupled weight decay, bias correction).
+ * Doubles, as torch's Python-side hyperparameters are: 1 - beta1 is
+ * computed in double and only then rounded to fp32. */
+typedef struct precc_adamw {
+	double lr, beta1, beta2, eps, weight_decay;
+} precc_adamw;
+
+/* One parameter tensor's optimizer view, all host memory. */
+typedef struct precc_param {
+	long n;                     /* elements */
+	int master_format;          /* fp32, bf16, fp16 */
+	void *master;               /* n elements: the authoritative weights */
+	int state_format;           /* fp32, bf16, fp16: m and v */
+	void *m, *v;                /* n elements each, zero at the start */
+	int working_format;         /* what the kernels read: fp32, bf16, fp16 */
+	void *working;              /* n elements, or NULL: written from master */
+	uint32_t stream;            /* Philox stream of this tensor (distinct
+	                               per tensor) for stochastic rounding */
+} precc_param;
+
+/* Step t (1, 2, ...) of AdamW on p with the fp32 gradient grad:
+ *   w = w * (1 - lr * wd);  m = m + (1 - b1)(g - m);
+ *   v = b2 v + (1 - b2) g^2;  w = w - lr / (1 - b1^t) * m / (sqrt(v) /
+ *   sqrt(1 - b2^t) + eps)
+ * in fp32 on the decoded values; m and v stored back in state_format
+ * (round to nearest), w in master_format: round to nearest, or with
+ * stochastic set, stochastically with the bits precc_sr_bits(seed,
+ * p->stream, i) (interp.h's Philox stream; a fresh seed per step). Then
+ * working = master in working_format (round to nearest). 0, or -1 on a
+ * bad format or t < 1. */
+int precc_adamw_step(const precc_adamw *h, long t, precc_param *p,
+                     const float *grad, int stochastic, uint64_t seed);
 
 /* ---- scaling state ---------------------------------------------------
  *

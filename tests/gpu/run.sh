@@ -101,7 +101,7 @@ build_runtime_tests() {
 			"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build $t
 	done
 	[ -n "$CUDA_INC" ] || return 0
-	for t in test_backend test_gpu; do
+	for t in test_backend test_gpu test_gpu_layer; do
 		$CC $CFLAGS tests/runtime/$t.c -o "$OUT/$t" \
 			"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build $t
 	done
@@ -153,6 +153,7 @@ if [ -n "$CUDA_INC" ]; then
 	done
 	run runtime.backend.missing "$OUT/test_backend" missing "$OUT/libfake_cuda_missing.so"
 	run runtime.gpu --gpu "$OUT/test_gpu"
+	run runtime.gpu.layer --gpu "$OUT/test_gpu_layer" "$ART/tiny/te_delayed_hybrid"
 	run runtime.plan.fake "$OUT/test_plan" fake "$INPUTS" "$OUT/libfake_cuda.so"
 	run runtime.precc_run sh tests/runtime/precc_run_test.sh "$OUT/precc-run" \
 		"$INPUTS" "$OUT/libfake_cuda.so"

@@ -4,7 +4,10 @@
  * precc_rt_run_layer on the same plan.
  *
  *   test_layer DIR [delayed]   DIR: what `precc build` wrote (tiny model)
- *   test_layer refuse INPUTS   a hand-written manifest without gemm steps
+ *   test_layer refuse INPUTS   a hand-written manifest it cannot cut
+ *   test_layer fake DIR LIB    the cuda path on a fake driver that counts
+ *                              its calls (fake_count.c): forward, backward
+ *                              and commit neither allocate nor synchronize
  *
  * Per layer, two training steps, each forward + backward + commit vs one
  * run_layer on the bound buffers: y, dx, dw and every state byte equal,
@@ -17,6 +20,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include "rtcheck.h"
@@ -204,17 +208,13 @@ static void test_one_layer(precc_rt *rt, int l, long m, int delayed)
 	free(bufB);
 }
 
-/* Inputs/plan's layers have gemm steps but no GEMM (quantize only): no
- * weight, so no forward; with the gemm keys taken out, no phase at all.
- * run_layer still runs them. */
+/* Inputs/plan's layers are quantize steps only: two outputs of the
+ * forward, no weight, so they are refused (run_layer still runs them). */
 static int test_refuse(const char *inputs)
 {
-	char path[4096], tmpl[] = "/tmp/precc-layer-XXXXXX", why[512];
+	char path[4096], why[512];
 	precc_layer_sizes sz;
 	precc_rt *rt;
-	FILE *f;
-	char *text;
-	long n;
 
 	snprintf(path, sizeof path, "%s/plan", inputs);
 	rt = precc_rt_open(path, PRECC_BACKEND_CPU, why, sizeof why);
@@ -230,42 +230,61 @@ static int test_refuse(const char *inputs)
 	CHECK(strstr(precc_rt_last_error(), "would both be its y") != NULL);
 	CHECK(precc_rt_step_phase(rt, 0, 0) == -1);
 	precc_rt_close(rt);
-	/* the same manifest without "gemm" keys */
-	snprintf(path, sizeof path, "%s/plan/manifest.json", inputs);
-	CHECK((f = fopen(path, "rb")) != NULL);
-	if (!f)
-		return finish("runtime.layer.refuse");
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	text = calloc((size_t)n + 1, 1);
-	CHECK(fread(text, 1, (size_t)n, f) == (size_t)n);
-	fclose(f);
-	for (char *g; (g = strstr(text, "\"gemm\": \"")); ) {
-		char *e = strchr(g + 9, ',');
-		memmove(g, e + 1, strlen(e + 1) + 1);
-	}
-	CHECK(mkdtemp(tmpl) != NULL);
-	snprintf(path, sizeof path, "%s/manifest.json", tmpl);
-	CHECK((f = fopen(path, "wb")) != NULL);
-	fputs(text, f);
-	fclose(f);
-	free(text);
-	rt = precc_rt_open(tmpl, PRECC_BACKEND_CPU, why, sizeof why);
+	return finish("runtime.layer.refuse");
+}
+
+/* On the fake driver: the layer API only enqueues (launches, async
+ * memsets and copies): no allocation, no synchronous copy, no sync. */
+static int test_fake(const char *dir, const char *lib)
+{
+	char why[512];
+	void *h = dlopen(lib, RTLD_NOW);
+	void (*reset)(void) = h ? (void (*)(void))dlsym(h, "fake_count_reset") : NULL;
+	long (*blocking)(void) = h ? (long (*)(void))dlsym(h, "fake_count_blocking") : NULL;
+	long (*launches)(void) = h ? (long (*)(void))dlsym(h, "fake_count_launches") : NULL;
+	precc_rt *rt;
+
+	CHECK(reset && blocking && launches);
+	if (!reset)
+		return finish("runtime.layer.fake");
+	setenv("PRECC_LIBCUDA", lib, 1);
+	rt = precc_rt_open(dir, PRECC_BACKEND_CUDA, why, sizeof why);
 	if (!rt)
 		fprintf(stderr, "%s\n", why);
 	CHECK(rt != NULL);
-	if (rt) {
-		CHECK(precc_rt_layer_sizes(rt, 0, 128, &sz) == -1);
-		CHECK_STR(precc_rt_last_error(), "plan: layer 'model.layers.0."
-		          "self_attn.q_proj' cannot be run as forward/backward/"
-		          "commit: step 0 has no gemm phase ('none'; a manifest whose "
-		          "steps carry fprop/dgrad/wgrad is needed)");
-		precc_rt_close(rt);
+	if (!rt)
+		return finish("runtime.layer.fake");
+	for (int l = 0; l < 2; l++) {
+		precc_layer_sizes sz;
+		long m = 128;
+		CHECK(precc_rt_layer_sizes(rt, l, m, &sz) == 0);
+		void *st = precc_rt_malloc(rt, sz.state_bytes), *sv = precc_rt_malloc(rt, sz.saved_bytes);
+		void *wk = precc_rt_malloc(rt, sz.workspace_bytes);
+		void *x = precc_rt_malloc(rt, (size_t)(m * sz.k) * 4), *w = precc_rt_malloc(rt, (size_t)(sz.n * sz.k) * 4);
+		void *y = precc_rt_malloc(rt, (size_t)(m * sz.n) * 4), *dy = precc_rt_malloc(rt, (size_t)(m * sz.n) * 4);
+		void *dx = precc_rt_malloc(rt, (size_t)(m * sz.k) * 4), *dw = precc_rt_malloc(rt, (size_t)(sz.n * sz.k) * 4);
+		float mg[16];
+		CHECK(precc_rt_layer_state_init(rt, l, st) == 0);
+		reset();
+		int rcf = precc_rt_forward(rt, l, m, x, w, NULL, y, sv, st, wk, 1, NULL);
+		if (rcf)
+			fprintf(stderr, "%s\n", precc_rt_last_error());
+		CHECK(rcf == 0);
+		CHECK(precc_rt_backward(rt, l, m, x, w, dy, dx, dw, NULL, sv, st, wk, 1, NULL) == 0);
+		CHECK(precc_rt_commit(rt, l, m, sv, st, NULL) == 0);
+		printf("%s: forward + backward + commit on cuda: %ld launches, %ld "
+		       "allocations, synchronous copies or syncs\n",
+		       precc_rt_layer_name(rt, l), launches(), blocking());
+		CHECK(launches() >= precc_rt_step_count(rt, l) - 1 && blocking() == 0);
+		/* main_grad is host code: refused on cuda, with the reason */
+		CHECK(precc_rt_backward(rt, l, m, x, w, dy, dx, NULL, mg, sv, st, wk, 1, NULL) == -1);
+		CHECK(strstr(precc_rt_last_error(), "main_grad epilogue") != NULL);
+		void *b[] = {st, sv, wk, x, w, y, dy, dx, dw};
+		for (int i = 0; i < 9; i++)
+			precc_rt_free(rt, b[i]);
 	}
-	remove(path);
-	rmdir(tmpl);
-	return finish("runtime.layer.refuse");
+	precc_rt_close(rt);
+	return finish("runtime.layer.fake");
 }
 
 int main(int argc, char **argv)
@@ -279,6 +298,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "refuse") == 0)
 		return test_refuse(argv[2]);
+	if (strcmp(argv[1], "fake") == 0 && argc == 4)
+		return test_fake(argv[2], argv[3]);
 	rt = precc_rt_open(argv[1], PRECC_BACKEND_CPU, why, sizeof why);
 	if (!rt) {
 		fprintf(stderr, "%s\n", why);
@@ -294,6 +315,25 @@ int main(int argc, char **argv)
 		if (l >= 0)
 			test_one_layer(rt, l, mm > 64 ? mm : 64, argc > 2 &&
 			               strcmp(argv[2], "delayed") == 0);
+	}
+	/* the model's state in one buffer: the layers' regions end to end */
+	{
+		size_t total = precc_rt_model_state_bytes(rt), off = 0;
+		char *all = malloc(total + 1), *one;
+		int ok = 1;
+		CHECK(precc_rt_model_state_init(rt, all) == 0);
+		for (int l = 0; l < precc_rt_layer_count(rt); l++) {
+			precc_layer_sizes sz;
+			CHECK(precc_rt_layer_sizes(rt, l, 128, &sz) == 0);
+			ok &= precc_rt_model_state_offset(rt, l) == off && off % 256 == 0;
+			one = calloc(1, sz.state_bytes + 1);
+			CHECK(precc_rt_layer_state_init(rt, l, one) == 0);
+			ok &= memcmp(all + off, one, sz.state_bytes) == 0;
+			free(one);
+			off += (sz.state_bytes + 255) / 256 * 256;
+		}
+		CHECK(ok && total == off);
+		free(all);
 	}
 	precc_rt_close(rt);
 	return finish("runtime.layer");
