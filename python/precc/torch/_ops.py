@@ -4,8 +4,8 @@ runs the layer's steps on tensors, the custom ops torch.compile sees
 and the Group that owns a converted model's runtimes and its delayed-
 scaling updates.
 
-Steps are split by the manifest's `gemm` tag: fprop steps run in forward,
-the others in backward, except the state-update steps (every output a
+Steps are split by dataflow: those y depends on run in forward, the
+others in backward, except the state-update steps (every output a
 next_state: the delayed-scaling amax/scale update), which the Group defers
 to the end of the training step so that all layers' amaxes go through one
 torch.distributed all_reduce(MAX) first (docs/pytorch.md, "Distributed").
@@ -78,6 +78,10 @@ class _Adapter:
             bufs[state.name].copy_(bufs[nxt.name])
 
 
+def self_index(layer, name):
+    return layer.buffer(name).index
+
+
 class Program:
     """One layer on one runtime: which buffers the forward makes and keeps
     for the backward, which steps run when."""
@@ -99,10 +103,22 @@ class Program:
                         "target's (%s)" % (layer.fqn, ", ".join(missing) or "count"))
         B = layer.buffers
         nxt = {b.index for b in layer.role("next_state")}
-        self.fwd = [s for s in layer.steps if s.gemm == "fprop"]
-        self.upd = [s for s in layer.steps if s.gemm != "fprop" and s.outs
+        # The forward is what y depends on, by dataflow: the manifest's gemm
+        # tag names the GEMM a step prepares first in program order, and a
+        # quantize of w that prepares dgrad may also make fprop's w.q.
+        writer = {o: s for s in layer.steps for o in s.outs}
+        fwd, todo = set(), [writer[self_index(layer, "y")]]
+        while todo:
+            s = todo.pop()
+            if s.index not in fwd:
+                fwd.add(s.index)
+                todo += [writer[i] for i in s.ins if i in writer]
+        self.fwd = [s for s in layer.steps if s.index in fwd]
+        if any(layer.buffer("dy").index in s.ins for s in self.fwd):
+            raise Error("precc: layer '%s': y depends on dy" % layer.fqn)
+        self.upd = [s for s in layer.steps if s.index not in fwd and s.outs
                     and all(o in nxt for o in s.outs)]
-        self.bwd = [s for s in layer.steps if s.gemm != "fprop" and s not in self.upd]
+        self.bwd = [s for s in layer.steps if s.index not in fwd and s not in self.upd]
         made_fwd = {o for s in self.fwd for o in s.outs}
         made_bwd = {o for s in self.bwd for o in s.outs}
         read_later = {i for s in self.bwd + self.upd for i in s.ins}
@@ -394,3 +410,26 @@ def _backward(ctx, grads):
 
 
 torch.library.register_autograd("precc::linear", _backward, setup_context=_setup_context)
+
+
+def trace(prog, x, w, bias, state, dy=None, seed=0):
+    """Every buffer of one run of the layer's steps on x (and dy: the
+    backward and the update too), on a copy of state: the quantized
+    operands, scales and amaxes as the kernels wrote them. The module, its
+    state and the Group are untouched."""
+    m = x.shape[0]
+    mp = prog.layer.padded_m(m)
+    bufs = prog.layout.views(state.detach().clone())
+    bufs["x"], bufs["w"] = prog.pad(x.detach(), mp), _aligned(w.detach())
+    if prog.bias is not None:
+        bufs["bias"] = _aligned(bias.detach())
+    steps = list(prog.fwd)
+    if dy is not None:
+        bufs["dy"] = prog.pad(dy.detach(), mp)
+        steps += prog.bwd + prog.upd
+    made = {prog.layer.buffers[o] for s in steps for o in s.outs}
+    for b in sorted(made, key=lambda b: b.index):
+        bufs[b.name] = prog.empty(b, mp, x)
+    # One step at a time, in manifest order within each phase.
+    _Adapter.run(prog.layer, steps, mp, bufs, seed, _stream(x))
+    return bufs
