@@ -12,6 +12,9 @@ import tempfile
 from . import _lib
 from ._lib import Error
 
+# The model description, kept beside the manifest it was built from.
+MODEL_FILE = "precc_model.lua"
+
 # FQNs a model file takes (frontend/model.c).
 FQN_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -90,7 +93,8 @@ def version():
 
 
 def build(recipe, model_path, targets="sm_90a", out=None, jobs=None):
-    """`precc build` into out, or into the cache: one directory per (recipe
+    """`precc build` into out (with a copy of the model file as
+    precc_model.lua), or into the cache: one directory per (recipe
     bytes, model file bytes, targets, compiler version), built in a
     temporary directory and renamed into place, so a directory there is
     always whole and a second convert of the same model reuses it."""
@@ -100,6 +104,7 @@ def build(recipe, model_path, targets="sm_90a", out=None, jobs=None):
         args += ["--jobs", str(jobs)]
     if out is not None:
         _run(args + ["-o", os.fspath(out)], "build")
+        shutil.copyfile(model_path, os.path.join(out, MODEL_FILE))
         return os.fspath(out)
     h = hashlib.sha256()
     for part in (open(recipe, "rb").read(), open(model_path, "rb").read(),
@@ -115,6 +120,7 @@ def build(recipe, model_path, targets="sm_90a", out=None, jobs=None):
     tmp = tempfile.mkdtemp(prefix="." + name + ".", dir=root)
     try:
         _run(args + ["-o", tmp], "build")
+        shutil.copyfile(model_path, os.path.join(tmp, MODEL_FILE))
         try:
             os.rename(tmp, final)
         except OSError:
