@@ -846,6 +846,7 @@ void rt_artifact_free(precc_rt *rt, rt_artifact *a)
 		free(l->step);
 		free(l->update);
 		free(l->fqn);
+		rt_split_free(l->split);
 	}
 	for (int i = 0; i < a->ntarget; i++)
 		free(a->target[i]);
@@ -900,7 +901,7 @@ int precc_rt_load_target(precc_rt *rt, const char *dir, const char *target)
 		rt_error("out of memory reading %s", file);
 		return -1;
 	}
-	if (read_manifest(&c, rt, a, m)) {
+	if (read_manifest(&c, rt, a, m) || rt_layers_split(a)) {
 		rt_artifact_free(rt, a);
 		json_free(m);
 		return -1;

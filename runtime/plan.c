@@ -24,7 +24,7 @@ static const rt_layer *layer_at(const precc_rt *rt, int layer)
 	return &rt->art->layer[layer];
 }
 
-static const rt_layer *need_layer(const precc_rt *rt, int layer)
+const rt_layer *rt_need_layer(const precc_rt *rt, int layer)
 {
 	const rt_layer *l = layer_at(rt, layer);
 
@@ -110,7 +110,7 @@ int precc_rt_buffer_count(const precc_rt *rt, int layer)
 int precc_rt_buffer_info(const precc_rt *rt, int layer, int i, long m,
                          precc_buffer_info *info)
 {
-	const rt_layer *l = need_layer(rt, layer);
+	const rt_layer *l = rt_need_layer(rt, layer);
 	const rt_buffer *b;
 
 	memset(info, 0, sizeof *info);
@@ -146,7 +146,7 @@ int precc_rt_step_count(const precc_rt *rt, int layer)
 int precc_rt_step_info(const precc_rt *rt, int layer, int step,
                        precc_step_info *info)
 {
-	const rt_layer *l = need_layer(rt, layer);
+	const rt_layer *l = rt_need_layer(rt, layer);
 	const rt_kdesc *k;
 
 	memset(info, 0, sizeof *info);
@@ -266,10 +266,7 @@ int precc_rt_sync(precc_rt *rt, void *stream)
 
 /* ---- argument checks ------------------------------------------------------ */
 
-/* Checks steps [first, last) and, when updates, the layer's updates. */
-static int check_args(precc_rt *rt, const rt_layer *l, long m,
-                      void *const *buffers, const size_t *sizes, int first,
-                      int last, int updates)
+int rt_check_m(const rt_layer *l, long m, void *const *buffers)
 {
 	if (m <= 0) {
 		rt_error("plan: layer '%s': M = %ld, the token count must be positive",
@@ -286,48 +283,74 @@ static int check_args(precc_rt *rt, const rt_layer *l, long m,
 		         l->nbuf);
 		return -1;
 	}
-	for (int s = first; s <= last; s++) {
-		const rt_kdesc *k = s < last ? &rt->art->kern[l->step[s].kernel]
-		                             : NULL;
-		int np = k ? k->nparam : updates ? 2 * l->nupdate : 0;
-		for (int p = 0; p < np; p++) {
-			int b = k ? l->step[s].arg[p] : l->update[p / 2][p % 2];
-			const void *ptr = buffers[b];
-			char what[512];
-			size_t need = rt_type_bytes(&l->buf[b].type, m, NULL, NULL);
-			if (!need) {
-				rt_error("plan: layer '%s': buffer '%s' %s overflows at M=%ld",
-				         l->fqn, l->buf[b].name, l->buf[b].type_str, m);
-				return -1;
-			}
-			snprintf(what, sizeof what, "layer '%s' buffer %d '%s'", l->fqn,
-			         b, l->buf[b].name);
-			if (!ptr) {
-				rt_error("plan: %s is NULL", what);
-				return -1;
-			}
-			if (sizes && sizes[b] < need) {
-				rt_error("plan: %s has %zu bytes; %s at M=%ld needs %zu", what,
-				         sizes[b], l->buf[b].type_str, m, need);
-				return -1;
-			}
-			if ((uintptr_t)ptr % ALIGN) {
-				rt_error("plan: %s (%p) is not %d-byte aligned (kernels use "
-				         "%d-byte vector access)", what, ptr, ALIGN, ALIGN);
-				return -1;
-			}
-#ifdef PRECC_HAVE_CUDA_H
-			if (rt->backend == PRECC_BACKEND_CUDA &&
-			    rt_cuda_check_device_ptr(rt, ptr, what))
-				return -1;
-#endif
-			if (rt->backend == PRECC_BACKEND_CPU && rt_cuda_is_device_ptr(ptr)) {
-				rt_error("plan: %s (%p) is device memory; the cpu backend "
-				         "needs host memory", what, ptr);
-				return -1;
-			}
-		}
+	return 0;
+}
+
+int rt_check_buffer(precc_rt *rt, const rt_layer *l, long m,
+                    void *const *buffers, const size_t *sizes, int b)
+{
+	const void *ptr = buffers[b];
+	char what[512];
+	size_t need = rt_type_bytes(&l->buf[b].type, m, NULL, NULL);
+
+	if (!need) {
+		rt_error("plan: layer '%s': buffer '%s' %s overflows at M=%ld",
+		         l->fqn, l->buf[b].name, l->buf[b].type_str, m);
+		return -1;
 	}
+	snprintf(what, sizeof what, "layer '%s' buffer %d '%s'", l->fqn, b,
+	         l->buf[b].name);
+	if (!ptr) {
+		rt_error("plan: %s is NULL", what);
+		return -1;
+	}
+	if (sizes && sizes[b] < need) {
+		rt_error("plan: %s has %zu bytes; %s at M=%ld needs %zu", what,
+		         sizes[b], l->buf[b].type_str, m, need);
+		return -1;
+	}
+	if ((uintptr_t)ptr % ALIGN) {
+		rt_error("plan: %s (%p) is not %d-byte aligned (kernels use "
+		         "%d-byte vector access)", what, ptr, ALIGN, ALIGN);
+		return -1;
+	}
+#ifdef PRECC_HAVE_CUDA_H
+	if (rt->backend == PRECC_BACKEND_CUDA &&
+	    rt_cuda_check_device_ptr(rt, ptr, what))
+		return -1;
+#endif
+	if (rt->backend == PRECC_BACKEND_CPU && rt_cuda_is_device_ptr(ptr)) {
+		rt_error("plan: %s (%p) is device memory; the cpu backend "
+		         "needs host memory", what, ptr);
+		return -1;
+	}
+	return 0;
+}
+
+int rt_check_step(precc_rt *rt, const rt_layer *l, int s, long m,
+                  void *const *buffers, const size_t *sizes)
+{
+	const rt_kdesc *k = &rt->art->kern[l->step[s].kernel];
+
+	for (int p = 0; p < k->nparam; p++)
+		if (rt_check_buffer(rt, l, m, buffers, sizes, l->step[s].arg[p]))
+			return -1;
+	return 0;
+}
+
+/* Checks steps [first, last) and, when updates, the layer's updates. */
+static int check_args(precc_rt *rt, const rt_layer *l, long m,
+                      void *const *buffers, const size_t *sizes, int first,
+                      int last, int updates)
+{
+	if (rt_check_m(l, m, buffers))
+		return -1;
+	for (int s = first; s < last; s++)
+		if (rt_check_step(rt, l, s, m, buffers, sizes))
+			return -1;
+	for (int p = 0; updates && p < 2 * l->nupdate; p++)
+		if (rt_check_buffer(rt, l, m, buffers, sizes, l->update[p / 2][p % 2]))
+			return -1;
 	return 0;
 }
 
@@ -456,39 +479,39 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
 }
 #endif
 
-static int run_steps(precc_rt *rt, const rt_layer *l, int first, int last,
-                     int updates, long m, void *const *buffers,
-                     const size_t *sizes, uint64_t seed, void *stream)
+int rt_run_step_at(precc_rt *rt, const rt_layer *l, int s, long m,
+                   void *const *buffers, uint64_t seed, void *stream,
+                   int *skipped)
 {
-	int skipped = 0;
+	const rt_step *st = &l->step[s];
+	rt_kdesc *k = &rt->art->kern[st->kernel];
+	double t0 = rt->timing ? now() : 0;
+	long rows, cols;
+	int rc;
 
-	if (check_args(rt, l, m, buffers, sizes, first, last, updates))
-		return -1;
-	for (int s = first; s < last; s++) {
-		const rt_step *st = &l->step[s];
-		rt_kdesc *k = &rt->art->kern[st->kernel];
-		double t0 = rt->timing ? now() : 0;
-		long rows, cols;
-		int rc;
+	(void)stream;
 #ifdef PRECC_HAVE_CUDA_H
-		if (rt->backend == PRECC_BACKEND_CUDA) {
-			rc = run_cuda(rt, l, st, k, m, buffers, seed, (CUstream)stream);
-			if (rc == 0 && rt->timing)
-				rc = rt_cuda_sync(rt, (CUstream)stream);
-		} else
+	if (rt->backend == PRECC_BACKEND_CUDA) {
+		rc = run_cuda(rt, l, st, k, m, buffers, seed, (CUstream)stream);
+		if (rc == 0 && rt->timing)
+			rc = rt_cuda_sync(rt, (CUstream)stream);
+	} else
 #endif
-			rc = run_cpu(rt, l, st, k, m, buffers, seed, &skipped);
-		if (rc)
-			return -1;
-		rt_type_bytes(&k->param[k->data].type, m, &rows, &cols);
-		k->launches++;
-		k->elems += (double)rows * (double)cols;
-		if (rt->timing)
-			k->seconds += now() - t0;
-	}
-	/* the layer's state updates commit after its steps (none after a
-	 * step that nonfinite=skip skipped: cpu only, see docs/runtime.md) */
-	for (int u = 0; updates && u < l->nupdate && !skipped; u++) {
+		rc = run_cpu(rt, l, st, k, m, buffers, seed, skipped);
+	if (rc)
+		return -1;
+	rt_type_bytes(&k->param[k->data].type, m, &rows, &cols);
+	k->launches++;
+	k->elems += (double)rows * (double)cols;
+	if (rt->timing)
+		k->seconds += now() - t0;
+	return 0;
+}
+
+int rt_apply_updates(precc_rt *rt, const rt_layer *l, long m,
+                     void *const *buffers, void *stream)
+{
+	for (int u = 0; u < l->nupdate; u++) {
 		int sb = l->update[u][0], nb = l->update[u][1];
 		size_t bytes = rt_type_bytes(&l->buf[sb].type, m, NULL, NULL);
 #ifdef PRECC_HAVE_CUDA_H
@@ -500,15 +523,34 @@ static int run_steps(precc_rt *rt, const rt_layer *l, int first, int last,
 			continue;
 		}
 #endif
+		(void)stream;
 		memmove(buffers[sb], buffers[nb], bytes);
 	}
+	return 0;
+}
+
+static int run_steps(precc_rt *rt, const rt_layer *l, int first, int last,
+                     int updates, long m, void *const *buffers,
+                     const size_t *sizes, uint64_t seed, void *stream)
+{
+	int skipped = 0;
+
+	if (check_args(rt, l, m, buffers, sizes, first, last, updates))
+		return -1;
+	for (int s = first; s < last; s++)
+		if (rt_run_step_at(rt, l, s, m, buffers, seed, stream, &skipped))
+			return -1;
+	/* the layer's state updates commit after its steps (none after a
+	 * step that nonfinite=skip skipped: cpu only, see docs/runtime.md) */
+	if (updates && !skipped)
+		return rt_apply_updates(rt, l, m, buffers, stream);
 	return 0;
 }
 
 int precc_rt_run_layer(precc_rt *rt, int layer, long m, void *const *buffers,
                        uint64_t seed, void *stream)
 {
-	const rt_layer *l = need_layer(rt, layer);
+	const rt_layer *l = rt_need_layer(rt, layer);
 
 	return l ? run_steps(rt, l, 0, l->nstep, 1, m, buffers, NULL, seed, stream)
 	         : -1;
@@ -518,7 +560,7 @@ int precc_rt_run_layer_sized(precc_rt *rt, int layer, long m,
                              void *const *buffers, const size_t *bytes,
                              uint64_t seed, void *stream)
 {
-	const rt_layer *l = need_layer(rt, layer);
+	const rt_layer *l = rt_need_layer(rt, layer);
 
 	return l ? run_steps(rt, l, 0, l->nstep, 1, m, buffers, bytes, seed, stream)
 	         : -1;
@@ -527,7 +569,7 @@ int precc_rt_run_layer_sized(precc_rt *rt, int layer, long m,
 int precc_rt_run_step(precc_rt *rt, int layer, int step, long m,
                       void *const *buffers, uint64_t seed, void *stream)
 {
-	const rt_layer *l = need_layer(rt, layer);
+	const rt_layer *l = rt_need_layer(rt, layer);
 
 	if (!l)
 		return -1;
@@ -596,7 +638,7 @@ out:
 static int state_copy(precc_rt *rt, precc_state *st, int layer,
                       void *const *buffers, int pull)
 {
-	const rt_layer *l = need_layer(rt, layer);
+	const rt_layer *l = rt_need_layer(rt, layer);
 	uint64_t recipe, model;
 
 	if (!l)

@@ -131,12 +131,15 @@ typedef struct rt_step {
 	int *arg;                 /* per kernel param: buffer index */
 } rt_step;
 
+struct rt_split;
+
 typedef struct rt_layer {
 	char *fqn;
 	rt_buffer *buf; int nbuf;
 	rt_step *step; int nstep;
 	int (*update)[2]; int nupdate;  /* (state, next) buffers, after the steps */
 	long m_multiple;          /* lcm over its steps' kernels */
+	struct rt_split *split;   /* layer.c: the plan as forward/backward/commit */
 } rt_layer;
 
 typedef struct rt_artifact {
@@ -151,6 +154,27 @@ typedef struct rt_artifact {
 } rt_artifact;
 
 void rt_artifact_free(precc_rt *rt, rt_artifact *a);
+
+/* plan.c — the pieces of a layer run that layer.c reuses */
+const rt_layer *rt_need_layer(const precc_rt *rt, int layer);
+int rt_check_m(const rt_layer *l, long m, void *const *buffers);
+/* buffer b: not NULL, sizes[b] (when sizes) enough at M, aligned, the
+ * backend's kind of memory */
+int rt_check_buffer(precc_rt *rt, const rt_layer *l, long m,
+                    void *const *buffers, const size_t *sizes, int b);
+int rt_check_step(precc_rt *rt, const rt_layer *l, int s, long m,
+                  void *const *buffers, const size_t *sizes);
+/* one step, no checks; cpu ORs its nonfinite=skip into *skipped */
+int rt_run_step_at(precc_rt *rt, const rt_layer *l, int s, long m,
+                   void *const *buffers, uint64_t seed, void *stream,
+                   int *skipped);
+/* the layer's updates: each next_state buffer copied over its state */
+int rt_apply_updates(precc_rt *rt, const rt_layer *l, long m,
+                     void *const *buffers, void *stream);
+
+/* layer.c — called by artifact.c once a manifest is read */
+int rt_layers_split(rt_artifact *a);     /* -1 only when out of memory */
+void rt_split_free(struct rt_split *s);
 
 /* state.c */
 void rt_state_ids(const precc_state *st, uint64_t *recipe, uint64_t *model);

@@ -182,7 +182,8 @@ int precc_rt_run_layer(precc_rt *rt, int layer, long m, void *const *buffers,
 
 /* Runs step `step` of layer alone, with the same checks (on that step's
  * buffers only) and launch as precc_rt_run_layer, but no state updates
- * (those belong to the whole layer). For benchmarks and bisecting. */
+ * (those belong to the whole layer: precc_rt_commit_buffers commits them
+ * after steps run one by one). For benchmarks and bisecting. */
 int precc_rt_run_step(precc_rt *rt, int layer, int step, long m,
                       void *const *buffers, uint64_t seed, void *stream);
 
@@ -215,6 +216,143 @@ int precc_rt_upload(precc_rt *rt, void *dst, const void *src, size_t bytes);
 int precc_rt_download(precc_rt *rt, void *dst, const void *src, size_t bytes);
 /* Waits for everything queued on stream (cuda); 0 on cpu. */
 int precc_rt_sync(precc_rt *rt, void *stream);
+
+/* ---- a layer as forward, backward and commit ---------------------------
+ *
+ * The training view of a layer's plan (docs/runtime.md, "Training with
+ * the layer API"). A step of training calls, per layer:
+ *
+ *   precc_rt_forward    X, W (, bias) -> Y, and fills `saved`: what the
+ *                       backward needs (the quantized X or its transposed
+ *                       copy, scales, amaxes);
+ *   precc_rt_backward   dY and saved -> dX and dW (or dW added into an
+ *                       fp32 main_grad);
+ *   precc_rt_commit     once per training step, after the backward: the
+ *                       delayed-scaling update (amax histories and scales
+ *                       from this step's amaxes) and its copy into `state`.
+ *
+ * Forward reads the scales in `state` and never changes them, so every
+ * micro-batch of a step quantizes with the same scales, and a run of
+ * forward + backward + commit equals precc_rt_run_layer bit for bit.
+ *
+ * Memory, all the caller's (device memory on cuda, host on cpu), sized by
+ * precc_rt_layer_sizes:
+ *   state      per layer, for the whole run: scales, amax histories (and
+ *              the update's next values); M-independent; initialize with
+ *              precc_rt_layer_state_init;
+ *   saved      per forward call, from the forward to its backward and the
+ *              commit (like the tensors autograd saves);
+ *   workspace  scratch of one call only: one workspace, sized for the
+ *              largest layer and M, may serve every call in turn on a
+ *              stream.
+ * Each must be 16-byte aligned. On cuda, forward, backward and commit only
+ * enqueue work on `stream` (kernels, memsets, device-to-device copies):
+ * no host synchronization and no allocation, so a step can be captured in
+ * a CUDA graph. On cpu they run the kernels' IR through the interpreter,
+ * which allocates its own values. A layer whose plan cannot be cut so
+ * (the manifest has no `gemm` on its steps, or a later phase's output is
+ * read earlier) is refused with the reason by every call below. */
+
+typedef enum precc_place {
+	PRECC_PLACE_X, PRECC_PLACE_W, PRECC_PLACE_BIAS, PRECC_PLACE_Y,
+	PRECC_PLACE_DY, PRECC_PLACE_DX, PRECC_PLACE_DW,
+	PRECC_PLACE_STATE,      /* in the layer's state region */
+	PRECC_PLACE_SAVED,      /* in the saved region of one forward call */
+	PRECC_PLACE_WORKSPACE,  /* in the workspace of one call */
+} precc_place;
+
+typedef struct precc_layer_sizes {
+	size_t state_bytes;     /* M-independent */
+	size_t saved_bytes;     /* at M */
+	size_t workspace_bytes; /* at M; forward's, backward's and commit's max */
+	long k, n;              /* X is [M, k], W [n, k], Y and dY [M, n] */
+	int has_bias;           /* forward reads a bias of n elements */
+	int backward_reads_x;   /* backward reads the caller's X (unquantized
+	                           plans, bf16): keep it alive until then */
+	int backward_reads_w;   /* likewise the caller's W */
+	int has_state;          /* state_bytes > 0: commit has work */
+	int x_format, w_format, y_format, dy_format, dx_format, dw_format;
+	                        /* precc_format of each caller tensor */
+} precc_layer_sizes;
+
+/* Fills *s for layer at M. 0, or -1 (layer out of range, M bad, a plan
+ * that cannot be cut into forward/backward/commit, with why). */
+int precc_rt_layer_sizes(const precc_rt *rt, int layer, long m,
+                         precc_layer_sizes *s);
+
+/* Where buffer i of layer (precc_rt_buffer_info's order) lives at M: one
+ * of the caller's tensors, or an offset into state, saved or workspace.
+ * So a caller finds the quantized X ("x.q.t") in its saved region, or an
+ * amax to reduce across ranks. 0 or -1. */
+int precc_rt_buffer_place(const precc_rt *rt, int layer, int i, long m,
+                          precc_place *place, size_t *offset);
+
+/* Writes a fresh state into the layer's state region: every scale-typed
+ * state buffer (a type with a block, "f32[1,1]{*x*}") 1.0, everything
+ * else (amax histories, next values) 0, as Transformer Engine starts.
+ * Synchronous (an upload on cuda). 0 or -1. */
+int precc_rt_layer_state_init(precc_rt *rt, int layer, void *state);
+
+/* The forward steps of layer at M: x [M, k], w [n, k], bias (NULL when
+ * the layer has none) -> y [M, n], filling saved. 0 or -1 (checks as
+ * precc_rt_run_layer's, on the buffers these steps touch). */
+int precc_rt_forward(precc_rt *rt, int layer, long m, const void *x,
+                     const void *w, const void *bias, void *y, void *saved,
+                     void *state, void *workspace, uint64_t seed,
+                     void *stream);
+
+/* The backward steps: dy [M, n] and the saved region of the forward at
+ * the same M (and x, w when backward_reads_x / _w; else they may be NULL)
+ * -> dx [M, k] and dw [n, k] in the plan's output formats.
+ * dx NULL: the dgrad GEMM is not run (a first layer). dw NULL and
+ * main_grad NULL: the wgrad GEMM is not run (a frozen weight).
+ * main_grad (fp32 [n, k], or NULL): dW is added into it, main_grad[i] +=
+ * dW[i] in fp32, after the wgrad GEMM (dW rounded to the plan's dw format
+ * first; dw may then be NULL, the workspace holds it). No shipped plan has
+ * a main_grad epilogue yet, so the runtime does this add on the host: cpu
+ * backend only; on cuda main_grad is refused with the reason. 0 or -1. */
+int precc_rt_backward(precc_rt *rt, int layer, long m, const void *x,
+                      const void *w, const void *dy, void *dx, void *dw,
+                      float *main_grad, void *saved, void *state,
+                      void *workspace, uint64_t seed, void *stream);
+
+/* Once per training step, after the backward: runs the layer's state
+ * update steps (delayed scaling: amax histories and scales, from the
+ * amaxes in saved) and copies their next values over the state, on
+ * stream. Returns 0 when committed, 1 when the cpu backend skipped the
+ * commit because a step of this forward or backward found non-finite
+ * values under nonfinite=skip (the state is unchanged), -1 on error. A
+ * layer without state: 0, nothing to do. */
+int precc_rt_commit(precc_rt *rt, int layer, long m, void *saved,
+                    void *state, void *stream);
+
+/* The regions as a buffers[] array for the buffer-array calls
+ * (precc_rt_run_layer, precc_rt_run_step, precc_rt_state_pull/push):
+ * buffers[i] = the pointer of buffer i's place (+ its offset). Pointers of
+ * places the caller does not have may be NULL; they give NULL entries. */
+typedef struct precc_layer_ptrs {
+	const void *x, *w, *bias;
+	void *y;
+	const void *dy;
+	void *dx, *dw;
+	void *state, *saved, *workspace;
+} precc_layer_ptrs;
+int precc_rt_layer_bind(const precc_rt *rt, int layer, long m,
+                        const precc_layer_ptrs *p, void **buffers);
+
+/* The phase precc_rt_forward/backward/commit runs step `step` of layer
+ * in: 0 forward, 1 backward, 2 commit; -1 when out of range or the layer
+ * cannot be cut. After stepping through a layer with precc_rt_run_step
+ * (which commits nothing), precc_rt_commit_buffers commits. */
+int precc_rt_step_phase(const precc_rt *rt, int layer, int step);
+
+/* precc_rt_commit on the buffer-array form: runs the commit steps and the
+ * layer's updates. The update steps are pure functions of state and the
+ * step's amaxes, so running them again after precc_rt_run_step ran them
+ * gives the same state. 0 or -1 (it always commits: the nonfinite=skip
+ * flag of a forward and backward lives in their saved region). */
+int precc_rt_commit_buffers(precc_rt *rt, int layer, long m,
+                            void *const *buffers, void *stream);
 
 /* ---- scaling state ---------------------------------------------------
  *

@@ -1,0 +1,651 @@
+/*
+ * layer.c — a layer's plan cut into forward, backward and commit
+ * (precc_rt.h, "a layer as forward, backward and commit"), and the
+ * caller-owned regions (state, saved, workspace) its buffers live in.
+ *
+ * The cut is computed once per layer when the manifest loads
+ * (rt_layers_split): each step's phase from its `gemm` (fprop: forward;
+ * dgrad, wgrad: backward) unless every output is a next_state buffer (the
+ * delayed-scaling update: commit); each buffer's place from its role and
+ * from which phases write and read it. Calls then only walk those tables:
+ * nothing here allocates or synchronizes after the load.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+enum { PH_FWD, PH_BWD, PH_COMMIT, NPHASE };
+enum { IO_X, IO_W, IO_BIAS, IO_Y, IO_DY, IO_DX, IO_DW, NIO };
+
+#define REGION_ALIGN 256   /* each buffer's offset in a region */
+#define SAVED_HEADER 64    /* saved[0..4): the cpu backend's skip flag */
+
+typedef struct rt_split {
+	char *why;              /* not NULL: the layer cannot be cut, and why */
+	unsigned char *phase;   /* per step */
+	unsigned char *place;   /* per buffer: precc_place */
+	unsigned char *minv;    /* per buffer: its size does not depend on M */
+	size_t *state_off;      /* per buffer: offset in state (PLACE_STATE) */
+	size_t state_bytes;
+	int io[NIO];            /* buffer index of each caller tensor, or -1 */
+	int reads_x, reads_w;   /* backward reads the caller's x / w */
+	int has_state;
+	void **ptr;             /* nbuf pointers: the bound buffers of a call */
+} rt_split;
+
+static size_t align_up(size_t n) { return (n + REGION_ALIGN - 1) & ~(size_t)(REGION_ALIGN - 1); }
+
+static int m_free(const rt_type *t)
+{
+	for (int d = 0; d < t->rank; d++)
+		if (t->dim[d] < 0)
+			return 0;
+	return 1;
+}
+
+void rt_split_free(rt_split *s)
+{
+	if (!s)
+		return;
+	free(s->why);
+	free(s->phase);
+	free(s->place);
+	free(s->minv);
+	free(s->state_off);
+	free(s->ptr);
+	free(s);
+}
+
+static int refuse(rt_split *s, const rt_layer *l, const char *fmt, const char *a,
+                  const char *b)
+{
+	char msg[1024], what[768];
+
+	snprintf(what, sizeof what, fmt, a, b);
+	snprintf(msg, sizeof msg, "layer '%s' cannot be run as forward/backward/"
+	         "commit: %s", l->fqn, what);
+	if (!(s->why = strdup(msg)))
+		return -1;
+	return 0;
+}
+
+/* The phase of a step: commit when every output is a next_state buffer. */
+static int step_phase(const rt_artifact *a, const rt_layer *l, int st)
+{
+	const rt_kdesc *k = &a->kern[l->step[st].kernel];
+	int outs = 0, next = 0;
+	const char *g = l->step[st].gemm;
+
+	for (int p = 0; p < k->nparam; p++)
+		if (k->param[p].out) {
+			outs++;
+			next += strcmp(l->buf[l->step[st].arg[p]].role, "next_state") == 0;
+		}
+	if (outs && next == outs)
+		return PH_COMMIT;
+	if (!g)
+		return -1;
+	if (strcmp(g, "fprop") == 0)
+		return PH_FWD;
+	if (strcmp(g, "dgrad") == 0 || strcmp(g, "wgrad") == 0)
+		return PH_BWD;
+	return -1;
+}
+
+static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
+{
+	static const char *const in_role[NIO] = {
+		[IO_X] = "input", [IO_W] = "weight", [IO_BIAS] = "bias",
+		[IO_DY] = "grad_output"};
+	int nb = l->nbuf;
+	unsigned char *wr = calloc((size_t)nb + 1, 1), *rd = calloc((size_t)nb + 1, 1);
+	int rc = -1;
+
+	if (!wr || !rd)
+		goto out;
+	for (int i = 0; i < NIO; i++)
+		s->io[i] = -1;
+	for (int st = 0; st < l->nstep; st++) {
+		const rt_kdesc *k = &a->kern[l->step[st].kernel];
+		int ph = step_phase(a, l, st);
+		char num[32];
+		snprintf(num, sizeof num, "%d", st);
+		if (ph < 0) {
+			rc = refuse(s, l, "step %s has no gemm phase ('%s'; a manifest "
+			            "whose steps carry fprop/dgrad/wgrad is needed)", num,
+			            l->step[st].gemm ? l->step[st].gemm : "none");
+			goto out;
+		}
+		s->phase[st] = (unsigned char)ph;
+		for (int p = 0; p < k->nparam; p++)
+			(k->param[p].out ? wr : rd)[l->step[st].arg[p]] |= (unsigned char)(1u << ph);
+	}
+	/* a phase may read only what its own or an earlier phase wrote */
+	for (int b = 0; b < nb; b++)
+		for (int ph = 0; ph < NPHASE; ph++)
+			if ((rd[b] >> ph & 1) && (wr[b] >> ph) > 1 && !(wr[b] & ((2u << ph) - 1))) {
+				rc = refuse(s, l, "buffer '%s' is read in the %s phase before a "
+				            "later phase writes it", l->buf[b].name,
+				            ph == PH_FWD ? "forward" : "backward");
+				goto out;
+			}
+	for (int b = 0; b < nb; b++) {
+		const rt_buffer *bf = &l->buf[b];
+		int io = -1;
+		s->minv[b] = (unsigned char)m_free(&bf->type);
+		for (int i = 0; i < NIO; i++)
+			if (in_role[i] && strcmp(bf->role, in_role[i]) == 0)
+				io = i;
+		if (io < 0 && strcmp(bf->role, "output") == 0) {
+			/* which GEMM writes it: y (fprop), dx (dgrad), dw (wgrad) */
+			for (int st = 0; st < l->nstep && io < 0; st++) {
+				const rt_kdesc *k = &a->kern[l->step[st].kernel];
+				for (int p = 0; p < k->nparam; p++)
+					if (k->param[p].out && l->step[st].arg[p] == b && l->step[st].gemm)
+						io = strcmp(l->step[st].gemm, "fprop") == 0 ? IO_Y
+						   : strcmp(l->step[st].gemm, "dgrad") == 0 ? IO_DX
+						   : IO_DW;
+			}
+		}
+		if (io >= 0) {
+			if (s->io[io] >= 0) {
+				static const char *const ion[NIO] = {"x", "w", "bias", "y",
+				                                     "dy", "dx", "dw"};
+				char two[512];
+				snprintf(two, sizeof two, "'%s' and '%s'", l->buf[s->io[io]].name,
+				         bf->name);
+				rc = refuse(s, l, "buffers %s would both be its %s", two, ion[io]);
+				goto out;
+			}
+			s->io[io] = b;
+			s->place[b] = (unsigned char)(PRECC_PLACE_X + io);
+			continue;
+		}
+		if (strcmp(bf->role, "state") == 0 || strcmp(bf->role, "next_state") == 0) {
+			size_t bytes = rt_type_bytes(&bf->type, 1, NULL, NULL);
+			if (!s->minv[b]) {
+				rc = refuse(s, l, "state buffer '%s' %s depends on M", bf->name,
+				            bf->type_str);
+				goto out;
+			}
+			s->place[b] = PRECC_PLACE_STATE;
+			s->state_off[b] = s->state_bytes;
+			s->state_bytes += align_up(bytes);
+			s->has_state = 1;
+			continue;
+		}
+		if (!wr[b]) {
+			rc = refuse(s, l, "buffer '%s' (role %s) is read but no step writes "
+			            "it", bf->name, bf->role);
+			goto out;
+		}
+		/* scratch: saved when a phase other than its writer's reads it */
+		s->place[b] = (rd[b] & ~wr[b]) ? PRECC_PLACE_SAVED : PRECC_PLACE_WORKSPACE;
+	}
+	if (s->io[IO_X] >= 0)
+		s->reads_x = rd[s->io[IO_X]] >> PH_BWD & 1;
+	if (s->io[IO_W] >= 0)
+		s->reads_w = rd[s->io[IO_W]] >> PH_BWD & 1;
+	if (s->io[IO_X] < 0 || s->io[IO_W] < 0 || s->io[IO_Y] < 0) {
+		rc = refuse(s, l, "it has no %s%s", s->io[IO_X] < 0 ? "input x"
+		            : s->io[IO_W] < 0 ? "weight w" : "output y", "");
+		goto out;
+	}
+	rc = 0;
+out:
+	free(wr);
+	free(rd);
+	return rc;
+}
+
+int rt_layers_split(rt_artifact *a)
+{
+	for (int i = 0; i < a->nlayer; i++) {
+		rt_layer *l = &a->layer[i];
+		rt_split *s = calloc(1, sizeof *s);
+		size_t nb = (size_t)l->nbuf + 1;
+		if (!s || !(s->phase = calloc((size_t)l->nstep + 1, 1)) ||
+		    !(s->place = calloc(nb, 1)) || !(s->minv = calloc(nb, 1)) ||
+		    !(s->state_off = calloc(nb, sizeof *s->state_off)) ||
+		    !(s->ptr = calloc(nb, sizeof *s->ptr)) || split_layer(a, l, s)) {
+			rt_split_free(s);
+			rt_error("plan: out of memory");
+			return -1;
+		}
+		l->split = s;
+	}
+	return 0;
+}
+
+/* ---- regions --------------------------------------------------------------- */
+
+static const rt_split *need_split(const precc_rt *rt, int layer,
+                                  const rt_layer **lp)
+{
+	const rt_layer *l = rt_need_layer(rt, layer);
+
+	if (!l)
+		return NULL;
+	if (!l->split) {
+		rt_error("plan: layer '%s' was not prepared for forward/backward", l->fqn);
+		return NULL;
+	}
+	if (l->split->why) {
+		rt_error("plan: %s", l->split->why);
+		return NULL;
+	}
+	*lp = l;
+	return l->split;
+}
+
+/* Offsets in saved and workspace at M: the M-independent buffers first
+ * (so amaxes and scales sit at offsets no M changes), then the rest.
+ * Returns the region sizes; off may be NULL. dw_slot: where backward
+ * writes dW for main_grad when the caller passes no dw. */
+static void region_layout(const rt_layer *l, const rt_split *s, long m,
+                          size_t *off, size_t *saved, size_t *work,
+                          size_t *dw_slot)
+{
+	size_t sv = SAVED_HEADER, wk = 0;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (int b = 0; b < l->nbuf; b++) {
+			size_t bytes;
+			if (s->minv[b] != (pass == 0) || (s->place[b] != PRECC_PLACE_SAVED &&
+			                                 s->place[b] != PRECC_PLACE_WORKSPACE))
+				continue;
+			bytes = align_up(rt_type_bytes(&l->buf[b].type, m, NULL, NULL));
+			if (s->place[b] == PRECC_PLACE_SAVED) {
+				if (off)
+					off[b] = sv;
+				sv += bytes;
+			} else {
+				if (off)
+					off[b] = wk;
+				wk += bytes;
+			}
+		}
+	if (dw_slot)
+		*dw_slot = wk;
+	if (s->io[IO_DW] >= 0)
+		wk += align_up(rt_type_bytes(&l->buf[s->io[IO_DW]].type, m, NULL, NULL));
+	*saved = sv;
+	*work = wk;
+}
+
+static size_t place_offset(const rt_layer *l, const rt_split *s, int b, long m)
+{
+	size_t off = 0;
+	int pb = s->place[b];
+
+	if (pb == PRECC_PLACE_STATE)
+		return s->state_off[b];
+	if (pb != PRECC_PLACE_SAVED && pb != PRECC_PLACE_WORKSPACE)
+		return 0;
+	/* the same walk as region_layout, stopping at b */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < l->nbuf; i++) {
+			if (s->minv[i] != (pass == 0) || s->place[i] != pb)
+				continue;
+			if (i == b)
+				return off + (pb == PRECC_PLACE_SAVED ? SAVED_HEADER : 0);
+			off += align_up(rt_type_bytes(&l->buf[i].type, m, NULL, NULL));
+		}
+	return 0;
+}
+
+static int fmt_of(const rt_layer *l, const rt_split *s, int io)
+{
+	return s->io[io] >= 0 ? (int)l->buf[s->io[io]].type.fmt : -1;
+}
+
+int precc_rt_layer_sizes(const precc_rt *rt, int layer, long m,
+                         precc_layer_sizes *out)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+	long rows, cols;
+
+	memset(out, 0, sizeof *out);
+	if (!(s = need_split(rt, layer, &l)) || rt_check_m(l, m, (void *const *)s->ptr))
+		return -1;
+	out->state_bytes = s->state_bytes;
+	region_layout(l, s, m, NULL, &out->saved_bytes, &out->workspace_bytes, NULL);
+	rt_type_bytes(&l->buf[s->io[IO_X]].type, m, &rows, &cols);
+	out->k = cols;
+	rt_type_bytes(&l->buf[s->io[IO_Y]].type, m, &rows, &cols);
+	out->n = cols;
+	out->has_bias = s->io[IO_BIAS] >= 0;
+	out->backward_reads_x = s->reads_x;
+	out->backward_reads_w = s->reads_w;
+	out->has_state = s->has_state;
+	out->x_format = fmt_of(l, s, IO_X);
+	out->w_format = fmt_of(l, s, IO_W);
+	out->y_format = fmt_of(l, s, IO_Y);
+	out->dy_format = fmt_of(l, s, IO_DY);
+	out->dx_format = fmt_of(l, s, IO_DX);
+	out->dw_format = fmt_of(l, s, IO_DW);
+	return 0;
+}
+
+int precc_rt_buffer_place(const precc_rt *rt, int layer, int i, long m,
+                          precc_place *place, size_t *offset)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+
+	if (!(s = need_split(rt, layer, &l)))
+		return -1;
+	if (i < 0 || i >= l->nbuf) {
+		rt_error("plan: buffer %d of layer '%s' is out of range (it has %d)",
+		         i, l->fqn, l->nbuf);
+		return -1;
+	}
+	if (m <= 0 && !s->minv[i]) {
+		rt_error("plan: layer '%s': M = %ld, the token count must be positive",
+		         l->fqn, m);
+		return -1;
+	}
+	*place = (precc_place)s->place[i];
+	*offset = place_offset(l, s, i, m);
+	return 0;
+}
+
+static void bind(const rt_layer *l, const rt_split *s, long m,
+                 const precc_layer_ptrs *p, void **buf)
+{
+	const void *io[NIO] = {p->x, p->w, p->bias, p->y, p->dy, p->dx, p->dw};
+
+	for (int b = 0; b < l->nbuf; b++) {
+		int pl = s->place[b];
+		char *base = pl == PRECC_PLACE_STATE ? p->state
+		           : pl == PRECC_PLACE_SAVED ? p->saved
+		           : pl == PRECC_PLACE_WORKSPACE ? p->workspace : NULL;
+		if (pl < PRECC_PLACE_STATE)
+			buf[b] = (void *)(uintptr_t)io[pl - PRECC_PLACE_X];
+		else
+			buf[b] = base ? base + place_offset(l, s, b, m) : NULL;
+	}
+}
+
+int precc_rt_layer_bind(const precc_rt *rt, int layer, long m,
+                        const precc_layer_ptrs *p, void **buffers)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+
+	if (!(s = need_split(rt, layer, &l)))
+		return -1;
+	if (!p || !buffers) {
+		rt_error("plan: precc_rt_layer_bind needs pointers and a buffers array");
+		return -1;
+	}
+	bind(l, s, m, p, buffers);
+	return 0;
+}
+
+int precc_rt_step_phase(const precc_rt *rt, int layer, int step)
+{
+	const rt_layer *l;
+
+	if (!rt || !rt->art || layer < 0 || layer >= rt->art->nlayer)
+		return -1;
+	l = &rt->art->layer[layer];
+	if (!l->split || l->split->why || step < 0 || step >= l->nstep)
+		return -1;
+	return l->split->phase[step];
+}
+
+/* ---- forward, backward, commit --------------------------------------------- */
+
+/* Is every output of step st a caller tensor the caller did not pass? */
+static int unwanted(const precc_rt *rt, const rt_layer *l, const rt_split *s,
+                    int st, void *const *buf)
+{
+	const rt_kdesc *k = &rt->art->kern[l->step[st].kernel];
+	int outs = 0;
+
+	for (int p = 0; p < k->nparam; p++) {
+		int b = l->step[st].arg[p];
+		if (!k->param[p].out)
+			continue;
+		if (s->place[b] >= PRECC_PLACE_STATE || buf[b])
+			return 0;
+		outs++;
+	}
+	return outs > 0;
+}
+
+/* Runs the steps of one phase in plan order: checks first, then steps.
+ * *skipped (cpu) collects nonfinite=skip. */
+static int run_phase(precc_rt *rt, const rt_layer *l, const rt_split *s,
+                     int ph, long m, void *const *buf, uint64_t seed,
+                     void *stream, int *skipped)
+{
+	if (rt_check_m(l, m, buf))
+		return -1;
+	for (int st = 0; st < l->nstep; st++)
+		if (s->phase[st] == ph && !unwanted(rt, l, s, st, buf) &&
+		    rt_check_step(rt, l, st, m, buf, NULL))
+			return -1;
+	for (int st = 0; st < l->nstep; st++)
+		if (s->phase[st] == ph && !unwanted(rt, l, s, st, buf) &&
+		    rt_run_step_at(rt, l, st, m, buf, seed, stream, skipped))
+			return -1;
+	return 0;
+}
+
+static int need_region(const rt_layer *l, const char *what, const void *p,
+                       size_t bytes)
+{
+	if (bytes && !p) {
+		rt_error("plan: layer '%s': %s is NULL (it needs %zu bytes)", l->fqn,
+		         what, bytes);
+		return -1;
+	}
+	if ((uintptr_t)p % 16) {
+		rt_error("plan: layer '%s': %s (%p) is not 16-byte aligned", l->fqn,
+		         what, p);
+		return -1;
+	}
+	return 0;
+}
+
+static int regions(const rt_layer *l, const rt_split *s, long m, void *saved,
+                   void *state, void *workspace, size_t *dw_slot)
+{
+	size_t sv, wk;
+
+	region_layout(l, s, m, NULL, &sv, &wk, dw_slot);
+	return need_region(l, "saved", saved, sv) ||
+	       need_region(l, "state", state, s->state_bytes) ||
+	       (dw_slot && need_region(l, "workspace", workspace, wk)) ? -1 : 0;
+}
+
+/* The cpu backend's skip flag in the saved header (host memory there):
+ * forward sets it, backward ORs into it, commit reads it. */
+static void skip_flag(precc_rt *rt, void *saved, int skipped, int or_in)
+{
+	uint32_t v = 0;
+
+	if (rt->backend != PRECC_BACKEND_CPU || !saved)
+		return;
+	if (or_in)
+		memcpy(&v, saved, 4);
+	v |= (uint32_t)(skipped != 0);
+	memcpy(saved, &v, 4);
+}
+
+int precc_rt_forward(precc_rt *rt, int layer, long m, const void *x,
+                     const void *w, const void *bias, void *y, void *saved,
+                     void *state, void *workspace, uint64_t seed,
+                     void *stream)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+	precc_layer_ptrs p = {x, w, bias, y, NULL, NULL, NULL, state, saved,
+	                      workspace};
+	size_t dw_slot;
+	int skipped = 0;
+
+	if (!(s = need_split(rt, layer, &l)) ||
+	    rt_check_m(l, m, (void *const *)s->ptr) ||
+	    regions(l, s, m, saved, state, workspace, &dw_slot))
+		return -1;
+	if (!bias && s->io[IO_BIAS] >= 0) {
+		rt_error("plan: layer '%s' has a bias and it is NULL", l->fqn);
+		return -1;
+	}
+	bind(l, s, m, &p, s->ptr);
+	if (run_phase(rt, l, s, PH_FWD, m, s->ptr, seed, stream, &skipped))
+		return -1;
+	skip_flag(rt, saved, skipped, 0);
+	return 0;
+}
+
+/* main_grad[i] += decode(dw[i]), in fp32, on the host (cpu backend). */
+static void add_main_grad(const rt_buffer *dwb, long m, const void *dw,
+                          float *main_grad)
+{
+	long rows, cols, n;
+	precc_format f = dwb->type.fmt;
+
+	rt_type_bytes(&dwb->type, m, &rows, &cols);
+	n = rows * cols;
+	if (f == PRECC_FP32) {
+		const float *d = dw;
+		for (long i = 0; i < n; i++)
+			main_grad[i] += d[i];
+	} else if (f == PRECC_BF16 || f == PRECC_FP16) {
+		const uint16_t *d = dw;
+		for (long i = 0; i < n; i++)
+			main_grad[i] += precc_decode(f, d[i]);
+	} else {
+		const uint8_t *d = dw;   /* one byte per <= 8-bit element */
+		for (long i = 0; i < n; i++)
+			main_grad[i] += precc_decode(f, d[i]);
+	}
+}
+
+int precc_rt_backward(precc_rt *rt, int layer, long m, const void *x,
+                      const void *w, const void *dy, void *dx, void *dw,
+                      float *main_grad, void *saved, void *state,
+                      void *workspace, uint64_t seed, void *stream)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+	precc_layer_ptrs p = {x, w, NULL, NULL, dy, dx, dw, state, saved,
+	                      workspace};
+	size_t dw_slot = 0;
+	int skipped = 0;
+
+	if (!(s = need_split(rt, layer, &l)) ||
+	    rt_check_m(l, m, (void *const *)s->ptr) ||
+	    regions(l, s, m, saved, state, workspace, &dw_slot))
+		return -1;
+	if (main_grad) {
+		if (rt->backend != PRECC_BACKEND_CPU) {
+			rt_error("plan: layer '%s': main_grad: the plan's wgrad kernel has "
+			         "no main_grad epilogue yet, and the runtime adds dW into "
+			         "main_grad on the host, so only on the cpu backend; pass "
+			         "dw and add it on the device", l->fqn);
+			return -1;
+		}
+		if (s->io[IO_DW] < 0) {
+			rt_error("plan: layer '%s': main_grad given, but the plan computes "
+			         "no dW", l->fqn);
+			return -1;
+		}
+		if (!dw)
+			p.dw = (char *)workspace + dw_slot;
+	}
+	bind(l, s, m, &p, s->ptr);
+	if (run_phase(rt, l, s, PH_BWD, m, s->ptr, seed, stream, &skipped))
+		return -1;
+	if (main_grad)
+		add_main_grad(&l->buf[s->io[IO_DW]], m, p.dw, main_grad);
+	skip_flag(rt, saved, skipped, 1);
+	return 0;
+}
+
+int precc_rt_commit(precc_rt *rt, int layer, long m, void *saved,
+                    void *state, void *stream)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+	precc_layer_ptrs p = {0};
+	uint32_t skipped = 0;
+	int dummy = 0;
+
+	if (!(s = need_split(rt, layer, &l)) ||
+	    rt_check_m(l, m, (void *const *)s->ptr))
+		return -1;
+	if (!s->has_state)
+		return 0;
+	if (regions(l, s, m, saved, state, NULL, NULL))
+		return -1;
+	if (rt->backend == PRECC_BACKEND_CPU)
+		memcpy(&skipped, saved, 4);
+	if (skipped)
+		return 1;
+	p.saved = saved;
+	p.state = state;
+	bind(l, s, m, &p, s->ptr);
+	if (run_phase(rt, l, s, PH_COMMIT, m, s->ptr, 0, stream, &dummy))
+		return -1;
+	for (int u = 0; u < 2 * l->nupdate; u++)
+		if (rt_check_buffer(rt, l, m, s->ptr, NULL, l->update[u / 2][u % 2]))
+			return -1;
+	return rt_apply_updates(rt, l, m, s->ptr, stream);
+}
+
+int precc_rt_commit_buffers(precc_rt *rt, int layer, long m,
+                            void *const *buffers, void *stream)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+	int dummy = 0;
+
+	if (!(s = need_split(rt, layer, &l)) ||
+	    run_phase(rt, l, s, PH_COMMIT, m, buffers, 0, stream, &dummy))
+		return -1;
+	for (int u = 0; u < 2 * l->nupdate; u++)
+		if (rt_check_buffer(rt, l, m, buffers, NULL, l->update[u / 2][u % 2]))
+			return -1;
+	return rt_apply_updates(rt, l, m, buffers, stream);
+}
+
+int precc_rt_layer_state_init(precc_rt *rt, int layer, void *state)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+	unsigned char *img;
+	int rc = 0;
+
+	if (!(s = need_split(rt, layer, &l)))
+		return -1;
+	if (!s->has_state)
+		return 0;
+	if (need_region(l, "state", state, s->state_bytes))
+		return -1;
+	if (!(img = calloc(1, s->state_bytes))) {
+		rt_error("plan: out of memory");
+		return -1;
+	}
+	for (int b = 0; b < l->nbuf; b++) {
+		const rt_buffer *bf = &l->buf[b];
+		long rows, cols;
+		if (s->place[b] != PRECC_PLACE_STATE || !strchr(bf->type_str, '{') ||
+		    bf->type.fmt != PRECC_FP32)
+			continue;
+		rt_type_bytes(&bf->type, 1, &rows, &cols);
+		for (long i = 0; i < rows * cols; i++) {
+			float one = 1.0f;
+			memcpy(img + s->state_off[b] + 4 * (size_t)i, &one, 4);
+		}
+	}
+	rc = precc_rt_upload(rt, state, img, s->state_bytes);
+	free(img);
+	return rc;
+}

@@ -1,0 +1,300 @@
+/*
+ * test_layer.c — the layer API (runtime/layer.c): forward, backward and
+ * commit on caller-owned state / saved / workspace regions, against
+ * precc_rt_run_layer on the same plan.
+ *
+ *   test_layer DIR [delayed]   DIR: what `precc build` wrote (tiny model)
+ *   test_layer refuse INPUTS   a hand-written manifest without gemm steps
+ *
+ * Per layer, two training steps, each forward + backward + commit vs one
+ * run_layer on the bound buffers: y, dx, dw and every state byte equal,
+ * bit for bit. With `delayed` (a delayed-scaling recipe): stepping through
+ * the plan with precc_rt_run_step leaves x.scale at its initial 1 (it
+ * commits nothing); precc_rt_commit_buffers then gives run_layer's scale,
+ * which is fp8 max / amax(x) = 448 / 5 = 89.6 for an x whose largest
+ * magnitude is 5. Also: main_grad accumulation, a NULL dx skipping the
+ * dgrad GEMM, the region checks, and the sizes query.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "rtcheck.h"
+#include "precc/precc_rt.h"
+#include "precc/numerics.h"
+#include "precc/interp.h"
+
+static uint64_t rng = 0x5eed;
+static uint32_t next(void)
+{
+	rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (uint32_t)(rng >> 33);
+}
+
+/* n elements of format f, |v| <= amax, with one element exactly amax. */
+static void *fill(precc_format f, long n, float amax)
+{
+	size_t es = precc_interp_elem_bytes(f);
+	char *p = calloc((size_t)n, es);
+
+	for (long i = 0; i < n; i++) {
+		float v = ((float)(next() % 20001) - 10000.0f) / 10000.0f * amax * 0.9f;
+		uint32_t c = precc_encode(f, i == n / 3 ? -amax : v, PRECC_RNE, true, 0);
+		memcpy(p + (size_t)i * es, &c, es);
+	}
+	return p;
+}
+
+static int find_buf(precc_rt *rt, int l, const char *name)
+{
+	for (int i = 0; i < precc_rt_buffer_count(rt, l); i++) {
+		precc_buffer_info bi;
+		if (precc_rt_buffer_info(rt, l, i, 64, &bi) == 0 && strcmp(bi.name, name) == 0)
+			return i;
+	}
+	return -1;
+}
+
+static size_t bytes_of(precc_rt *rt, int l, int i, long m)
+{
+	precc_buffer_info bi;
+	return precc_rt_buffer_info(rt, l, i, m, &bi) ? 0 : bi.bytes;
+}
+
+static void *zalloc(size_t n)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 64, n ? n : 1))
+		abort();
+	memset(p, 0, n ? n : 1);
+	return p;
+}
+
+static float buf_f32(void **buf, int i) { float v; memcpy(&v, buf[i], 4); return v; }
+
+/* One layer: forward/backward/commit == run_layer, over two steps. */
+static void test_one_layer(precc_rt *rt, int l, long m, int delayed)
+{
+	precc_layer_sizes sz;
+	int nb = precc_rt_buffer_count(rt, l);
+	const char *fqn = precc_rt_layer_name(rt, l);
+
+	if (precc_rt_layer_sizes(rt, l, m, &sz)) {
+		fprintf(stderr, "%s: %s\n", fqn, precc_rt_last_error());
+		CHECK(0);
+		return;
+	}
+	size_t ybytes = (size_t)m * sz.n * precc_interp_elem_bytes(sz.y_format);
+	size_t dxbytes = (size_t)m * sz.k * precc_interp_elem_bytes(sz.dx_format);
+	size_t dwbytes = (size_t)sz.n * sz.k * precc_interp_elem_bytes(sz.dw_format);
+	void *x = fill(sz.x_format, m * sz.k, 5.0f);
+	void *w = fill(sz.w_format, sz.n * sz.k, 0.25f);
+	void *dy = fill(sz.dy_format, m * sz.n, 0.01f);
+	/* A: the layer API; B: run_layer on the same layout, its own regions */
+	void *stA = zalloc(sz.state_bytes), *svA = zalloc(sz.saved_bytes);
+	void *wkA = zalloc(sz.workspace_bytes);
+	void *stB = zalloc(sz.state_bytes), *svB = zalloc(sz.saved_bytes);
+	void *wkB = zalloc(sz.workspace_bytes);
+	void *yA = zalloc(ybytes), *dxA = zalloc(dxbytes), *dwA = zalloc(dwbytes);
+	void *yB = zalloc(ybytes), *dxB = zalloc(dxbytes), *dwB = zalloc(dwbytes);
+	void **bufB = calloc((size_t)nb, sizeof *bufB);
+	precc_layer_ptrs pB = {x, w, NULL, yB, dy, dxB, dwB, stB, svB, wkB};
+
+	CHECK(sz.k > 0 && sz.n > 0);
+	CHECK(precc_rt_layer_state_init(rt, l, stA) == 0);
+	CHECK(precc_rt_layer_state_init(rt, l, stB) == 0);
+	CHECK(precc_rt_layer_bind(rt, l, m, &pB, bufB) == 0);
+	for (int step = 0; step < 2; step++) {
+		uint64_t seed = 77 + (uint64_t)step;
+		int rcf = precc_rt_forward(rt, l, m, x, w, NULL, yA, svA, stA, wkA, seed, NULL);
+		int rcb = precc_rt_backward(rt, l, m, sz.backward_reads_x ? x : NULL,
+		                            sz.backward_reads_w ? w : NULL, dy, dxA,
+		                            dwA, NULL, svA, stA, wkA, seed, NULL);
+		int rcc = precc_rt_commit(rt, l, m, svA, stA, NULL);
+		if (rcf || rcb || rcc)
+			fprintf(stderr, "%s: %s\n", fqn, precc_rt_last_error());
+		CHECK(rcf == 0 && rcb == 0 && rcc == 0);
+		CHECK(precc_rt_run_layer(rt, l, m, bufB, seed, NULL) == 0);
+		CHECK(memcmp(yA, yB, ybytes) == 0);
+		CHECK(memcmp(dxA, dxB, dxbytes) == 0);
+		CHECK(memcmp(dwA, dwB, dwbytes) == 0);
+		CHECK(memcmp(stA, stB, sz.state_bytes) == 0);
+	}
+	/* what backward reads of saved is what run_layer computed */
+	for (int i = 0; i < nb; i++) {
+		precc_place pl;
+		size_t off;
+		CHECK(precc_rt_buffer_place(rt, l, i, m, &pl, &off) == 0);
+		if (pl == PRECC_PLACE_SAVED)
+			CHECK(memcmp((char *)svA + off, bufB[i], bytes_of(rt, l, i, m)) == 0);
+		if (pl == PRECC_PLACE_STATE)
+			CHECK(bufB[i] == (char *)stB + off);
+	}
+	/* main_grad: dW added in fp32, twice; a NULL dx skips dgrad */
+	{
+		float *mg = zalloc((size_t)sz.n * sz.k * 4);
+		void *dxC = zalloc(dxbytes);
+		int ok = 1;
+		memset(dxC, 0x5a, dxbytes);
+		for (int r = 0; r < 2; r++) {
+			CHECK(precc_rt_forward(rt, l, m, x, w, NULL, yA, svA, stA, wkA, 9, NULL) == 0);
+			CHECK(precc_rt_backward(rt, l, m, x, w, dy, r ? NULL : dxC, NULL, mg,
+			                        svA, stA, wkA, 9, NULL) == 0);
+		}
+		CHECK(precc_rt_forward(rt, l, m, x, w, NULL, yA, svA, stA, wkA, 9, NULL) == 0);
+		CHECK(precc_rt_backward(rt, l, m, x, w, dy, NULL, dwA, NULL, svA, stA,
+		                        wkA, 9, NULL) == 0);
+		for (long i = 0; i < sz.n * sz.k; i++) {
+			uint32_t c = 0;
+			memcpy(&c, (char *)dwA + (size_t)i * precc_interp_elem_bytes(sz.dw_format),
+			       precc_interp_elem_bytes(sz.dw_format));
+			float d = precc_decode(sz.dw_format, c);
+			ok &= mg[i] == (0.0f + d) + d;
+		}
+		CHECK(ok);
+		free(mg);
+		free(dxC);
+	}
+	if (delayed) {
+		int xs = find_buf(rt, l, "x.scale");
+		void **bufC = calloc((size_t)nb, sizeof *bufC);
+		void *stC = zalloc(sz.state_bytes), *svC = zalloc(sz.saved_bytes);
+		void *wkC = zalloc(sz.workspace_bytes);
+		precc_layer_ptrs pC = {x, w, NULL, yA, dy, dxA, dwA, stC, svC, wkC};
+		CHECK(xs >= 0);
+		CHECK(precc_rt_layer_state_init(rt, l, stC) == 0);
+		CHECK(precc_rt_layer_bind(rt, l, m, &pC, bufC) == 0);
+		CHECK(precc_rt_layer_state_init(rt, l, stB) == 0);
+		CHECK(precc_rt_run_layer(rt, l, m, bufB, 5, NULL) == 0);
+		for (int s = 0; s < precc_rt_step_count(rt, l); s++)
+			CHECK(precc_rt_run_step(rt, l, s, m, bufC, 5, NULL) == 0);
+		/* the issue's report: step by step, nothing commits */
+		CHECK(buf_f32(bufC, xs) == 1.0f);
+		CHECK(buf_f32(bufB, xs) == 448.0f / 5.0f);
+		CHECK(precc_rt_commit_buffers(rt, l, m, bufC, NULL) == 0);
+		CHECK(buf_f32(bufC, xs) == 448.0f / 5.0f);
+		CHECK(memcmp(stB, stC, sz.state_bytes) == 0);
+		/* the phases: quantize of x in forward, the update in commit */
+		int nf = 0, nc = 0;
+		for (int s = 0; s < precc_rt_step_count(rt, l); s++) {
+			nf += precc_rt_step_phase(rt, l, s) == 0;
+			nc += precc_rt_step_phase(rt, l, s) == 2;
+		}
+		CHECK(nf >= 2 && nc == 1);
+		CHECK(sz.has_state && !sz.backward_reads_x);
+		free(bufC);
+		free(stC);
+		free(svC);
+		free(wkC);
+	}
+	/* region checks */
+	if (sz.saved_bytes) {
+		CHECK(precc_rt_forward(rt, l, m, x, w, NULL, yA, NULL, stA, wkA, 1, NULL) == -1);
+		CHECK(strstr(precc_rt_last_error(), "saved is NULL") != NULL);
+	}
+	CHECK(precc_rt_forward(rt, l, m, x, w, NULL, yA, (char *)svA + 8, stA, wkA, 1, NULL) == -1);
+	CHECK(strstr(precc_rt_last_error(), "not 16-byte aligned") != NULL);
+	CHECK(precc_rt_forward(rt, l, m, NULL, w, NULL, yA, svA, stA, wkA, 1, NULL) == -1);
+	CHECK(strstr(precc_rt_last_error(), "'x' is NULL") != NULL);
+	CHECK(precc_rt_forward(rt, l, 0, x, w, NULL, yA, svA, stA, wkA, 1, NULL) == -1);
+	CHECK(strstr(precc_rt_last_error(), "M = 0") != NULL);
+	free(x); free(w); free(dy);
+	free(stA); free(svA); free(wkA); free(stB); free(svB); free(wkB);
+	free(yA); free(dxA); free(dwA); free(yB); free(dxB); free(dwB);
+	free(bufB);
+}
+
+/* Inputs/plan's layers have gemm steps but no GEMM (quantize only): no
+ * weight, so no forward; with the gemm keys taken out, no phase at all.
+ * run_layer still runs them. */
+static int test_refuse(const char *inputs)
+{
+	char path[4096], tmpl[] = "/tmp/precc-layer-XXXXXX", why[512];
+	precc_layer_sizes sz;
+	precc_rt *rt;
+	FILE *f;
+	char *text;
+	long n;
+
+	snprintf(path, sizeof path, "%s/plan", inputs);
+	rt = precc_rt_open(path, PRECC_BACKEND_CPU, why, sizeof why);
+	CHECK(rt != NULL);
+	if (!rt)
+		return finish("runtime.layer.refuse");
+	CHECK(precc_rt_layer_sizes(rt, 0, 128, &sz) == -1);
+	CHECK_STR(precc_rt_last_error(), "plan: layer 'model.layers.0.self_attn."
+	          "q_proj' cannot be run as forward/backward/commit: buffers "
+	          "'x.amax' and 'x.q' would both be its y");
+	CHECK(precc_rt_forward(rt, 1, 128, path, path, NULL, path, NULL, NULL,
+	                       NULL, 0, NULL) == -1);
+	CHECK(strstr(precc_rt_last_error(), "would both be its y") != NULL);
+	CHECK(precc_rt_step_phase(rt, 0, 0) == -1);
+	precc_rt_close(rt);
+	/* the same manifest without "gemm" keys */
+	snprintf(path, sizeof path, "%s/plan/manifest.json", inputs);
+	CHECK((f = fopen(path, "rb")) != NULL);
+	if (!f)
+		return finish("runtime.layer.refuse");
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	text = calloc((size_t)n + 1, 1);
+	CHECK(fread(text, 1, (size_t)n, f) == (size_t)n);
+	fclose(f);
+	for (char *g; (g = strstr(text, "\"gemm\": \"")); ) {
+		char *e = strchr(g + 9, ',');
+		memmove(g, e + 1, strlen(e + 1) + 1);
+	}
+	CHECK(mkdtemp(tmpl) != NULL);
+	snprintf(path, sizeof path, "%s/manifest.json", tmpl);
+	CHECK((f = fopen(path, "wb")) != NULL);
+	fputs(text, f);
+	fclose(f);
+	free(text);
+	rt = precc_rt_open(tmpl, PRECC_BACKEND_CPU, why, sizeof why);
+	if (!rt)
+		fprintf(stderr, "%s\n", why);
+	CHECK(rt != NULL);
+	if (rt) {
+		CHECK(precc_rt_layer_sizes(rt, 0, 128, &sz) == -1);
+		CHECK_STR(precc_rt_last_error(), "plan: layer 'model.layers.0."
+		          "self_attn.q_proj' cannot be run as forward/backward/"
+		          "commit: step 0 has no gemm phase ('none'; a manifest whose "
+		          "steps carry fprop/dgrad/wgrad is needed)");
+		precc_rt_close(rt);
+	}
+	remove(path);
+	rmdir(tmpl);
+	return finish("runtime.layer.refuse");
+}
+
+int main(int argc, char **argv)
+{
+	char why[512];
+	precc_rt *rt;
+
+	if (argc < 3 && !(argc == 2)) {
+		fprintf(stderr, "usage: test_layer DIR [delayed] | refuse INPUTS\n");
+		return 2;
+	}
+	if (strcmp(argv[1], "refuse") == 0)
+		return test_refuse(argv[2]);
+	rt = precc_rt_open(argv[1], PRECC_BACKEND_CPU, why, sizeof why);
+	if (!rt) {
+		fprintf(stderr, "%s\n", why);
+		return 1;
+	}
+	/* q_proj (256 -> 256) and gate_proj (256 -> 688) of block 0 */
+	const char *names[] = {"model.layers.0.self_attn.q_proj",
+	                       "model.layers.0.mlp.gate_proj"};
+	for (int i = 0; i < 2; i++) {
+		int l = precc_rt_layer_find(rt, names[i]);
+		long mm = precc_rt_layer_m_multiple(rt, l);
+		CHECK(l >= 0);
+		if (l >= 0)
+			test_one_layer(rt, l, mm > 64 ? mm : 64, argc > 2 &&
+			               strcmp(argv[2], "delayed") == 0);
+	}
+	precc_rt_close(rt);
+	return finish("runtime.layer");
+}
