@@ -121,6 +121,18 @@ class StateTensor(ctypes.Structure):
                 ("scale_inv", ctypes.POINTER(ctypes.c_float))]
 
 
+class LayerSizes(ctypes.Structure):
+    _fields_ = [("state_bytes", c_size_t), ("saved_bytes", c_size_t),
+                ("workspace_bytes", c_size_t), ("k", c_long), ("n", c_long),
+                ("has_bias", c_int), ("backward_reads_x", c_int), ("backward_reads_w", c_int),
+                ("has_state", c_int), ("x_format", c_int), ("w_format", c_int),
+                ("y_format", c_int), ("dy_format", c_int), ("dx_format", c_int),
+                ("dw_format", c_int)]
+
+
+# precc_place
+PLACES = ["x", "w", "bias", "y", "dy", "dx", "dw", "state", "saved", "workspace"]
+
 _P = ctypes.POINTER
 _PROTOS = {
     "precc_rt_last_error": (c_char_p, []),
@@ -148,6 +160,17 @@ _PROTOS = {
     "precc_rt_kernel_count": (c_int, [c_void_p]),
     "precc_rt_kernel_info": (c_int, [c_void_p, c_int, _P(KernelInfo)]),
     "precc_rt_sync": (c_int, [c_void_p, c_void_p]),
+    # the layer API: forward, backward, commit on caller-owned regions
+    "precc_rt_layer_sizes": (c_int, [c_void_p, c_int, c_long, _P(LayerSizes)]),
+    "precc_rt_buffer_place": (c_int, [c_void_p, c_int, c_int, c_long, _P(c_int), _P(c_size_t)]),
+    "precc_rt_layer_state_init": (c_int, [c_void_p, c_int, c_void_p]),
+    "precc_rt_forward": (c_int, [c_void_p, c_int, c_long, c_void_p, c_void_p, c_void_p,
+                                 c_void_p, c_void_p, c_void_p, c_void_p, c_uint64, c_void_p]),
+    "precc_rt_backward": (c_int, [c_void_p, c_int, c_long, c_void_p, c_void_p, c_void_p,
+                                  c_void_p, c_void_p, _P(ctypes.c_float), c_void_p, c_void_p,
+                                  c_void_p, c_uint64, c_void_p]),
+    "precc_rt_commit": (c_int, [c_void_p, c_int, c_long, c_void_p, c_void_p, c_void_p]),
+    "precc_rt_step_phase": (c_int, [c_void_p, c_int, c_int]),
     "precc_state_free": (None, [c_void_p]),
     "precc_state_count": (c_size_t, [c_void_p]),
     "precc_state_find": (c_long, [c_void_p, c_char_p]),

@@ -101,6 +101,46 @@ class Layer:
                                    si.gemm.decode() if si.gemm else None, args, si.out_mask))
         self.updates = [(self.by_name[u["state"]], self.by_name[u["next"]]) for u in updates]
 
+    # -- the layer API (precc_rt_forward / backward / commit) --------------
+
+    def sizes(self, m):
+        """precc_rt_layer_sizes at M: state/saved/workspace bytes, k, n, ..."""
+        s = _lib.LayerSizes()
+        check(self.rt.lib.precc_rt_layer_sizes(self.rt.handle, self.index, m, ctypes.byref(s)))
+        return {f: getattr(s, f) for f, _ in _lib.LayerSizes._fields_}
+
+    def place(self, buffer, m):
+        """(place, offset) of a buffer at M: "x", "w", ..., "state", "saved"
+        or "workspace" (precc_rt_buffer_place)."""
+        pl, off = ctypes.c_int(), ctypes.c_size_t()
+        check(self.rt.lib.precc_rt_buffer_place(self.rt.handle, self.index, buffer.index, m,
+                                                ctypes.byref(pl), ctypes.byref(off)))
+        return _lib.PLACES[pl.value], off.value
+
+    def phase(self, step):
+        """0 forward, 1 backward, 2 commit (precc_rt_step_phase)."""
+        return check(self.rt.lib.precc_rt_step_phase(self.rt.handle, self.index, step.index))
+
+    def state_init(self, state):
+        with self.rt.lock:
+            check(self.rt.lib.precc_rt_layer_state_init(self.rt.handle, self.index, state))
+
+    def forward(self, m, x, w, bias, y, saved, state, workspace, seed=0, stream=None):
+        with self.rt.lock:
+            check(self.rt.lib.precc_rt_forward(self.rt.handle, self.index, m, x, w, bias, y,
+                                               saved, state, workspace, seed, stream))
+
+    def backward(self, m, x, w, dy, dx, dw, saved, state, workspace, seed=0, stream=None):
+        with self.rt.lock:
+            check(self.rt.lib.precc_rt_backward(self.rt.handle, self.index, m, x, w, dy, dx, dw,
+                                                None, saved, state, workspace, seed, stream))
+
+    def commit(self, m, saved, state, stream=None):
+        """1 when the cpu backend skipped it (nonfinite=skip), else 0."""
+        with self.rt.lock:
+            return check(self.rt.lib.precc_rt_commit(self.rt.handle, self.index, m, saved,
+                                                     state, stream))
+
     def role(self, role):
         return [b for b in self.buffers if b.role == role]
 

@@ -176,7 +176,7 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
             warnings.warn("precc: convert took no linear layer of %s" % name)
         model.precc_report = [report[f] for f, _ in mods]
         return model
-    layouts = {fqn: _ops.StateLayout(rt.layer(fqn)) for fqn, _ in cands}
+    layouts = {fqn: _ops.make_layout(rt.layer(fqn)) for fqn, _ in cands}
     group = _ops.Group(artifacts, layouts, seed)
     group.runtimes[("cpu", None)] = rt
     group.recipe = rt.info["recipe"]
