@@ -65,7 +65,7 @@ def load_state(model, path):
         st.load(path)
         hosts = []
         for m in mods:
-            host = torch.empty_like(m.precc_state, device="cpu")
+            host = m.precc_state.detach().to("cpu").clone()  # the region's padding kept
             st.push(rt.layer(m.precc_fqn), _ptrs(rt.layer(m.precc_fqn), group.layouts[m.precc_fqn].views(host)))
             hosts.append(host)
         with torch.no_grad():
