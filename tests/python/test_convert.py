@@ -155,3 +155,14 @@ def test_plans():
     cpu = torch.device("cpu")
     assert isinstance(a[0]._precc_group.program("0", cpu), _ops.ApiPlan)
     assert isinstance(b[0]._precc_group.program("0", cpu), _ops.StepPlan)
+
+
+def test_deepcopy_shares_artifacts_keeps_state():
+    import copy
+    a = pt.convert(nn.Sequential(nn.Linear(128, 128)), recipe="te_delayed_hybrid")
+    b = copy.deepcopy(a)
+    assert b[0]._precc_group is a[0]._precc_group
+    assert b[0].precc_state is not a[0].precc_state
+    x = torch.randn(32, 128, dtype=torch.bfloat16, requires_grad=True)
+    b(x).float().sum().backward()
+    assert not torch.equal(a[0].precc_state, b[0].precc_state)  # only b's state moved

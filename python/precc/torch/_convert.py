@@ -56,12 +56,13 @@ def _tied(model):
 def _shared_inputs(model, mods, example_inputs):
     """fqn -> the first fqn that took the same input tensor, from one
     forward on example_inputs under no_grad."""
-    first, shared, hooks = {}, {}, []
+    first, shared, hooks, alive = {}, {}, [], []
     for fqn, mod in mods:
         def hook(m, args, fqn=fqn):
-            k = (args[0].data_ptr(), tuple(args[0].shape)) if args and torch.is_tensor(args[0]) else None
-            if k is None:
+            if not args or not torch.is_tensor(args[0]):
                 return
+            alive.append(args[0])  # so no later tensor reuses its id
+            k = id(args[0])
             if k in first and first[k] != fqn:
                 shared[fqn] = first[k]
             first.setdefault(k, fqn)

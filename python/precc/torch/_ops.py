@@ -349,6 +349,10 @@ class Group:
         self.commits = 0
         self.calls = 0
 
+    def __deepcopy__(self, memo):
+        # A copied module (an EMA, say) runs the same artifacts: share them.
+        return self
+
     def runtime(self, device):
         key = (device.type, device.index)
         with self.lock:
