@@ -1,0 +1,287 @@
+"""The runtime over ctypes: an artifact directory opened on a backend, its
+layers (buffers, steps, updates) and their scaling state. Torch-free: the
+buffers are raw addresses (ints); precc.torch passes tensors' data_ptr()."""
+import ctypes
+import json
+import os
+import re
+import threading
+
+from . import _lib
+from ._lib import Error, check
+
+# Storage bytes per element (precc_interp_elem_bytes: one byte for every
+# format of 8 bits or fewer, e2m1 included).
+ELEM_BYTES = {"f32": 4, "tf32": 4, "f16": 2, "bf16": 2}
+
+_TYPE = re.compile(r"^([a-z0-9]+)\[([^\]]*)\](\{[^}]*\})?$")
+
+
+class Dim:
+    """One dimension of a buffer type: an integer, M, or M/k (M is a
+    multiple of k: the layer's m_multiple)."""
+    __slots__ = ("const", "div")
+
+    def __init__(self, text):
+        text = text.strip()
+        if text == "M":
+            self.const, self.div = None, 1
+        elif text.startswith("M/"):
+            self.const, self.div = None, int(text[2:])
+        else:
+            self.const, self.div = int(text), 0
+
+    def at(self, m):
+        return self.const if self.const is not None else m // self.div
+
+    def __repr__(self):
+        return str(self.const) if self.const is not None else ("M" if self.div == 1 else "M/%d" % self.div)
+
+
+class Buffer:
+    """A layer buffer as the manifest types it: name, format, dims, role."""
+
+    def __init__(self, index, name, type_, role):
+        mt = _TYPE.match(type_)
+        if not mt:
+            raise Error("precc: buffer '%s' has a type precc.runtime cannot read: %s" % (name, type_))
+        self.index, self.name, self.type, self.role = index, name, type_, role
+        self.format = mt.group(1)
+        self.dims = [Dim(d) for d in mt.group(2).split(",")]
+        self.elem_bytes = ELEM_BYTES.get(self.format, 1)
+
+    def shape(self, m):
+        """(rows, cols) at M; rank 1 is 1 x n, as precc_rt_buffer_info."""
+        d = [x.at(m) for x in self.dims]
+        return (1, d[0]) if len(d) == 1 else tuple(d)
+
+    def bytes(self, m):
+        r, c = self.shape(m)
+        return r * c * self.elem_bytes
+
+    def __repr__(self):
+        return "Buffer(%s %s %s)" % (self.name, self.type, self.role)
+
+
+class Step:
+    def __init__(self, index, kernel, shape, gemm, args, out_mask):
+        self.index, self.kernel, self.shape, self.gemm = index, kernel, shape, gemm
+        self.args = args                                   # buffer indices
+        self.outs = [a for p, a in enumerate(args) if out_mask >> p & 1]
+        self.ins = [a for p, a in enumerate(args) if not out_mask >> p & 1]
+
+    def __repr__(self):
+        return "Step(%d %s %s)" % (self.index, self.shape, self.gemm)
+
+
+class Layer:
+    """One layer of a loaded artifact: buffers, steps and state updates."""
+
+    def __init__(self, rt, index, updates):
+        lib, h = rt.lib, rt.handle
+        self.rt, self.index = rt, index
+        self.fqn = lib.precc_rt_layer_name(h, index).decode()
+        self.m_multiple = lib.precc_rt_layer_m_multiple(h, index)
+        self.buffers = []
+        bi = _lib.BufferInfo()
+        for i in range(check(lib.precc_rt_buffer_count(h, index))):
+            check(lib.precc_rt_buffer_info(h, index, i, self.m_multiple, ctypes.byref(bi)))
+            b = Buffer(i, bi.name.decode(), bi.type.decode(), bi.role.decode())
+            if b.bytes(self.m_multiple) != bi.bytes:  # our reading of the type vs precc_rt's
+                raise Error("precc: buffer '%s' %s: %d bytes at M=%d, precc_rt says %d"
+                            % (b.name, b.type, b.bytes(self.m_multiple), self.m_multiple, bi.bytes))
+            self.buffers.append(b)
+        self.by_name = {b.name: b for b in self.buffers}
+        self.steps = []
+        si = _lib.StepInfo()
+        for s in range(check(lib.precc_rt_step_count(h, index))):
+            check(lib.precc_rt_step_info(h, index, s, ctypes.byref(si)))
+            args = [si.args[p] for p in range(si.nargs)]
+            self.steps.append(Step(s, si.kernel, rt.kernel_shapes[si.kernel],
+                                   si.gemm.decode() if si.gemm else None, args, si.out_mask))
+        self.updates = [(self.by_name[u["state"]], self.by_name[u["next"]]) for u in updates]
+
+    # -- the layer API (precc_rt_forward / backward / commit) --------------
+
+    def sizes(self, m):
+        """precc_rt_layer_sizes at M: state/saved/workspace bytes, k, n, ..."""
+        s = _lib.LayerSizes()
+        check(self.rt.lib.precc_rt_layer_sizes(self.rt.handle, self.index, m, ctypes.byref(s)))
+        return {f: getattr(s, f) for f, _ in _lib.LayerSizes._fields_}
+
+    def place(self, buffer, m):
+        """(place, offset) of a buffer at M: "x", "w", ..., "state", "saved"
+        or "workspace" (precc_rt_buffer_place)."""
+        pl, off = ctypes.c_int(), ctypes.c_size_t()
+        check(self.rt.lib.precc_rt_buffer_place(self.rt.handle, self.index, buffer.index, m,
+                                                ctypes.byref(pl), ctypes.byref(off)))
+        return _lib.PLACES[pl.value], off.value
+
+    def phase(self, step):
+        """0 forward, 1 backward, 2 commit (precc_rt_step_phase)."""
+        return check(self.rt.lib.precc_rt_step_phase(self.rt.handle, self.index, step.index))
+
+    def state_init(self, state):
+        with self.rt.lock:
+            check(self.rt.lib.precc_rt_layer_state_init(self.rt.handle, self.index, state))
+
+    def forward(self, m, x, w, bias, y, saved, state, workspace, seed=0, stream=None):
+        with self.rt.lock:
+            check(self.rt.lib.precc_rt_forward(self.rt.handle, self.index, m, x, w, bias, y,
+                                               saved, state, workspace, seed, stream))
+
+    def backward(self, m, x, w, dy, dx, dw, saved, state, workspace, seed=0, stream=None):
+        with self.rt.lock:
+            check(self.rt.lib.precc_rt_backward(self.rt.handle, self.index, m, x, w, dy, dx, dw,
+                                                None, saved, state, workspace, seed, stream))
+
+    def commit(self, m, saved, state, stream=None):
+        """1 when the cpu backend skipped it (nonfinite=skip), else 0."""
+        with self.rt.lock:
+            return check(self.rt.lib.precc_rt_commit(self.rt.handle, self.index, m, saved,
+                                                     state, stream))
+
+    def role(self, role):
+        return [b for b in self.buffers if b.role == role]
+
+    def buffer(self, name):
+        return self.by_name.get(name)
+
+    def padded_m(self, m):
+        k = self.m_multiple
+        return (m + k - 1) // k * k
+
+    def run_step(self, step, m, ptrs, seed=0, stream=None):
+        """Runs step `step` at M with ptrs[i] the address of buffer i (0 for
+        buffers the step does not touch)."""
+        arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        with self.rt.lock:
+            check(self.rt.lib.precc_rt_run_step(self.rt.handle, self.index, step, m, arr,
+                                                seed, stream))
+
+    def run(self, m, ptrs, seed=0, stream=None):
+        """precc_rt_run_layer: every step, then the updates."""
+        arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        with self.rt.lock:
+            check(self.rt.lib.precc_rt_run_layer(self.rt.handle, self.index, m, arr, seed, stream))
+
+    def __repr__(self):
+        return "Layer(%s)" % self.fqn
+
+
+class Runtime:
+    """precc_rt_open(DIR, backend): one artifact directory on one backend.
+
+    backend: "cpu", "cuda" or "auto". `why` says what was opened and why."""
+
+    def __init__(self, artifacts, backend="auto"):
+        self.lib = lib = _lib.load()
+        self.dir = os.fspath(artifacts)
+        if backend not in _lib.BACKEND:
+            raise Error("precc: unknown backend '%s' (auto, cuda or cpu)" % backend)
+        why = ctypes.create_string_buffer(1024)
+        h = lib.precc_rt_open(self.dir.encode(), _lib.BACKEND[backend], why, len(why))
+        if not h:
+            raise Error(_lib.last_error() or why.value.decode())
+        self.handle, self.why = h, why.value.decode()
+        self.lock = threading.Lock()  # one precc_rt is not for two threads at once
+        self.backend = lib.precc_backend_name(lib.precc_rt_backend(h)).decode()
+        ai = _lib.ArtifactInfo()
+        lib.precc_rt_artifact_info(h, ctypes.byref(ai))
+        s = lambda v: v.decode() if v else None
+        self.info = {"dir": s(ai.dir), "precc_version": s(ai.precc_version),
+                     "llvm_version": s(ai.llvm_version), "recipe": s(ai.recipe_name),
+                     "model": s(ai.model_name), "recipe_hash": ai.recipe_hash,
+                     "model_hash": ai.model_hash, "target": s(ai.target)}
+        ki = _lib.KernelInfo()
+        self.kernel_shapes = []
+        for k in range(lib.precc_rt_kernel_count(h)):
+            check(lib.precc_rt_kernel_info(h, k, ctypes.byref(ki)))
+            self.kernel_shapes.append(ki.shape.decode())
+        updates = self._manifest_updates()
+        self.layers = []
+        for i in range(lib.precc_rt_layer_count(h)):
+            fqn = lib.precc_rt_layer_name(h, i).decode()
+            self.layers.append(Layer(self, i, updates.get(fqn, [])))
+        self.by_fqn = {l.fqn: l for l in self.layers}
+
+    def _manifest_updates(self):
+        # precc_rt runs a layer's updates in run_layer but does not list them;
+        # run_step callers commit them, so read them from the manifest.
+        with open(os.path.join(self.dir, "manifest.json"), encoding="utf-8") as f:
+            man = json.load(f)
+        layers = man["layers"]
+        t = self.info["target"]
+        if man.get("targets") and t != man["targets"][0]:
+            layers = man.get("target_layers", {}).get(t, layers)
+        return {l["fqn"]: l.get("updates", []) for l in layers}
+
+    def layer(self, fqn):
+        l = self.by_fqn.get(fqn)
+        if l is None:
+            raise Error("precc: no layer '%s' in %s" % (fqn, self.dir))
+        return l
+
+    def kernel_stats(self):
+        ki = _lib.KernelInfo()
+        out = []
+        for k in range(self.lib.precc_rt_kernel_count(self.handle)):
+            check(self.lib.precc_rt_kernel_info(self.handle, k, ctypes.byref(ki)))
+            out.append({"name": ki.name.decode(), "shape": ki.shape.decode(),
+                        "launches": ki.launches, "seconds": ki.seconds})
+        return out
+
+    def sync(self, stream=None):
+        check(self.lib.precc_rt_sync(self.handle, stream))
+
+    def close(self):
+        if self.handle:
+            self.lib.precc_rt_close(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return "Runtime(%s, %s: %s x %s)" % (self.dir, self.backend, self.info["recipe"],
+                                             self.info["model"])
+
+
+class State:
+    """precc_rt_state_new: the scaling state of every layer of a runtime, as
+    precc's versioned, checksummed file (save / load)."""
+
+    def __init__(self, rt):
+        self.rt, self.lib = rt, rt.lib
+        self.handle = check(self.lib.precc_rt_state_new(rt.handle))
+
+    def pull(self, layer, ptrs):
+        arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        check(self.lib.precc_rt_state_pull(self.rt.handle, self.handle, layer.index, arr))
+
+    def push(self, layer, ptrs):
+        arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        check(self.lib.precc_rt_state_push(self.rt.handle, self.handle, layer.index, arr))
+
+    def save(self, path):
+        check(self.lib.precc_state_save(self.handle, os.fspath(path).encode()))
+
+    def load(self, path):
+        check(self.lib.precc_state_load(self.handle, os.fspath(path).encode()))
+
+    def __len__(self):
+        return self.lib.precc_state_count(self.handle)
+
+    def close(self):
+        if self.handle:
+            self.lib.precc_state_free(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,198 @@
+"""convert(): a model description from the module tree, precc check and
+build, and the swap of each selected nn.Linear."""
+import os
+import tempfile
+import warnings
+
+import torch
+from torch import nn
+
+from .. import compiler
+from .._lib import Error
+from ..runtime import Runtime
+from . import _ops
+from ._module import Linear
+
+
+class Decision:
+    """What convert did with one nn.Linear."""
+    __slots__ = ("fqn", "converted", "reason", "in_features", "out_features")
+
+    def __init__(self, fqn, converted, reason, mod):
+        self.fqn, self.converted, self.reason = fqn, converted, reason
+        self.in_features, self.out_features = mod.in_features, mod.out_features
+
+    def __repr__(self):
+        return "%s %d->%d: %s" % (self.fqn, self.in_features, self.out_features,
+                                  "precc" if self.converted else "stays nn.Linear: " + self.reason)
+
+
+def _linears(model):
+    """Each nn.Linear once (first FQN), with every place it is attached."""
+    found, places = {}, {}
+    for name, mod in model.named_modules(remove_duplicate=False):
+        for cname, child in mod.named_children():
+            if type(child) is nn.Linear or (isinstance(child, nn.Linear)
+                                            and not isinstance(child, Linear)
+                                            and type(child).forward is nn.Linear.forward):
+                fqn = name + "." + cname if name else cname
+                places.setdefault(id(child), []).append((mod, cname))
+                found.setdefault(id(child), (fqn, child))
+    if isinstance(model, nn.Linear) and not isinstance(model, Linear):
+        found.setdefault(id(model), ("linear", model))
+    return list(found.values()), places
+
+
+def _tied(model):
+    """ids of Parameters reachable under more than one name."""
+    seen, tied = {}, set()
+    for n, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in seen and seen[id(p)] != n:
+            tied.add(id(p))
+        seen.setdefault(id(p), n)
+    return tied
+
+
+def _shared_inputs(model, mods, example_inputs):
+    """fqn -> the first fqn that took the same input tensor, from one
+    forward on example_inputs under no_grad."""
+    first, shared, hooks, alive = {}, {}, [], []
+    for fqn, mod in mods:
+        def hook(m, args, fqn=fqn):
+            if not args or not torch.is_tensor(args[0]):
+                return
+            alive.append(args[0])  # so no later tensor reuses its id
+            k = id(args[0])
+            if k in first and first[k] != fqn:
+                shared[fqn] = first[k]
+            first.setdefault(k, fqn)
+        hooks.append(mod.register_forward_pre_hook(hook))
+    try:
+        with torch.no_grad():
+            ex = example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+            model(*ex)
+    finally:
+        for h in hooks:
+            h.remove()
+    return shared
+
+
+def _plan_reasons(plan):
+    """fqn -> why precc's plan does not take the layer (a fallback or a pad)."""
+    out = {}
+    for l in plan["layers"]:
+        why = []
+        if l.get("pad"):
+            why.append("padded: %s" % (l["pad"],))
+        for g in ("fprop", "dgrad", "wgrad"):
+            fb = l[g].get("fallback")
+            if fb and fb not in why:
+                why.append(fb)
+        for dim in ("in_features", "out_features"):
+            if l[dim] % 8:
+                why.append("%s %d %% 8 != 0: precc's GEMM kernels load 16 bytes along K"
+                           % (dim, l[dim]))
+        if why:
+            out[l["fqn"]] = "; ".join(why)
+    return out
+
+
+def default_targets(model):
+    dev = next((p.device for p in model.parameters()), torch.device("cpu"))
+    if dev.type != "cuda":
+        return "sm_90a"
+    major, minor = torch.cuda.get_device_capability(dev)
+    if (major, minor) == (9, 0):
+        return "sm_90a"
+    return "sm_90" if major >= 9 else "sm_89"
+
+
+def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts=None,
+            targets=None, example_inputs=None, seed=0, warn=True):
+    """Swap each selected nn.Linear of model for a precc.torch.Linear with
+    the same Parameters and return the model (converted in place; a bare
+    nn.Linear is returned as a new module).
+
+    recipe: a shipped recipe's name ("deepseek_v3") or a .lua path.
+    module_filter_fn(module, fqn) -> bool: which linears to consider (as
+    torchao's convert_to_float8_training).
+    artifacts: a directory precc build wrote for this model (GPU machines
+    without LLVM/Lua); else the model is described, checked and built into
+    the cache ($PRECC_TORCH_CACHE, default ~/.cache/precc/torch).
+    example_inputs: optional; one no_grad forward finds linears that share
+    an input (recorded in the model description).
+    Linears no policy takes stay nn.Linear; model.precc_report lists every
+    linear with what happened and why, and a warning names those kept."""
+    mods, places = _linears(model)
+    report = {}
+    tied = _tied(model)
+    cands = []
+    for fqn, mod in mods:
+        if module_filter_fn is not None and not module_filter_fn(mod, fqn):
+            report[fqn] = Decision(fqn, False, "module_filter_fn said no", mod)
+        elif not compiler.FQN_RE.match(fqn):
+            report[fqn] = Decision(fqn, False, "its name has characters precc model files do "
+                                   "not take (letters, digits, '.', '_', '-')", mod)
+        elif mod.weight.device.type == "meta":
+            report[fqn] = Decision(fqn, False, "its weight is on the meta device", mod)
+        else:
+            cands.append((fqn, mod))
+    shared = _shared_inputs(model, cands, example_inputs) if example_inputs is not None else {}
+
+    def desc(sel):
+        return [compiler.Linear(f, m.in_features, m.out_features, m.bias is not None,
+                                id(m.weight) in tied, shared.get(f)) for f, m in sel]
+
+    name = "torch_" + type(model).__name__
+    with tempfile.TemporaryDirectory(prefix="precc-convert-") as tmp:
+        if artifacts is None:
+            path = os.path.join(tmp, "model.lua")
+            with open(path, "w") as f:
+                f.write(compiler.model_lua(name, desc(cands)))
+            why = _plan_reasons(compiler.check(recipe, path)) if cands else {}
+            for fqn, mod in cands:
+                if fqn in why:
+                    report[fqn] = Decision(fqn, False, why[fqn], mod)
+            cands = [(f, m) for f, m in cands if f not in why]
+            if cands:
+                with open(path, "w") as f:
+                    f.write(compiler.model_lua(name, desc(cands)))
+                artifacts = compiler.build(recipe, path, targets or default_targets(model))
+        if cands:
+            rt = Runtime(artifacts, "cpu")
+            sel = []
+            for fqn, mod in cands:
+                l = rt.by_fqn.get(fqn)
+                if l is None:
+                    report[fqn] = Decision(fqn, False, "not a layer of %s" % artifacts, mod)
+                    continue
+                K, N = l.buffer("x").shape(1)[1], l.buffer("w").shape(1)[0]
+                if (K, N) != (mod.in_features, mod.out_features):
+                    raise Error("precc: %s is %d->%d; in %s it is %d->%d (artifacts of another "
+                                "model?)" % (fqn, mod.in_features, mod.out_features, artifacts, K, N))
+                sel.append((fqn, mod))
+            cands = sel
+    if not cands:
+        if warn:
+            warnings.warn("precc: convert took no linear layer of %s" % name)
+        model.precc_report = [report[f] for f, _ in mods]
+        return model
+    layouts = {fqn: _ops.make_layout(rt.layer(fqn)) for fqn, _ in cands}
+    group = _ops.Group(artifacts, layouts, seed)
+    group.runtimes[("cpu", None)] = rt
+    group.recipe = rt.info["recipe"]
+    new_root = model
+    for fqn, mod in cands:
+        new = Linear.from_linear(mod, group, fqn)
+        for parent, attr in places.get(id(mod), []):
+            setattr(parent, attr, new)
+        if mod is model:
+            new_root = new
+        report[fqn] = Decision(fqn, True, "", mod)
+    new_root.precc_report = [report[f] for f, _ in mods]
+    new_root.precc_group = group
+    kept = [d for d in new_root.precc_report if not d.converted and d.reason != "module_filter_fn said no"]
+    if warn and kept:
+        warnings.warn("precc: %d linear(s) stay nn.Linear:\n  %s" % (
+            len(kept), "\n  ".join("%s: %s" % (d.fqn, d.reason) for d in kept)))
+    return new_root

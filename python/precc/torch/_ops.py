@@ -1,0 +1,571 @@
+"""The torch side of a precc layer: a plan per (layer, runtime) that runs
+the layer on tensors, the custom ops torch.compile sees (precc::linear and
+precc::linear_backward, with fake-tensor implementations), and the Group
+that owns a converted model's runtimes and its deferred state commits.
+
+Two plans, chosen per layer when it is converted:
+- ApiPlan: libprecc_rt's layer API, precc_rt_forward / precc_rt_backward /
+  precc_rt_commit on caller-owned state, saved and workspace regions;
+- StepPlan: precc_rt_run_step per step, for a layer the layer API refuses
+  to cut (rowwise today: its w quantize, tagged dgrad, also makes fprop's
+  w.q). Steps are split by dataflow: what y depends on is the forward, the
+  steps whose outputs are all next_state are the commit, the rest the
+  backward.
+Either way the commit (the delayed-scaling amax/scale update) waits for the
+end of the training step, so that all layers' amaxes go through one
+torch.distributed all_reduce(MAX) first (docs/pytorch.md, "Distributed")."""
+import itertools
+import threading
+from typing import List, Optional
+
+import torch
+
+from .._lib import Error
+from ..runtime import Runtime
+
+DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16,
+          "bf16": torch.bfloat16}
+REGION_ALIGN, SAVED_HEADER = 256, 64   # runtime/layer.c's region layout
+
+
+def torch_dtype(fmt):
+    """The dtype a buffer of format fmt is held in (uint8 codes for every
+    format of 8 bits or fewer, as the interpreter stores them)."""
+    return DTYPES.get(fmt, torch.uint8)
+
+
+def _aligned(t):
+    t = t.contiguous()
+    if t.data_ptr() % 16:
+        t = t.clone()
+    if t.data_ptr() % 16:  # torch placed a clone off 16 bytes (never seen)
+        n = t.numel() * t.element_size()
+        raw = torch.empty(n + 16, dtype=torch.uint8, device=t.device)
+        off = (-raw.data_ptr()) % 16
+        out = raw[off:off + n].view(t.dtype).view(t.shape)
+        out.copy_(t)
+        t = out
+    return t
+
+
+def _ptr(t):
+    return t.data_ptr() if t is not None else None
+
+
+def _stream(t):
+    if t is not None and t.device.type == "cuda":
+        return torch.cuda.current_stream(t.device).cuda_stream
+    return None
+
+
+def _distributed():
+    d = torch.distributed
+    return d.is_available() and d.is_initialized() and d.get_world_size() > 1
+
+
+# ---- state layouts ----------------------------------------------------------
+
+class ApiLayout:
+    """The layer API's state region (state_bytes, M-independent), held as
+    one f32 tensor; initialized by precc_rt_layer_state_init."""
+    kind = "api"
+
+    def __init__(self, layer):
+        sz = layer.sizes(layer.m_multiple)
+        self.size = sz["state_bytes"] // 4
+        self.pieces = []
+        for b in layer.buffers:
+            pl, off = layer.place(b, layer.m_multiple)
+            if pl == "state":
+                r, c = b.shape(1)
+                self.pieces.append((b.name, off // 4, r, c))
+        host = torch.zeros(self.size, dtype=torch.float32)
+        if self.size:
+            layer.state_init(host.data_ptr())
+        self.fresh = host
+
+    def new(self, device=None):
+        return self.fresh.clone().to(device)
+
+    def views(self, state):
+        return {n: state[o:o + r * c].view(r, c) for n, o, r, c in self.pieces}
+
+
+class StepLayout:
+    """StepPlan's state: every buffer of role state, 16-byte aligned in one
+    f32 tensor; fresh state as the IR says: histories 0, scales 1."""
+    kind = "step"
+
+    def __init__(self, layer):
+        self.pieces = []
+        off = 0
+        for b in layer.role("state"):
+            if b.format != "f32":
+                raise Error("precc: layer '%s' state '%s' is %s; precc.torch keeps f32 state only"
+                            % (layer.fqn, b.name, b.type))
+            r, c = b.shape(1)
+            self.pieces.append((b.name, off, r, c))
+            off += (r * c + 3) // 4 * 4
+        self.size = off
+        self.fresh = torch.zeros(self.size, dtype=torch.float32)
+        for b, (n, o, r, c) in zip(layer.role("state"), self.pieces):
+            if "{" in b.type:  # a scale tensor
+                self.fresh[o:o + r * c] = 1.0
+
+    def new(self, device=None):
+        return self.fresh.clone().to(device)
+
+    def views(self, state):
+        return {n: state[o:o + r * c].view(r, c) for n, o, r, c in self.pieces}
+
+
+def make_layout(layer):
+    try:
+        layer.sizes(layer.m_multiple)
+    except Error:
+        return StepLayout(layer)
+    return ApiLayout(layer)
+
+
+# ---- plans --------------------------------------------------------------------
+
+class _Plan:
+    def __init__(self, layer, layout):
+        self.layer, self.layout = layer, layout
+        for n, role in (("x", "input"), ("w", "weight"), ("y", "output"), ("dy", "grad_output"),
+                        ("dx", "output"), ("dw", "output")):
+            b = layer.buffer(n)
+            if b is None or b.role != role:
+                raise Error("precc: layer '%s' has no %s buffer '%s' (a manifest precc.torch "
+                            "cannot run)" % (layer.fqn, role, n))
+        self.x, self.w, self.y = layer.buffer("x"), layer.buffer("w"), layer.buffer("y")
+        self.dy, self.dx, self.dw = layer.buffer("dy"), layer.buffer("dx"), layer.buffer("dw")
+        self.bias = layer.buffer("bias")
+        self.K, self.N = self.x.shape(1)[1], self.w.shape(1)[0]
+
+    def empty(self, b, m, like):
+        return torch.empty(b.shape(m), dtype=torch_dtype(b.format), device=like.device)
+
+    def pad(self, t, mp):
+        if t.shape[0] == mp:
+            return _aligned(t)
+        p = t.new_zeros((mp,) + tuple(t.shape[1:]))
+        p[:t.shape[0]] = t
+        return p
+
+
+class ApiPlan(_Plan):
+    """precc_rt_forward / precc_rt_backward / precc_rt_commit."""
+
+    def __init__(self, layer, layout):
+        super().__init__(layer, layout)
+        if not isinstance(layout, ApiLayout):
+            raise Error("precc: layer '%s' was converted for run_step" % layer.fqn)
+        m = layer.m_multiple
+        sz = layer.sizes(m)
+        if sz["state_bytes"] // 4 != layout.size:
+            raise Error("precc: layer '%s': this target's state is %d bytes, the first "
+                        "target's %d" % (layer.fqn, sz["state_bytes"], layout.size * 4))
+        self.keep_inputs = [n for n, k in (("x", "backward_reads_x"), ("w", "backward_reads_w"))
+                            if sz[k]]
+        places = {b.name: layer.place(b, m) for b in layer.buffers}
+        self.saved_bufs = [b for b in layer.buffers if places[b.name][0] == "saved"]
+        # The amaxes the commit reads from saved: what is reduced across ranks.
+        commit_in = {i for s in layer.steps if layer.phase(s) == 2 for i in s.ins}
+        self.amax_bufs = [b for b in self.saved_bufs if b.index in commit_in and b.format == "f32"]
+        self.has_state = bool(sz["has_state"])
+        self.phases = [[s for s in layer.steps if layer.phase(s) == p] for p in range(3)]
+        for mm in (m, 3 * m):  # our reading of the region layout vs precc_rt's
+            if self.saved_bytes(mm) != layer.sizes(mm)["saved_bytes"]:
+                raise Error("precc: layer '%s': saved region of %d bytes at M=%d, precc_rt "
+                            "says %d" % (layer.fqn, self.saved_bytes(mm), mm,
+                                         layer.sizes(mm)["saved_bytes"]))
+
+    def saved_bytes(self, m):
+        # SymInt-friendly (torch.compile's fake M): header + each buffer
+        # rounded up to REGION_ALIGN.
+        n = SAVED_HEADER
+        for b in self.saved_bufs:
+            n = n + (b.bytes(m) + REGION_ALIGN - 1) // REGION_ALIGN * REGION_ALIGN
+        return n
+
+    def saved_fake(self, x, mp):
+        return [x.new_empty((self.saved_bytes(mp),), dtype=torch.uint8)]
+
+    def forward(self, x, w, bias, state, mp, seed):
+        l = self.layer
+        ws = torch.empty(l.sizes(mp)["workspace_bytes"], dtype=torch.uint8, device=x.device)
+        y = self.empty(self.y, mp, x)
+        saved = torch.empty(self.saved_bytes(mp), dtype=torch.uint8, device=x.device)
+        l.forward(mp, x.data_ptr(), w.data_ptr(), _ptr(bias), y.data_ptr(), saved.data_ptr(),
+                  _ptr(state) if self.layout.size else None, ws.data_ptr(), seed, _stream(x))
+        return y, [saved]
+
+    def backward(self, dy, state, kept, mp, seed):
+        l = self.layer
+        inputs = dict(zip(self.keep_inputs, kept))
+        saved = kept[len(self.keep_inputs)]
+        ws = torch.empty(l.sizes(mp)["workspace_bytes"], dtype=torch.uint8, device=dy.device)
+        dx, dw = self.empty(self.dx, mp, dy), self.empty(self.dw, mp, dy)
+        x = inputs.get("x")
+        if x is not None:
+            x = self.pad(x, mp)
+        l.backward(mp, _ptr(x), _ptr(inputs.get("w")), dy.data_ptr(), dx.data_ptr(),
+                   dw.data_ptr(), saved.data_ptr(), _ptr(state) if self.layout.size else None,
+                   ws.data_ptr(), seed, _stream(dy))
+        return dx, dw, (_ApiPending(self, saved, state, mp) if self.has_state else None)
+
+
+class _ApiPending:
+    def __init__(self, plan, saved, state, mp):
+        self.plan, self.saved, self.state, self.mp = plan, saved, state, mp
+
+    def amaxes(self):
+        l, out = self.plan.layer, []
+        for b in self.plan.amax_bufs:
+            _, off = l.place(b, self.mp)
+            out.append(self.saved[off:off + b.bytes(self.mp)].view(torch.float32))
+        return out
+
+    def commit(self):
+        self.plan.layer.commit(self.mp, self.saved.data_ptr(), self.state.data_ptr(),
+                               _stream(self.state))
+
+
+class StepPlan(_Plan):
+    """precc_rt_run_step per step, split by dataflow."""
+
+    def __init__(self, layer, layout):
+        super().__init__(layer, layout)
+        names = {b.name for b in layer.buffers}
+        missing = [p[0] for p in layout.pieces if p[0] not in names]
+        if missing or len(layout.pieces) != len(layer.role("state")):
+            raise Error("precc: layer '%s': the state of this target differs from the first "
+                        "target's (%s)" % (layer.fqn, ", ".join(missing) or "count"))
+        B = layer.buffers
+        nxt = {b.index for b in layer.role("next_state")}
+        writer = {o: s for s in layer.steps for o in s.outs}
+        fwd, todo = set(), [writer[self.y.index]]
+        while todo:
+            s = todo.pop()
+            if s.index not in fwd:
+                fwd.add(s.index)
+                todo += [writer[i] for i in s.ins if i in writer]
+        if any(self.dy.index in layer.steps[i].ins for i in fwd):
+            raise Error("precc: layer '%s': y depends on dy" % layer.fqn)
+        f = [s for s in layer.steps if s.index in fwd]
+        u = [s for s in layer.steps if s.index not in fwd and s.outs
+             and all(o in nxt for o in s.outs)]
+        b = [s for s in layer.steps if s.index not in fwd and s not in u]
+        self.phases = [f, b, u]
+        made_f = {o for s in f for o in s.outs}
+        made_b = {o for s in b for o in s.outs}
+        read_later = {i for s in b + u for i in s.ins}
+        self.keep_inputs = [n for n in ("x", "w") if layer.buffer(n).index in read_later]
+        self.saved_bufs = [B[i] for i in sorted(made_f & read_later) if B[i].role != "state"]
+        self.fwd_new = [B[i] for i in sorted(made_f)]
+        self.bwd_new = [B[i] for i in sorted(made_b)]
+        self.upd_new = [B[i] for i in sorted({o for s in u for o in s.outs})]
+        upd_in = {i for s in u for i in s.ins}
+        self.amax_names = [B[i].name for i in sorted(upd_in & (made_f | made_b))
+                           if B[i].format == "f32"]
+        self.upd_keep = [B[i].name for i in sorted(upd_in) if B[i].role != "state"]
+        self.commit_names = [n for st, nx in layer.updates for n in (st.name, nx.name)]
+
+    def saved_fake(self, x, mp):
+        return [x.new_empty(b.shape(mp), dtype=torch_dtype(b.format)) for b in self.saved_bufs]
+
+    def _run(self, steps, m, bufs, seed, stream):
+        ptrs = [0] * len(self.layer.buffers)
+        for b in self.layer.buffers:
+            t = bufs.get(b.name)
+            if t is not None:
+                ptrs[b.index] = t.data_ptr()
+        for s in steps:
+            self.layer.run_step(s.index, m, ptrs, seed, stream)
+
+    def forward(self, x, w, bias, state, mp, seed):
+        bufs = self.layout.views(state)
+        bufs.update(x=x, w=w)
+        if bias is not None:
+            bufs["bias"] = bias
+        for b in self.fwd_new:
+            bufs[b.name] = self.empty(b, mp, x)
+        self._run(self.phases[0], mp, bufs, seed, _stream(x))
+        return bufs["y"], [bufs[b.name] for b in self.saved_bufs]
+
+    def backward(self, dy, state, kept, mp, seed):
+        bufs = self.layout.views(state)
+        names = self.keep_inputs + [b.name for b in self.saved_bufs]
+        for n, t in zip(names, kept):
+            bufs[n] = self.pad(t, mp) if n == "x" else t
+        bufs["dy"] = dy
+        for b in self.bwd_new:
+            bufs[b.name] = self.empty(b, mp, dy)
+        self._run(self.phases[1], mp, bufs, seed, _stream(dy))
+        pend = None
+        if self.phases[2]:
+            pend = _StepPending(self, {n: bufs[n] for n in self.upd_keep + self.commit_names
+                                       if n in bufs})
+        return bufs["dx"], bufs["dw"], pend
+
+
+class _StepPending:
+    def __init__(self, plan, bufs):
+        self.plan, self.bufs = plan, bufs
+
+    def amaxes(self):
+        return [self.bufs[n] for n in self.plan.amax_names]
+
+    def commit(self):
+        p, bufs = self.plan, self.bufs
+        like = next(iter(bufs.values()))
+        for b in p.upd_new:
+            bufs[b.name] = p.empty(b, 1, like)
+        # State buffers never depend on M; any valid M will do.
+        p._run(p.phases[2], p.layer.m_multiple, bufs, 0, _stream(like))
+        for st, nx in p.layer.updates:
+            bufs[st.name].copy_(bufs[nx.name])
+
+
+def make_plan(layer, layout):
+    return (ApiPlan if isinstance(layout, ApiLayout) else StepPlan)(layer, layout)
+
+
+# ---- the group of a converted model ----------------------------------------------
+
+class Group:
+    """The runtimes of one converted model (one per device) and its
+    deferred commits."""
+
+    def __init__(self, artifacts, layouts, seed=0):
+        self.artifacts, self.layouts, self.seed = artifacts, layouts, seed
+        self.runtimes, self.plans = {}, {}
+        self.lock = threading.RLock()
+        self.pending = []        # _ApiPending / _StepPending awaiting the commit
+        self.forwards = 0        # forwards with grad since the last flush
+        self.backwards = 0
+        self.allreduce_calls = 0
+        self.commits = 0
+        self.calls = 0
+
+    def __deepcopy__(self, memo):
+        # A copied module (an EMA, say) runs the same artifacts: share them.
+        return self
+
+    def runtime(self, device):
+        key = (device.type, device.index)
+        with self.lock:
+            rt = self.runtimes.get(key)
+            if rt is None:
+                if device.type == "cpu":
+                    rt = Runtime(self.artifacts, "cpu")
+                elif device.type == "cuda":
+                    rt = _open_cuda(self.artifacts, device)
+                else:
+                    raise Error("precc: tensors on %s: precc runs on cpu or cuda tensors" % device)
+                self.runtimes[key] = rt
+            return rt
+
+    def program(self, fqn, device):
+        rt = self.runtime(device)
+        key = (id(rt), fqn)
+        p = self.plans.get(key)
+        if p is None:
+            p = self.plans[key] = make_plan(rt.layer(fqn), self.layouts[fqn])
+        return p
+
+    def next_seed(self):
+        self.calls += 1
+        return (self.seed * 0x9E3779B97F4A7C15 + self.calls) & 0xFFFFFFFFFFFFFFFF
+
+    def add_forward(self):
+        with self.lock:
+            if self.backwards and self.pending:
+                # A backward ran since the last flush and the step was not
+                # closed (a forward whose backward never ran): close it now,
+                # before this forward reads the scales.
+                self.flush()
+            self.forwards += 1
+
+    def add_backward(self, pending):
+        with self.lock:
+            if pending is not None:
+                self.pending.append(pending)
+            self.backwards += 1
+            if self.backwards >= self.forwards:
+                self.flush()
+
+    def flush(self):
+        """All-reduce (MAX) the pending layers' amaxes in one call when
+        torch.distributed is initialized, then commit each layer."""
+        with self.lock:
+            pending, self.pending = self.pending, []
+            self.forwards = self.backwards = 0
+            if not pending:
+                return
+            amaxes = [a for p in pending for a in p.amaxes()]
+            if amaxes and _distributed():
+                flat = torch.cat([a.reshape(-1) for a in amaxes])
+                torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.MAX)
+                self.allreduce_calls += 1
+                off = 0
+                for a in amaxes:
+                    n = a.numel()
+                    a.copy_(flat[off:off + n].view_as(a))
+                    off += n
+            for p in pending:
+                p.commit()
+            self.commits += 1
+
+
+def _open_cuda(artifacts, device):
+    # precc_rt uses the context current on the calling thread: PyTorch's
+    # primary context of this device, made current by torch.cuda first.
+    torch.cuda.init()
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    with torch.cuda.device(idx):
+        torch.empty(1, device="cuda:%d" % idx)
+        return Runtime(artifacts, "cuda")
+
+
+_REGISTRY = {}
+_keys = itertools.count(1)
+
+
+def register(group, fqn):
+    k = next(_keys)
+    _REGISTRY[k] = (group, fqn)
+    return k
+
+
+def lookup(key):
+    try:
+        return _REGISTRY[key]
+    except KeyError:
+        raise Error("precc: layer key %d is not registered in this process" % key) from None
+
+
+# ---- the custom ops ------------------------------------------------------------------
+
+def _padded(plan, m):
+    k = plan.layer.m_multiple
+    return (m + k - 1) // k * k
+
+
+def _fwd_impl(x, w, bias, state, key, needs_grad):
+    group, fqn = lookup(key)
+    plan = group.program(fqn, x.device)
+    m = x.shape[0]
+    mp = _padded(plan, m)
+    if m == 0:
+        return [x.new_empty((0, plan.N), dtype=torch_dtype(plan.y.format))] + \
+               plan.saved_fake(x, 0)
+    with group.lock:
+        if needs_grad:
+            group.add_forward()
+        y, saved = plan.forward(plan.pad(x, mp), _aligned(w),
+                                _aligned(bias) if bias is not None else None,
+                                state, mp, group.next_seed())
+    if mp != m:
+        y = y[:m].clone()
+    return [y] + saved
+
+
+def _fwd_fake(x, w, bias, state, key, needs_grad):
+    group, fqn = lookup(key)
+    plan = group.program(fqn, torch.device("cpu"))
+    mp = _padded(plan, x.shape[0])
+    return [x.new_empty((x.shape[0], plan.N), dtype=torch_dtype(plan.y.format))] + \
+        plan.saved_fake(x, mp)
+
+
+def _bwd_impl(dy, state, kept, key, m):
+    group, fqn = lookup(key)
+    plan = group.program(fqn, dy.device)
+    mp = _padded(plan, m)
+    if m == 0:
+        return [dy.new_empty((0, plan.K), dtype=torch_dtype(plan.dx.format)),
+                dy.new_zeros((plan.N, plan.K), dtype=torch_dtype(plan.dw.format))]
+    with group.lock:
+        dx, dw, pending = plan.backward(plan.pad(dy, mp), state, kept, mp, group.next_seed())
+        group.add_backward(pending)
+    if mp != m:
+        dx = dx[:m].clone()
+    return [dx, dw]
+
+
+def _bwd_fake(dy, state, kept, key, m):
+    group, fqn = lookup(key)
+    plan = group.program(fqn, torch.device("cpu"))
+    return [dy.new_empty((m, plan.K), dtype=torch_dtype(plan.dx.format)),
+            dy.new_empty((plan.N, plan.K), dtype=torch_dtype(plan.dw.format))]
+
+
+# precc::linear(x, w, bias, state, key, needs_grad) -> [y, saved...]
+# precc::linear_backward(dy, state, kept, key, m) -> [dx, dw]
+# The delayed-scaling state is read through `state` and written by the
+# deferred commit (Group.flush), inside the ops' implementations: no op
+# that torch.compile sees reads it in between.
+@torch.library.custom_op("precc::linear", mutates_args=())
+def linear_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor],
+              state: torch.Tensor, key: int, needs_grad: bool) -> List[torch.Tensor]:
+    return _fwd_impl(x, w, bias, state, key, needs_grad)
+
+
+linear_op.register_fake(_fwd_fake)
+
+
+@torch.library.custom_op("precc::linear_backward", mutates_args=())
+def linear_backward_op(dy: torch.Tensor, state: torch.Tensor, kept: List[torch.Tensor],
+                       key: int, m: int) -> List[torch.Tensor]:
+    return _bwd_impl(dy, state, kept, key, m)
+
+
+linear_backward_op.register_fake(_bwd_fake)
+
+
+def _setup_context(ctx, inputs, output):
+    x, w, bias, state, key, needs_grad = inputs
+    group, fqn = lookup(key)
+    plan = group.program(fqn, x.device)
+    kept = [{"x": x, "w": w}[n] for n in plan.keep_inputs] + list(output[1:])
+    ctx.save_for_backward(state, *kept)
+    ctx.key, ctx.m = key, x.shape[0]
+    ctx.bias_dtype = bias.dtype if bias is not None else None
+
+
+def _backward(ctx, grads):
+    state, *kept = ctx.saved_tensors
+    dy = grads[0].contiguous()
+    dx, dw = torch.ops.precc.linear_backward(dy, state, kept, ctx.key, ctx.m)
+    db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if ctx.bias_dtype is not None else None
+    return dx, dw, db, None, None, None
+
+
+torch.library.register_autograd("precc::linear", _backward, setup_context=_setup_context)
+
+
+def trace(plan, x, w, bias, state, dy=None, seed=0):
+    """Every buffer of one run of the layer's steps on x (and dy: the
+    backward and the commit's update steps too), run step by step on a
+    copy of state: the quantized operands, scales and amaxes as the kernels
+    wrote them. The module, its state and the Group are untouched."""
+    m = x.shape[0]
+    mp = _padded(plan, m)
+    bufs = plan.layout.views(state.detach().clone())
+    bufs["x"], bufs["w"] = plan.pad(x.detach(), mp), _aligned(w.detach())
+    if plan.bias is not None:
+        bufs["bias"] = _aligned(bias.detach())
+    steps = list(plan.phases[0])
+    if dy is not None:
+        bufs["dy"] = plan.pad(dy.detach(), mp)
+        steps += plan.phases[1] + plan.phases[2]
+    layer = plan.layer
+    for b in layer.buffers:
+        if b.name not in bufs and any(b.index in s.outs for s in steps):
+            bufs[b.name] = plan.empty(b, mp, x)
+    ptrs = [bufs[b.name].data_ptr() if b.name in bufs else 0 for b in layer.buffers]
+    for s in steps:
+        layer.run_step(s.index, mp, ptrs, seed, _stream(x))
+    return bufs
