@@ -127,8 +127,8 @@ main(int argc, char **argv)
 	       getenv("PRECC_INTERP_ISA") ? getenv("PRECC_INTERP_ISA")
 	       : "(widest the CPU has)",
 	       getenv("PRECC_INTERP_NOFMA") ? ", PRECC_INTERP_NOFMA" : "");
-	printf("ratio: OpenBLAS sgemm time / precc time, same size, same run "
-	       "(fp8 rows too)\n\n");
+	printf("ratio: OpenBLAS sgemm time / precc time, same size, the two "
+	       "alternating (each row its own OpenBLAS runs)\n\n");
 	printf("%-28s %6s %10s %10s %8s\n", "kernel", "size", "precc", "openblas",
 	       "ratio");
 	for (int s = 0; s < nsizes; s++) {
@@ -201,14 +201,29 @@ main(int argc, char **argv)
 		d.a = (precc_gemm_operand){ qa, PRECC_E4M3, sia, t1 };
 		d.b = (precc_gemm_operand){ qb, PRECC_E4M3, sib, t128 };
 		d.promote_every = 128;
-		double t8 = best(reps, &(Job){ .kind = 0, .d = &d });
-		printf("%-28s %6ld %8.1f GF %8s    %7.2fx\n",
-		       "fp8 e4m3 blockwise, P=128", n, flop / t8 * 1e-9, "", tb / t8);
-		d.acc_mbits = 14;
-		double t14 = best(reps, &(Job){ .kind = 0, .d = &d });
-		printf("%-28s %6ld %8.1f GF %8s    %7.2fx\n",
-		       "fp8 blockwise, P=128, 14-bit", n, flop / t14 * 1e-9, "",
-		       tb / t14);
+		/* each fp8 model alternates with OpenBLAS too: its ratio is against
+		 * the OpenBLAS runs of its own rounds */
+		double t8 = 1e30, tb8 = 1e30, t14 = 1e30, tb14 = 1e30;
+		for (int r = 0; r < 2 * reps; r++) {
+			d.acc_mbits = 0;
+			double t = best(1, &(Job){ .kind = 0, .d = &d });
+			double u = best(1, &(Job){ .kind = 1, .a = a, .b = b, .c = c2,
+			                           .n = n });
+			d.acc_mbits = 14;
+			double t2 = best(1, &(Job){ .kind = 0, .d = &d });
+			double u2 = best(1, &(Job){ .kind = 1, .a = a, .b = b, .c = c2,
+			                            .n = n });
+			t8 = t < t8 ? t : t8;
+			tb8 = u < tb8 ? u : tb8;
+			t14 = t2 < t14 ? t2 : t14;
+			tb14 = u2 < tb14 ? u2 : tb14;
+		}
+		printf("%-28s %6ld %8.1f GF %8.1f GF %7.2fx\n",
+		       "fp8 e4m3 blockwise, P=128", n, flop / t8 * 1e-9, flop / tb8 * 1e-9,
+		       tb8 / t8);
+		printf("%-28s %6ld %8.1f GF %8.1f GF %7.2fx\n",
+		       "fp8 blockwise, P=128, 14-bit", n, flop / t14 * 1e-9,
+		       flop / tb14 * 1e-9, tb14 / t14);
 		printf("%-28s %6ld %8.1f Melem/s (1x128 scales)\n",
 		       "quantize fp32->e4m3 RNE", n, (double)nn / tq * 1e-6);
 		printf("%-28s %6ld %8.1f Melem/s (Philox bits)\n",
