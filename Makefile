@@ -18,8 +18,15 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The main job on the bundled default: the plan of te_delayed_hybrid x
+# Llama-3-8B, its kernels (quantize and GEMM) built into $(BUILD)/demo, and
+# one layer of that build run on the cpu backend.
+DEMO_RECIPE ?= recipes/te_delayed_hybrid.lua
+DEMO_MODEL ?= recipes/models/llama-3-8b.json
 demo: build
-	./$(BUILD)/precc check recipes/te_delayed_hybrid.lua --model recipes/models/llama-3-8b.json
+	./$(BUILD)/precc check $(DEMO_RECIPE) --model $(DEMO_MODEL)
+	./$(BUILD)/precc build $(DEMO_RECIPE) --model $(DEMO_MODEL) --target sm_90a,sm_89 -o $(BUILD)/demo
+	./$(BUILD)/precc-run $(BUILD)/demo --backend cpu --layer model.layers.0.self_attn.q_proj --m 128
 
 # precc-train (examples/train) on the cpu backend: the MLP under four
 # recipes, fp16 without loss scaling, and fp32; writes $(BUILD)/train/loss.svg.
