@@ -173,6 +173,19 @@ static const char *const recipes[] = {
 	"bf16", "fp16_dynamic_loss_scale", "te_delayed_hybrid", "current_tensorwise", "rowwise",
 	"rowwise_gw_hp", "deepseek_v3", "mxfp8", "nvfp4",
 };
+/* recipes/NAME.lua x recipes/models/tiny.lua, resolved. */
+static Plan *
+plan_of(const char *name, Recipe **rc, Model **md)
+{
+	char path[1024];
+
+	snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, name);
+	*rc = recipe_load(path);
+	snprintf(path, sizeof path, "%s/models/tiny.lua", PRECC_RECIPES);
+	*md = model_load(path);
+	return plan_resolve(*rc, *md);
+}
+
 /* Compute ops (gemm included): what must land in a kernel exactly once. */
 static int
 compute_ops(const Module *m, bool kernels, bool steps)
@@ -205,12 +218,9 @@ static void
 test_partition(void)
 {
 	for (size_t r = 0; r < sizeof recipes / sizeof recipes[0]; r++) {
-		char path[1024];
-		snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, recipes[r]);
-		Recipe *rc = recipe_load(path);
-		snprintf(path, sizeof path, "%s/models/tiny.lua", PRECC_RECIPES);
-		Model *md = model_load(path);
-		Plan *p = plan_resolve(rc, md);
+		Recipe *rc;
+		Model *md;
+		Plan *p = plan_of(recipes[r], &rc, &md);
 		Module *m = lower_plan(p, NULL);
 		PassOptions o = {.target = target_by_name("sm_90a"), .stop_after = "fuse"};
 
@@ -282,90 +292,15 @@ pool_get(Pool *p, const Func *f, int v, size_t bytes)
 	return p->buf[k];
 }
 
-static int
-run_func(const Func *f, Pool *p, unsigned char **out, size_t *nout)
-{
-	IrInterpOpts o;
-	char err[512];
-	IrInterp *ip;
-
-	ir_interp_opts_init(&o);
-	o.m = 256, o.threads = 1;
-	if (!(ip = ir_interp_new(f, &o, err, sizeof err))) {
-		fprintf(stderr, "%s\n", err);
-		return -1;
-	}
-	for (int j = 0; j < f->nins; j++)
-		if (f->ins[j].op == OP_param) {
-			long r, c;
-			size_t b = ir_interp_value_bytes(ip, f->ins[j].res, &r, &c);
-			ir_interp_bind(ip, f->val[f->ins[j].res].name, pool_get(p, f, f->ins[j].res, b), b);
-		}
-	if (ir_interp_run(ip)) {
-		fprintf(stderr, "%s\n", ir_interp_error(ip));
-		ir_interp_free(ip);
-		return -1;
-	}
-	for (int k = 0; k < ir_interp_nresults(ip); k++) {
-		long r, c;
-		int v = ir_interp_result(ip, k);
-		size_t b = ir_interp_value_bytes(ip, v, &r, &c);
-		*out = realloc(*out, *nout + b + 1);
-		memcpy(*out + *nout, ir_interp_value(ip, v), b);
-		*nout += b;
-	}
-	ir_interp_free(ip);
-	return 0;
-}
-
-/* A step func computes what its three funcs computed, bit for bit. */
-static void
-test_merge_means_the_same(void)
-{
-	static const char *const rs[] = {"te_delayed_hybrid", "current_tensorwise", "rowwise_gw_hp",
-	                                 "deepseek_v3", "nvfp4"};
-	for (size_t r = 0; r < sizeof rs / sizeof rs[0]; r++) {
-		char path[1024];
-		snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, rs[r]);
-		Recipe *rc = recipe_load(path);
-		snprintf(path, sizeof path, "%s/models/tiny.lua", PRECC_RECIPES);
-		Model *md = model_load(path);
-		Plan *p = plan_resolve(rc, md);
-		Module *three = lower_plan(p, "model.layers.0.self_attn.q_proj");
-		Module *one = lower_plan(p, "model.layers.0.self_attn.q_proj");
-		PassOptions o = {.target = target_by_name("sm_90a"), .stop_after = "merge"};
-		Pool pool = {0};
-		unsigned char *a = NULL, *b = NULL;
-		size_t na = 0, nb = 0;
-		int bad = 0;
-
-		passes_run(one, &o);
-		CHECK(one->nfn == 1 && three->nfn == 3, "%s: %d step funcs", rs[r], one->nfn);
-		for (int k = 0; k < three->nfn; k++)
-			bad |= run_func(three->fn[k], &pool, &a, &na);
-		bad |= run_func(one->fn[0], &pool, &b, &nb);
-		CHECK(!bad && na == nb && na && !memcmp(a, b, na), "%s: the step func's results "
-		      "differ from its funcs' (%zu vs %zu bytes)", rs[r], nb, na);
-		free(a), free(b);
-		for (int k = 0; k < pool.count; k++)
-			free(pool.buf[k]);
-		ir_module_free(one), ir_module_free(three);
-		plan_free(p), model_free(md), recipe_free(rc);
-	}
-}
-
 /* Runs f (binding its params from pool), keeps the interpreter for a
  * later commit; appends the results' bytes to *out. */
 static IrInterp *
-start_func(const Func *f, const Module *m, Pool *p, unsigned char **out, size_t *nout)
+start_func(const Func *f, const IrInterpOpts *o, Pool *p, unsigned char **out, size_t *nout)
 {
-	IrInterpOpts o;
 	char err[768];
 	IrInterp *ip;
 
-	ir_interp_opts_init(&o);
-	o.m = 128, o.threads = 2, o.seed = 42, o.module = m;
-	if (!(ip = ir_interp_new(f, &o, err, sizeof err))) {
+	if (!(ip = ir_interp_new(f, o, err, sizeof err))) {
 		fprintf(stderr, "%s\n", err);
 		return NULL;
 	}
@@ -391,6 +326,53 @@ start_func(const Func *f, const Module *m, Pool *p, unsigned char **out, size_t 
 	return ip;
 }
 
+static int
+run_func(const Func *f, Pool *p, unsigned char **out, size_t *nout)
+{
+	IrInterpOpts o;
+	IrInterp *ip;
+
+	ir_interp_opts_init(&o);
+	o.m = 256, o.threads = 1;
+	if (!(ip = start_func(f, &o, p, out, nout)))
+		return -1;
+	ir_interp_free(ip);
+	return 0;
+}
+
+/* A step func computes what its three funcs computed, bit for bit. */
+static void
+test_merge_means_the_same(void)
+{
+	static const char *const rs[] = {"te_delayed_hybrid", "current_tensorwise", "rowwise_gw_hp",
+	                                 "deepseek_v3", "nvfp4"};
+	for (size_t r = 0; r < sizeof rs / sizeof rs[0]; r++) {
+		Recipe *rc;
+		Model *md;
+		Plan *p = plan_of(rs[r], &rc, &md);
+		Module *three = lower_plan(p, "model.layers.0.self_attn.q_proj");
+		Module *one = lower_plan(p, "model.layers.0.self_attn.q_proj");
+		PassOptions o = {.target = target_by_name("sm_90a"), .stop_after = "merge"};
+		Pool pool = {0};
+		unsigned char *a = NULL, *b = NULL;
+		size_t na = 0, nb = 0;
+		int bad = 0;
+
+		passes_run(one, &o);
+		CHECK(one->nfn == 1 && three->nfn == 3, "%s: %d step funcs", rs[r], one->nfn);
+		for (int k = 0; k < three->nfn; k++)
+			bad |= run_func(three->fn[k], &pool, &a, &na);
+		bad |= run_func(one->fn[0], &pool, &b, &nb);
+		CHECK(!bad && na == nb && na && !memcmp(a, b, na), "%s: the step func's results "
+		      "differ from its funcs' (%zu vs %zu bytes)", rs[r], nb, na);
+		free(a), free(b);
+		for (int k = 0; k < pool.count; k++)
+			free(pool.buf[k]);
+		ir_module_free(one), ir_module_free(three);
+		plan_free(p), model_free(md), recipe_free(rc);
+	}
+}
+
 /* The whole pipeline keeps the meaning: for every recipe and every layer
  * of tiny, the step func after all passes (params, calls of the kernels
  * partition made and dedupe shared, updates) computes what the three
@@ -404,16 +386,17 @@ test_passes_mean_the_same(void)
 	int layers = 0, calls = 0;
 
 	for (size_t r = 0; r < sizeof recipes / sizeof recipes[0]; r++) {
-		char path[1024];
-		snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, recipes[r]);
-		Recipe *rc = recipe_load(path);
-		snprintf(path, sizeof path, "%s/models/tiny.lua", PRECC_RECIPES);
-		Model *md = model_load(path);
-		Plan *p = plan_resolve(rc, md);
+		Recipe *rc;
+		Model *md;
+		Plan *p = plan_of(recipes[r], &rc, &md);
 		Module *low = lower_plan(p, NULL), *m = lower_plan(p, NULL);
 		PassOptions o = {.target = target_by_name("sm_90a")};
+		IrInterpOpts lo, po;
 
 		passes_run(m, &o);
+		ir_interp_opts_init(&lo);
+		lo.m = 128, lo.threads = 2, lo.seed = 42, lo.module = low;
+		po = lo, po.module = m;
 		for (int k = 0; k < m->nfn; k++) {
 			const Func *step = m->fn[k];
 			if (step->kernel)
@@ -428,9 +411,9 @@ test_passes_mean_the_same(void)
 				char name[512];
 				snprintf(name, sizeof name, "%s.%s", step->name, g[j]);
 				const Func *f = ir_find_func(low, name);
-				bad |= !f || !(three[j] = start_func(f, low, &pa, &a, &na));
+				bad |= !f || !(three[j] = start_func(f, &lo, &pa, &a, &na));
 			}
-			one = start_func(step, m, &pb, &b, &nb);
+			one = start_func(step, &po, &pb, &b, &nb);
 			for (int j = 0; j < step->nins; j++)
 				calls += step->ins[j].op == OP_call;
 			bad |= !one;
