@@ -67,14 +67,13 @@ param_role(ParamKind k)
 	return (unsigned)k < NPARAMKIND ? names[k] : "buffer";
 }
 
-/* Outputs that an atomic max accumulates into: whole-tensor amax values. */
+/* Outputs the kernel's code updates atomically (codegen reads them off the
+ * emitted function: tensorwise amaxes, amax_cols' column maxima, a GEMM's
+ * output amax): the launcher zeroes exactly these. */
 static int
-zero_output(const Func *f, int v)
+zero_output(const CodegenKernel *in, int i)
 {
-	const Ins *d = ir_def_ins(f, v);
-
-	return d && d->op == OP_amax && d->type.is_scale && d->type.block[0] == 0
-	       && d->type.block[1] == 0;
+	return i < 32 && (in->atomic_params >> i & 1);
 }
 
 /* One phase's grid as the manifest states it (phase -1: the kernel's own
@@ -193,7 +192,7 @@ kernel_json(Build *b, Job *j)
 		cJSON_AddStringToObject(p, "dir", i < nin ? "in" : "out");
 		cJSON_AddStringToObject(p, "type", type_str(&f->val[v].type, ty, sizeof ty));
 		cJSON_AddItemToArray(ps, p);
-		if (i >= nin && zero_output(f, v))
+		if (i >= nin && zero_output(in, i))
 			cJSON_AddItemToArray(zo, cJSON_CreateString(f->val[v].name));
 	}
 	cJSON_AddBoolToObject(k, "has_m", in->has_m);
@@ -570,7 +569,7 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 		fprintf(c, "\tif (!hooks.launch)\n\t\treturn -1;\n");
 		for (int i = nin; i < in->nparams; i++) {
 			int v = in->param_value[i];
-			if (!zero_output(f, v))
+			if (!zero_output(in, i))
 				continue;
 			const Type *t = &f->val[v].type;
 			c_ident(id, sizeof id, f->val[v].name);

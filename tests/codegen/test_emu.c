@@ -66,16 +66,37 @@ precc_emu_sreg(uint32_t which)
 	return which == 0 ? my_tid : which == 1 ? cur_cx : cur_cy;
 }
 
-uint32_t
-precc_emu_shfl_bfly(uint32_t v, uint32_t mask)
+static void
+emu_abort(const char *what)
 {
-	unsigned w = my_tid / 32, base = w * 32;
+	fprintf(stderr, "test_emu: thread %u of CTA (%u,%u): %s\n", my_tid,
+	        coop ? my_cx : cur_cx, coop ? my_cy : cur_cy, what);
+	fflush(stdout);
+	abort();
+}
+
+/* shfl.sync.bfly.b32 d, a, b, c, membermask as the PTX ISA defines it
+ * ("Data Movement: shfl.sync"): j = lane ^ b, valid when j <= maxLane with
+ * maxLane = (lane & segmask) | (c[4:0] & ~segmask), segmask = c[12:8];
+ * an invalid j reads the thread's own a. Every thread of a shuffle must
+ * be in membermask, and so must the lane it reads; the warp-wide
+ * rendezvous below needs the whole warp, so a partial mask is refused. */
+uint32_t
+precc_emu_shfl_bfly(uint32_t member, uint32_t v, uint32_t b, uint32_t c)
+{
+	unsigned w = my_tid / 32, base = w * 32, lane = my_tid % 32;
 	uint32_t *sl = coop ? coop_slot[my_cta] : slot;
 	pthread_barrier_t *wb = coop ? &coop_warp_bar[my_cta][w] : &warp_bar[w];
+	unsigned seg = c >> 8 & 31, maxl = (lane & seg) | (c & 31 & ~seg);
+	unsigned j = lane ^ (b & 31);
 
+	if (member != 0xffffffffu)
+		emu_abort("shfl.sync with a partial membermask (not emulated)");
+	if (j > maxl)
+		j = lane;
 	sl[my_tid] = v;
 	pthread_barrier_wait(wb);
-	uint32_t r = sl[base + ((my_tid - base) ^ (mask & 31))];
+	uint32_t r = sl[base + j];
 	pthread_barrier_wait(wb);
 	return r;
 }
@@ -161,29 +182,120 @@ launch_coop(int threads, unsigned gx, unsigned gy)
 	return 0;
 }
 
-/* the rows of codegen/ptx_asm.c's asm_table */
-uint16_t
-precc_emu_asm2_16(uint32_t row, float lo, float hi)
+/* The cvt rows of codegen/ptx_asm.c's asm_table, read from the PTX text
+ * itself: "cvt.RND[.satfinite].DSTx2.SRC $0, $A, $B;" packs operand A in
+ * the upper half and B in the lower one (PTX ISA, cvt: "d = {a, b}" with a
+ * in the upper bits). The emulator takes formats, saturation and operand
+ * order from the string, so a changed string changes what runs. */
+typedef struct Cvt {
+	int ok;
+	precc_format dst, src;
+	int sat, hi_arg, lo_arg;   /* operand numbers: $1 and $2 are the call's */
+} Cvt;
+static Cvt cvt_row[64];
+
+static int
+fmt_name(const char *s, size_t n, precc_format *f)
 {
-	precc_format f = row == 0 ? PRECC_E4M3 : PRECC_E5M2;
-	if (emu_break && my_tid == 7 && cur_cx == 1)
+	static const struct { const char *n; precc_format f; } t[] = {
+		{"e4m3", PRECC_E4M3}, {"e5m2", PRECC_E5M2}, {"bf16", PRECC_BF16},
+		{"f16", PRECC_FP16}, {"f32", PRECC_FP32},
+	};
+	for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+		if (strlen(t[i].n) == n && !strncmp(s, t[i].n, n)) {
+			*f = t[i].f;
+			return 0;
+		}
+	return -1;
+}
+
+static void
+parse_cvts(void)
+{
+	for (int r = 0; r < asm_table_len && r < 64; r++) {
+		const char *p = asm_table[r].ptx, *sp = strchr(p, ' ');
+		char mn[96];
+		Cvt c = {0};
+		if (strncmp(p, "cvt.", 4) || !sp || (size_t)(sp - p) >= sizeof mn)
+			continue;
+		memcpy(mn, p, (size_t)(sp - p));
+		mn[sp - p] = 0;
+		/* fields: cvt rnd [satfinite] dst src */
+		char *f[6];
+		int nf = 0;
+		for (char *t = strtok(mn, "."); t && nf < 6; t = strtok(NULL, "."))
+			f[nf++] = t;
+		int i = 2;
+		if (nf < 4 || strcmp(f[1], "rn"))
+			continue;
+		if (i < nf && !strcmp(f[i], "satfinite"))
+			c.sat = 1, i++;
+		if (nf - i != 2)
+			continue;
+		size_t ld = strlen(f[i]), ls = strlen(f[i + 1]);
+		int dx2 = ld > 2 && !strcmp(f[i] + ld - 2, "x2"), sx2 = ls > 2 && !strcmp(f[i + 1] + ls - 2, "x2");
+		if (!dx2 || fmt_name(f[i], ld - 2, &c.dst)
+		    || fmt_name(f[i + 1], sx2 ? ls - 2 : ls, &c.src))
+			continue;
+		int a = -1, b = -1;
+		if (sx2 ? sscanf(sp, " $0, $%d;", &a) != 1 : sscanf(sp, " $0, $%d, $%d;", &a, &b) != 2)
+			continue;
+		c.hi_arg = a, c.lo_arg = b;
+		c.ok = 1;
+		cvt_row[r] = c;
+	}
+}
+
+static const Cvt *
+cvt_of(uint32_t row, int nargs)
+{
+	const Cvt *c = row < 64 ? &cvt_row[row] : NULL;
+	int two = nargs == 2;
+	if (!c || !c->ok || (c->src == PRECC_FP32) != two
+	    || (two && !((c->hi_arg == 1 && c->lo_arg == 2) || (c->hi_arg == 2 && c->lo_arg == 1)))
+	    || (!two && c->hi_arg != 1))
+		emu_abort("an asm_table row the emulator cannot read as a cvt");
+	return c;
+}
+
+/* two floats -> a packed pair (fp8x2 in 16 bits, 16-bit x2 in 32) */
+static uint32_t
+cvt_pack(uint32_t row, float x1, float x2)
+{
+	const Cvt *c = cvt_of(row, 2);
+	float hi = c->hi_arg == 1 ? x1 : x2, lo = c->hi_arg == 1 ? x2 : x1;
+	unsigned bits = precc_interp_elem_bytes(c->dst) * 8;
+	return precc_encode(c->dst, hi, PRECC_RNE, c->sat, 0) << bits
+	       | precc_encode(c->dst, lo, PRECC_RNE, c->sat, 0);
+}
+
+uint16_t
+precc_emu_asm2_16(uint32_t row, float x1, float x2)
+{
+	if (emu_break == 1 && my_tid == 7 && cur_cx == 1)
 		return 0x5555;
-	return (uint16_t)(precc_encode(f, hi, PRECC_RNE, true, 0) << 8 | precc_encode(f, lo, PRECC_RNE, true, 0));
+	if (precc_interp_elem_bytes(cvt_of(row, 2)->dst) != 1)
+		emu_abort("a 16-bit result from a cvt that packs 32");
+	return (uint16_t)cvt_pack(row, x1, x2);
 }
 
 uint32_t
-precc_emu_asm2_32(uint32_t row, float lo, float hi)
+precc_emu_asm2_32(uint32_t row, float x1, float x2)
 {
-	precc_format f = row == 4 ? PRECC_BF16 : PRECC_FP16;
-	return precc_encode(f, hi, PRECC_RNE, false, 0) << 16 | precc_encode(f, lo, PRECC_RNE, false, 0);
+	if (precc_interp_elem_bytes(cvt_of(row, 2)->dst) != 2)
+		emu_abort("a 32-bit result from a cvt that packs 16");
+	return cvt_pack(row, x1, x2);
 }
 
+/* fp8x2 -> f16x2: the code in the low byte to the low half */
 uint32_t
 precc_emu_asm1_32(uint32_t row, uint16_t codes)
 {
-	precc_format f = row == 2 ? PRECC_E4M3 : PRECC_E5M2;
-	uint32_t lo = precc_encode(PRECC_FP16, precc_decode(f, codes & 0xff), PRECC_RNE, false, 0);
-	uint32_t hi = precc_encode(PRECC_FP16, precc_decode(f, codes >> 8), PRECC_RNE, false, 0);
+	const Cvt *c = cvt_of(row, 1);
+	if (c->dst != PRECC_FP16 || precc_interp_elem_bytes(c->src) != 1)
+		emu_abort("an fp8 decode row that is not f16x2 from fp8x2");
+	uint32_t lo = precc_encode(PRECC_FP16, precc_decode(c->src, codes & 0xff), PRECC_RNE, false, 0);
+	uint32_t hi = precc_encode(PRECC_FP16, precc_decode(c->src, codes >> 8), PRECC_RNE, false, 0);
 	return hi << 16 | lo;
 }
 
@@ -429,6 +541,21 @@ check_kernel(const Func *f, const char *file)
 	}
 	LLVMBuildCall2(g.b, kty, kfn, kargs, np, "");
 	LLVMBuildRetVoid(g.b);
+	/* every external the kernel calls must be an emulated one: an
+	 * intrinsic or special register without a host model aborts here */
+	for (LLVMValueRef fn = LLVMGetFirstFunction(g.mod); fn; fn = LLVMGetNextFunction(fn)) {
+		size_t nl;
+		const char *nm = LLVMGetValueName2(fn, &nl);
+		int known = !LLVMIsDeclaration(fn) || (!strncmp(nm, "llvm.", 5) && strncmp(nm, "llvm.nvvm.", 10));
+		for (size_t i = 0; !known && i < sizeof emu_fns / sizeof *emu_fns; i++)
+			known = !strcmp(nm, emu_fns[i]);
+		if (!known) {
+			printf("FAIL %s: the emulator has no model of %s\n", file,
+			       strncmp(nm, "precc_emu_unknown:", 18) ? nm : nm + 18);
+			cg_dispose(&g);
+			return -1;
+		}
+	}
 	char *triple = LLVMGetDefaultTargetTriple();
 	LLVMSetTarget(g.mod, triple);
 	LLVMDisposeMessage(triple);
@@ -458,7 +585,7 @@ check_kernel(const Func *f, const char *file)
 	}
 	entry = (void (*)(void **))(uintptr_t)LLVMGetFunctionAddress(ee, "precc_emu_entry");
 
-	/* buffers: params filled, outputs zeroed; the interpreter gets the params */
+	/* buffers: params filled, outputs poisoned; the interpreter gets the params */
 	IrInterpOpts io;
 	ir_interp_opts_init(&io);
 	io.m = M;
@@ -475,8 +602,12 @@ check_kernel(const Func *f, const char *file)
 		const Type *ty = &f->val[v].type;
 		long rows = ty->rank == 2 ? extent(ty->dim[0]) : 1, cols = extent(ty->dim[ty->rank - 1]);
 		size_t bytes = (size_t)(rows * cols) * precc_interp_elem_bytes(ty->fmt);
-		buf[i] = calloc(1, bytes);
+		buf[i] = malloc(bytes ? bytes : 1);
 		args[i] = buf[i];
+		/* the runtime's contract: outputs start poisoned (precc-run's
+		 * 0xa5), only those the code updates atomically (the manifest's
+		 * zero_outputs) are zeroed */
+		memset(buf[i], info.atomic_params >> i & 1 ? 0 : 0xa5, bytes);
 		const Ins *d = ir_def_ins(f, v);
 		if (d && d->op == OP_param) {
 			fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, f->val[v].name);
@@ -633,6 +764,7 @@ main(int argc, char **argv)
 	char *names[256], err[1024];
 	int n = 0, fails = 0;
 
+	parse_cvts();
 	LLVMLinkInMCJIT();
 	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
 		printf("skipped: this LLVM has no native target to JIT for\n");
