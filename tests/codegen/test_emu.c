@@ -18,6 +18,7 @@
  * against CuTe's) and compare bit for bit with accum=fp32 or promote:N
  * (promote_bits 0): the emulated tensor core sums exactly in fp32.
  */
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -39,6 +40,10 @@ static long M = 128;
 /* "# emu: finite": no NaN or inf inputs at all (an amax output would
  * otherwise be NaN and prove nothing) */
 static int finite_only;
+/* Ms that divide no tile and no 1x128 block: each kernel with a dim M also
+ * runs at one of these that is a multiple of its m_multiple */
+static const long extra_m[3] = {16, 80, 144};
+static int extra_run;
 
 /* ---- the emulated GPU: one pthread per thread of a CTA ----------------- */
 static int nthreads;
@@ -404,12 +409,59 @@ next(void)
 	return (uint32_t)(rng >> 16);
 }
 
+/* The blocks of a param that an in-kernel amax reduces (1xB, BxB,
+ * rowwise, columnwise, over x or over transpose(x)), in x's coordinates:
+ * every 16 blocks, blocks 1..4 are all zero, all below eps, all NaN and
+ * all at the format's max, so that the scale of each kind of block is
+ * checked (eps clamp, amax 0, NaN, fmax / amax at the top of the range).
+ * Tensorwise amaxes and params no amax reads get none. */
+typedef struct Blocks { long br, bc, cols; } Blocks;
+
+static Blocks
+blocks_of(const Func *f, int v, long rows, long cols)
+{
+	Blocks b = {0, 0, cols};
+	for (int i = 0; i < f->nins && !b.br; i++) {
+		const Ins *in = &f->ins[i];
+		if (in->op != OP_amax || in->narg < 1)
+			continue;
+		const Ins *src = ir_def_ins(f, in->arg[0]);
+		int t = src && src->op == OP_transpose && src->arg[0] == v;
+		if (in->arg[0] != v && !t)
+			continue;
+		long b0 = in->type.block[0], b1 = in->type.rank > 1 ? in->type.block[1] : 0;
+		b.br = t ? (b1 ? b1 : rows) : (b0 ? b0 : rows);
+		b.bc = t ? (b0 ? b0 : cols) : (b1 ? b1 : cols);
+		if (b.br >= rows && b.bc >= cols)
+			b.br = b.bc = 0;    /* one block: tensorwise */
+	}
+	return b;
+}
+
+enum { K_NONE, K_ZERO, K_TINY, K_NAN, K_MAX };
+
+static int
+block_kind(const Blocks *b, long r, long c)
+{
+	if (!b || !b->br || finite_only)
+		return K_NONE;
+	long nbc = (b->cols + b->bc - 1) / b->bc, k = ((r / b->br) * nbc + c / b->bc) % 16;
+	return k >= 1 && k <= 4 ? (int)k : K_NONE;
+}
+
 /* A value of every kind: mostly moderate magnitudes, a few rows with
- * specials (NaN and inf only in rows 5 and 9: one block each). */
+ * specials (NaN and inf only in rows 5 and 9: one block each), and the
+ * special blocks above (below eps: |x| < 2^-40 < 1e-12). */
 static float
-sample(long r, long i)
+sample(long r, long i, int kind, float fmax)
 {
 	uint32_t k = next() % 64;
+	switch (kind) {
+	case K_ZERO: return k & 1 ? -0.0f : 0.0f;
+	case K_TINY: return (k & 1 ? -1 : 1) * ldexpf(1.0f + (float)(next() % 1024) / 1024.0f, -50 + (int)(k % 8));
+	case K_NAN: return NAN;
+	case K_MAX: return k & 1 ? -fmax : fmax;
+	}
 	if (finite_only)
 		r = 0;
 	if (r == 5 && i % 97 == 3)
@@ -429,15 +481,17 @@ sample(long r, long i)
 }
 
 static void
-fill(void *buf, precc_format f, long rows, long cols, int is_state, const char *name)
+fill(void *buf, precc_format f, long rows, long cols, int is_state, const Blocks *bl)
 {
 	long n = rows * cols;
+	/* the format's largest finite value (bf16 0x7f7f, fp16 65504, FLT_MAX) */
+	float fmax = f == PRECC_BF16 ? precc_decode(f, 0x7f7f) : f == PRECC_FP16 ? 65504.0f : FLT_MAX;
 	for (long i = 0; i < n; i++) {
 		float v;
 		if (is_state)
 			v = ldexpf(1.0f + (float)(next() % 256) / 256.0f, (int)(next() % 16) - 8);
 		else
-			v = sample(i / cols, i);
+			v = sample(i / cols, i, block_kind(bl, i / cols, i % cols), fmax);
 		switch (precc_interp_elem_bytes(f)) {
 		case 4: ((float *)buf)[i] = v; break;
 		case 2: {
@@ -463,8 +517,8 @@ fill(void *buf, precc_format f, long rows, long cols, int is_state, const char *
 		}
 		}
 	}
-	(void)name;
 }
+
 
 /* the whole file, NUL-terminated (frontend/diag.c) */
 static char *
@@ -523,6 +577,10 @@ check_kernel(const Func *f, const char *file)
 		printf("FAIL %s: %s\n", file, err);
 		cg_dispose(&g);
 		return -1;
+	}
+	if ((extra_run && !info.has_m) || (info.has_m && M % info.m_multiple)) {
+		cg_dispose(&g);
+		return 1;     /* this M is not one the kernel takes */
 	}
 	/* void precc_emu_entry(ptr args): loads each parameter, calls */
 	LLVMValueRef kfn = g.fn;
@@ -610,7 +668,8 @@ check_kernel(const Func *f, const char *file)
 		memset(buf[i], info.atomic_params >> i & 1 ? 0 : 0xa5, bytes);
 		const Ins *d = ir_def_ins(f, v);
 		if (d && d->op == OP_param) {
-			fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, f->val[v].name);
+			Blocks bl = blocks_of(f, v, rows, cols);
+			fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, &bl);
 			if (ir_interp_bind(ip, f->val[v].name, buf[i], bytes)) {
 				printf("FAIL %s: bind %s: %s\n", file, f->val[v].name, ir_interp_error(ip));
 				goto done;
@@ -716,9 +775,9 @@ check_kernel(const Func *f, const char *file)
 	}
 	if (emu_break)
 		goto done;
-	printf("%s %-18s %-16s %d threads, grid %ux%u, %d outputs equal\n", rc ? "FAIL" : "ok  ",
-	       file, info.nphases > 1 ? "fused" : codegen_shape_name(info.shape), info.threads, gx,
-	       gy, nout);
+	printf("%s %-18s %-16s M=%-4ld %d threads, grid %ux%u, %d outputs equal\n",
+	       rc ? "FAIL" : "ok  ", file, info.nphases > 1 ? "fused" : codegen_shape_name(info.shape),
+	       info.has_m ? M : 0, info.threads, gx, gy, nout);
 done:
 	for (int i = 0; i < 64; i++)
 		free(buf[i]);
@@ -800,8 +859,23 @@ main(int argc, char **argv)
 			printf("FAIL %s: %s\n", names[i], err);
 			fails++;
 		} else {
-			for (int k = 0; k < m->nfn; k++)
-				fails += check_kernel(m->fn[k], names[i]) != 0;
+			for (int k = 0; k < m->nfn; k++) {
+				long m0 = M;
+				fails += check_kernel(m->fn[k], names[i]) < 0;
+				/* and at an M that divides no tile (partial tiles, rows
+				 * and blocks past the last full one), one per file in turn */
+				extra_run = 1;
+				for (int t = 0; t < 3 && !strstr(names[i], "gemm"); t++) {
+					M = extra_m[(i + t) % 3];
+					int rc = check_kernel(m->fn[k], names[i]);
+					if (rc <= 0) {
+						fails += rc < 0;
+						break;
+					}
+				}
+				M = m0;
+				extra_run = 0;
+			}
 		}
 		ir_module_free(m);
 		free(names[i]);
