@@ -49,7 +49,14 @@ intrin(E *e, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args, i
 		} else if (!strcmp(name, "llvm.nvvm.shfl.sync.bfly.i32") && nargs == 4) {
 			return emu_call(e->g, "precc_emu_shfl_bfly", e->g->i32, args, 4);
 		} else if (!strcmp(name, "llvm.nvvm.barrier0")) {
-			return emu_call(e->g, "precc_emu_barrier", e->g->vd, NULL, 0);
+			/* numbered by call site, so that threads waiting at two
+			 * different barriers are seen as divergent */
+			LLVMValueRef fn = LLVMGetNamedFunction(e->g->mod, "precc_emu_barrier");
+			unsigned site = 1;
+			for (LLVMUseRef u = fn ? LLVMGetFirstUse(fn) : NULL; u; u = LLVMGetNextUse(u))
+				site++;
+			LLVMValueRef a = LLVMConstInt(e->g->i32, site, 0);
+			return emu_call(e->g, "precc_emu_barrier", e->g->vd, &a, 1);
 		}
 		char unk[128];
 		snprintf(unk, sizeof unk, "precc_emu_unknown:%s", name);
