@@ -12,10 +12,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "precc/grid.h"
 #include "precc/interp.h"
 #include "rt.h"
 
-#define ALIGN 16   /* kernels load and store 16-byte vectors */
+#define ALIGN PRECC_BUFFER_ALIGN   /* kernels load and store 16-byte vectors */
 
 static const rt_layer *layer_at(const precc_rt *rt, int layer)
 {
@@ -402,31 +403,22 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
 	int64_t m64 = m;
 	uint64_t seed64 = seed;
 	unsigned grid[3] = {1, 1, 1}, block[3] = {(unsigned)k->threads, 1, 1};
-	double total = 0;
 	int n = 0;
 
-	/* one geometry, or the sum over a fused kernel's phases (1-D) */
-	for (int p = 0; p < (k->nphase ? k->nphase : 1); p++) {
+	/* one geometry, or the sum over a fused kernel's phases (1-D), by
+	 * precc/grid.h as the launchers and the emulator compute it */
+	precc_grid_phase ph[RT_MAXPHASE];
+	int np = k->nphase ? k->nphase : 1;
+	for (int p = 0; p < np && p < RT_MAXPHASE; p++) {
 		rt_geom one = {k->tiled, k->data, k->elems_per_cta, k->tile_rows,
 		               k->tile_cols};
 		const rt_geom *g = k->nphase ? &k->phase[p] : &one;
 		long rows, cols;
-		double gx, gy = 1;
 		rt_type_bytes(&k->param[g->data].type, m, &rows, &cols);
-		if (g->tiled) {
-			gx = (double)((cols + g->tile_cols - 1) / g->tile_cols);
-			gy = (double)((rows + g->tile_rows - 1) / g->tile_rows);
-		} else
-			gx = ceil((double)rows * (double)cols / (double)g->elems_per_cta);
-		if (k->nphase)
-			total += gx * gy;
-		else
-			grid[0] = (unsigned)(gx > 0 && gx <= 0x7fffffff ? gx : 0),
-			grid[1] = (unsigned)(gy <= 65535 ? gy : 0);
+		ph[p] = (precc_grid_phase){g->tiled, rows, cols, g->elems_per_cta,
+		                           g->tile_rows, g->tile_cols};
 	}
-	if (k->nphase)
-		grid[0] = (unsigned)(total > 0 && total <= 0x7fffffff ? total : 0);
-	if (!grid[0] || !grid[1]) {
+	if (precc_grid(ph, np, grid)) {
 		rt_error("cuda: layer '%s' kernel '%s': its grid at M=%ld is larger "
 		         "than CUDA allows", l->fqn, k->name, m);
 		return -1;

@@ -18,13 +18,13 @@ ONLY="$*"
 
 # name|file|tests (ctest -R)|from|to   (\n in from/to is a newline)
 MUTANTS='eps_clamp|codegen/emit_scale.c|codegen.emu|	if (eps > 0)\n		a = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, a, cf(e, eps), ""), cf(e, eps), a, "");|	(void)eps;
+grid_tiled|include/precc/grid.h|codegen.emu\|runtime|gx = (g->cols + g->tile_cols - 1) / g->tile_cols;|gx = g->cols / g->tile_cols;
+grid_flat|include/precc/grid.h|codegen.emu\|runtime|gx = (g->rows * g->cols + g->elems_per_cta - 1) / g->elems_per_cta;|gx = g->rows * g->cols / g->elems_per_cta;
+grid_launcher|driver/artifacts.c|lit.build|(precc_grid_phase){%d, rows, cols, %ld, %ld, %ld};|(precc_grid_phase){%d, rows, cols, %ld + 1, %ld, %ld};
+align_8|include/precc/grid.h|codegen.emu\|runtime|#define PRECC_BUFFER_ALIGN 16|#define PRECC_BUFFER_ALIGN 8
 grid_schedule|passes/schedule.c|lit.passes|snprintf(buf, n, "%ld", (d + per - 1) / per);|snprintf(buf, n, "%ld", d / per);
-grid_runtime_tiled|ir/grid.c|codegen.emu|(cols + tile_cols - 1) / tile_cols|cols / tile_cols
-grid_runtime_flat|ir/grid.c|codegen.emu|(rows * cols + elems_per_cta - 1) / elems_per_cta|rows * cols / elems_per_cta
-grid_launcher|driver/artifacts.c|lit.build|g.tc - 1, g.tc, g.tr - 1, g.tr);|0L, g.tc, 0L, g.tr);
 cvt_e4m3x2_swap|codegen/ptx_asm.c|codegen.emu|#define CVT_E4M3X2 "cvt.rn.satfinite.e4m3x2.f32 $0, $2, $1;"|#define CVT_E4M3X2 "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;"
 shfl_clamp_0|codegen/emit.c|codegen.emu|c32(e, (unsigned)lanemask), c32(e, 0x1f)}|c32(e, (unsigned)lanemask), c32(e, 0)}
-align_8|runtime/plan.c|runtime|#define ALIGN 16|#define ALIGN 8
 amax_nan|codegen/emit.c|codegen.emu|c32(e, 0x7fc00000), a, "");|c32(e, 0x7f800000), a, "");
 zero_outputs|codegen/kernel.c|codegen.emu\|lit.build|			*mask \|= 1u << p;|			(void)mask;
 colblock_m_multiple|codegen/kernel.c|codegen.emu|			k->m_multiple = k->bc;|			k->m_multiple = 1;

@@ -59,7 +59,7 @@ static inline int NAME(const precc_grid_phase *ph, int nphase, unsigned grid[3])
 PRECC_GRID_PHASE_TYPE
 PRECC_GRID_FN(precc_grid)
 
-#define PRECC_GRID_STR_(x) #x
-#define PRECC_GRID_STR(x) PRECC_GRID_STR_(x)
+#define PRECC_GRID_STR_(...) #__VA_ARGS__
+#define PRECC_GRID_STR(...) PRECC_GRID_STR_(__VA_ARGS__)
 
 #endif

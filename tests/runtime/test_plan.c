@@ -281,6 +281,9 @@ static void test_cpu(const char *inputs)
 		a[2] = (char *)keep + 4;
 		CHECK(precc_rt_run_layer(rt, 1, 64, a, 0, NULL) == -1);
 		CHECK(contains(precc_rt_last_error(), "is not 16-byte aligned"));
+		a[2] = (char *)keep + 8;     /* 8-byte aligned is not enough either */
+		CHECK(precc_rt_run_layer(rt, 1, 64, a, 0, NULL) == -1);
+		CHECK(contains(precc_rt_last_error(), "is not 16-byte aligned"));
 		a[2] = keep;
 		{
 			size_t sz[5] = {64 * 256 * 2, 64 * 256, 64 * 2 * 4, 256 * 64, 256 * 2};
