@@ -394,6 +394,80 @@ out:
 }
 
 #ifdef PRECC_HAVE_CUDA_H
+/* The kernel's grid at M: one geometry, or the sum over a fused kernel's
+ * phases (1-D), by precc/grid.h as the launchers and the emulator. */
+static int kernel_grid(const rt_kdesc *k, long m, unsigned grid[3])
+{
+	precc_grid_phase ph[RT_MAXPHASE];
+	int np = k->nphase ? k->nphase : 1;
+
+	for (int p = 0; p < np && p < RT_MAXPHASE; p++) {
+		rt_geom one = {k->tiled, k->data, k->elems_per_cta, k->tile_rows,
+		               k->tile_cols};
+		const rt_geom *g = k->nphase ? &k->phase[p] : &one;
+		long rows, cols;
+		rt_type_bytes(&k->param[g->data].type, m, &rows, &cols);
+		ph[p] = (precc_grid_phase){g->tiled, rows, cols, g->elems_per_cta,
+		                           g->tile_rows, g->tile_cols};
+	}
+	return precc_grid(ph, np, grid);
+}
+
+/* A cooperative grid must be resident at once: at most the kernel's CTAs
+ * per SM times the SMs (what cuLaunchCooperativeKernel refuses with
+ * CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, and what a plain launch would
+ * deadlock on). m < 0: the grid does not depend on M (at load). */
+static int coop_fits(precc_rt *rt, const rt_kdesc *k, const unsigned grid[3],
+                     long m, const char *layer)
+{
+	double n = (double)grid[0] * grid[1] * grid[2];
+	double most = (double)k->k->resident * rt->sm_count;
+	char at[64];
+
+	if (n <= most)
+		return 0;
+	if (m >= 0)
+		snprintf(at, sizeof at, " at M=%ld", m);
+	else
+		snprintf(at, sizeof at, "%s", "");
+	rt_error("cuda: %s%s%skernel '%s': a cooperative grid of %.0f CTAs%s, but "
+	         "%s holds %.0f at once (%d CTAs of %d threads per SM at %d "
+	         "registers, x %d SMs)", layer ? "layer '" : "", layer ? layer : "",
+	         layer ? "' " : "", k->name, n, at, rt->dev_name, most,
+	         k->k->resident, k->threads, k->k->num_regs, rt->sm_count);
+	return -1;
+}
+
+/* Whether the device can run k at all, checked when the plan is loaded:
+ * one CTA must fit on an SM (threads x registers, shared memory), and a
+ * cooperative grid that does not depend on M must be resident at once. */
+int rt_kernel_launchable(precc_rt *rt, const rt_kdesc *k)
+{
+	unsigned grid[3];
+	int dyn = 0;
+
+	if (rt_cuda_kernel_resident(rt, k->k, k->threads, k->smem))
+		return -1;
+	if (k->k->resident < 1) {
+		rt_error("cuda: kernel '%s' cannot run on %s: not one CTA of %d "
+		         "threads at %d registers and %u bytes of shared memory "
+		         "fits on an SM", k->name, rt->dev_name, k->threads,
+		         k->k->num_regs, k->smem);
+		return -1;
+	}
+	for (int p = 0; p < (k->nphase ? k->nphase : 1); p++) {
+		const rt_type *t = &k->param[k->nphase ? k->phase[p].data : k->data].type;
+		dyn |= t->dim[0] < 0 || (t->rank > 1 && t->dim[1] < 0);
+	}
+	if (!k->cooperative || dyn)
+		return 0;
+	if (kernel_grid(k, 1, grid)) {
+		rt_error("cuda: kernel '%s': its grid is larger than CUDA allows", k->name);
+		return -1;
+	}
+	return coop_fits(rt, k, grid, -1, NULL);
+}
+
 static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
                     rt_kdesc *k, long m, void *const *buffers, uint64_t seed,
                     CUstream stream)
@@ -405,24 +479,13 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
 	unsigned grid[3] = {1, 1, 1}, block[3] = {(unsigned)k->threads, 1, 1};
 	int n = 0;
 
-	/* one geometry, or the sum over a fused kernel's phases (1-D), by
-	 * precc/grid.h as the launchers and the emulator compute it */
-	precc_grid_phase ph[RT_MAXPHASE];
-	int np = k->nphase ? k->nphase : 1;
-	for (int p = 0; p < np && p < RT_MAXPHASE; p++) {
-		rt_geom one = {k->tiled, k->data, k->elems_per_cta, k->tile_rows,
-		               k->tile_cols};
-		const rt_geom *g = k->nphase ? &k->phase[p] : &one;
-		long rows, cols;
-		rt_type_bytes(&k->param[g->data].type, m, &rows, &cols);
-		ph[p] = (precc_grid_phase){g->tiled, rows, cols, g->elems_per_cta,
-		                           g->tile_rows, g->tile_cols};
-	}
-	if (precc_grid(ph, np, grid)) {
+	if (kernel_grid(k, m, grid)) {
 		rt_error("cuda: layer '%s' kernel '%s': its grid at M=%ld is larger "
 		         "than CUDA allows", l->fqn, k->name, m);
 		return -1;
 	}
+	if (k->cooperative && coop_fits(rt, k, grid, m, l->fqn))
+		return -1;
 	if (k->sync_words &&
 	    rt_cuda_memset8_async(rt, k->sync, 0, (size_t)k->sync_words * 4, stream))
 		return -1;

@@ -634,6 +634,67 @@ static void test_fake(const char *inputs, const char *lib)
 		CHECK(cpu != NULL);
 		precc_rt_close(cpu);
 	}
+	/* residency (issue 7): a cooperative grid larger than the device holds
+	 * at once is refused with the kernel, the grid and the limit, before
+	 * any launch (here 18 CTAs at M=256 on one SM that holds one CTA of
+	 * 256 threads at 255 registers); a kernel of which not one CTA fits is
+	 * refused at load; and the fake driver itself refuses both */
+	{
+		char fdir[4096];
+		snprintf(fdir, sizeof fdir, "%s/fused", inputs);
+		setenv("FAKE_CUDA_SMS", "1", 1);
+		setenv("FAKE_CUDA_REGS", "255", 1);
+		rt = precc_rt_open(fdir, PRECC_BACKEND_CUDA, why, sizeof why);
+		CHECK(rt != NULL);
+		if (rt) {
+			void *d[5];
+			int before = last ? (int)last()[0] : 0;
+			for (int i = 0; i < 5; i++) {
+				precc_buffer_info bi;
+				precc_rt_buffer_info(rt, 0, i, 256, &bi);
+				d[i] = precc_rt_malloc(rt, bi.bytes);
+			}
+			CHECK(precc_rt_run_layer(rt, 0, 256, d, 0, NULL) == -1);
+			CHECK(contains(precc_rt_last_error(), "kernel 'k_00000000000000e1': a cooperative "
+			               "grid of 18 CTAs at M=256, but precc fake device holds 1 at once "
+			               "(1 CTAs of 256 threads per SM at 255 registers, x 1 SMs)"));
+			CHECK(!last || (int)last()[0] == before);   /* nothing launched */
+			for (int i = 0; i < 5; i++)
+				precc_rt_free(rt, d[i]);
+		} else
+			fprintf(stderr, "%s\n", why);
+		precc_rt_close(rt);
+		setenv("FAKE_CUDA_REGS", "300", 1);
+		CHECK(precc_rt_open(fdir, PRECC_BACKEND_CUDA, why, sizeof why) == NULL);
+		CHECK(contains(why, "kernel 'k_00000000000000e1' cannot run on precc fake device: not one "
+		               "CTA of 256 threads at 300 registers"));
+		{
+			typedef int (*coop_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+			                       unsigned, unsigned, void *, void **);
+			coop_fn launch = h ? (coop_fn)dlsym(h, "cuLaunchCooperativeKernel") : NULL;
+			int (*push)(void *) = h ? (int (*)(void *))dlsym(h, "cuCtxPushCurrent_v2") : NULL;
+			int (*pop)(void **) = h ? (int (*)(void **))dlsym(h, "cuCtxPopCurrent_v2") : NULL;
+			void *(*user)(void) = h ? (void *(*)(void))dlsym(h, "fake_cuda_user_ctx") : NULL;
+			CHECK(launch && push && pop && user);
+			if (launch && push && pop && user) {
+				void *c;
+				push(user());
+				setenv("FAKE_CUDA_REGS", "255", 1);
+				CHECK(launch(NULL, 2, 1, 1, 256, 1, 1, 0, NULL, NULL) == 720);  /* COOPERATIVE_LAUNCH_TOO_LARGE */
+				setenv("FAKE_CUDA_REGS", "300", 1);
+				CHECK(launch(NULL, 1, 1, 1, 256, 1, 1, 0, NULL, NULL) == 720);
+				setenv("FAKE_CUDA_REGS", "64", 1);
+				setenv("FAKE_CUDA_SMS", "132", 1);
+				/* 4 CTAs of 256 at 64 registers per SM: 528 fit, 529 do not */
+				CHECK(launch(NULL, 528, 1, 1, 256, 1, 1, 0, NULL, NULL) == 0);
+				CHECK(launch(NULL, 529, 1, 1, 256, 1, 1, 0, NULL, NULL) == 720);
+				CHECK(launch(NULL, 1, 1, 1, 256, 1, 1, 49153, NULL, NULL) == 1);  /* INVALID_VALUE */
+				pop(&c);
+			}
+		}
+		unsetenv("FAKE_CUDA_SMS");
+		unsetenv("FAKE_CUDA_REGS");
+	}
 	/* a PTX that fails to JIT: the error carries the driver's log */
 	{
 		char d2[] = "/tmp/precc_test_plan_fXXXXXX", src[4200], dst[4200];
