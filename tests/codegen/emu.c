@@ -489,8 +489,13 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 	if (size > sizeof sink)
 		emu_abort("an access wider than the sink");
 	if (align > 1 && u % align) {
-		emu_fail("memcheck: misaligned %llu-byte %s at %p (%u-byte alignment claimed)",
-		         (unsigned long long)size, op, p, align);
+		const char *in = "an address";
+		unsigned long long at = (unsigned long long)u;
+		for (int i = 0; i < nregion; i++)
+			if (u >= region[i].lo && u < region[i].hi)
+				in = region[i].name, at = (unsigned long long)(u - region[i].lo);
+		emu_fail("memcheck: misaligned %llu-byte %s at byte %llu of %%%s (%u-byte alignment "
+		         "claimed)", (unsigned long long)size, op, at, in, align);
 		return sink;
 	}
 	uintptr_t s0 = (uintptr_t)smem, s1 = (uintptr_t)smem + sizeof smem;
