@@ -39,9 +39,9 @@ intrin(E *e, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args, i
 		/* the emulator knows these; anything else becomes a call to an
 		 * external "precc_emu_unknown:NAME" that the emulator refuses to
 		 * run (a new intrinsic must get its host model first) */
-		static const char *const sregs[] = {"tid.x", "ctaid.x", "ctaid.y"};
+		static const char *const sregs[] = {"tid.x", "ctaid.x", "ctaid.y", "nctaid.x"};
 		if (!strncmp(name, "llvm.nvvm.read.ptx.sreg.", 24)) {
-			for (unsigned k = 0; k < 3; k++)
+			for (unsigned k = 0; k < 4; k++)
 				if (!strcmp(name + 24, sregs[k])) {
 					LLVMValueRef which = LLVMConstInt(e->g->i32, k, 0);
 					return emu_call(e->g, "precc_emu_sreg", e->g->i32, &which, 1);

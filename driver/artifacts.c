@@ -562,6 +562,10 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 		}
 		fprintf(c, "\t(void)rows, (void)cols;\n"
 		           "\tif (precc_kernels_grid(ph, %d, grid))\n\t\treturn -2;\n", nphases(j));
+		/* a cooperative kernel takes a 1-D grid of its tiles and loops over
+		 * them on however many CTAs the launch hook can make resident */
+		if (in->cooperative)
+			fprintf(c, "\tgrid[0] *= grid[1], grid[1] = 1;\n");
 		fprintf(c, "\tif (!hooks.launch)\n\t\treturn -1;\n");
 		for (int i = nin; i < in->nparams; i++) {
 			int v = in->param_value[i];

@@ -343,11 +343,11 @@ split_global(Fuse *z)
 		}
 		const Type *st = &f->val[src].type;
 		long b = bytes_of(st);
-		/* every CTA of a grid-wide barrier must be resident: codegen's
-		 * cooperative kernels take at least GRID_ELEMS_PER_CTA elements per
-		 * CTA and hold GRID_CTAS_PER_SM CTAs per SM (.maxnreg 64 at 256
-		 * threads), so more CTAs than that x the target's SMs would be
-		 * refused by cuLaunchCooperativeKernel (or deadlock) */
+		/* the grid scheme reads once only if every tile has a resident
+		 * CTA: codegen's cooperative kernels take at least
+		 * GRID_ELEMS_PER_CTA elements per CTA and hold GRID_CTAS_PER_SM
+		 * CTAs per SM (.maxnreg 64 at 256 threads); with more tiles than
+		 * that x the target's SMs they loop and read twice, so two kernels */
 		long ctas = b < 0 ? -1 : (b / ebytes_of(st) + GRID_ELEMS_PER_CTA - 1) / GRID_ELEMS_PER_CTA;
 		long resident = (long)GRID_CTAS_PER_SM * z->t->sms;
 		if (b >= 0 && b <= z->t->onchip && z->t->grid_barrier && ctas > resident) {

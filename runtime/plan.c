@@ -413,39 +413,23 @@ static int kernel_grid(const rt_kdesc *k, long m, unsigned grid[3])
 	return precc_grid(ph, np, grid);
 }
 
-/* A cooperative grid must be resident at once: at most the kernel's CTAs
- * per SM times the SMs (what cuLaunchCooperativeKernel refuses with
- * CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, and what a plain launch would
- * deadlock on). m < 0: the grid does not depend on M (at load). */
-static int coop_fits(precc_rt *rt, const rt_kdesc *k, const unsigned grid[3],
-                     long m, const char *layer)
+/* A cooperative kernel's CTAs must all be resident at once: it is launched
+ * on a 1-D grid of min(its tiles, CTAs per SM x SMs) and loops over the
+ * tiles (codegen/kemit.c), so any device that holds one CTA runs it. */
+static void coop_grid(const precc_rt *rt, const rt_kdesc *k, unsigned grid[3])
 {
 	double n = (double)grid[0] * grid[1] * grid[2];
 	double most = (double)k->k->resident * rt->sm_count;
-	char at[64];
 
-	if (n <= most)
-		return 0;
-	if (m >= 0)
-		snprintf(at, sizeof at, " at M=%ld", m);
-	else
-		snprintf(at, sizeof at, "%s", "");
-	rt_error("cuda: %s%s%skernel '%s': a cooperative grid of %.0f CTAs%s, but "
-	         "%s holds %.0f at once (%d CTAs of %d threads per SM at %d "
-	         "registers, x %d SMs)", layer ? "layer '" : "", layer ? layer : "",
-	         layer ? "' " : "", k->name, n, at, rt->dev_name, most,
-	         k->k->resident, k->threads, k->k->num_regs, rt->sm_count);
-	return -1;
+	grid[0] = (unsigned)(n < most ? n : most);
+	grid[1] = grid[2] = 1;
 }
 
 /* Whether the device can run k at all, checked when the plan is loaded:
- * one CTA must fit on an SM (threads x registers, shared memory), and a
- * cooperative grid that does not depend on M must be resident at once. */
+ * one CTA must fit on an SM (threads x registers, shared memory; a
+ * cooperative kernel then loops over its tiles on the CTAs that fit). */
 int rt_kernel_launchable(precc_rt *rt, const rt_kdesc *k)
 {
-	unsigned grid[3];
-	int dyn = 0;
-
 	if (rt_cuda_kernel_resident(rt, k->k, k->threads, k->smem))
 		return -1;
 	if (k->k->resident < 1) {
@@ -455,17 +439,7 @@ int rt_kernel_launchable(precc_rt *rt, const rt_kdesc *k)
 		         k->k->num_regs, k->smem);
 		return -1;
 	}
-	for (int p = 0; p < (k->nphase ? k->nphase : 1); p++) {
-		const rt_type *t = &k->param[k->nphase ? k->phase[p].data : k->data].type;
-		dyn |= t->dim[0] < 0 || (t->rank > 1 && t->dim[1] < 0);
-	}
-	if (!k->cooperative || dyn)
-		return 0;
-	if (kernel_grid(k, 1, grid)) {
-		rt_error("cuda: kernel '%s': its grid is larger than CUDA allows", k->name);
-		return -1;
-	}
-	return coop_fits(rt, k, grid, -1, NULL);
+	return 0;
 }
 
 static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
@@ -484,8 +458,8 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
 		         "than CUDA allows", l->fqn, k->name, m);
 		return -1;
 	}
-	if (k->cooperative && coop_fits(rt, k, grid, m, l->fqn))
-		return -1;
+	if (k->cooperative)
+		coop_grid(rt, k, grid);
 	if (k->sync_words &&
 	    rt_cuda_memset8_async(rt, k->sync, 0, (size_t)k->sync_words * 4, stream))
 		return -1;

@@ -191,12 +191,15 @@ slot_destroy(unsigned s, int threads)
 }
 
 /* ---- the intrinsics ------------------------------------------------------ */
+static unsigned launch_gx;   /* nctaid.x */
+
+/* tid.x, ctaid.x, ctaid.y, nctaid.x (codegen/emit.c's order) */
 uint32_t
 precc_emu_sreg(uint32_t which)
 {
-	if (which > 2)
+	if (which > 3)
 		emu_abort("an unknown special register");
-	return which == 0 ? my_tid : which == 1 ? my_cx : my_cy;
+	return which == 0 ? my_tid : which == 1 ? my_cx : which == 2 ? my_cy : launch_gx;
 }
 
 /* shfl.sync.bfly.b32 d, a, b, c, membermask as the PTX ISA defines it
@@ -675,6 +678,7 @@ emu_launch(void (*fn)(void **), void **args, int threads, unsigned gx, unsigned 
 		return -1;
 	entry = fn;
 	entry_args = args;
+	launch_gx = gx;
 	pthread_attr_init(&at);
 	pthread_attr_setstacksize(&at, 256 * 1024);
 	if (coop) {

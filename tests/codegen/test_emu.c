@@ -51,6 +51,8 @@ static int finite_only;
  * runs at one of these that is a multiple of its m_multiple */
 static const long extra_m[3] = {16, 80, 144};
 static int extra_run;
+/* cooperative kernels run again on 3 CTAs, each looping over its tiles */
+static int coop_small;
 
 /* ---- inputs --------------------------------------------------------- */
 static uint64_t rng = 0x2545f4914f6cdd1dULL;
@@ -298,7 +300,8 @@ check_kernel(const Func *f, const char *file)
 		cg_dispose(&g);
 		return -1;
 	}
-	if ((extra_run && !info.has_m) || (info.has_m && M % info.m_multiple)) {
+	if ((extra_run && !info.has_m) || (info.has_m && M % info.m_multiple)
+	    || (coop_small && !info.cooperative)) {
 		cg_dispose(&g);
 		return 1;     /* this M is not one the kernel takes */
 	}
@@ -392,6 +395,14 @@ check_kernel(const Func *f, const char *file)
 	}
 	if (sync)
 		emu_region(sync, (size_t)info.sync_words * 4, 1, "sync");
+	if (info.cooperative) {
+		/* as the runtime launches it: a 1-D grid of at most the CTAs that
+		 * are resident at once, here the emulator's 64, or 3 (coop_small)
+		 * so that each CTA loops over several tiles */
+		unsigned nv = gx * gy, most = coop_small ? 3 : 64;
+		gx = nv < most ? nv : most;
+		gy = 1;
+	}
 	if (emu_launch(entry, args, info.threads, gx, gy, info.cooperative)) {
 		printf("FAIL %s: a %s grid of %ux%u CTAs of %d threads is more than the emulator holds\n",
 		       file, info.cooperative ? "cooperative" : "", gx, gy, info.threads);
@@ -458,9 +469,9 @@ check_kernel(const Func *f, const char *file)
 	}
 	if (emu_break)
 		goto done;
-	printf("%s %-18s %-16s M=%-4ld %d threads, grid %ux%u, %d outputs equal\n",
+	printf("%s %-18s %-16s M=%-4ld %d threads, grid %ux%u%s, %d outputs equal\n",
 	       rc ? "FAIL" : "ok  ", file, info.nphases > 1 ? "fused" : codegen_shape_name(info.shape),
-	       info.has_m ? M : 0, info.threads, gx, gy, nout);
+	       info.has_m ? M : 0, info.threads, gx, gy, info.cooperative ? " cooperative" : "", nout);
 done:
 	for (int i = 0; i < 64; i++)
 		free(raw[i]);
@@ -697,6 +708,9 @@ main(int argc, char **argv)
 				}
 				M = m0;
 				extra_run = 0;
+				coop_small = 1;
+				fails += check_kernel(m->fn[k], names[i]) < 0;
+				coop_small = 0;
 			}
 		}
 		ir_module_free(m);
