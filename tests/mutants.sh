@@ -22,7 +22,7 @@ grid_tiled|include/precc/grid.h|codegen.emu\|runtime|gx = (g->cols + g->tile_col
 grid_flat|include/precc/grid.h|codegen.emu\|runtime|gx = (g->rows * g->cols + g->elems_per_cta - 1) / g->elems_per_cta;|gx = g->rows * g->cols / g->elems_per_cta;
 grid_launcher|driver/artifacts.c|lit.build|(precc_grid_phase){%d, rows, cols, %ld, %ld, %ld};|(precc_grid_phase){%d, rows, cols, %ld + 1, %ld, %ld};
 align_8|include/precc/grid.h|codegen.emu\|runtime|#define PRECC_BUFFER_ALIGN 16|#define PRECC_BUFFER_ALIGN 8
-grid_schedule|passes/schedule.c|lit.passes|snprintf(buf, n, "%ld", (d + per - 1) / per);|snprintf(buf, n, "%ld", d / per);
+grid_schedule|passes/schedule.c|lit.passes\|codegen.emu|snprintf(buf, n, "%ld", (d + per - 1) / per);|snprintf(buf, n, "%ld", d / per);
 cvt_e4m3x2_swap|codegen/ptx_asm.c|codegen.emu|#define CVT_E4M3X2 "cvt.rn.satfinite.e4m3x2.f32 $0, $2, $1;"|#define CVT_E4M3X2 "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;"
 shfl_clamp_0|codegen/emit.c|codegen.emu|c32(e, (unsigned)lanemask), c32(e, 0x1f)}|c32(e, (unsigned)lanemask), c32(e, 0)}
 amax_nan|codegen/emit.c|codegen.emu|c32(e, 0x7fc00000), a, "");|c32(e, 0x7f800000), a, "");

@@ -35,6 +35,7 @@
 #include <llvm-c/Target.h>
 #include "cg.h"
 #include "emu.h"
+#include "passes.h"
 #include "precc/grid.h"
 #include "precc/interp.h"
 #include "recipe.h"
@@ -53,6 +54,49 @@ static const long extra_m[3] = {16, 80, 144};
 static int extra_run;
 /* cooperative kernels run again on 3 CTAs, each looping over its tiles */
 static int coop_small;
+/* the kernel as passes/schedule.c schedules it now (a second parse of the
+ * file): its tile and grid figures, compared with codegen's */
+static const Func *sched_fn;
+static int sched_checked;
+
+/* One term of a schedule grid= figure at M: "11", "M", "M/64" (ceil). */
+static long
+grid_term(const char *s, const char **end)
+{
+	long v;
+	if (*s == 'M') {
+		s++;
+		v = M;
+		if (*s == '/') {
+			long d = strtol(s + 1, (char **)&s, 10);
+			v = d > 0 ? (M + d - 1) / d : -1;
+		}
+	} else
+		v = strtol(s, (char **)&s, 10);
+	*end = s;
+	return v;
+}
+
+/* schedule's grid= must be codegen's where both tile the data alike
+ * (tile= equal to codegen's tile): 0, or -1 with a FAIL line. */
+static int
+check_schedule(const CodegenKernel *info, unsigned gx, unsigned gy, const char *file)
+{
+	const char *tile = sched_fn ? sched_fn->pattr[PA_TILE] : NULL;
+	const char *grid = sched_fn ? sched_fn->pattr[PA_GRID] : NULL;
+	long tr, tc;
+	if (!tile || !grid || !info->tiled || info->nphases > 1
+	    || sscanf(tile, "%ldx%ld", &tr, &tc) != 2 || tr != info->tile_rows || tc != info->tile_cols)
+		return 0;
+	const char *p;
+	long a = grid_term(grid, &p), b = *p == 'x' ? grid_term(p + 1, &p) : 1;
+	sched_checked++;
+	if (a == (long)gy && b == (long)gx)
+		return 0;
+	printf("FAIL %s: schedule says tile=%s grid=%s (%ldx%ld at M=%ld), codegen launches %ux%u "
+	       "tiles of %ldx%ld\n", file, tile, grid, a, b, M, gy, gx, tr, tc);
+	return -1;
+}
 
 /* ---- inputs --------------------------------------------------------- */
 static uint64_t rng = 0x2545f4914f6cdd1dULL;
@@ -384,6 +428,10 @@ check_kernel(const Func *f, const char *file)
 		goto done;
 	}
 	unsigned gx = grid[0], gy = grid[1];
+	if (check_schedule(&info, gx, gy, file)) {
+		free(sync);
+		goto done;
+	}
 	/* the buffers the kernel may touch, for memcheck */
 	emu_reset();
 	for (int i = 0; i < info.nparams; i++) {
@@ -687,6 +735,10 @@ main(int argc, char **argv)
 		M = em ? atol(em + 9) : 128;
 		finite_only = text && strstr(text, "# emu: finite") != NULL;
 		Module *m = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
+		/* and a copy through schedule, for its figures */
+		Module *ms = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
+		if (ms)
+			schedule(ms, target_by_name("sm_90"));
 		free(text);
 		if (!m || ir_verify(m, err, sizeof err)) {
 			printf("FAIL %s: %s\n", names[i], err);
@@ -694,6 +746,7 @@ main(int argc, char **argv)
 		} else {
 			for (int k = 0; k < m->nfn; k++) {
 				long m0 = M;
+				sched_fn = ms && k < ms->nfn && ms->fn[k]->kernel ? ms->fn[k] : NULL;
 				fails += check_kernel(m->fn[k], names[i]) < 0;
 				/* and at an M that divides no tile (partial tiles, rows
 				 * and blocks past the last full one), one per file in turn */
@@ -713,7 +766,9 @@ main(int argc, char **argv)
 				coop_small = 0;
 			}
 		}
+		sched_fn = NULL;
 		ir_module_free(m);
+		ir_module_free(ms);
 		free(names[i]);
 	}
 	/* the check can fail: a corrupted cvt, a lost mma product must be caught */
@@ -729,6 +784,7 @@ main(int argc, char **argv)
 	fails += sanitizer_self_test(ST_TWO_BARRIERS, "two warps at two barriers", "synccheck: divergent");
 	fails += sanitizer_self_test(ST_SMEM, "64 KiB of static shared memory", "static shared memory");
 	fails += sanitizer_self_test(ST_UNKNOWN, "a special register without a host model", NULL);
-	printf("%d kernel files, %d failures\n", n, fails);
+	printf("%d kernel files, %d failures; schedule's grid equal to codegen's in %d runs "
+	       "(where both tile alike)\n", n, fails, sched_checked);
 	return fails ? 1 : 0;
 }
