@@ -20,7 +20,9 @@
  *   i64 seed, when a quantize uses round=sr.
  * Buffers are laid out as the interpreter's (include/precc/interp.h):
  * row-major, one byte per element for 8-bit and narrower formats.
- * Outputs of amax {*x*} kernels must be zeroed before launch (atomic max).
+ * Outputs that the code updates atomically (amax {*x*}, amax_cols' column
+ * maxima, a GEMM's output amax) must be zeroed before launch: they are
+ * CodegenKernel.atomic_params, read off the emitted LLVM function.
  */
 #ifndef PRECC_CODEGEN_H
 #define PRECC_CODEGEN_H
@@ -97,6 +99,9 @@ typedef struct CodegenKernel {
 	                         launch with cuLaunchCooperativeKernel (every
 	                         CTA resident) and pass the sync scratch */
 	int sync_words;       /* u32 words of the zeroed sync scratch, 0 none */
+	unsigned atomic_params; /* bit i: pointer param i is the target of an
+	                         atomic (read-modify-write) in the code, so
+	                         the launcher must zero it (zero_outputs) */
 	int nphases;          /* 1, or the phases of a fused kernel */
 	CodegenPhase phase[CG_MAXPHASE];
 	double llvm_ms;       /* time in LLVM: build, verify, O3, emit */

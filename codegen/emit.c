@@ -5,6 +5,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "precc/interp.h"
@@ -35,15 +36,31 @@ LLVMValueRef
 intrin(E *e, const char *name, LLVMTypeRef *tys, int ntys, LLVMValueRef *args, int nargs)
 {
 	if (e->g->host && !strncmp(name, "llvm.nvvm.", 10)) {
+		/* the emulator knows these; anything else becomes a call to an
+		 * external "precc_emu_unknown:NAME" that the emulator refuses to
+		 * run (a new intrinsic must get its host model first) */
+		static const char *const sregs[] = {"tid.x", "ctaid.x", "ctaid.y", "nctaid.x"};
 		if (!strncmp(name, "llvm.nvvm.read.ptx.sreg.", 24)) {
-			const char *r = name + 24;
-			LLVMValueRef which = LLVMConstInt(e->g->i32, !strcmp(r, "tid.x") ? 0
-			                                  : !strcmp(r, "ctaid.x") ? 1 : 2, 0);
-			return emu_call(e->g, "precc_emu_sreg", e->g->i32, &which, 1);
+			for (unsigned k = 0; k < 4; k++)
+				if (!strcmp(name + 24, sregs[k])) {
+					LLVMValueRef which = LLVMConstInt(e->g->i32, k, 0);
+					return emu_call(e->g, "precc_emu_sreg", e->g->i32, &which, 1);
+				}
+		} else if (!strcmp(name, "llvm.nvvm.shfl.sync.bfly.i32") && nargs == 4) {
+			return emu_call(e->g, "precc_emu_shfl_bfly", e->g->i32, args, 4);
+		} else if (!strcmp(name, "llvm.nvvm.barrier0")) {
+			/* numbered by call site, so that threads waiting at two
+			 * different barriers are seen as divergent */
+			LLVMValueRef fn = LLVMGetNamedFunction(e->g->mod, "precc_emu_barrier");
+			unsigned site = 1;
+			for (LLVMUseRef u = fn ? LLVMGetFirstUse(fn) : NULL; u; u = LLVMGetNextUse(u))
+				site++;
+			LLVMValueRef a = LLVMConstInt(e->g->i32, site, 0);
+			return emu_call(e->g, "precc_emu_barrier", e->g->vd, &a, 1);
 		}
-		if (!strcmp(name, "llvm.nvvm.shfl.sync.bfly.i32"))
-			return emu_call(e->g, "precc_emu_shfl_bfly", e->g->i32, args + 1, 2);
-		return emu_call(e->g, "precc_emu_barrier", e->g->vd, NULL, 0);
+		char unk[128];
+		snprintf(unk, sizeof unk, "precc_emu_unknown:%s", name);
+		return emu_call(e->g, unk, e->g->i32, args, nargs);
 	}
 	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
 	LLVMValueRef fn = LLVMGetIntrinsicDeclaration(e->g->mod, id, tys, (size_t)ntys);

@@ -21,6 +21,12 @@ typedef struct E {
 	LLVMValueRef sync;        /* grid-sync scratch (u32 pairs), or NULL */
 	LLVMValueRef ncta;        /* CTAs of this phase (i64) */
 	int slot;                 /* this phase's pair in sync */
+	/* cooperative kernels looping over their tiles (kemit.c): 0 one tile
+	 * per CTA, the grid-wide barrier in grid_amax; 1 the first pass (amax
+	 * only: grid_amax adds the CTA's max and leaves the body for
+	 * pass_exit); 2 the second pass (grid_amax reads the final amax) */
+	int coop_pass;
+	LLVMBasicBlockRef pass_exit;
 } E;
 
 static inline LLVMValueRef c32(E *e, uint64_t v) { return LLVMConstInt(e->g->i32, v, 0); }
@@ -76,6 +82,7 @@ void quantize_vec(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef x[VEC], LLVMV
 void tensor_amax_out(E *e, LLVMValueRef mbits);
 int check_amax_ops(E *e, int no_tensorwise);
 LLVMValueRef grid_amax(E *e, LLVMValueRef mbits);
+void grid_sync(E *e, LLVMValueRef cnt, LLVMValueRef n);
 
 /* ---- k_flat.c ---------------------------------------------------------- */
 int emit_flat(E *e);

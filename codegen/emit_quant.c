@@ -198,19 +198,15 @@ check_amax_ops(E *e, int no_tensorwise)
 	return 0;
 }
 
-/* amax_scheme=grid: the CTA's max into sync[2 slot] (atom.max), arrive at
- * sync[2 slot + 1], wait for every CTA of the phase, read the amax. Needs
- * every CTA resident at once (cooperative launch). */
-LLVMValueRef
-grid_amax(E *e, LLVMValueRef mbits)
+/* Thread 0 arrives at the counter cnt and waits until n CTAs have
+ * (fences around: LLVM 19's NVPTX cannot select an IR fence); then the
+ * CTA's barrier. */
+void
+grid_sync(E *e, LLVMValueRef cnt, LLVMValueRef n)
 {
 	LLVMBuilderRef b = e->b;
-	LLVMValueRef m = cta_max(e, mbits);
-	LLVMValueRef am = gep(e, e->sync, c64(e, 8 * (uint64_t)e->slot));
-	LLVMValueRef cnt = gep(e, e->sync, c64(e, 8 * (uint64_t)e->slot + 4));
 	LLVMValueRef t0 = LLVMBuildICmp(b, LLVMIntEQ, sreg(e, "tid.x"), c32(e, 0), "");
 	LLVMBasicBlockRef cont = begin_if(e, t0);
-	LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax, am, m, LLVMAtomicOrderingMonotonic, 0);
 	asm_fence_gpu(e->g);
 	LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpAdd, cnt, c32(e, 1), LLVMAtomicOrderingMonotonic, 0);
 	LLVMBasicBlockRef spin = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "spin");
@@ -224,14 +220,46 @@ grid_amax(E *e, LLVMValueRef mbits)
 			fn = LLVMAddFunction(e->g->mod, "precc_emu_yield", ft);
 		LLVMBuildCall2(b, ft, fn, NULL, 0, "");
 	}
-	LLVMValueRef n = load_al(e, e->g->i32, cnt, 4);
-	LLVMSetVolatile(n, 1);
-	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, LLVMBuildZExt(b, n, e->g->i64, ""), e->ncta, ""),
+	LLVMValueRef c = load_al(e, e->g->i32, cnt, 4);
+	LLVMSetVolatile(c, 1);
+	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, LLVMBuildZExt(b, c, e->g->i64, ""), n, ""),
 	                spin, done);
 	LLVMPositionBuilderAtEnd(b, done);
 	asm_fence_gpu(e->g);
 	end_if(e, cont);
 	barrier(e);
+}
+
+/* amax_scheme=grid: the CTA's max into sync[2 slot] (atom.max), arrive at
+ * sync[2 slot + 1], wait for every CTA of the phase, read the amax. Needs
+ * every CTA resident at once (cooperative launch). When the kernel loops
+ * over more tiles than CTAs (e->coop_pass, kemit.c), pass 1 only adds the
+ * CTA's max and leaves the body, and pass 2, after the grid-wide barrier
+ * between the passes, reads the amax. */
+LLVMValueRef
+grid_amax(E *e, LLVMValueRef mbits)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef am = gep(e, e->sync, c64(e, 8 * (uint64_t)e->slot));
+	LLVMValueRef cnt = gep(e, e->sync, c64(e, 8 * (uint64_t)e->slot + 4));
+
+	if (e->coop_pass == 2) {
+		LLVMValueRef a = load_al(e, e->g->i32, am, 4);
+		LLVMSetVolatile(a, 1);
+		return LLVMBuildBitCast(b, a, e->g->f32, "");
+	}
+	LLVMValueRef m = cta_max(e, mbits);
+	LLVMValueRef t0 = LLVMBuildICmp(b, LLVMIntEQ, sreg(e, "tid.x"), c32(e, 0), "");
+	LLVMBasicBlockRef cont = begin_if(e, t0);
+	LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax, am, m, LLVMAtomicOrderingMonotonic, 0);
+	end_if(e, cont);
+	if (e->coop_pass == 1) {
+		/* the rest of this pass's body is never reached */
+		LLVMBuildBr(b, e->pass_exit);
+		LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "pass1.dead"));
+		return cf(e, 0);
+	}
+	grid_sync(e, cnt, e->ncta);
 	LLVMValueRef a = load_al(e, e->g->i32, am, 4);
 	LLVMSetVolatile(a, 1);
 	return LLVMBuildBitCast(b, a, e->g->f32, "");

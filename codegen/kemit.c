@@ -16,6 +16,7 @@
  * division in fp64 as precc_compute_scale does, no FMA: there is no add).
  */
 #include <stdlib.h>
+#include <string.h>
 #include "emit.h"
 
 static int
@@ -38,6 +39,19 @@ emit_shape(E *e)
 	case CG_HADAMARD: return emit_hadamard(e);
 	default: return kfail(k, "shape %d", (int)k->shape);
 	}
+}
+
+/* Whether phase k holds an amax_scheme=grid amax (a grid-wide barrier). */
+static int
+has_grid_amax(const Kern *k)
+{
+	for (int i = 0; i < k->f->nins; i++) {
+		const Ins *in = &k->f->ins[i];
+		if (kin(k, i) && in->op == OP_amax && in->pattr[PA_AMAX_SCHEME]
+		    && !strcmp(in->pattr[PA_AMAX_SCHEME], "grid"))
+			return 1;
+	}
+	return 0;
 }
 
 /* CTAs of phase k at run time, and its grid width (tiled). */
@@ -77,6 +91,10 @@ emit_phases(E *base)
 		Kern *k = &top->phase[p];
 		LLVMValueRef gx, n = phase_ctas(&e, k, &gx);
 		LLVMValueRef end = LLVMBuildAdd(b, start, n, "");
+		if (base->coop_pass == 1 && !has_grid_amax(k)) {
+			start = end;     /* nothing to add before the grid-wide barrier */
+			continue;
+		}
 		LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntUGE, cta, start, ""),
 		                               LLVMBuildICmp(b, LLVMIntULT, cta, end, ""), "");
 		LLVMBasicBlockRef cont = begin_if(&e, in);
@@ -96,6 +114,92 @@ emit_phases(E *base)
 		start = end;
 	}
 	return rc;
+}
+
+/* The body once, at virtual CTA v (i64) of a grid gx wide (tiled; NULL:
+ * 1-D): fused kernels deal v out to their phases. */
+static int
+emit_body(E *e, LLVMValueRef v, LLVMValueRef gx)
+{
+	LLVMBuilderRef b = e->b;
+
+	if (e->k->nphase) {
+		e->vcx = LLVMBuildTrunc(b, v, e->g->i32, "");
+		e->vcy = c32(e, 0);
+		return emit_phases(e);
+	}
+	e->vcx = LLVMBuildTrunc(b, gx ? LLVMBuildURem(b, v, gx, "") : v, e->g->i32, "");
+	e->vcy = LLVMBuildTrunc(b, gx ? LLVMBuildUDiv(b, v, gx, "") : c64(e, 0), e->g->i32, "");
+	memset(e->sc, 0, ((size_t)e->k->f->nval + 1) * sizeof *e->sc);
+	return emit_shape(e);
+}
+
+/* A cooperative kernel (a grid-wide barrier inside) on a 1-D grid of G =
+ * nctaid.x CTAs over its nv tiles (virtual CTAs, in the order of the
+ * manifest's grid): the runtime launches min(nv, resident CTAs x SMs), so
+ * any device runs it. G >= nv: CTA c is tile c, its data kept on chip
+ * across the barrier (one read). G < nv: CTA c takes tiles c, c + G, ...
+ * twice: pass 1 adds each tile's amax, a grid-wide barrier, pass 2
+ * quantizes (the source is read twice, as by two kernels, in one launch). */
+static int
+emit_coop(E *e)
+{
+	Kern *k = e->k;
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef gx = NULL, nv = c64(e, 0), dummy;
+	int rc;
+
+	if (k->nphase) {
+		for (int p = 0; p < k->nphase; p++)
+			nv = LLVMBuildAdd(b, nv, phase_ctas(e, &k->phase[p], &dummy), "");
+	} else {
+		nv = phase_ctas(e, k, &gx);
+		e->ncta = nv;
+	}
+	LLVMValueRef G = LLVMBuildZExt(b, sreg(e, "nctaid.x"), e->g->i64, "");
+	LLVMValueRef c = LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, "");
+	LLVMValueRef iv = LLVMBuildAlloca(b, e->g->i64, "tile");
+	LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "coop.one");
+	LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "coop.loop");
+	LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "coop.done");
+
+	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntUGE, G, nv, ""), one, loop);
+	LLVMPositionBuilderAtEnd(b, one);
+	e->coop_pass = 0;
+	LLVMBasicBlockRef in = begin_if(e, LLVMBuildICmp(b, LLVMIntULT, c, nv, ""));
+	if ((rc = emit_body(e, c, gx)))
+		return rc;
+	end_if(e, in);
+	LLVMBuildBr(b, done);
+	LLVMPositionBuilderAtEnd(b, loop);
+	for (int pass = 1; pass <= 2; pass++) {
+		LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "coop.head");
+		LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "coop.body");
+		LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "coop.next");
+		LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(e->g->ctx, e->g->fn, "coop.after");
+		LLVMBuildStore(b, c, iv);
+		LLVMBuildBr(b, head);
+		LLVMPositionBuilderAtEnd(b, head);
+		LLVMValueRef v = LLVMBuildLoad2(b, e->g->i64, iv, "");
+		LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, v, nv, ""), body, after);
+		LLVMPositionBuilderAtEnd(b, body);
+		e->coop_pass = pass;
+		e->pass_exit = next;
+		if ((rc = emit_body(e, v, gx)))
+			return rc;
+		LLVMBuildBr(b, next);
+		LLVMPositionBuilderAtEnd(b, next);
+		barrier(e);    /* the next tile reuses shared memory */
+		LLVMBuildStore(b, LLVMBuildAdd(b, LLVMBuildLoad2(b, e->g->i64, iv, ""), G, ""), iv);
+		LLVMBuildBr(b, head);
+		LLVMPositionBuilderAtEnd(b, after);
+		if (pass == 1)   /* every tile's amax is in: the grid-wide barrier */
+			grid_sync(e, gep(e, e->sync, c64(e, 4)), G);
+	}
+	LLVMBuildBr(b, done);
+	LLVMPositionBuilderAtEnd(b, done);
+	e->coop_pass = 0;
+	return 0;
 }
 
 int
@@ -165,14 +269,12 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 	    && k->shape != CG_HADAMARD) {
 		e.red = shared_array(&e, "red", 0, rt, 4);
 	}
-	if (k->nphase) {
+	if (k->has_sync)
+		rc = emit_coop(&e);
+	else if (k->nphase)
 		rc = emit_phases(&e);
-	} else {
-		LLVMValueRef gx;
-		if (k->has_sync)
-			e.ncta = phase_ctas(&e, k, &gx);
+	else
 		rc = emit_shape(&e);
-	}
 	if (rc == 0)
 		LLVMBuildRetVoid(g->b);
 	free(e.ptr);

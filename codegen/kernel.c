@@ -525,6 +525,56 @@ split_phases(Kern *top, const CodegenTarget *t)
 	return 0;
 }
 
+/* The pointer param an address comes from (through GEPs, casts, selects
+ * and phis), -1 if none or several. */
+static int
+base_param(LLVMValueRef fn, LLVMValueRef p, int depth)
+{
+	if (LLVMIsAArgument(p)) {
+		for (unsigned i = 0; i < LLVMCountParams(fn); i++)
+			if (LLVMGetParam(fn, i) == p)
+				return (int)i;
+		return -1;
+	}
+	if (depth > 32 || !LLVMIsAInstruction(p))
+		return -1;
+	LLVMOpcode op = LLVMGetInstructionOpcode(p);
+	int n = op == LLVMGetElementPtr || op == LLVMBitCast || op == LLVMAddrSpaceCast ? 1
+	        : op == LLVMSelect ? 3 : op == LLVMPHI ? LLVMGetNumOperands(p) : 0;
+	int r = -1;
+	for (int i = op == LLVMSelect ? 1 : 0; i < n; i++) {
+		int q = base_param(fn, LLVMGetOperand(p, (unsigned)i), depth + 1);
+		if (q >= 0 && r >= 0 && q != r)
+			return -1;
+		if (q >= 0)
+			r = q;
+	}
+	return r;
+}
+
+/* Which outputs the emitted code updates atomically: the launcher zeroes
+ * exactly these (the manifest's zero_outputs), so the list is read off
+ * the code and cannot drift from it. An atomic whose address is not one
+ * output param is a bug. */
+static int
+atomic_outputs(Cg *g, const Kern *k, unsigned *mask)
+{
+	*mask = 0;
+	for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(g->fn); bb; bb = LLVMGetNextBasicBlock(bb))
+		for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) {
+			LLVMOpcode op = LLVMGetInstructionOpcode(in);
+			if (op != LLVMAtomicRMW && op != LLVMAtomicCmpXchg)
+				continue;
+			int p = base_param(g->fn, LLVMGetOperand(in, 0), 0);
+			if (p == k->nin + k->nout && k->has_sync)
+				continue;     /* the grid barrier's scratch: zeroed anyway */
+			if (p < k->nin || p >= k->nin + k->nout || p >= 32)
+				return kfail((Kern *)k, "an atomic outside the kernel's outputs (param %d)", p);
+			*mask |= 1u << p;
+		}
+	return 0;
+}
+
 /* Recognise f and emit its kernel function into g (already cg_init'ed). */
 int
 cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *info,
@@ -575,8 +625,13 @@ cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *in
 		         : codegen_shape_name(k.shape));
 		rc = kemit(g, &k, err, errsz);
 	}
-	if (rc == 0 && info)
+	unsigned atomics = 0;
+	if (rc == 0)
+		rc = atomic_outputs(g, &k, &atomics);
+	if (rc == 0 && info) {
 		fill_info(&k, info);
+		info->atomic_params = atomics;
+	}
 	if (k.phase)
 		free((void *)k.phase[0].mask);
 	free(k.phase);

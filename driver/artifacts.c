@@ -14,6 +14,7 @@
 #include "build.h"
 #include "recipe.h"
 #include "ir.h"
+#include "precc/grid.h"
 #include "precc/version.h"
 
 static char *
@@ -67,14 +68,13 @@ param_role(ParamKind k)
 	return (unsigned)k < NPARAMKIND ? names[k] : "buffer";
 }
 
-/* Outputs that an atomic max accumulates into: whole-tensor amax values. */
+/* Outputs the kernel's code updates atomically (codegen reads them off the
+ * emitted function: tensorwise amaxes, amax_cols' column maxima, a GEMM's
+ * output amax): the launcher zeroes exactly these. */
 static int
-zero_output(const Func *f, int v)
+zero_output(const CodegenKernel *in, int i)
 {
-	const Ins *d = ir_def_ins(f, v);
-
-	return d && d->op == OP_amax && d->type.is_scale && d->type.block[0] == 0
-	       && d->type.block[1] == 0;
+	return i < 32 && (in->atomic_params >> i & 1);
 }
 
 /* One phase's grid as the manifest states it (phase -1: the kernel's own
@@ -193,7 +193,7 @@ kernel_json(Build *b, Job *j)
 		cJSON_AddStringToObject(p, "dir", i < nin ? "in" : "out");
 		cJSON_AddStringToObject(p, "type", type_str(&f->val[v].type, ty, sizeof ty));
 		cJSON_AddItemToArray(ps, p);
-		if (i >= nin && zero_output(f, v))
+		if (i >= nin && zero_output(in, i))
 			cJSON_AddItemToArray(zo, cJSON_CreateString(f->val[v].name));
 	}
 	cJSON_AddBoolToObject(k, "has_m", in->has_m);
@@ -540,6 +540,10 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 	           "void\nprecc_kernels_set_hooks(const precc_kernels_hooks *h)\n{\n"
 	           "\tif (h)\n\t\thooks = *h;\n\telse\n\t\thooks.launch = 0, hooks.zero = 0, hooks.ctx = 0;\n}\n",
 	        PRECC_VERSION);
+	/* the runtime's and the emulator's grid function, verbatim (the file
+	 * must compile without precc's headers) */
+	fprintf(c, "\n/* precc/grid.h: a kernel's grid from its phases */\n%s\n%s\n",
+	        PRECC_GRID_STR(PRECC_GRID_PHASE_TYPE), PRECC_GRID_STR(PRECC_GRID_FN(precc_kernels_grid)));
 	for (int k = 0; k < b->njobs; k++) {
 		const Job *j = &b->jobs[k];
 		const CodegenKernel *in = &j->e.info;
@@ -557,33 +561,28 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 		if (in->has_m)
 			fprintf(c, "\tif (m < 0 || m %% %ld)\n\t\treturn -2;\n",
 			        in->m_multiple > 0 ? in->m_multiple : 1);
-		/* grid = (sum over phases of gx_p * gy_p, 1, 1); one phase: (gx, gy, 1) */
-		fprintf(c, "\tint64_t rows, cols, gx, gy, n = 0;\n");
+		/* the grid by precc/grid.h's function, copied above */
+		fprintf(c, "\tint64_t rows, cols;\n\tprecc_grid_phase ph[%d];\n", nphases(j));
 		for (int p = 0; p < nphases(j); p++) {
 			Grid g = grid_of(j, p);
 			if (g.data < 0 || (g.tiled ? g.tr < 1 || g.tc < 1 : g.epc < 1)) {
-				fprintf(c, "\tgx = 1, gy = 1;\n");
-			} else {
-				c_extent(c, "\t", &f->val[g.data].type, "rows", "cols");
-				if (g.tiled)
-					fprintf(c, "\tgx = (cols + %ld) / %ld, gy = (rows + %ld) / %ld;\n",
-					        g.tc - 1, g.tc, g.tr - 1, g.tr);
-				else
-					fprintf(c, "\tgx = (rows * cols + %ld) / %ld, gy = 1;\n", g.epc - 1, g.epc);
+				fprintf(c, "\tph[%d] = (precc_grid_phase){0, 1, 1, 1, 0, 0};\n", p);
+				continue;
 			}
-			if (nphases(j) > 1)
-				fprintf(c, "\tn += gx * gy;\n");
+			c_extent(c, "\t", &f->val[g.data].type, "rows", "cols");
+			fprintf(c, "\tph[%d] = (precc_grid_phase){%d, rows, cols, %ld, %ld, %ld};\n", p,
+			        g.tiled, g.tiled ? 0 : g.epc, g.tiled ? g.tr : 0, g.tiled ? g.tc : 0);
 		}
-		fprintf(c, "\t(void)rows, (void)cols, (void)n;\n");
-		if (nphases(j) > 1)
-			fprintf(c, "\tgrid[0] = (unsigned)(n > 0 ? n : 1);\n");
-		else
-			fprintf(c, "\tgrid[0] = (unsigned)(gx > 0 ? gx : 1);\n"
-			           "\tgrid[1] = (unsigned)(gy > 0 ? gy : 1);\n");
+		fprintf(c, "\t(void)rows, (void)cols;\n"
+		           "\tif (precc_kernels_grid(ph, %d, grid))\n\t\treturn -2;\n", nphases(j));
+		/* a cooperative kernel takes a 1-D grid of its tiles and loops over
+		 * them on however many CTAs the launch hook can make resident */
+		if (in->cooperative)
+			fprintf(c, "\tgrid[0] *= grid[1], grid[1] = 1;\n");
 		fprintf(c, "\tif (!hooks.launch)\n\t\treturn -1;\n");
 		for (int i = nin; i < in->nparams; i++) {
 			int v = in->param_value[i];
-			if (!zero_output(f, v))
+			if (!zero_output(in, i))
 				continue;
 			const Type *t = &f->val[v].type;
 			c_ident(id, sizeof id, f->val[v].name);

@@ -236,6 +236,8 @@ check_info(const CodegenKernel *k)
 			return "entry name not an identifier";
 	if ((unsigned)k->shape >= NCGSHAPE)
 		return "shape out of range";
+	if (k->nparams >= 0 && k->nparams < 32 && k->atomic_params >> k->nparams)
+		return "atomic_params beyond the params";
 	if (k->nparams < 0 || k->nparams > (int)(sizeof k->param_value / sizeof k->param_value[0]))
 		return "nparams out of range";
 	if (k->nphases < 0 || k->nphases > CG_MAXPHASE)

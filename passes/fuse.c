@@ -95,6 +95,18 @@ vname(Fuse *z, int v)
 	return z->f->val[v].name;
 }
 
+/* codegen's cooperative kernels: the fewest elements a CTA takes (256
+ * threads x 16: flat and 64x64 transposes; 128x128 tiles take more) and
+ * the CTAs of 256 threads at .maxnreg 64 an SM holds */
+enum { GRID_ELEMS_PER_CTA = 4096, GRID_CTAS_PER_SM = 4 };
+
+static int
+ebytes_of(const Type *t)
+{
+	return t->fmt == PRECC_FP32 || t->fmt == PRECC_TF32 ? 4
+	       : t->fmt == PRECC_BF16 || t->fmt == PRECC_FP16 ? 2 : 1;
+}
+
 static long
 bytes_of(const Type *t)
 {
@@ -342,6 +354,22 @@ split_global(Fuse *z)
 		}
 		const Type *st = &f->val[src].type;
 		long b = bytes_of(st);
+		/* the grid scheme reads once only if every tile has a resident
+		 * CTA: codegen's cooperative kernels take at least
+		 * GRID_ELEMS_PER_CTA elements per CTA and hold GRID_CTAS_PER_SM
+		 * CTAs per SM (.maxnreg 64 at 256 threads); with more tiles than
+		 * that x the target's SMs they loop and read twice, so two kernels */
+		long ctas = b < 0 ? -1 : (b / ebytes_of(st) + GRID_ELEMS_PER_CTA - 1) / GRID_ELEMS_PER_CTA;
+		long resident = (long)GRID_CTAS_PER_SM * z->t->sms;
+		if (b >= 0 && b <= z->t->onchip && z->t->grid_barrier && ctas > resident) {
+			ir_set_attr(i->pattr, PA_AMAX_SCHEME, "two_kernel");
+			ir_comment(&i->comment, "fuse: %%%s is needed before any element is quantized; "
+			           "%%%s fits on chip, but a grid-wide barrier over it needs %ld CTAs "
+			           "resident at once, over the %ld of %s (%d per SM x %d SMs): two kernels",
+			           vname(z, i->res), vname(z, src), ctas, resident, z->t->name,
+			           GRID_CTAS_PER_SM, z->t->sms);
+			goto two_kernels;
+		}
 		if (b >= 0 && b <= z->t->onchip && z->t->grid_barrier) {
 			ir_set_attr(i->pattr, PA_AMAX_SCHEME, "grid");
 			ir_comment(&i->comment, "fuse: %%%s is needed before any element is quantized; "
@@ -351,6 +379,7 @@ split_global(Fuse *z)
 			           z->t->onchip >> 10, z->t->name);
 			continue;
 		}
+	two_kernels:
 		/* two kernels: the amax reads the source in its stored layout (a
 		 * padded source: the pad moves into the amax kernel, which then
 		 * writes the padded copy the quantize kernel reads) */
@@ -392,6 +421,8 @@ split_global(Fuse *z)
 			i = &f->ins[k];
 		}
 		z->owner[k] = group(z, an);
+		if (i->pattr[PA_AMAX_SCHEME])
+			continue;     /* the residency reason above */
 		ir_set_attr(i->pattr, PA_AMAX_SCHEME, "two_kernel");
 		if (b >= 0 && b <= z->t->onchip)
 			ir_comment(&i->comment, "fuse: %%%s is needed before any element is quantized; "

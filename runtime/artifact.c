@@ -650,7 +650,8 @@ static int load_cuda(Ctx *c, precc_rt *rt, rt_artifact *a, const json *jk,
 		return -1;
 	}
 	if (rt_cuda_kernel(rt, k->cumod, k->entry, k->k) ||
-	    (k->smem && rt_cuda_kernel_reserve_smem(rt, k->k, k->smem)))
+	    (k->smem && rt_cuda_kernel_reserve_smem(rt, k->k, k->smem)) ||
+	    rt_kernel_launchable(rt, k))
 		return -1;
 	if (k->sync_words &&
 	    rt_cuda_alloc(rt, (size_t)k->sync_words * 4, &k->sync))

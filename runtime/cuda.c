@@ -50,7 +50,8 @@ int rt_cuda_is_device_ptr(const void *p) { return 0; }
 	X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) \
 	X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
 	X(cuMemsetD8) X(cuStreamSynchronize) X(cuPointerGetAttribute) \
-	X(cuMemsetD8Async) X(cuMemcpyDtoDAsync) X(cuLaunchCooperativeKernel)
+	X(cuMemsetD8Async) X(cuMemcpyDtoDAsync) X(cuLaunchCooperativeKernel) \
+	X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 #define SYM_(f) #f
 #define SYM(f) SYM_(f)
@@ -313,6 +314,21 @@ int rt_cuda_kernel(precc_rt *rt, CUmodule mod, const char *name, rt_kernel *k)
 	     CALL(cuFuncGetAttribute, (&k->max_dyn_smem,
 	          CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn),
 	          " (MAX_DYNAMIC_SHARED_SIZE_BYTES) of kernel '%s'", name) ? -1 : 0;
+	leave(rt, pushed);
+	return rc;
+}
+
+int rt_cuda_kernel_resident(precc_rt *rt, rt_kernel *k, int threads,
+                            unsigned smem)
+{
+	CUresult r;
+	int pushed, rc;
+
+	if (enter(rt, &pushed))
+		return -1;
+	rc = CALL(cuOccupancyMaxActiveBlocksPerMultiprocessor, (&k->resident,
+	          k->fn, threads, smem), " of kernel '%s' (%d threads, %u bytes of "
+	          "dynamic shared memory)", k->name, threads, smem);
 	leave(rt, pushed);
 	return rc;
 }

@@ -12,10 +12,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "precc/grid.h"
 #include "precc/interp.h"
 #include "rt.h"
 
-#define ALIGN 16   /* kernels load and store 16-byte vectors */
+#define ALIGN PRECC_BUFFER_ALIGN   /* kernels load and store 16-byte vectors */
 
 static const rt_layer *layer_at(const precc_rt *rt, int layer)
 {
@@ -416,6 +417,54 @@ out:
 }
 
 #ifdef PRECC_HAVE_CUDA_H
+/* The kernel's grid at M: one geometry, or the sum over a fused kernel's
+ * phases (1-D), by precc/grid.h as the launchers and the emulator. */
+static int kernel_grid(const rt_kdesc *k, long m, unsigned grid[3])
+{
+	precc_grid_phase ph[RT_MAXPHASE];
+	int np = k->nphase ? k->nphase : 1;
+
+	for (int p = 0; p < np && p < RT_MAXPHASE; p++) {
+		rt_geom one = {k->tiled, k->data, k->elems_per_cta, k->tile_rows,
+		               k->tile_cols};
+		const rt_geom *g = k->nphase ? &k->phase[p] : &one;
+		long rows, cols;
+		rt_type_bytes(&k->param[g->data].type, m, &rows, &cols);
+		ph[p] = (precc_grid_phase){g->tiled, rows, cols, g->elems_per_cta,
+		                           g->tile_rows, g->tile_cols};
+	}
+	return precc_grid(ph, np, grid);
+}
+
+/* A cooperative kernel's CTAs must all be resident at once: it is launched
+ * on a 1-D grid of min(its tiles, CTAs per SM x SMs) and loops over the
+ * tiles (codegen/kemit.c), so any device that holds one CTA runs it. */
+static void coop_grid(const precc_rt *rt, const rt_kdesc *k, unsigned grid[3])
+{
+	double n = (double)grid[0] * grid[1] * grid[2];
+	double most = (double)k->k->resident * rt->sm_count;
+
+	grid[0] = (unsigned)(n < most ? n : most);
+	grid[1] = grid[2] = 1;
+}
+
+/* Whether the device can run k at all, checked when the plan is loaded:
+ * one CTA must fit on an SM (threads x registers, shared memory; a
+ * cooperative kernel then loops over its tiles on the CTAs that fit). */
+int rt_kernel_launchable(precc_rt *rt, const rt_kdesc *k)
+{
+	if (rt_cuda_kernel_resident(rt, k->k, k->threads, k->smem))
+		return -1;
+	if (k->k->resident < 1) {
+		rt_error("cuda: kernel '%s' cannot run on %s: not one CTA of %d "
+		         "threads at %d registers and %u bytes of shared memory "
+		         "fits on an SM", k->name, rt->dev_name, k->threads,
+		         k->k->num_regs, k->smem);
+		return -1;
+	}
+	return 0;
+}
+
 static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
                     rt_kdesc *k, long m, void *const *buffers, uint64_t seed,
                     CUstream stream)
@@ -425,35 +474,15 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
 	int64_t m64 = m;
 	uint64_t seed64 = seed;
 	unsigned grid[3] = {1, 1, 1}, block[3] = {(unsigned)k->threads, 1, 1};
-	double total = 0;
 	int n = 0;
 
-	/* one geometry, or the sum over a fused kernel's phases (1-D) */
-	for (int p = 0; p < (k->nphase ? k->nphase : 1); p++) {
-		rt_geom one = {k->tiled, k->data, k->elems_per_cta, k->tile_rows,
-		               k->tile_cols};
-		const rt_geom *g = k->nphase ? &k->phase[p] : &one;
-		long rows, cols;
-		double gx, gy = 1;
-		rt_type_bytes(&k->param[g->data].type, m, &rows, &cols);
-		if (g->tiled) {
-			gx = (double)((cols + g->tile_cols - 1) / g->tile_cols);
-			gy = (double)((rows + g->tile_rows - 1) / g->tile_rows);
-		} else
-			gx = ceil((double)rows * (double)cols / (double)g->elems_per_cta);
-		if (k->nphase)
-			total += gx * gy;
-		else
-			grid[0] = (unsigned)(gx > 0 && gx <= 0x7fffffff ? gx : 0),
-			grid[1] = (unsigned)(gy <= 65535 ? gy : 0);
-	}
-	if (k->nphase)
-		grid[0] = (unsigned)(total > 0 && total <= 0x7fffffff ? total : 0);
-	if (!grid[0] || !grid[1]) {
+	if (kernel_grid(k, m, grid)) {
 		rt_error("cuda: layer '%s' kernel '%s': its grid at M=%ld is larger "
 		         "than CUDA allows", l->fqn, k->name, m);
 		return -1;
 	}
+	if (k->cooperative)
+		coop_grid(rt, k, grid);
 	if (k->sync_words &&
 	    rt_cuda_memset8_async(rt, k->sync, 0, (size_t)k->sync_words * 4, stream))
 		return -1;

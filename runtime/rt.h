@@ -184,6 +184,12 @@ void rt_split_free(struct rt_split *s);
 /* state.c */
 void rt_state_ids(const precc_state *st, uint64_t *recipe, uint64_t *model);
 
+#ifdef PRECC_HAVE_CUDA_H
+/* plan.c: 0, or -1 with the reason (kernel, grid, limit) when the device
+ * cannot launch k (after k->k is loaded). */
+int rt_kernel_launchable(precc_rt *rt, const rt_kdesc *k);
+#endif
+
 /* cuda.c
  * rt_cuda_open fills rt's cuda fields; on failure returns -1 with the
  * reason as the error. Every other function returns 0 or -1 (error set:
@@ -199,6 +205,7 @@ typedef struct rt_kernel {
 	int num_regs;            /* CU_FUNC_ATTRIBUTE_NUM_REGS */
 	int local_bytes;         /* CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES (spills) */
 	int max_dyn_smem;        /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+	int resident;            /* CTAs per SM at its block (occupancy) */
 } rt_kernel;
 
 /* Loads a PTX (NUL-terminated) or cubin image with the JIT error and info
@@ -214,6 +221,10 @@ int rt_cuda_kernel(precc_rt *rt, CUmodule mod, const char *name, rt_kernel *k);
 /* Raises k's dynamic shared memory limit to at least bytes (no-op when it
  * already allows that). */
 int rt_cuda_kernel_reserve_smem(precc_rt *rt, rt_kernel *k, unsigned bytes);
+/* k->resident: how many CTAs of `threads` with smem dynamic bytes fit on
+ * one SM (cuOccupancyMaxActiveBlocksPerMultiprocessor). */
+int rt_cuda_kernel_resident(precc_rt *rt, rt_kernel *k, int threads,
+                            unsigned smem);
 
 /* Launches k on the caller's stream (NULL: the legacy default stream). */
 int rt_cuda_launch(precc_rt *rt, const rt_kernel *k, const unsigned grid[3],

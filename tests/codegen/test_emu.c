@@ -2,25 +2,30 @@
  * test_emu — every kernel of kernels/NAME.ir run on the host CPU and
  * compared bit for bit with the IR interpreter. The kernel is the LLVM
  * function codegen builds for the GPU, with the NVVM intrinsics (thread
- * and block ids, shfl.sync.bfly, bar.sync) and the inline PTX cvts turned
- * into calls to the precc_emu_* functions below (codegen's host mode),
- * JIT-compiled with MCJIT and run as one pthread per GPU thread, one CTA
- * at a time. This checks the kernels' index arithmetic, reductions,
- * atomics, shared-memory transposes, SR indexing and launch geometry on
- * edge-value inputs; what it cannot check is the hardware itself (the cvt
- * forms are emulated with precc_encode, which numerics.cuda_ref checks
- * against CUDA's own code) and NVPTX/ptxas code generation.
+ * and block ids, shfl.sync.bfly, bar.sync) and the inline PTX turned into
+ * calls to the precc_emu_* functions of emu.c (codegen's host mode),
+ * every load, store and atomic instrumented (emu_instrument), JIT-compiled
+ * with MCJIT and run as one pthread per GPU thread on emu.c's GPU, which
+ * also checks what compute-sanitizer's memcheck, racecheck and synccheck
+ * do on a GPU. The launch follows the runtime's contract: the grid from
+ * precc/grid.h, buffers exactly as large and as aligned as the runtime
+ * requires, outputs poisoned except the atomically updated ones (the
+ * manifest's zero_outputs). What it cannot check is the hardware itself
+ * (the cvt forms are emulated with precc_encode, which numerics.cuda_ref
+ * checks against CUDA's own code) and NVPTX/ptxas code generation.
  *
  * Weights are shrunk from 4096x4096 to 512x512 so that the run stays
- * short; M = 128 unless the file says otherwise. GEMM kernels run their
- * mma.sync through precc_emu_mma (the warp's fragments gathered with
- * codegen/mma_frag.h's maps, tests/codegen/test_mma_frag.c checks those
- * against CuTe's) and compare bit for bit with accum=fp32 or promote:N
- * (promote_bits 0): the emulated tensor core sums exactly in fp32.
+ * short; M = 128 unless the file says otherwise, and again 16, 80 or 144.
+ * GEMM kernels run their mma.sync through precc_emu_mma (the warp's
+ * fragments gathered with codegen/mma_frag.h's maps,
+ * tests/codegen/test_mma_frag.c checks those against CuTe's) and compare
+ * bit for bit with accum=fp32 or promote:N (promote_bits 0): the emulated
+ * tensor core sums exactly in fp32. Self-tests at the end: a corrupted
+ * cvt, a lost mma product, and one small broken kernel per sanitizer
+ * check must each be reported.
  */
+#include <float.h>
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,255 +34,68 @@
 #include <llvm-c/ExecutionEngine.h>
 #include <llvm-c/Target.h>
 #include "cg.h"
-#include "mma_frag.h"
+#include "emu.h"
+#include "passes.h"
+#include "precc/grid.h"
 #include "precc/interp.h"
 #include "recipe.h"
 
 /* M of the run: 128, or what a file's "# emu: m=N" line says (a GEMM's
  * partial tiles along M) */
 static long M = 128;
+/* buffers are exactly as aligned as the runtime requires */
+#define BUF_ALIGN PRECC_BUFFER_ALIGN
 /* "# emu: finite": no NaN or inf inputs at all (an amax output would
  * otherwise be NaN and prove nothing) */
 static int finite_only;
+/* Ms that divide no tile and no 1x128 block: each kernel with a dim M also
+ * runs at one of these that is a multiple of its m_multiple */
+static const long extra_m[3] = {16, 80, 144};
+static int extra_run;
+/* cooperative kernels run again on 3 CTAs, each looping over its tiles */
+static int coop_small;
+/* the kernel as passes/schedule.c schedules it now (a second parse of the
+ * file): its tile and grid figures, compared with codegen's */
+static const Func *sched_fn;
+static int sched_checked;
 
-/* ---- the emulated GPU: one pthread per thread of a CTA ----------------- */
-static int nthreads;
-static unsigned cur_cx, cur_cy;
-static int quit;
-static void (*entry)(void **);
-static void **entry_args;
-static pthread_barrier_t start_bar, end_bar, cta_bar, warp_bar[32];
-static uint32_t slot[1024];
-static __thread unsigned my_tid;
-static int emu_break;     /* self-test: corrupt one fp8 cvt, expect a FAIL */
-
-/* cooperative launches run every CTA at once: per-CTA state */
-enum { MAXCOOP = 64 };
-static int coop;
-static __thread unsigned my_cta, my_cx, my_cy;
-static pthread_barrier_t coop_cta_bar[MAXCOOP], coop_warp_bar[MAXCOOP][32];
-static uint32_t coop_slot[MAXCOOP][1024];
-
-uint32_t
-precc_emu_sreg(uint32_t which)
+/* One term of a schedule grid= figure at M: "11", "M", "M/64" (ceil). */
+static long
+grid_term(const char *s, const char **end)
 {
-	if (coop)
-		return which == 0 ? my_tid : which == 1 ? my_cx : my_cy;
-	return which == 0 ? my_tid : which == 1 ? cur_cx : cur_cy;
+	long v;
+	if (*s == 'M') {
+		s++;
+		v = M;
+		if (*s == '/') {
+			long d = strtol(s + 1, (char **)&s, 10);
+			v = d > 0 ? (M + d - 1) / d : -1;
+		}
+	} else
+		v = strtol(s, (char **)&s, 10);
+	*end = s;
+	return v;
 }
 
-uint32_t
-precc_emu_shfl_bfly(uint32_t v, uint32_t mask)
-{
-	unsigned w = my_tid / 32, base = w * 32;
-	uint32_t *sl = coop ? coop_slot[my_cta] : slot;
-	pthread_barrier_t *wb = coop ? &coop_warp_bar[my_cta][w] : &warp_bar[w];
-
-	sl[my_tid] = v;
-	pthread_barrier_wait(wb);
-	uint32_t r = sl[base + ((my_tid - base) ^ (mask & 31))];
-	pthread_barrier_wait(wb);
-	return r;
-}
-
-void
-precc_emu_barrier(void)
-{
-	pthread_barrier_wait(coop ? &coop_cta_bar[my_cta] : &cta_bar);
-}
-
-/* shared memory: one copy per CTA (cooperative) or one for the CTA that
- * runs (sequential) */
-static uint8_t smem[MAXCOOP + 1][3][32768] __attribute__((aligned(16)));
-
-void *
-precc_emu_shared(uint32_t id, uint64_t bytes)
-{
-	if (id >= 3 || bytes > sizeof smem[0][0])
-		abort();
-	return smem[coop ? my_cta : MAXCOOP][id];
-}
-
-void
-precc_emu_yield(void)
-{
-	sched_yield();
-}
-
-typedef struct CoopArg {
-	unsigned tid, cta, cx, cy;
-} CoopArg;
-
-static void *
-coop_worker(void *arg)
-{
-	const CoopArg *a = arg;
-	my_tid = a->tid;
-	my_cta = a->cta;
-	my_cx = a->cx;
-	my_cy = a->cy;
-	entry(entry_args);
-	return NULL;
-}
-
-/* every CTA resident at once, as cuLaunchCooperativeKernel guarantees */
+/* schedule's grid= must be codegen's where both tile the data alike
+ * (tile= equal to codegen's tile): 0, or -1 with a FAIL line. */
 static int
-launch_coop(int threads, unsigned gx, unsigned gy)
+check_schedule(const CodegenKernel *info, unsigned gx, unsigned gy, const char *file)
 {
-	unsigned n = gx * gy, total = n * (unsigned)threads;
-	pthread_t *th = calloc(total, sizeof *th);
-	CoopArg *ca = calloc(total, sizeof *ca);
-	pthread_attr_t at;
-
-	if (n > MAXCOOP || !th || !ca) {
-		free(th);
-		free(ca);
-		return -1;
-	}
-	coop = 1;
-	for (unsigned c = 0; c < n; c++) {
-		pthread_barrier_init(&coop_cta_bar[c], NULL, (unsigned)threads);
-		for (int w = 0; w < threads / 32; w++)
-			pthread_barrier_init(&coop_warp_bar[c][w], NULL, 32);
-	}
-	pthread_attr_init(&at);
-	pthread_attr_setstacksize(&at, 256 * 1024);
-	for (unsigned i = 0; i < total; i++) {
-		unsigned c = i / (unsigned)threads;
-		ca[i] = (CoopArg){i % (unsigned)threads, c, c % gx, c / gx};
-		pthread_create(&th[i], &at, coop_worker, &ca[i]);
-	}
-	for (unsigned i = 0; i < total; i++)
-		pthread_join(th[i], NULL);
-	pthread_attr_destroy(&at);
-	for (unsigned c = 0; c < n; c++) {
-		pthread_barrier_destroy(&coop_cta_bar[c]);
-		for (int w = 0; w < threads / 32; w++)
-			pthread_barrier_destroy(&coop_warp_bar[c][w]);
-	}
-	coop = 0;
-	free(th);
-	free(ca);
-	return 0;
-}
-
-/* the rows of codegen/ptx_asm.c's asm_table */
-uint16_t
-precc_emu_asm2_16(uint32_t row, float lo, float hi)
-{
-	precc_format f = row == 0 ? PRECC_E4M3 : PRECC_E5M2;
-	if (emu_break && my_tid == 7 && cur_cx == 1)
-		return 0x5555;
-	return (uint16_t)(precc_encode(f, hi, PRECC_RNE, true, 0) << 8 | precc_encode(f, lo, PRECC_RNE, true, 0));
-}
-
-uint32_t
-precc_emu_asm2_32(uint32_t row, float lo, float hi)
-{
-	precc_format f = row == 4 ? PRECC_BF16 : PRECC_FP16;
-	return precc_encode(f, hi, PRECC_RNE, false, 0) << 16 | precc_encode(f, lo, PRECC_RNE, false, 0);
-}
-
-uint32_t
-precc_emu_asm1_32(uint32_t row, uint16_t codes)
-{
-	precc_format f = row == 2 ? PRECC_E4M3 : PRECC_E5M2;
-	uint32_t lo = precc_encode(PRECC_FP16, precc_decode(f, codes & 0xff), PRECC_RNE, false, 0);
-	uint32_t hi = precc_encode(PRECC_FP16, precc_decode(f, codes >> 8), PRECC_RNE, false, 0);
-	return hi << 16 | lo;
-}
-
-/* mma.sync (asm_table rows 7..12): every lane posts its fragments, then
- * computes its own four results from the whole warp's, each a dot
- * product in ascending k with one fp32 multiply and one fp32 add per
- * term (never FMA; -std=c17 keeps contraction off). */
-static uint32_t mma_slot[MAXCOOP + 1][32][32][10];
-
-static float
-mma_elem(precc_format f, uint32_t word, int pos)
-{
-	if (f == PRECC_E4M3 || f == PRECC_E5M2)
-		return precc_decode(f, word >> (8 * pos) & 0xff);
-	return precc_decode(f, word >> (16 * pos) & 0xffff);
-}
-
-void
-precc_emu_mma(uint32_t row, uint32_t *r)
-{
-	static const precc_format fa[] = {PRECC_E4M3, PRECC_E4M3, PRECC_E5M2, PRECC_E5M2, PRECC_BF16, PRECC_FP16};
-	static const precc_format fb[] = {PRECC_E4M3, PRECC_E5M2, PRECC_E4M3, PRECC_E5M2, PRECC_BF16, PRECC_FP16};
-	unsigned w = my_tid / 32, lane = my_tid % 32, c = coop ? my_cta : MAXCOOP;
-	pthread_barrier_t *wb = coop ? &coop_warp_bar[my_cta][w] : &warp_bar[w];
-	uint32_t (*sl)[10] = mma_slot[c][w];
-	int x = (int)row - 7, e = x < 4 ? 4 : 2;
-	float d[4];
-
-	if (x < 0 || x > 5)
-		abort();
-	memcpy(sl[lane], r, sizeof sl[lane]);
-	pthread_barrier_wait(wb);
-	for (int v = 0; v < 4; v++) {
-		int i = (int)(lane / 4) + 8 * (v >> 1), j = (int)(lane % 4) * 2 + (v & 1);
-		int l, rg, ps;
-		float acc;
-		memcpy(&acc, &sl[lane][6 + v], 4);
-		for (int k = 0; k < 8 * e; k++) {
-			mma_frag_a(e, i, k, &l, &rg, &ps);
-			float a = mma_elem(fa[x], sl[l][rg], ps);
-			mma_frag_b(e, j, k, &l, &rg, &ps);
-			float bv = mma_elem(fb[x], sl[l][4 + rg], ps);
-			float p = a * bv;
-			if (emu_break == 2 && k == 8 * e - 1)
-				p = 0;     /* self-test: one product lost */
-			acc = acc + p;
-		}
-		d[v] = acc;
-	}
-	pthread_barrier_wait(wb);
-	memcpy(&r[6], d, sizeof d);
-}
-
-static void *
-worker(void *arg)
-{
-	my_tid = (unsigned)(uintptr_t)arg;
-	for (;;) {
-		pthread_barrier_wait(&start_bar);
-		if (quit)
-			return NULL;
-		entry(entry_args);
-		pthread_barrier_wait(&end_bar);
-	}
-}
-
-static void
-launch(int threads, unsigned gx, unsigned gy)
-{
-	pthread_t th[1024];
-
-	nthreads = threads;
-	quit = 0;
-	pthread_barrier_init(&start_bar, NULL, (unsigned)threads + 1);
-	pthread_barrier_init(&end_bar, NULL, (unsigned)threads + 1);
-	pthread_barrier_init(&cta_bar, NULL, (unsigned)threads);
-	for (int w = 0; w < threads / 32; w++)
-		pthread_barrier_init(&warp_bar[w], NULL, 32);
-	for (int i = 0; i < threads; i++)
-		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i);
-	for (cur_cy = 0; cur_cy < gy; cur_cy++)
-		for (cur_cx = 0; cur_cx < gx; cur_cx++) {
-			pthread_barrier_wait(&start_bar);
-			pthread_barrier_wait(&end_bar);
-		}
-	quit = 1;
-	pthread_barrier_wait(&start_bar);
-	for (int i = 0; i < threads; i++)
-		pthread_join(th[i], NULL);
-	pthread_barrier_destroy(&start_bar);
-	pthread_barrier_destroy(&end_bar);
-	pthread_barrier_destroy(&cta_bar);
-	for (int w = 0; w < threads / 32; w++)
-		pthread_barrier_destroy(&warp_bar[w]);
+	const char *tile = sched_fn ? sched_fn->pattr[PA_TILE] : NULL;
+	const char *grid = sched_fn ? sched_fn->pattr[PA_GRID] : NULL;
+	long tr, tc;
+	if (!tile || !grid || !info->tiled || info->nphases > 1
+	    || sscanf(tile, "%ldx%ld", &tr, &tc) != 2 || tr != info->tile_rows || tc != info->tile_cols)
+		return 0;
+	const char *p;
+	long a = grid_term(grid, &p), b = *p == 'x' ? grid_term(p + 1, &p) : 1;
+	sched_checked++;
+	if (a == (long)gy && b == (long)gx)
+		return 0;
+	printf("FAIL %s: schedule says tile=%s grid=%s (%ldx%ld at M=%ld), codegen launches %ux%u "
+	       "tiles of %ldx%ld\n", file, tile, grid, a, b, M, gy, gx, tr, tc);
+	return -1;
 }
 
 /* ---- inputs --------------------------------------------------------- */
@@ -292,12 +110,59 @@ next(void)
 	return (uint32_t)(rng >> 16);
 }
 
+/* The blocks of a param that an in-kernel amax reduces (1xB, BxB,
+ * rowwise, columnwise, over x or over transpose(x)), in x's coordinates:
+ * every 16 blocks, blocks 1..4 are all zero, all below eps, all NaN and
+ * all at the format's max, so that the scale of each kind of block is
+ * checked (eps clamp, amax 0, NaN, fmax / amax at the top of the range).
+ * Tensorwise amaxes and params no amax reads get none. */
+typedef struct Blocks { long br, bc, cols; } Blocks;
+
+static Blocks
+blocks_of(const Func *f, int v, long rows, long cols)
+{
+	Blocks b = {0, 0, cols};
+	for (int i = 0; i < f->nins && !b.br; i++) {
+		const Ins *in = &f->ins[i];
+		if (in->op != OP_amax || in->narg < 1)
+			continue;
+		const Ins *src = ir_def_ins(f, in->arg[0]);
+		int t = src && src->op == OP_transpose && src->arg[0] == v;
+		if (in->arg[0] != v && !t)
+			continue;
+		long b0 = in->type.block[0], b1 = in->type.rank > 1 ? in->type.block[1] : 0;
+		b.br = t ? (b1 ? b1 : rows) : (b0 ? b0 : rows);
+		b.bc = t ? (b0 ? b0 : cols) : (b1 ? b1 : cols);
+		if (b.br >= rows && b.bc >= cols)
+			b.br = b.bc = 0;    /* one block: tensorwise */
+	}
+	return b;
+}
+
+enum { K_NONE, K_ZERO, K_TINY, K_NAN, K_MAX };
+
+static int
+block_kind(const Blocks *b, long r, long c)
+{
+	if (!b || !b->br || finite_only)
+		return K_NONE;
+	long nbc = (b->cols + b->bc - 1) / b->bc, k = ((r / b->br) * nbc + c / b->bc) % 16;
+	return k >= 1 && k <= 4 ? (int)k : K_NONE;
+}
+
 /* A value of every kind: mostly moderate magnitudes, a few rows with
- * specials (NaN and inf only in rows 5 and 9: one block each). */
+ * specials (NaN and inf only in rows 5 and 9: one block each), and the
+ * special blocks above (below eps: |x| < 2^-40 < 1e-12). */
 static float
-sample(long r, long i)
+sample(long r, long i, int kind, float fmax)
 {
 	uint32_t k = next() % 64;
+	switch (kind) {
+	case K_ZERO: return k & 1 ? -0.0f : 0.0f;
+	case K_TINY: return (k & 1 ? -1 : 1) * ldexpf(1.0f + (float)(next() % 1024) / 1024.0f, -50 + (int)(k % 8));
+	case K_NAN: return NAN;
+	case K_MAX: return k & 1 ? -fmax : fmax;
+	}
 	if (finite_only)
 		r = 0;
 	if (r == 5 && i % 97 == 3)
@@ -317,15 +182,17 @@ sample(long r, long i)
 }
 
 static void
-fill(void *buf, precc_format f, long rows, long cols, int is_state, const char *name)
+fill(void *buf, precc_format f, long rows, long cols, int is_state, const Blocks *bl)
 {
 	long n = rows * cols;
+	/* the format's largest finite value (bf16 0x7f7f, fp16 65504, FLT_MAX) */
+	float fmax = f == PRECC_BF16 ? precc_decode(f, 0x7f7f) : f == PRECC_FP16 ? 65504.0f : FLT_MAX;
 	for (long i = 0; i < n; i++) {
 		float v;
 		if (is_state)
 			v = ldexpf(1.0f + (float)(next() % 256) / 256.0f, (int)(next() % 16) - 8);
 		else
-			v = sample(i / cols, i);
+			v = sample(i / cols, i, block_kind(bl, i / cols, i % cols), fmax);
 		switch (precc_interp_elem_bytes(f)) {
 		case 4: ((float *)buf)[i] = v; break;
 		case 2: {
@@ -351,8 +218,8 @@ fill(void *buf, precc_format f, long rows, long cols, int is_state, const char *
 		}
 		}
 	}
-	(void)name;
 }
+
 
 /* the whole file, NUL-terminated (frontend/diag.c) */
 static char *
@@ -374,21 +241,85 @@ subst(char *s, const char *from, const char *to)
 	}
 }
 
-static const char *emu_fns[] = {
-	"precc_emu_sreg", "precc_emu_shfl_bfly", "precc_emu_barrier", "precc_emu_asm2_16",
-	"precc_emu_asm2_32", "precc_emu_asm1_32", "precc_emu_yield", "precc_emu_shared",
-	"precc_emu_mma",
-};
-static void *emu_addr[] = {
-	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
-	(void *)precc_emu_asm2_16, (void *)precc_emu_asm2_32, (void *)precc_emu_asm1_32,
-	(void *)precc_emu_yield, (void *)precc_emu_shared, (void *)precc_emu_mma,
-};
-
 static long
 extent(long d)
 {
 	return d >= 0 ? d : (M + (-d) - 1) / (-d);
+}
+
+/* JIT kfn of mod (which it takes) behind void precc_emu_entry(ptr args),
+ * args[i] the address of parameter i's value: the externals must all be
+ * emulated ones, the kernel's accesses are instrumented (memcheck,
+ * racecheck). NULL, with a FAIL line, on failure. */
+static void (*jit(LLVMModuleRef mod, LLVMValueRef kfn, LLVMExecutionEngineRef *ee,
+                  const char *file))(void **)
+{
+	LLVMContextRef cx = LLVMGetModuleContext(mod);
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(cx);
+	LLVMTypeRef pt = LLVMPointerTypeInContext(cx, 0), i64 = LLVMInt64TypeInContext(cx);
+	char *msg = NULL;
+
+	*ee = NULL;
+	/* every external the kernel calls must be an emulated one: an
+	 * intrinsic or special register without a host model stops here */
+	for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn)) {
+		size_t nl;
+		const char *nm = LLVMGetValueName2(fn, &nl);
+		int known = !LLVMIsDeclaration(fn) || (!strncmp(nm, "llvm.", 5) && strncmp(nm, "llvm.nvvm.", 10));
+		for (int i = 0; !known && i < emu_nfns; i++)
+			known = !strcmp(nm, emu_fns[i]);
+		if (!known) {
+			printf("FAIL %s: the emulator has no model of %s\n", file,
+			       strncmp(nm, "precc_emu_unknown:", 18) ? nm : nm + 18);
+			goto fail;
+		}
+	}
+	emu_instrument(mod, kfn);
+	LLVMTypeRef kty = LLVMGlobalGetValueType(kfn);
+	LLVMValueRef wrap = LLVMAddFunction(mod, "precc_emu_entry",
+	                                    LLVMFunctionType(LLVMVoidTypeInContext(cx), &pt, 1, 0));
+	LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(cx, wrap, "entry"));
+	unsigned np = LLVMCountParams(kfn);
+	LLVMValueRef kargs[64];
+	for (unsigned i = 0; i < np && i < 64; i++) {
+		LLVMValueRef ix = LLVMConstInt(i64, i, 0);
+		LLVMValueRef slotp = LLVMBuildGEP2(b, pt, LLVMGetParam(wrap, 0), &ix, 1, "");
+		LLVMTypeRef ty = LLVMTypeOf(LLVMGetParam(kfn, i));
+		LLVMValueRef v = LLVMBuildLoad2(b, pt, slotp, "");
+		kargs[i] = ty == pt ? v : LLVMBuildLoad2(b, ty, v, "");
+	}
+	LLVMBuildCall2(b, kty, kfn, kargs, np, "");
+	LLVMBuildRetVoid(b);
+	char *triple = LLVMGetDefaultTargetTriple();
+	LLVMSetTarget(mod, triple);
+	LLVMDisposeMessage(triple);
+	LLVMSetDataLayout(mod, "");
+	if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
+		printf("FAIL %s: verifier: %s\n", file, msg);
+		LLVMDisposeMessage(msg);
+		goto fail;
+	}
+	LLVMDisposeMessage(msg);
+	struct LLVMMCJITCompilerOptions o;
+	LLVMInitializeMCJITCompilerOptions(&o, sizeof o);
+	o.OptLevel = 2;
+	if (LLVMCreateMCJITCompilerForModule(ee, mod, &o, sizeof o, &msg)) {
+		printf("FAIL %s: MCJIT: %s\n", file, msg);
+		LLVMDisposeMessage(msg);
+		*ee = NULL;
+		goto fail;
+	}
+	for (int i = 0; i < emu_nfns; i++) {
+		LLVMValueRef fn = LLVMGetNamedFunction(mod, emu_fns[i]);
+		if (fn)
+			LLVMAddGlobalMapping(*ee, fn, emu_addr[i]);
+	}
+	LLVMDisposeBuilder(b);
+	return (void (*)(void **))(uintptr_t)LLVMGetFunctionAddress(*ee, "precc_emu_entry");
+fail:
+	LLVMDisposeBuilder(b);
+	LLVMDisposeModule(mod);
+	return NULL;
 }
 
 /* Run one kernel on the host and against the interpreter; 0 if equal. */
@@ -398,10 +329,11 @@ check_kernel(const Func *f, const char *file)
 	Cg g;
 	CodegenTarget t = {CG_SM90, 0};
 	CodegenKernel info;
-	char err[1024], *msg = NULL;
+	char err[1024];
 	int rc = -1;
 	LLVMExecutionEngineRef ee = NULL;
-	void *buf[64] = {0};
+	void (*entry)(void **);
+	void *buf[64] = {0}, *raw[64] = {0};
 	void *args[64];
 	IrInterp *ip = NULL;
 
@@ -412,53 +344,20 @@ check_kernel(const Func *f, const char *file)
 		cg_dispose(&g);
 		return -1;
 	}
-	/* void precc_emu_entry(ptr args): loads each parameter, calls */
-	LLVMValueRef kfn = g.fn;
-	LLVMTypeRef kty = LLVMGlobalGetValueType(kfn);
-	LLVMTypeRef pt = LLVMPointerTypeInContext(g.ctx, 0);
-	LLVMValueRef wrap = LLVMAddFunction(g.mod, "precc_emu_entry", LLVMFunctionType(g.vd, &pt, 1, 0));
-	LLVMPositionBuilderAtEnd(g.b, LLVMAppendBasicBlockInContext(g.ctx, wrap, "entry"));
-	unsigned np = LLVMCountParams(kfn);
-	LLVMValueRef kargs[64];
-	for (unsigned i = 0; i < np; i++) {
-		LLVMValueRef ix = LLVMConstInt(g.i64, i, 0);
-		LLVMValueRef slotp = LLVMBuildGEP2(g.b, pt, LLVMGetParam(wrap, 0), &ix, 1, "");
-		LLVMTypeRef ty = LLVMTypeOf(LLVMGetParam(kfn, i));
-		LLVMValueRef v = LLVMBuildLoad2(g.b, pt, slotp, "");
-		kargs[i] = ty == pt ? v : LLVMBuildLoad2(g.b, ty, v, "");
-	}
-	LLVMBuildCall2(g.b, kty, kfn, kargs, np, "");
-	LLVMBuildRetVoid(g.b);
-	char *triple = LLVMGetDefaultTargetTriple();
-	LLVMSetTarget(g.mod, triple);
-	LLVMDisposeMessage(triple);
-	LLVMSetDataLayout(g.mod, "");
-	if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg)) {
-		printf("FAIL %s: verifier: %s\n", file, msg);
-		LLVMDisposeMessage(msg);
+	if ((extra_run && !info.has_m) || (info.has_m && M % info.m_multiple)
+	    || (coop_small && !info.cooperative)) {
 		cg_dispose(&g);
-		return -1;
+		return 1;     /* this M is not one the kernel takes */
 	}
-	LLVMDisposeMessage(msg);
 	LLVMModuleRef mod = g.mod;
-	struct LLVMMCJITCompilerOptions o;
-	LLVMInitializeMCJITCompilerOptions(&o, sizeof o);
-	o.OptLevel = 2;
-	if (LLVMCreateMCJITCompilerForModule(&ee, mod, &o, sizeof o, &msg)) {
-		printf("FAIL %s: MCJIT: %s\n", file, msg);
-		LLVMDisposeMessage(msg);
+	g.mod = NULL;     /* jit owns it now */
+	entry = jit(mod, g.fn, &ee, file);
+	if (!entry) {
 		cg_dispose(&g);
 		return -1;
 	}
-	g.mod = NULL;
-	for (size_t i = 0; i < sizeof emu_fns / sizeof *emu_fns; i++) {
-		LLVMValueRef fn = LLVMGetNamedFunction(mod, emu_fns[i]);
-		if (fn)
-			LLVMAddGlobalMapping(ee, fn, emu_addr[i]);
-	}
-	entry = (void (*)(void **))(uintptr_t)LLVMGetFunctionAddress(ee, "precc_emu_entry");
 
-	/* buffers: params filled, outputs zeroed; the interpreter gets the params */
+	/* buffers: params filled, outputs poisoned; the interpreter gets the params */
 	IrInterpOpts io;
 	ir_interp_opts_init(&io);
 	io.m = M;
@@ -475,11 +374,20 @@ check_kernel(const Func *f, const char *file)
 		const Type *ty = &f->val[v].type;
 		long rows = ty->rank == 2 ? extent(ty->dim[0]) : 1, cols = extent(ty->dim[ty->rank - 1]);
 		size_t bytes = (size_t)(rows * cols) * precc_interp_elem_bytes(ty->fmt);
-		buf[i] = calloc(1, bytes);
+		/* exactly as aligned as the runtime requires (BUF_ALIGN), not more,
+		 * and exactly as large as the type says: memcheck sees the rest */
+		if (posix_memalign(&raw[i], 64, bytes + 64))
+			abort();
+		buf[i] = (uint8_t *)raw[i] + BUF_ALIGN;
 		args[i] = buf[i];
+		/* the runtime's contract: outputs start poisoned (precc-run's
+		 * 0xa5), only those the code updates atomically (the manifest's
+		 * zero_outputs) are zeroed */
+		memset(buf[i], info.atomic_params >> i & 1 ? 0 : 0xa5, bytes);
 		const Ins *d = ir_def_ins(f, v);
 		if (d && d->op == OP_param) {
-			fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, f->val[v].name);
+			Blocks bl = blocks_of(f, v, rows, cols);
+			fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, &bl);
 			if (ir_interp_bind(ip, f->val[v].name, buf[i], bytes)) {
 				printf("FAIL %s: bind %s: %s\n", file, f->val[v].name, ir_interp_error(ip));
 				goto done;
@@ -497,40 +405,64 @@ check_kernel(const Func *f, const char *file)
 		args[na++] = &m;
 	if (info.has_seed)
 		args[na++] = &seed;
-	entry_args = args;
-	unsigned gx = 1, gy = 1;
-	if (info.nphases > 1) {
-		gx = 0;
-		for (int p = 0; p < info.nphases; p++) {
-			const CodegenPhase *ph = &info.phase[p];
-			const Type *dt = &f->val[ph->data].type;
-			long rows = extent(dt->dim[0]), cols = extent(dt->dim[1]);
-			if (ph->tiled)
-				gx += (unsigned)(((cols + ph->tile_cols - 1) / ph->tile_cols)
-				                 * ((rows + ph->tile_rows - 1) / ph->tile_rows));
-			else
-				gx += (unsigned)((rows * cols + ph->elems_per_cta - 1) / ph->elems_per_cta);
-		}
-	} else if (info.shape == CG_DELAYED_UPDATE) {
-		gx = 1;
-	} else if (info.tiled) {
-		const Type *dt = &f->val[info.data].type;
-		long rows = extent(dt->dim[0]), cols = extent(dt->dim[1]);
-		gx = (unsigned)((cols + info.tile_cols - 1) / info.tile_cols);
-		gy = (unsigned)((rows + info.tile_rows - 1) / info.tile_rows);
-	} else {
-		const Type *dt = &f->val[info.data].type;
-		long rows = extent(dt->dim[0]), cols = extent(dt->dim[1]);
-		gx = (unsigned)((rows * cols + info.elems_per_cta - 1) / info.elems_per_cta);
+	/* the grid by precc/grid.h's precc_grid, as the runtime and the
+	 * generated launchers compute it from the manifest */
+	precc_grid_phase ph[CG_MAXPHASE];
+	int nph = info.nphases > 1 ? info.nphases : 1;
+	for (int p = 0; p < nph; p++) {
+		const CodegenPhase *cp = &info.phase[p];
+		int data = info.nphases > 1 ? cp->data : info.data;
+		const Type *dt = &f->val[data].type;
+		ph[p] = (precc_grid_phase){info.nphases > 1 ? cp->tiled : info.tiled,
+		        extent(dt->dim[0]), dt->rank > 1 ? extent(dt->dim[1]) : 1,
+		        info.nphases > 1 ? cp->elems_per_cta : info.elems_per_cta,
+		        info.nphases > 1 ? cp->tile_rows : info.tile_rows,
+		        info.nphases > 1 ? cp->tile_cols : info.tile_cols};
+		if (info.nphases <= 1 && info.shape == CG_DELAYED_UPDATE)
+			ph[p] = (precc_grid_phase){0, 1, 1, 1, 0, 0};   /* one CTA */
 	}
+	unsigned grid[3];
+	if (precc_grid(ph, nph, grid)) {
+		printf("FAIL %s: no grid at M=%ld\n", file, M);
+		free(sync);
+		goto done;
+	}
+	unsigned gx = grid[0], gy = grid[1];
+	if (check_schedule(&info, gx, gy, file)) {
+		free(sync);
+		goto done;
+	}
+	/* the buffers the kernel may touch, for memcheck */
+	emu_reset();
+	for (int i = 0; i < info.nparams; i++) {
+		int v = info.param_value[i];
+		emu_region(buf[i], (size_t)((f->val[v].type.rank == 2 ? extent(f->val[v].type.dim[0]) : 1)
+		                            * extent(f->val[v].type.dim[f->val[v].type.rank - 1]))
+		                   * precc_interp_elem_bytes(f->val[v].type.fmt),
+		           ir_def_ins(f, v)->op != OP_param, f->val[v].name);
+	}
+	if (sync)
+		emu_region(sync, (size_t)info.sync_words * 4, 1, "sync");
 	if (info.cooperative) {
-		if (launch_coop(info.threads, gx, gy)) {
-			printf("FAIL %s: a cooperative grid of %ux%u is too big to emulate\n", file, gx, gy);
-			free(sync);
-			goto done;
-		}
-	} else {
-		launch(info.threads, gx, gy);
+		/* as the runtime launches it: a 1-D grid of at most the CTAs that
+		 * are resident at once, here the emulator's 64, or 3 (coop_small)
+		 * so that each CTA loops over several tiles */
+		unsigned nv = gx * gy, most = coop_small ? 3 : 64;
+		gx = nv < most ? nv : most;
+		gy = 1;
+	}
+	if (emu_launch(entry, args, info.threads, gx, gy, info.cooperative)) {
+		printf("FAIL %s: a %s grid of %ux%u CTAs of %d threads is more than the emulator holds\n",
+		       file, info.cooperative ? "cooperative" : "", gx, gy, info.threads);
+		free(sync);
+		goto done;
+	}
+	char why[512];
+	int nbad = emu_errors(why, sizeof why);
+	if (nbad) {
+		printf("FAIL %s: %d failed checks; the first: %s\n", file, nbad, why);
+		free(sync);
+		goto done;
 	}
 	free(sync);
 	if (ir_interp_run(ip)) {
@@ -585,12 +517,12 @@ check_kernel(const Func *f, const char *file)
 	}
 	if (emu_break)
 		goto done;
-	printf("%s %-18s %-16s %d threads, grid %ux%u, %d outputs equal\n", rc ? "FAIL" : "ok  ",
-	       file, info.nphases > 1 ? "fused" : codegen_shape_name(info.shape), info.threads, gx,
-	       gy, nout);
+	printf("%s %-18s %-16s M=%-4ld %d threads, grid %ux%u%s, %d outputs equal\n",
+	       rc ? "FAIL" : "ok  ", file, info.nphases > 1 ? "fused" : codegen_shape_name(info.shape),
+	       info.has_m ? M : 0, info.threads, gx, gy, info.cooperative ? " cooperative" : "", nout);
 done:
 	for (int i = 0; i < 64; i++)
-		free(buf[i]);
+		free(raw[i]);
 	ir_interp_free(ip);
 	if (ee)
 		LLVMDisposeExecutionEngine(ee);
@@ -626,6 +558,145 @@ self_test(const char *dir, const char *file, int brk, long m, const char *what)
 	return missed;
 }
 
+/* ---- the sanitizer's self-tests: small broken kernels it must catch ---- */
+enum { ST_OOB, ST_MISALIGNED, ST_INPUT_STORE, ST_RACE, ST_NO_RACE, ST_PARTIAL_BARRIER,
+       ST_TWO_BARRIERS, ST_SMEM, ST_UNKNOWN };
+enum { ST_THREADS = 64 };
+
+static LLVMValueRef
+st_call(LLVMModuleRef mod, LLVMBuilderRef b, const char *name, LLVMTypeRef rt, LLVMValueRef *a,
+        int n)
+{
+	LLVMTypeRef at[4];
+	for (int i = 0; i < n; i++)
+		at[i] = LLVMTypeOf(a[i]);
+	LLVMTypeRef ft = LLVMFunctionType(rt, at, (unsigned)n, 0);
+	LLVMValueRef fn = LLVMGetNamedFunction(mod, name);
+	if (!fn)
+		fn = LLVMAddFunction(mod, name, ft);
+	return LLVMBuildCall2(b, ft, fn, a, (unsigned)n, "");
+}
+
+/* void k(ptr out, ptr in) in codegen's host-mode form, broken as `kind`
+ * says; run as one CTA of 64 threads. Returns 1 (a failure of the
+ * checker) when the expected report is missing, or, for ST_NO_RACE (the
+ * same exchange with a barrier), when anything is reported. */
+static int
+sanitizer_self_test(int kind, const char *what, const char *expect)
+{
+	LLVMContextRef cx = LLVMContextCreate();
+	LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("selftest", cx);
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(cx);
+	LLVMTypeRef pt = LLVMPointerTypeInContext(cx, 0), i32 = LLVMInt32TypeInContext(cx);
+	LLVMTypeRef i64 = LLVMInt64TypeInContext(cx), vd = LLVMVoidTypeInContext(cx);
+	LLVMValueRef fn = LLVMAddFunction(mod, "k", LLVMFunctionType(vd, (LLVMTypeRef[]){pt, pt}, 2, 0));
+	LLVMValueRef out = LLVMGetParam(fn, 0), in = LLVMGetParam(fn, 1);
+	LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(cx, fn, "entry"));
+	LLVMValueRef zero = LLVMConstInt(i32, 0, 0);
+	LLVMValueRef tid = st_call(mod, b, "precc_emu_sreg", i32, &zero, 1);
+	LLVMValueRef t64 = LLVMBuildZExt(b, tid, i64, "");
+	LLVMValueRef off4 = LLVMBuildMul(b, t64, LLVMConstInt(i64, 4, 0), "");
+	LLVMTypeRef i8 = LLVMInt8TypeInContext(cx);
+	LLVMValueRef outp = LLVMBuildGEP2(b, i8, out, &off4, 1, "");
+	size_t out_bytes = 4 * ST_THREADS;
+
+	switch (kind) {
+	case ST_OOB:            /* the last thread stores past the buffer */
+		out_bytes -= 4;
+		LLVMSetAlignment(LLVMBuildStore(b, tid, outp), 4);
+		break;
+	case ST_MISALIGNED: {   /* a 16-byte vector at 4 bytes past 16-byte alignment */
+		LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, t64, LLVMConstInt(i64, 16, 0), ""),
+		                              LLVMConstInt(i64, 4, 0), "");
+		out_bytes = 16 * ST_THREADS + 16;
+		LLVMValueRef v = LLVMConstVector((LLVMValueRef[]){zero, zero, zero, zero}, 4);
+		LLVMSetAlignment(LLVMBuildStore(b, v, LLVMBuildGEP2(b, i8, out, &o, 1, "")), 16);
+		break;
+	}
+	case ST_INPUT_STORE:
+		LLVMSetAlignment(LLVMBuildStore(b, tid, LLVMBuildGEP2(b, i8, in, &off4, 1, "")), 4);
+		break;
+	case ST_RACE: case ST_NO_RACE: {   /* s[t] = t; out[t] = s[t ^ 1] */
+		LLVMValueRef a[2] = {zero, LLVMConstInt(i64, 4 * ST_THREADS, 0)};
+		LLVMValueRef sm = st_call(mod, b, "precc_emu_shared", pt, a, 2);
+		LLVMSetAlignment(LLVMBuildStore(b, tid, LLVMBuildGEP2(b, i8, sm, &off4, 1, "")), 4);
+		if (kind == ST_NO_RACE) {
+			LLVMValueRef site = LLVMConstInt(i32, 1, 0);
+			st_call(mod, b, "precc_emu_barrier", vd, &site, 1);
+		}
+		LLVMValueRef o = LLVMBuildMul(b, LLVMBuildXor(b, t64, LLVMConstInt(i64, 1, 0), ""),
+		                              LLVMConstInt(i64, 4, 0), "");
+		LLVMValueRef v = LLVMBuildLoad2(b, i32, LLVMBuildGEP2(b, i8, sm, &o, 1, ""), "");
+		LLVMSetAlignment(v, 4);
+		LLVMSetAlignment(LLVMBuildStore(b, v, outp), 4);
+		break;
+	}
+	case ST_PARTIAL_BARRIER: case ST_TWO_BARRIERS: {   /* warp 0 waits, warp 1 leaves or waits elsewhere */
+		LLVMValueRef w0 = LLVMBuildICmp(b, LLVMIntULT, tid, LLVMConstInt(i32, 32, 0), "");
+		LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(cx, fn, "warp0");
+		LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(cx, fn, "other");
+		LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cx, fn, "done");
+		LLVMBuildCondBr(b, w0, yes, no);
+		LLVMPositionBuilderAtEnd(b, yes);
+		LLVMValueRef site = LLVMConstInt(i32, 1, 0);
+		st_call(mod, b, "precc_emu_barrier", vd, &site, 1);
+		LLVMBuildBr(b, done);
+		LLVMPositionBuilderAtEnd(b, no);
+		if (kind == ST_TWO_BARRIERS) {
+			site = LLVMConstInt(i32, 2, 0);
+			st_call(mod, b, "precc_emu_barrier", vd, &site, 1);
+		}
+		LLVMBuildBr(b, done);
+		LLVMPositionBuilderAtEnd(b, done);
+		LLVMSetAlignment(LLVMBuildStore(b, tid, outp), 4);
+		break;
+	}
+	case ST_SMEM: {         /* 64 KiB of static shared memory */
+		LLVMValueRef a[2] = {zero, LLVMConstInt(i64, 65536, 0)};
+		LLVMValueRef sm = st_call(mod, b, "precc_emu_shared", pt, a, 2);
+		LLVMSetAlignment(LLVMBuildStore(b, tid, LLVMBuildGEP2(b, i8, sm, &off4, 1, "")), 4);
+		break;
+	}
+	}
+	if (kind == ST_UNKNOWN)      /* what codegen's host mode makes of an unmodelled intrinsic */
+		st_call(mod, b, "precc_emu_unknown:llvm.nvvm.read.ptx.sreg.ntid.x", i32, NULL, 0);
+	LLVMBuildRetVoid(b);
+	LLVMDisposeBuilder(b);
+
+	LLVMExecutionEngineRef ee;
+	printf("self-test, %s:%s", what, kind == ST_UNKNOWN ? "\n" : " ");
+	void (*entry)(void **) = jit(mod, fn, &ee, what);
+	int missed = 1;
+	if (kind == ST_UNKNOWN) {
+		missed = entry != NULL;   /* jit() must refuse it, with a FAIL line */
+		if (entry)
+			LLVMDisposeExecutionEngine(ee);
+		if (missed)
+			printf("FAIL: run anyway, not caught\n");
+		LLVMContextDispose(cx);
+		return missed;
+	}
+	if (entry) {
+		uint8_t *o = NULL, *i = NULL;
+		if (posix_memalign((void **)&o, 64, 64 + out_bytes) || posix_memalign((void **)&i, 64, 64 + 4 * ST_THREADS))
+			abort();
+		void *args[2] = {o + BUF_ALIGN, i + BUF_ALIGN};
+		char msg[512];
+		emu_reset();
+		emu_region(args[0], out_bytes, 1, "out");
+		emu_region(args[1], 4 * ST_THREADS, 0, "in");
+		emu_launch(entry, args, ST_THREADS, 1, 1, 0);
+		int n = emu_errors(msg, sizeof msg);
+		missed = expect ? !n || !strstr(msg, expect) : n != 0;
+		printf("%s%s\n", n ? msg : "no report", missed ? expect ? " -- FAIL: not caught" : " -- FAIL: a false report" : "");
+		free(o);
+		free(i);
+		LLVMDisposeExecutionEngine(ee);
+	}
+	LLVMContextDispose(cx);
+	return missed;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -633,6 +704,7 @@ main(int argc, char **argv)
 	char *names[256], err[1024];
 	int n = 0, fails = 0;
 
+	emu_init();
 	LLVMLinkInMCJIT();
 	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
 		printf("skipped: this LLVM has no native target to JIT for\n");
@@ -663,20 +735,56 @@ main(int argc, char **argv)
 		M = em ? atol(em + 9) : 128;
 		finite_only = text && strstr(text, "# emu: finite") != NULL;
 		Module *m = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
+		/* and a copy through schedule, for its figures */
+		Module *ms = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
+		if (ms)
+			schedule(ms, target_by_name("sm_90"));
 		free(text);
 		if (!m || ir_verify(m, err, sizeof err)) {
 			printf("FAIL %s: %s\n", names[i], err);
 			fails++;
 		} else {
-			for (int k = 0; k < m->nfn; k++)
-				fails += check_kernel(m->fn[k], names[i]) != 0;
+			for (int k = 0; k < m->nfn; k++) {
+				long m0 = M;
+				sched_fn = ms && k < ms->nfn && ms->fn[k]->kernel ? ms->fn[k] : NULL;
+				fails += check_kernel(m->fn[k], names[i]) < 0;
+				/* and at an M that divides no tile (partial tiles, rows
+				 * and blocks past the last full one), one per file in turn */
+				extra_run = 1;
+				for (int t = 0; t < 3 && !strstr(names[i], "gemm"); t++) {
+					M = extra_m[(i + t) % 3];
+					int rc = check_kernel(m->fn[k], names[i]);
+					if (rc <= 0) {
+						fails += rc < 0;
+						break;
+					}
+				}
+				M = m0;
+				extra_run = 0;
+				coop_small = 1;
+				fails += check_kernel(m->fn[k], names[i]) < 0;
+				coop_small = 0;
+			}
 		}
+		sched_fn = NULL;
 		ir_module_free(m);
+		ir_module_free(ms);
 		free(names[i]);
 	}
 	/* the check can fail: a corrupted cvt, a lost mma product must be caught */
 	fails += self_test(dir, "quant_tensor.ir", 1, 128, "one cvt corrupted");
 	fails += self_test(dir, "gemm_e4m3_tensor.ir", 2, 100, "one mma product lost");
-	printf("%d kernel files, %d failures\n", n, fails);
+	/* and the sanitizer's checks can fail */
+	fails += sanitizer_self_test(ST_OOB, "a store past the end", "memcheck");
+	fails += sanitizer_self_test(ST_MISALIGNED, "a misaligned 16-byte store", "memcheck: misaligned");
+	fails += sanitizer_self_test(ST_INPUT_STORE, "a store into an input", "into input");
+	fails += sanitizer_self_test(ST_RACE, "a shared-memory exchange without a barrier", "racecheck");
+	fails += sanitizer_self_test(ST_NO_RACE, "the same exchange with a barrier", NULL);
+	fails += sanitizer_self_test(ST_PARTIAL_BARRIER, "a barrier one warp of two reaches", "synccheck");
+	fails += sanitizer_self_test(ST_TWO_BARRIERS, "two warps at two barriers", "synccheck: divergent");
+	fails += sanitizer_self_test(ST_SMEM, "64 KiB of static shared memory", "static shared memory");
+	fails += sanitizer_self_test(ST_UNKNOWN, "a special register without a host model", NULL);
+	printf("%d kernel files, %d failures; schedule's grid equal to codegen's in %d runs "
+	       "(where both tile alike)\n", n, fails, sched_checked);
 	return fails ? 1 : 0;
 }

@@ -32,18 +32,21 @@ typedef struct Row {
 	char file[64];
 	char shape[32];
 	int regs[NCGSM];
+	int resident[NCGSM];      /* CTAs per SM */
 	double ms[NCGSM];
 } Row;
 
-/* ptxas -v on ptx; *regs from "Used N registers"; -1 on error or spill. */
+/* ptxas -v on ptx; *regs from "Used N registers", *smem from "N bytes
+ * smem"; -1 on error or spill. */
 static int
-run_ptxas(const char *ptx, CodegenSm sm, int *regs, char *log, size_t logsz)
+run_ptxas(const char *ptx, CodegenSm sm, int *regs, int *smem, char *log, size_t logsz)
 {
 	char tmpl[] = "/tmp/precc_cg_XXXXXX", cmd[512];
 	int fd = mkstemp(tmpl), bad = 0;
 	size_t len = strlen(ptx), used = 0;
 
 	*regs = -1;
+	*smem = 0;
 	log[0] = 0;
 	if (fd < 0 || write(fd, ptx, len) != (ssize_t)len) {
 		snprintf(log, logsz, "cannot write %s", tmpl);
@@ -66,6 +69,12 @@ run_ptxas(const char *ptx, CodegenSm sm, int *regs, char *log, size_t logsz)
 		char *u = strstr(line, "Used ");
 		if (u && sscanf(u, "Used %d registers", &r) == 1)
 			*regs = r;
+		char *sh = strstr(line, " bytes smem");
+		if (sh) {
+			while (sh > line && sh[-1] != ' ')
+				sh--;
+			*smem = atoi(sh);
+		}
 		char *s = strstr(line, "bytes spill stores");
 		if (s) {
 			while (s > line && s[-1] != ':' && s[-1] != ',')
@@ -78,6 +87,35 @@ run_ptxas(const char *ptx, CodegenSm sm, int *regs, char *log, size_t logsz)
 	unlink(tmpl);
 	return bad || status != 0 || *regs < 0 ? -1 : 0;
 }
+
+/* What an SM of each target holds (CUDA C++ Programming Guide, "Technical
+ * Specifications per Compute Capability": 8.9 and 9.0): registers
+ * (allocated per warp in units of 256), threads, CTAs, shared memory (1 KiB
+ * of it reserved per CTA), and the static shared memory a CTA may have. */
+static const struct { int regs, threads, ctas, smem, smem_static; } sm_limits[NCGSM] = {
+	[CG_SM89] = {65536, 1536, 24, 102400, 49152},
+	[CG_SM90] = {65536, 2048, 32, 233472, 49152},
+	[CG_SM90A] = {65536, 2048, 32, 233472, 49152},
+};
+
+/* CTAs of `threads` at `regs` registers and `smem` static bytes resident on
+ * one SM of sm (0: the kernel cannot launch) */
+static int
+resident(CodegenSm sm, int threads, int regs, int smem)
+{
+	int warps = (threads + 31) / 32, per_warp = (regs * 32 + 255) / 256 * 256;
+	int n = sm_limits[sm].threads / threads;
+	if (sm_limits[sm].ctas < n)
+		n = sm_limits[sm].ctas;
+	if (per_warp && sm_limits[sm].regs / (per_warp * warps) < n)
+		n = sm_limits[sm].regs / (per_warp * warps);
+	if (sm_limits[sm].smem / (smem + 1024) < n)
+		n = sm_limits[sm].smem / (smem + 1024);
+	return smem > sm_limits[sm].smem_static ? 0 : n;
+}
+
+/* the CTAs per SM that passes/fuse.c assumes of a cooperative kernel */
+#define COOP_CTAS_PER_SM 4
 
 int
 main(int argc, char **argv)
@@ -136,10 +174,25 @@ main(int argc, char **argv)
 			rows[i].ms[sm] = info.llvm_ms;
 			total_ms += info.llvm_ms;
 			nk++;
-			if (run_ptxas(ptx, (CodegenSm)sm, &rows[i].regs[sm], log, sizeof log)) {
+			int smem = 0;
+			if (run_ptxas(ptx, (CodegenSm)sm, &rows[i].regs[sm], &smem, log, sizeof log)) {
 				fprintf(stderr, "FAIL %s %s: ptxas error or spill:\n%s", names[i],
 				        codegen_sm_name(sm), log);
 				fails++;
+			} else {
+				/* the launch limits the driver enforces: one CTA must fit
+				 * (threads x registers, static shared memory); a cooperative
+				 * kernel must fit the CTAs per SM its grid was sized for */
+				int need = info.cooperative ? COOP_CTAS_PER_SM : 1;
+				int r = resident((CodegenSm)sm, info.threads, rows[i].regs[sm], smem);
+				rows[i].resident[sm] = r;
+				if (r < need) {
+					fprintf(stderr, "FAIL %s %s: %d CTAs of %d threads at %d registers and %d "
+					        "bytes of shared memory per SM, %s needs %d\n", names[i],
+					        codegen_sm_name(sm), r, info.threads, rows[i].regs[sm], smem,
+					        info.cooperative ? "a cooperative kernel" : "a launch", need);
+					fails++;
+				}
 			}
 			free(ptx);
 		}
@@ -155,9 +208,11 @@ main(int argc, char **argv)
 			       rows[i].regs[CG_SM89], rows[i].regs[CG_SM90], rows[i].regs[CG_SM90A],
 			       rows[i].ms[CG_SM90A]);
 		else
-			printf("%-18s %-16s regs sm_89 %3d  sm_90 %3d  sm_90a %3d   LLVM %.1f/%.1f/%.1f ms\n",
+			printf("%-18s %-16s regs sm_89 %3d  sm_90 %3d  sm_90a %3d   CTAs/SM %2d/%2d/%2d   "
+			       "LLVM %.1f/%.1f/%.1f ms\n",
 			       rows[i].file, rows[i].shape, rows[i].regs[CG_SM89], rows[i].regs[CG_SM90],
-			       rows[i].regs[CG_SM90A], rows[i].ms[CG_SM89], rows[i].ms[CG_SM90],
+			       rows[i].regs[CG_SM90A], rows[i].resident[CG_SM89], rows[i].resident[CG_SM90],
+			       rows[i].resident[CG_SM90A], rows[i].ms[CG_SM89], rows[i].ms[CG_SM90],
 			       rows[i].ms[CG_SM90A]);
 		free(names[i]);
 	}

@@ -9,6 +9,17 @@
  * the async memset/copy run at once. Built with -DFAKE_MISSING it lacks
  * cuPointerGetAttribute.
  *
+ * It enforces what the real driver does at launch, for a device of
+ * $FAKE_CUDA_SMS SMs (default 132) running kernels of $FAKE_CUDA_REGS
+ * registers (default 32) and $FAKE_CUDA_SMEM bytes of static shared memory
+ * (default 0), with sm_90's per-SM resources (65536 registers allocated
+ * per warp in units of 256, 2048 threads, 32 CTAs, 228 KiB of shared
+ * memory, 1 KiB of it reserved per CTA): a block over 1024 threads or
+ * without the registers of one SM, or over its dynamic shared memory
+ * limit, is refused; a cooperative grid over the resident CTAs x SMs
+ * gets CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE; occupancy is computed
+ * from the same figures.
+ *
  * It tracks the context stack per process (tests are single-threaded) so
  * tests can check that the runtime leaves no context current.
  */
@@ -59,6 +70,8 @@ CUresult CUDAAPI cuGetErrorName(CUresult r, const char **s)
 	case CUDA_ERROR_NO_DEVICE: *s = "CUDA_ERROR_NO_DEVICE"; return 0;
 	case CUDA_ERROR_INVALID_PTX: *s = "CUDA_ERROR_INVALID_PTX"; return 0;
 	case CUDA_ERROR_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; return 0;
+	case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *s = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"; return 0;
+	case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: *s = "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"; return 0;
 	default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
 	}
 }
@@ -71,6 +84,8 @@ CUresult CUDAAPI cuGetErrorString(CUresult r, const char **s)
 	case CUDA_ERROR_NO_DEVICE: *s = "no CUDA-capable device is detected"; return 0;
 	case CUDA_ERROR_INVALID_PTX: *s = "a PTX JIT compilation failed"; return 0;
 	case CUDA_ERROR_NOT_FOUND: *s = "named symbol not found"; return 0;
+	case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *s = "too many resources requested for launch"; return 0;
+	case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: *s = "too many blocks in cooperative launch"; return 0;
 	default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
 	}
 }
@@ -102,12 +117,42 @@ static int sm(void)
 	return s && *s ? atoi(s) : 90;
 }
 
+static int env_int(const char *name, int dflt)
+{
+	const char *s = getenv(name);
+	return s && *s ? atoi(s) : dflt;
+}
+static int sms(void) { return env_int("FAKE_CUDA_SMS", 132); }
+static int regs(void) { return env_int("FAKE_CUDA_REGS", 32); }
+static int static_smem(void) { return env_int("FAKE_CUDA_SMEM", 0); }
+
+enum { SM_REGS = 65536, SM_THREADS = 2048, SM_CTAS = 32, SM_SMEM = 233472,
+       CTA_SMEM_RESERVED = 1024, CTA_SMEM_OPTIN = 232448 };
+
+static int max_dyn = 49152;    /* the one function's dynamic smem limit */
+
+/* CTAs of `threads` with `dyn` dynamic shared bytes resident on one SM */
+static int resident(int threads, size_t dyn)
+{
+	int warps = (threads + 31) / 32;
+	int per_warp = (regs() * 32 + 255) / 256 * 256;
+	int n = SM_THREADS / threads;
+	if (SM_CTAS < n)
+		n = SM_CTAS;
+	if (per_warp * warps > 0 && SM_REGS / (per_warp * warps) < n)
+		n = SM_REGS / (per_warp * warps);
+	size_t sh = (size_t)static_smem() + dyn + CTA_SMEM_RESERVED;
+	if ((int)(SM_SMEM / sh) < n)
+		n = (int)(SM_SMEM / sh);
+	return threads > 1024 ? 0 : n;
+}
+
 CUresult CUDAAPI cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 {
 	switch (a) {
 	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = sm() / 10; break;
 	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = sm() % 10; break;
-	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = sms(); break;
 	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
 	default: return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -199,9 +244,9 @@ CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f
 {
 	NEED_CTX();
 	switch (a) {
-	case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = 32; break;
+	case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = regs(); break;
 	case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *v = 0; break;
-	case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = 49152; break;
+	case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = max_dyn; break;
 	default: return CUDA_ERROR_INVALID_VALUE;
 	}
 	return 0;
@@ -210,7 +255,19 @@ CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
 {
 	NEED_CTX();
-	return v > 232448 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+	if (v > CTA_SMEM_OPTIN - static_smem())
+		return CUDA_ERROR_INVALID_VALUE;
+	if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+		max_dyn = v;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f,
+                                                             int threads, size_t dyn)
+{
+	NEED_CTX();
+	*n = resident(threads, dyn);
+	return 0;
 }
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
@@ -220,6 +277,11 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
 {
 	NEED_CTX();
 	unsigned g[7] = {gx, gy, gz, bx, by, bz, smem};
+	if (!gx || !gy || !gz || gx > 0x7fffffffu || gy > 65535 || gz > 65535
+	    || (int)smem > max_dyn || bx * by * bz > 1024)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (resident((int)(bx * by * bz), smem) < 1)
+		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 	memcpy(launched, g, sizeof g);
 	for (int i = 0; i < record_n; i++)
 		memcpy(&recorded[i], params[i], 8);
@@ -232,6 +294,9 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned gx,
                                            unsigned bz, unsigned smem,
                                            CUstream s, void **params)
 {
+	NEED_CTX();
+	if ((double)gx * gy * gz > (double)resident((int)(bx * by * bz), smem) * sms())
+		return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
 	cooperative++;
 	return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, NULL);
 }

@@ -281,6 +281,9 @@ static void test_cpu(const char *inputs)
 		a[2] = (char *)keep + 4;
 		CHECK(precc_rt_run_layer(rt, 1, 64, a, 0, NULL) == -1);
 		CHECK(contains(precc_rt_last_error(), "is not 16-byte aligned"));
+		a[2] = (char *)keep + 8;     /* 8-byte aligned is not enough either */
+		CHECK(precc_rt_run_layer(rt, 1, 64, a, 0, NULL) == -1);
+		CHECK(contains(precc_rt_last_error(), "is not 16-byte aligned"));
 		a[2] = keep;
 		{
 			size_t sz[5] = {64 * 256 * 2, 64 * 256, 64 * 2 * 4, 256 * 64, 256 * 2};
@@ -630,6 +633,67 @@ static void test_fake(const char *inputs, const char *lib)
 		cpu = precc_rt_open(fdir, PRECC_BACKEND_CPU, NULL, 0);
 		CHECK(cpu != NULL);
 		precc_rt_close(cpu);
+	}
+	/* residency (issue 7): a cooperative kernel is launched on at most the
+	 * CTAs the device holds at once (here 18 tiles at M=256 on one SM that
+	 * holds one CTA of 256 threads at 255 registers: one CTA, which loops
+	 * over the tiles); a kernel of which not one CTA fits is refused at
+	 * load; and the fake driver itself refuses a cooperative grid over
+	 * what is resident */
+	{
+		char fdir[4096];
+		snprintf(fdir, sizeof fdir, "%s/fused", inputs);
+		setenv("FAKE_CUDA_SMS", "1", 1);
+		setenv("FAKE_CUDA_REGS", "255", 1);
+		rt = precc_rt_open(fdir, PRECC_BACKEND_CUDA, why, sizeof why);
+		CHECK(rt != NULL);
+		if (rt) {
+			void *d[5];
+			int before = last ? (int)last()[0] : 0;
+			for (int i = 0; i < 5; i++) {
+				precc_buffer_info bi;
+				precc_rt_buffer_info(rt, 0, i, 256, &bi);
+				d[i] = precc_rt_malloc(rt, bi.bytes);
+			}
+			CHECK(precc_rt_run_layer(rt, 0, 256, d, 0, NULL) == 0);
+			/* the 18 tiles on the one CTA that fits: it loops over them */
+			CHECK(!last || (last()[0] == 1 && last()[1] == 1));
+			(void)before;
+			for (int i = 0; i < 5; i++)
+				precc_rt_free(rt, d[i]);
+		} else
+			fprintf(stderr, "%s\n", why);
+		precc_rt_close(rt);
+		setenv("FAKE_CUDA_REGS", "300", 1);
+		CHECK(precc_rt_open(fdir, PRECC_BACKEND_CUDA, why, sizeof why) == NULL);
+		CHECK(contains(why, "kernel 'k_00000000000000e1' cannot run on precc fake device: not one "
+		               "CTA of 256 threads at 300 registers"));
+		{
+			typedef int (*coop_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+			                       unsigned, unsigned, void *, void **);
+			coop_fn launch = h ? (coop_fn)dlsym(h, "cuLaunchCooperativeKernel") : NULL;
+			int (*push)(void *) = h ? (int (*)(void *))dlsym(h, "cuCtxPushCurrent_v2") : NULL;
+			int (*pop)(void **) = h ? (int (*)(void **))dlsym(h, "cuCtxPopCurrent_v2") : NULL;
+			void *(*user)(void) = h ? (void *(*)(void))dlsym(h, "fake_cuda_user_ctx") : NULL;
+			CHECK(launch && push && pop && user);
+			if (launch && push && pop && user) {
+				void *c;
+				push(user());
+				setenv("FAKE_CUDA_REGS", "255", 1);
+				CHECK(launch(NULL, 2, 1, 1, 256, 1, 1, 0, NULL, NULL) == 720);  /* COOPERATIVE_LAUNCH_TOO_LARGE */
+				setenv("FAKE_CUDA_REGS", "300", 1);
+				CHECK(launch(NULL, 1, 1, 1, 256, 1, 1, 0, NULL, NULL) == 720);
+				setenv("FAKE_CUDA_REGS", "64", 1);
+				setenv("FAKE_CUDA_SMS", "132", 1);
+				/* 4 CTAs of 256 at 64 registers per SM: 528 fit, 529 do not */
+				CHECK(launch(NULL, 528, 1, 1, 256, 1, 1, 0, NULL, NULL) == 0);
+				CHECK(launch(NULL, 529, 1, 1, 256, 1, 1, 0, NULL, NULL) == 720);
+				CHECK(launch(NULL, 1, 1, 1, 256, 1, 1, 49153, NULL, NULL) == 1);  /* INVALID_VALUE */
+				pop(&c);
+			}
+		}
+		unsetenv("FAKE_CUDA_SMS");
+		unsetenv("FAKE_CUDA_REGS");
 	}
 	/* a PTX that fails to JIT: the error carries the driver's log */
 	{

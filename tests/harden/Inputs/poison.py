@@ -28,8 +28,12 @@ def entries(cache):
 
 
 def is_build(p):
+    # a build entry: a count, then records of 12 bytes and a job name
+    # "k_<16 hex>"; a kernel entry starts with sizeof(CodegenKernel), and a
+    # large PTX (cooperative kernels emit their body three times) can make
+    # it long enough to pass the size test alone
     (nk,) = struct.unpack_from("<I", p, 0)
-    return nk < 4096 and len(p) >= 4 + nk * (12 + NAME)
+    return nk < 4096 and len(p) >= 4 + nk * (12 + NAME) and p[16:18] == b"k_"
 
 
 def seal(path, hdr, p):

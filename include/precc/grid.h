@@ -1,0 +1,65 @@
+/*
+ * precc/grid.h — how a precc kernel is launched: its grid from the
+ * manifest's geometry (docs/artifacts.md) at a run's M, and the alignment
+ * every buffer must have. One definition for the runtime (runtime/plan.c),
+ * the generated launchers (precc build copies PRECC_GRID_FN's text into
+ * precc_kernels.c, which must compile without precc's headers) and the
+ * emulator (tests/codegen/emu.c), so that the three cannot disagree.
+ *
+ * One phase: tiled: gx = ceil(cols / tile_cols), gy = ceil(rows /
+ * tile_rows); flat: gx = ceil(rows * cols / elems_per_cta), gy = 1; grid =
+ * (gx, gy, 1). Several phases (a fused kernel): grid = (sum of gx_p * gy_p,
+ * 1, 1). rows and cols are those of the phase's data value at M.
+ */
+#ifndef PRECC_GRID_H
+#define PRECC_GRID_H
+
+#include <stdint.h>
+
+/* kernels load and store 16-byte vectors */
+#define PRECC_BUFFER_ALIGN 16
+
+#define PRECC_GRID_PHASE_TYPE \
+typedef struct precc_grid_phase { \
+	int tiled; \
+	int64_t rows, cols, elems_per_cta, tile_rows, tile_cols; \
+} precc_grid_phase;
+
+/* int NAME(phases, nphase, grid): 0, or -1 when the geometry is empty or
+ * the grid is beyond CUDA's limits (x < 2^31, y < 2^16). */
+#define PRECC_GRID_FN(NAME) \
+static inline int NAME(const precc_grid_phase *ph, int nphase, unsigned grid[3]) \
+{ \
+	int64_t total = 0, gx = 0, gy = 1; \
+	grid[0] = grid[1] = grid[2] = 1; \
+	if (nphase < 1) \
+		return -1; \
+	for (int p = 0; p < nphase; p++) { \
+		const precc_grid_phase *g = &ph[p]; \
+		if (g->rows < 0 || g->cols < 0 || (g->tiled ? g->tile_rows < 1 || g->tile_cols < 1 : g->elems_per_cta < 1)) \
+			return -1; \
+		if (g->tiled) { \
+			gx = (g->cols + g->tile_cols - 1) / g->tile_cols; \
+			gy = (g->rows + g->tile_rows - 1) / g->tile_rows; \
+		} else { \
+			gx = (g->rows * g->cols + g->elems_per_cta - 1) / g->elems_per_cta; \
+			gy = 1; \
+		} \
+		total += gx * gy; \
+	} \
+	if (nphase > 1) \
+		gx = total, gy = 1; \
+	if (gx < 1 || gx > 0x7fffffff || gy < 1 || gy > 65535) \
+		return -1; \
+	grid[0] = (unsigned)gx; \
+	grid[1] = (unsigned)gy; \
+	return 0; \
+}
+
+PRECC_GRID_PHASE_TYPE
+PRECC_GRID_FN(precc_grid)
+
+#define PRECC_GRID_STR_(...) #__VA_ARGS__
+#define PRECC_GRID_STR(...) PRECC_GRID_STR_(__VA_ARGS__)
+
+#endif

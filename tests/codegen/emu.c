@@ -1,0 +1,743 @@
+/*
+ * emu.c — the emulated GPU (emu.h). Host-mode kernels (codegen's
+ * cg_set_host) call the precc_emu_* functions below instead of NVVM
+ * intrinsics and inline PTX; every GPU thread is a pthread. Sequential
+ * launches run one CTA at a time on one set of threads; cooperative ones
+ * run every CTA at once, as cuLaunchCooperativeKernel guarantees, each
+ * with its own shared memory, barriers and warps (slot = CTA).
+ *
+ * The checks, each what compute-sanitizer's tool of the same name does:
+ * memcheck — emu_instrument puts precc_emu_check before every load, store
+ * and atomic: the bytes must lie in one registered buffer (a store not in
+ * an input) or in the running CTA's own shared array, at the alignment
+ * the access claims (what lets NVPTX make it a vector access); racecheck
+ * — per byte of shared memory the last writer and the last reader(s)
+ * with the barrier epoch: an access of another thread's byte in the same
+ * epoch, unless both are reads, is a race; synccheck — a barrier (by call
+ * site) or warp collective that some threads reach while others leave the
+ * kernel or wait at another barrier. A failed check is recorded, the
+ * access goes to a sink, the barrier releases, and the run finishes.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cg.h"
+#include "emu.h"
+#include "mma_frag.h"
+#include "precc/interp.h"
+
+int emu_break;
+
+enum { MAXCOOP = 64, NSLOT = MAXCOOP + 1, SEQ = MAXCOOP, NSHARED = 3,
+       MAXTHREADS = 1024 };
+
+/* ---- failures ---------------------------------------------------------- */
+static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
+static int nerr;
+static char first_err[512];
+
+static __thread unsigned my_tid, my_slot, my_cx, my_cy, my_epoch;
+static __thread uint8_t sink[256] __attribute__((aligned(256)));
+
+static void
+emu_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&err_mu);
+	if (nerr++ == 0) {
+		int n = snprintf(first_err, sizeof first_err, "CTA (%u,%u) thread %u: ", my_cx, my_cy, my_tid);
+		va_start(ap, fmt);
+		vsnprintf(first_err + n, sizeof first_err - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&err_mu);
+}
+
+int
+emu_errors(char *msg, size_t n)
+{
+	pthread_mutex_lock(&err_mu);
+	snprintf(msg, n, "%s", first_err);
+	int r = nerr;
+	pthread_mutex_unlock(&err_mu);
+	return r;
+}
+
+static void
+emu_abort(const char *what)
+{
+	fprintf(stderr, "test_emu: CTA (%u,%u) thread %u: %s\n", my_cx, my_cy, my_tid, what);
+	fflush(stdout);
+	abort();
+}
+
+/* ---- barriers that notice divergence ----------------------------------- */
+typedef struct Bar {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int n, arrived, exited, site, bad;
+	unsigned gen;
+	const char *what;
+} Bar;
+
+static void
+bar_init(Bar *b, int n, const char *what)
+{
+	pthread_mutex_init(&b->mu, NULL);
+	pthread_cond_init(&b->cv, NULL);
+	b->n = n;
+	b->arrived = b->exited = b->site = b->bad = 0;
+	b->gen = 0;
+	b->what = what;
+}
+
+static void
+bar_destroy(Bar *b)
+{
+	pthread_mutex_destroy(&b->mu);
+	pthread_cond_destroy(&b->cv);
+}
+
+/* Wait until all n threads arrive at site (site < 0: any). 0, or -1 when
+ * the barrier is broken (divergence found: everyone goes on unsynced). */
+static int
+bar_wait(Bar *b, int site)
+{
+	pthread_mutex_lock(&b->mu);
+	if (b->bad) {
+		pthread_mutex_unlock(&b->mu);
+		return -1;
+	}
+	if (b->arrived == 0)
+		b->site = site;
+	else if (site != b->site) {
+		emu_fail("synccheck: divergent %s: threads wait at call sites %d and %d", b->what,
+		         b->site, site);
+		b->bad = 1;
+		pthread_cond_broadcast(&b->cv);
+		pthread_mutex_unlock(&b->mu);
+		return -1;
+	}
+	if (++b->arrived + b->exited == b->n) {
+		if (b->exited) {
+			emu_fail("synccheck: %s reached by %d of %d threads (the others left the kernel)",
+			         b->what, b->arrived, b->n);
+			b->bad = 1;
+		}
+		b->arrived = 0;
+		b->gen++;
+		pthread_cond_broadcast(&b->cv);
+		pthread_mutex_unlock(&b->mu);
+		return b->bad ? -1 : 0;
+	}
+	unsigned gen = b->gen;
+	while (gen == b->gen && !b->bad)
+		pthread_cond_wait(&b->cv, &b->mu);
+	int r = b->bad ? -1 : 0;
+	pthread_mutex_unlock(&b->mu);
+	return r;
+}
+
+static void
+bar_exit(Bar *b)
+{
+	pthread_mutex_lock(&b->mu);
+	if (++b->exited < b->n && b->arrived && b->arrived + b->exited == b->n && !b->bad) {
+		emu_fail("synccheck: %s reached by %d of %d threads (the others left the kernel)",
+		         b->what, b->arrived, b->n);
+		b->bad = 1;
+		pthread_cond_broadcast(&b->cv);
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* ---- per-CTA state: barriers, warp exchange slots, shared memory -------- */
+static Bar cta_bar[NSLOT], warp_bar[NSLOT][32];
+static uint32_t xchg[NSLOT][MAXTHREADS];
+static uint8_t smem[NSLOT][NSHARED][EMU_SMEM_STATIC] __attribute__((aligned(256)));
+static uint64_t smem_bytes[NSLOT][NSHARED];   /* the declared size of each array */
+static uint64_t smem_used[NSLOT][NSHARED];    /* the most since the last reset */
+/* racecheck shadow, per shared byte: (epoch + 1) << 11 | thread; readers'
+ * thread MULTI when two or more read in that epoch */
+enum { TIDBITS = 11, MULTI = (1 << TIDBITS) - 1 };
+static uint32_t shadow_w[NSLOT][NSHARED][EMU_SMEM_STATIC], shadow_r[NSLOT][NSHARED][EMU_SMEM_STATIC];
+
+static void
+slot_reset(unsigned s, int threads)
+{
+	bar_init(&cta_bar[s], threads, "bar.sync");
+	for (int w = 0; w < threads / 32; w++)
+		bar_init(&warp_bar[s][w], 32, "warp collective (shfl.sync, mma.sync)");
+	for (int id = 0; id < NSHARED; id++) {
+		memset(shadow_w[s][id], 0, smem_used[s][id] * sizeof shadow_w[s][id][0]);
+		memset(shadow_r[s][id], 0, smem_used[s][id] * sizeof shadow_r[s][id][0]);
+		/* a CTA's shared memory starts undefined on a GPU */
+		memset(smem[s][id], 0xa5, smem_used[s][id]);
+		smem_bytes[s][id] = smem_used[s][id] = 0;
+	}
+}
+
+static void
+slot_destroy(unsigned s, int threads)
+{
+	bar_destroy(&cta_bar[s]);
+	for (int w = 0; w < threads / 32; w++)
+		bar_destroy(&warp_bar[s][w]);
+}
+
+/* ---- the intrinsics ------------------------------------------------------ */
+static unsigned launch_gx;   /* nctaid.x */
+
+/* tid.x, ctaid.x, ctaid.y, nctaid.x (codegen/emit.c's order) */
+uint32_t
+precc_emu_sreg(uint32_t which)
+{
+	if (which > 3)
+		emu_abort("an unknown special register");
+	return which == 0 ? my_tid : which == 1 ? my_cx : which == 2 ? my_cy : launch_gx;
+}
+
+/* shfl.sync.bfly.b32 d, a, b, c, membermask as the PTX ISA defines it
+ * ("Data Movement: shfl.sync"): j = lane ^ b, valid when j <= maxLane with
+ * maxLane = (lane & segmask) | (c[4:0] & ~segmask), segmask = c[12:8];
+ * an invalid j reads the thread's own a. Every thread of a shuffle must
+ * be in membermask, and so must the lane it reads; the warp-wide
+ * rendezvous below needs the whole warp, so a partial mask is refused. */
+uint32_t
+precc_emu_shfl_bfly(uint32_t member, uint32_t v, uint32_t b, uint32_t c)
+{
+	unsigned w = my_tid / 32, base = w * 32, lane = my_tid % 32;
+	unsigned seg = c >> 8 & 31, maxl = (lane & seg) | (c & 31 & ~seg);
+	unsigned j = lane ^ (b & 31);
+
+	if (member != 0xffffffffu)
+		emu_abort("shfl.sync with a partial membermask (not emulated)");
+	if (j > maxl)
+		j = lane;
+	xchg[my_slot][my_tid] = v;
+	bar_wait(&warp_bar[my_slot][w], -1);
+	uint32_t r = xchg[my_slot][base + j];
+	bar_wait(&warp_bar[my_slot][w], -1);
+	return r;
+}
+
+/* bar.sync 0 at call site `site` (codegen numbers them in host mode) */
+void
+precc_emu_barrier(uint32_t site)
+{
+	if (bar_wait(&cta_bar[my_slot], (int)site) == 0)
+		my_epoch++;
+}
+
+void *
+precc_emu_shared(uint32_t id, uint64_t bytes)
+{
+	if (id >= NSHARED)
+		emu_abort("more shared arrays than the emulator holds");
+	if (bytes > EMU_SMEM_STATIC) {
+		emu_fail("shared array %u of %llu bytes: over the %d bytes of static shared memory "
+		         "a CTA may have", id, (unsigned long long)bytes, EMU_SMEM_STATIC);
+		return sink;
+	}
+	smem_bytes[my_slot][id] = bytes;
+	if (bytes > smem_used[my_slot][id])
+		smem_used[my_slot][id] = bytes;
+	return smem[my_slot][id];
+}
+
+void
+precc_emu_yield(void)
+{
+	sched_yield();
+}
+
+/* ---- cvt: the asm_table rows, read from the PTX text ------------------- */
+/* "cvt.RND[.satfinite].DSTx2.SRC $0, $A, $B;" packs operand A in the upper
+ * half and B in the lower one (PTX ISA, cvt: "d = {a, b}" with a in the
+ * upper bits). The emulator takes formats, saturation and operand order
+ * from the string, so a changed string changes what runs. */
+typedef struct Cvt {
+	int ok;
+	precc_format dst, src;
+	int sat, hi_arg, lo_arg;   /* operand numbers: $1 and $2 are the call's */
+} Cvt;
+static Cvt cvt_row[64];
+
+static int
+fmt_name(const char *s, size_t n, precc_format *f)
+{
+	static const struct { const char *n; precc_format f; } t[] = {
+		{"e4m3", PRECC_E4M3}, {"e5m2", PRECC_E5M2}, {"bf16", PRECC_BF16},
+		{"f16", PRECC_FP16}, {"f32", PRECC_FP32},
+	};
+	for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+		if (strlen(t[i].n) == n && !strncmp(s, t[i].n, n)) {
+			*f = t[i].f;
+			return 0;
+		}
+	return -1;
+}
+
+void
+emu_init(void)
+{
+	for (int r = 0; r < asm_table_len && r < 64; r++) {
+		const char *p = asm_table[r].ptx, *sp = strchr(p, ' ');
+		char mn[96], *save = NULL;
+		Cvt c = {0};
+		if (strncmp(p, "cvt.", 4) || !sp || (size_t)(sp - p) >= sizeof mn)
+			continue;
+		memcpy(mn, p, (size_t)(sp - p));
+		mn[sp - p] = 0;
+		/* fields: cvt rnd [satfinite] dst src */
+		char *f[6];
+		int nf = 0;
+		for (char *t = strtok_r(mn, ".", &save); t && nf < 6; t = strtok_r(NULL, ".", &save))
+			f[nf++] = t;
+		int i = 2;
+		if (nf < 4 || strcmp(f[1], "rn"))
+			continue;
+		if (i < nf && !strcmp(f[i], "satfinite"))
+			c.sat = 1, i++;
+		if (nf - i != 2)
+			continue;
+		size_t ld = strlen(f[i]), ls = strlen(f[i + 1]);
+		int dx2 = ld > 2 && !strcmp(f[i] + ld - 2, "x2"), sx2 = ls > 2 && !strcmp(f[i + 1] + ls - 2, "x2");
+		if (!dx2 || fmt_name(f[i], ld - 2, &c.dst)
+		    || fmt_name(f[i + 1], sx2 ? ls - 2 : ls, &c.src))
+			continue;
+		int a = -1, b = -1;
+		if (sx2 ? sscanf(sp, " $0, $%d;", &a) != 1 : sscanf(sp, " $0, $%d, $%d;", &a, &b) != 2)
+			continue;
+		c.hi_arg = a, c.lo_arg = b;
+		c.ok = 1;
+		cvt_row[r] = c;
+	}
+}
+
+static const Cvt *
+cvt_of(uint32_t row, int nargs)
+{
+	const Cvt *c = row < 64 ? &cvt_row[row] : NULL;
+	int two = nargs == 2;
+	if (!c || !c->ok || (c->src == PRECC_FP32) != two
+	    || (two && !((c->hi_arg == 1 && c->lo_arg == 2) || (c->hi_arg == 2 && c->lo_arg == 1)))
+	    || (!two && c->hi_arg != 1))
+		emu_abort("an asm_table row the emulator cannot read as a cvt");
+	return c;
+}
+
+/* two floats -> a packed pair (fp8x2 in 16 bits, 16-bit x2 in 32) */
+static uint32_t
+cvt_pack(uint32_t row, float x1, float x2)
+{
+	const Cvt *c = cvt_of(row, 2);
+	float hi = c->hi_arg == 1 ? x1 : x2, lo = c->hi_arg == 1 ? x2 : x1;
+	unsigned bits = (unsigned)precc_interp_elem_bytes(c->dst) * 8;
+	return precc_encode(c->dst, hi, PRECC_RNE, c->sat, 0) << bits
+	       | precc_encode(c->dst, lo, PRECC_RNE, c->sat, 0);
+}
+
+uint16_t
+precc_emu_asm2_16(uint32_t row, float x1, float x2)
+{
+	if (emu_break == 1 && my_tid == 7 && my_cx == 1)
+		return 0x5555;
+	if (precc_interp_elem_bytes(cvt_of(row, 2)->dst) != 1)
+		emu_abort("a 16-bit result from a cvt that packs 32");
+	return (uint16_t)cvt_pack(row, x1, x2);
+}
+
+uint32_t
+precc_emu_asm2_32(uint32_t row, float x1, float x2)
+{
+	if (precc_interp_elem_bytes(cvt_of(row, 2)->dst) != 2)
+		emu_abort("a 32-bit result from a cvt that packs 16");
+	return cvt_pack(row, x1, x2);
+}
+
+/* fp8x2 -> f16x2: the code in the low byte to the low half */
+uint32_t
+precc_emu_asm1_32(uint32_t row, uint16_t codes)
+{
+	const Cvt *c = cvt_of(row, 1);
+	if (c->dst != PRECC_FP16 || precc_interp_elem_bytes(c->src) != 1)
+		emu_abort("an fp8 decode row that is not f16x2 from fp8x2");
+	uint32_t lo = precc_encode(PRECC_FP16, precc_decode(c->src, codes & 0xff), PRECC_RNE, false, 0);
+	uint32_t hi = precc_encode(PRECC_FP16, precc_decode(c->src, codes >> 8), PRECC_RNE, false, 0);
+	return hi << 16 | lo;
+}
+
+/* ---- mma.sync (asm_table rows 7..12) ------------------------------------ */
+/* every lane posts its fragments, then computes its own four results from
+ * the whole warp's, each a dot product in ascending k with one fp32
+ * multiply and one fp32 add per term (never FMA; -std=c17 keeps
+ * contraction off). */
+static uint32_t mma_slot[NSLOT][32][32][10];
+
+static float
+mma_elem(precc_format f, uint32_t word, int pos)
+{
+	if (f == PRECC_E4M3 || f == PRECC_E5M2)
+		return precc_decode(f, word >> (8 * pos) & 0xff);
+	return precc_decode(f, word >> (16 * pos) & 0xffff);
+}
+
+void
+precc_emu_mma(uint32_t row, uint32_t *r)
+{
+	static const precc_format fa[] = {PRECC_E4M3, PRECC_E4M3, PRECC_E5M2, PRECC_E5M2, PRECC_BF16, PRECC_FP16};
+	static const precc_format fb[] = {PRECC_E4M3, PRECC_E5M2, PRECC_E4M3, PRECC_E5M2, PRECC_BF16, PRECC_FP16};
+	unsigned w = my_tid / 32, lane = my_tid % 32;
+	Bar *wb = &warp_bar[my_slot][w];
+	uint32_t (*sl)[10] = mma_slot[my_slot][w];
+	int x = (int)row - 7, e = x < 4 ? 4 : 2;
+	float d[4];
+
+	if (x < 0 || x > 5)
+		emu_abort("an asm_table row that is not an mma");
+	memcpy(sl[lane], r, sizeof sl[lane]);
+	bar_wait(wb, -1);
+	for (int v = 0; v < 4; v++) {
+		int i = (int)(lane / 4) + 8 * (v >> 1), j = (int)(lane % 4) * 2 + (v & 1);
+		int l, rg, ps;
+		float acc;
+		memcpy(&acc, &sl[lane][6 + v], 4);
+		for (int k = 0; k < 8 * e; k++) {
+			mma_frag_a(e, i, k, &l, &rg, &ps);
+			float a = mma_elem(fa[x], sl[l][rg], ps);
+			mma_frag_b(e, j, k, &l, &rg, &ps);
+			float bv = mma_elem(fb[x], sl[l][4 + rg], ps);
+			float p = a * bv;
+			if (emu_break == 2 && k == 8 * e - 1)
+				p = 0;     /* self-test: one product lost */
+			acc = acc + p;
+		}
+		d[v] = acc;
+	}
+	bar_wait(wb, -1);
+	memcpy(&r[6], d, sizeof d);
+}
+
+/* ---- memcheck and racecheck ----------------------------------------------- */
+typedef struct Region {
+	uintptr_t lo, hi;
+	int writable;
+	const char *name;
+} Region;
+static Region region[80];
+static int nregion;
+
+void
+emu_reset(void)
+{
+	nregion = 0;
+	pthread_mutex_lock(&err_mu);
+	nerr = 0;
+	first_err[0] = 0;
+	pthread_mutex_unlock(&err_mu);
+}
+
+void
+emu_region(const void *p, size_t bytes, int writable, const char *name)
+{
+	if (nregion < (int)(sizeof region / sizeof *region))
+		region[nregion++] = (Region){(uintptr_t)p, (uintptr_t)p + bytes, writable, name};
+}
+
+enum { CK_STORE = 1, CK_ATOMIC = 2 };
+
+static void
+race(unsigned s, unsigned id, uint64_t off, uint64_t size, int store)
+{
+	uint32_t ep = (my_epoch + 1) << TIDBITS, tag = ep | my_tid;
+
+	for (uint64_t i = off; i < off + size; i++) {
+		uint32_t *w = &shadow_w[s][id][i], *r = &shadow_r[s][id][i];
+		uint32_t ow = store ? __atomic_exchange_n(w, tag, __ATOMIC_RELAXED)
+		                    : __atomic_load_n(w, __ATOMIC_RELAXED);
+		uint32_t orr = __atomic_load_n(r, __ATOMIC_RELAXED);
+		if ((ow & ~(uint32_t)MULTI) == ep && (ow & MULTI) != my_tid) {
+			emu_fail("racecheck: %s of shared array %u byte %llu after thread %u's store, "
+			         "no barrier between", store ? "store" : "load", id,
+			         (unsigned long long)i, ow & MULTI);
+			return;
+		}
+		if (store && (orr & ~(uint32_t)MULTI) == ep && (orr & MULTI) != my_tid) {
+			if ((orr & MULTI) == MULTI)
+				emu_fail("racecheck: store to shared array %u byte %llu that other threads "
+				         "read, no barrier between", id, (unsigned long long)i);
+			else
+				emu_fail("racecheck: store to shared array %u byte %llu after thread %u's "
+				         "load, no barrier between", id, (unsigned long long)i, orr & MULTI);
+			return;
+		}
+		if (!store)
+			__atomic_store_n(r, (orr & ~(uint32_t)MULTI) == ep && (orr & MULTI) != my_tid
+			                    ? ep | MULTI : tag, __ATOMIC_RELAXED);
+	}
+}
+
+void *
+precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
+{
+	uintptr_t u = (uintptr_t)p;
+	const char *op = flags & CK_ATOMIC ? "atomic" : flags & CK_STORE ? "store" : "load";
+
+	if (size > sizeof sink)
+		emu_abort("an access wider than the sink");
+	if (align > 1 && u % align) {
+		const char *in = "an address";
+		unsigned long long at = (unsigned long long)u;
+		for (int i = 0; i < nregion; i++)
+			if (u >= region[i].lo && u < region[i].hi)
+				in = region[i].name, at = (unsigned long long)(u - region[i].lo);
+		emu_fail("memcheck: misaligned %llu-byte %s at byte %llu of %%%s (%u-byte alignment "
+		         "claimed)", (unsigned long long)size, op, at, in, align);
+		return sink;
+	}
+	uintptr_t s0 = (uintptr_t)smem, s1 = (uintptr_t)smem + sizeof smem;
+	if (u >= s0 && u < s1) {
+		uintptr_t at = u - s0;
+		unsigned s = (unsigned)(at / sizeof smem[0]);
+		unsigned id = (unsigned)(at % sizeof smem[0] / sizeof smem[0][0]);
+		uint64_t off = at % sizeof smem[0][0];
+		if (s != my_slot) {
+			emu_fail("memcheck: %s of another CTA's shared memory", op);
+			return sink;
+		}
+		if (off + size > smem_bytes[s][id]) {
+			emu_fail("memcheck: %llu-byte %s at byte %llu of shared array %u of %llu bytes",
+			         (unsigned long long)size, op, (unsigned long long)off, id,
+			         (unsigned long long)smem_bytes[s][id]);
+			return sink;
+		}
+		if (!(flags & CK_ATOMIC))
+			race(s, id, off, size, flags & CK_STORE);
+		return p;
+	}
+	for (int i = 0; i < nregion; i++) {
+		const Region *r = &region[i];
+		if (u < r->lo || u >= r->hi)
+			continue;
+		if (u + size > r->hi) {
+			emu_fail("memcheck: %llu-byte %s at byte %llu of %%%s (%llu bytes): past its end",
+			         (unsigned long long)size, op, (unsigned long long)(u - r->lo), r->name,
+			         (unsigned long long)(r->hi - r->lo));
+			return sink;
+		}
+		if ((flags & (CK_STORE | CK_ATOMIC)) && !r->writable) {
+			emu_fail("memcheck: %s into input %%%s", op, r->name);
+			return sink;
+		}
+		return p;
+	}
+	const Region *near = NULL;
+	for (int i = 0; i < nregion; i++)
+		if (u >= region[i].hi && (!near || region[i].hi > near->hi))
+			near = &region[i];
+	if (near && u - near->hi < (1u << 20))
+		emu_fail("memcheck: %llu-byte %s %llu bytes past the end of %%%s (%llu bytes)",
+		         (unsigned long long)size, op, (unsigned long long)(u - near->hi), near->name,
+		         (unsigned long long)(near->hi - near->lo));
+	else
+		emu_fail("memcheck: %llu-byte %s at %p, in no buffer", (unsigned long long)size, op, p);
+	return sink;
+}
+
+/* Whether address p is the function's own stack (an alloca, through GEPs). */
+static int
+on_stack(LLVMValueRef p)
+{
+	for (int d = 0; d < 64 && p; d++) {
+		if (LLVMIsAAllocaInst(p))
+			return 1;
+		if (!LLVMIsAGetElementPtrInst(p) && !LLVMIsABitCastInst(p))
+			return 0;
+		p = LLVMGetOperand(p, 0);
+	}
+	return 0;
+}
+
+static uint64_t
+type_bytes(LLVMTypeRef t)
+{
+	switch (LLVMGetTypeKind(t)) {
+	case LLVMIntegerTypeKind: return (LLVMGetIntTypeWidth(t) + 7) / 8;
+	case LLVMHalfTypeKind: case LLVMBFloatTypeKind: return 2;
+	case LLVMFloatTypeKind: return 4;
+	case LLVMDoubleTypeKind: case LLVMPointerTypeKind: return 8;
+	case LLVMVectorTypeKind: return LLVMGetVectorSize(t) * type_bytes(LLVMGetElementType(t));
+	case LLVMArrayTypeKind: return LLVMGetArrayLength2(t) * type_bytes(LLVMGetElementType(t));
+	default: emu_abort("an access of a type the checker cannot size"); return 0;
+	}
+}
+
+void
+emu_instrument(LLVMModuleRef mod, LLVMValueRef fn)
+{
+	LLVMContextRef cx = LLVMGetModuleContext(mod);
+	LLVMTypeRef pt = LLVMPointerTypeInContext(cx, 0), i64 = LLVMInt64TypeInContext(cx);
+	LLVMTypeRef i32 = LLVMInt32TypeInContext(cx);
+	LLVMTypeRef ft = LLVMFunctionType(pt, (LLVMTypeRef[]){pt, i64, i32, i32}, 4, 0);
+	LLVMValueRef ck = LLVMGetNamedFunction(mod, "precc_emu_check");
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(cx);
+
+	if (!ck)
+		ck = LLVMAddFunction(mod, "precc_emu_check", ft);
+	for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
+		for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) {
+			LLVMOpcode op = LLVMGetInstructionOpcode(in);
+			unsigned pi;
+			LLVMTypeRef vt;
+			unsigned flags = 0, align = 0;
+			if (op == LLVMLoad)
+				pi = 0, vt = LLVMTypeOf(in), align = LLVMGetAlignment(in);
+			else if (op == LLVMStore)
+				pi = 1, vt = LLVMTypeOf(LLVMGetOperand(in, 0)), flags = CK_STORE,
+				align = LLVMGetAlignment(in);
+			else if (op == LLVMAtomicRMW)
+				pi = 0, vt = LLVMTypeOf(LLVMGetOperand(in, 1)), flags = CK_ATOMIC;
+			else if (op == LLVMAtomicCmpXchg)
+				pi = 0, vt = LLVMTypeOf(LLVMGetOperand(in, 1)), flags = CK_ATOMIC;
+			else
+				continue;
+			LLVMValueRef p = LLVMGetOperand(in, pi);
+			if (on_stack(p))
+				continue;
+			uint64_t size = type_bytes(vt);
+			if (flags & CK_ATOMIC)
+				align = (unsigned)size;     /* atomics are naturally aligned */
+			LLVMPositionBuilderBefore(b, in);
+			LLVMValueRef a[4] = {p, LLVMConstInt(i64, size, 0), LLVMConstInt(i32, align, 0),
+			                     LLVMConstInt(i32, flags, 0)};
+			LLVMSetOperand(in, pi, LLVMBuildCall2(b, ft, ck, a, 4, ""));
+		}
+	LLVMDisposeBuilder(b);
+}
+
+/* ---- launches -------------------------------------------------------------- */
+static void (*entry)(void **);
+static void **entry_args;
+static int nthreads, quit;
+static unsigned cur_cx, cur_cy;
+static pthread_barrier_t start_bar, end_bar;
+
+static void
+leave(void)
+{
+	bar_exit(&warp_bar[my_slot][my_tid / 32]);
+	bar_exit(&cta_bar[my_slot]);
+}
+
+static void *
+worker(void *arg)
+{
+	my_tid = (unsigned)(uintptr_t)arg;
+	my_slot = SEQ;
+	for (;;) {
+		pthread_barrier_wait(&start_bar);
+		if (quit)
+			return NULL;
+		my_cx = cur_cx, my_cy = cur_cy, my_epoch = 0;
+		entry(entry_args);
+		leave();
+		pthread_barrier_wait(&end_bar);
+	}
+}
+
+typedef struct CoopArg {
+	unsigned tid, cta, cx, cy;
+} CoopArg;
+
+static void *
+coop_worker(void *arg)
+{
+	const CoopArg *a = arg;
+	my_tid = a->tid;
+	my_slot = a->cta;
+	my_cx = a->cx;
+	my_cy = a->cy;
+	my_epoch = 0;
+	entry(entry_args);
+	leave();
+	return NULL;
+}
+
+int
+emu_launch(void (*fn)(void **), void **args, int threads, unsigned gx, unsigned gy, int coop)
+{
+	pthread_attr_t at;
+
+	if (threads < 32 || threads > MAXTHREADS || threads % 32)
+		return -1;
+	entry = fn;
+	entry_args = args;
+	launch_gx = gx;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	if (coop) {
+		/* every CTA resident at once, as cuLaunchCooperativeKernel guarantees */
+		unsigned n = gx * gy, total = n * (unsigned)threads;
+		if (n > MAXCOOP)
+			return -1;
+		pthread_t *th = calloc(total, sizeof *th);
+		CoopArg *ca = calloc(total, sizeof *ca);
+		if (!th || !ca)
+			abort();
+		for (unsigned c = 0; c < n; c++)
+			slot_reset(c, threads);
+		for (unsigned i = 0; i < total; i++) {
+			unsigned c = i / (unsigned)threads;
+			ca[i] = (CoopArg){i % (unsigned)threads, c, c % gx, c / gx};
+			pthread_create(&th[i], &at, coop_worker, &ca[i]);
+		}
+		for (unsigned i = 0; i < total; i++)
+			pthread_join(th[i], NULL);
+		for (unsigned c = 0; c < n; c++)
+			slot_destroy(c, threads);
+		free(th);
+		free(ca);
+	} else {
+		pthread_t th[MAXTHREADS];
+		nthreads = threads;
+		quit = 0;
+		pthread_barrier_init(&start_bar, NULL, (unsigned)threads + 1);
+		pthread_barrier_init(&end_bar, NULL, (unsigned)threads + 1);
+		for (int i = 0; i < threads; i++)
+			pthread_create(&th[i], &at, worker, (void *)(uintptr_t)i);
+		for (cur_cy = 0; cur_cy < gy; cur_cy++)
+			for (cur_cx = 0; cur_cx < gx; cur_cx++) {
+				slot_reset(SEQ, threads);
+				pthread_barrier_wait(&start_bar);
+				pthread_barrier_wait(&end_bar);
+				slot_destroy(SEQ, threads);
+			}
+		quit = 1;
+		pthread_barrier_wait(&start_bar);
+		for (int i = 0; i < threads; i++)
+			pthread_join(th[i], NULL);
+		pthread_barrier_destroy(&start_bar);
+		pthread_barrier_destroy(&end_bar);
+	}
+	pthread_attr_destroy(&at);
+	return 0;
+}
+
+const char *const emu_fns[] = {
+	"precc_emu_sreg", "precc_emu_shfl_bfly", "precc_emu_barrier", "precc_emu_asm2_16",
+	"precc_emu_asm2_32", "precc_emu_asm1_32", "precc_emu_yield", "precc_emu_shared",
+	"precc_emu_mma", "precc_emu_check",
+};
+void *const emu_addr[] = {
+	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
+	(void *)precc_emu_asm2_16, (void *)precc_emu_asm2_32, (void *)precc_emu_asm1_32,
+	(void *)precc_emu_yield, (void *)precc_emu_shared, (void *)precc_emu_mma,
+	(void *)precc_emu_check,
+};
+const int emu_nfns = sizeof emu_fns / sizeof *emu_fns;

@@ -1,0 +1,47 @@
+/*
+ * emu.h — the emulated GPU test_emu runs codegen's host-mode kernels on
+ * (emu.c): one pthread per GPU thread, the precc_emu_* host models of the
+ * NVVM intrinsics and inline PTX, and what compute-sanitizer checks on a
+ * GPU: memcheck (bounds and alignment of every global and shared access,
+ * stores into inputs), racecheck (shared-memory accesses of different
+ * threads with no barrier between them), synccheck (barriers and warp
+ * collectives reached by part of a CTA or warp), and the static shared
+ * memory a CTA may have.
+ */
+#ifndef PRECC_EMU_H
+#define PRECC_EMU_H
+
+#include <stddef.h>
+#include <llvm-c/Core.h>
+
+/* self-tests of the comparison: 1 corrupts one fp8 cvt, 2 drops one mma
+ * product */
+extern int emu_break;
+
+/* The functions host-mode kernels call, for LLVMAddGlobalMapping. */
+extern const char *const emu_fns[];
+extern void *const emu_addr[];
+extern const int emu_nfns;
+
+/* Once, before anything else: reads the cvt rows of asm_table. */
+void emu_init(void);
+/* Memcheck and racecheck: a call to precc_emu_check(ptr, size, align,
+ * flags) before every load, store and atomic of fn that does not address
+ * its own stack; the access then goes to the pointer it returns (a sink
+ * when the access is bad, so that the run goes on and reports). */
+void emu_instrument(LLVMModuleRef, LLVMValueRef fn);
+/* The global buffers of the next launch (forget all with emu_reset). */
+void emu_reset(void);
+void emu_region(const void *p, size_t bytes, int writable, const char *name);
+/* Run entry(args) on a grid of gx x gy CTAs of `threads`; cooperative: all
+ * CTAs at once. -1 if the emulator cannot hold the grid. */
+int emu_launch(void (*entry)(void **), void **args, int threads, unsigned gx, unsigned gy,
+               int coop);
+/* Check failures since emu_reset: their number and the first's message. */
+int emu_errors(char *msg, size_t n);
+
+/* sm_89 and sm_90 give a CTA at most 48 KiB of static shared memory
+ * (.shared globals; more needs dynamic shared memory and an opt-in). */
+enum { EMU_SMEM_STATIC = 48 * 1024 };
+
+#endif

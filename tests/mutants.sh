@@ -1,0 +1,93 @@
+#!/bin/sh
+# tests/mutants.sh — apply issue 7's mutants one at a time, rebuild what
+# they touch, run the tests that should see them, and report survivors.
+# Not in ctest (a rebuild and a test run per mutant: minutes). From the
+# repository root, with a configured build directory:
+#
+#   sh tests/mutants.sh [BUILD_DIR] [NAME...]     (default build/, all)
+#
+# Each mutant is one exact text replacement (it must match exactly once,
+# else the mutant is stale and reported as such). The file is restored
+# after each one, also on interrupt. Exit 1 if any mutant survives or is
+# stale.
+set -u
+B=${1:-build}
+[ $# -gt 0 ] && shift
+ONLY="$*"
+[ -f "$B/CMakeCache.txt" ] || { echo "mutants.sh: $B is not a configured build directory" >&2; exit 2; }
+
+# name|file|tests (ctest -R)|from|to   (\n in from/to is a newline)
+MUTANTS='eps_clamp|codegen/emit_scale.c|codegen.emu|	if (eps > 0)\n		a = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, a, cf(e, eps), ""), cf(e, eps), a, "");|	(void)eps;
+grid_tiled|include/precc/grid.h|codegen.emu\|runtime|gx = (g->cols + g->tile_cols - 1) / g->tile_cols;|gx = g->cols / g->tile_cols;
+grid_flat|include/precc/grid.h|codegen.emu\|runtime|gx = (g->rows * g->cols + g->elems_per_cta - 1) / g->elems_per_cta;|gx = g->rows * g->cols / g->elems_per_cta;
+grid_launcher|driver/artifacts.c|lit.build|(precc_grid_phase){%d, rows, cols, %ld, %ld, %ld};|(precc_grid_phase){%d, rows, cols, %ld + 1, %ld, %ld};
+align_8|include/precc/grid.h|codegen.emu\|runtime|#define PRECC_BUFFER_ALIGN 16|#define PRECC_BUFFER_ALIGN 8
+grid_schedule|passes/schedule.c|lit.passes\|codegen.emu|snprintf(buf, n, "%ld", (d + per - 1) / per);|snprintf(buf, n, "%ld", d / per);
+cvt_e4m3x2_swap|codegen/ptx_asm.c|codegen.emu|#define CVT_E4M3X2 "cvt.rn.satfinite.e4m3x2.f32 $0, $2, $1;"|#define CVT_E4M3X2 "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;"
+shfl_clamp_0|codegen/emit.c|codegen.emu|c32(e, (unsigned)lanemask), c32(e, 0x1f)}|c32(e, (unsigned)lanemask), c32(e, 0)}
+amax_nan|codegen/emit.c|codegen.emu|c32(e, 0x7fc00000), a, "");|c32(e, 0x7f800000), a, "");
+zero_outputs|codegen/kernel.c|codegen.emu\|lit.build|			*mask \|= 1u << p;|			(void)mask;
+colblock_m_multiple|codegen/kernel.c|codegen.emu|			k->m_multiple = k->bc;|			k->m_multiple = 1;
+fp8_decode_fmt|codegen/ptx_asm.c|codegen.emu|f == PRECC_E4M3 ? CVT_F16X2_E4M3X2 : CVT_F16X2_E5M2X2|f == PRECC_E4M3 ? CVT_F16X2_E5M2X2 : CVT_F16X2_E4M3X2
+cvt_bf16x2_swap|codegen/ptx_asm.c|codegen.emu|#define CVT_BF16X2_F32 "cvt.rn.bf16x2.f32 $0, $2, $1;"|#define CVT_BF16X2_F32 "cvt.rn.bf16x2.f32 $0, $1, $2;"
+barrier_dropped|codegen/emit.c|codegen.emu|	intrin(e, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);|	(void)e;
+margin_sign|codegen/emit_scale.c|codegen.emu|LLVMConstReal(e->g->f64, ldexp(1.0, -margin))|LLVMConstReal(e->g->f64, ldexp(1.0, margin))
+e2m1_tie|codegen/swcvt.c|codegen.swcvt\|codegen.emu|OP2(SW_AND, OP2(SW_EQ, rem, half), OP2(SW_AND, k, K(1)))|OP2(SW_EQ, rem, half)'
+
+survivors=0
+stale=0
+total=0
+tmp=$(mktemp -d)
+restore() { [ -n "${cur:-}" ] && [ -f "$tmp/orig" ] && cp "$tmp/orig" "$cur"; cur=; }
+trap 'restore; rm -rf "$tmp"; exit 130' INT TERM
+OLDIFS=$IFS
+IFS='
+'
+for line in $MUTANTS; do
+	IFS=$OLDIFS
+	name=${line%%|*}; rest=${line#*|}
+	file=${rest%%|*}; rest=${rest#*|}
+	# tests may hold an escaped \| (a regex alternation)
+	tests=$(printf '%s' "$rest" | sed 's/\\|/\x01/g' | cut -d'|' -f1 | sed 's/\x01/|/g')
+	rest=$(printf '%s' "$rest" | sed 's/\\|/\x01/g' | cut -d'|' -f2- | sed 's/\x01/\\|/g')
+	from=$(printf '%s' "$rest" | sed 's/\\|/\x01/g' | cut -d'|' -f1 | sed 's/\x01/|/g')
+	to=$(printf '%s' "$rest" | sed 's/\\|/\x01/g' | cut -d'|' -f2- | sed 's/\x01/|/g')
+	IFS='
+'
+	if [ -n "$ONLY" ] && ! echo " $ONLY " | grep -q " $name "; then continue; fi
+	total=$((total + 1))
+	cur=$file
+	cp "$file" "$tmp/orig"
+	if ! python3 - "$file" "$from" "$to" <<'PY'
+import sys
+p, a, b = sys.argv[1], sys.argv[2].replace('\\n', '\n'), sys.argv[3].replace('\\n', '\n')
+s = open(p).read()
+if s.count(a) != 1:
+    sys.exit(1)
+open(p, 'w').write(s.replace(a, b))
+PY
+	then
+		echo "STALE    $name: the text to mutate is not once in $file"
+		stale=$((stale + 1))
+		restore
+		continue
+	fi
+	if ! nice cmake --build "$B" -j2 >"$tmp/build.log" 2>&1; then
+		echo "killed   $name (does not build)"
+		restore
+		continue
+	fi
+	if nice ctest --test-dir "$B" -j2 -R "$tests" >"$tmp/test.log" 2>&1; then
+		echo "SURVIVED $name ($file; ran: $tests)"
+		survivors=$((survivors + 1))
+	else
+		echo "killed   $name by $(sed -n '/tests FAILED/,$p' "$tmp/test.log" | grep ' - ' | sed 's/.* - //; s/ (.*//' | tr '\n' ' ')"
+	fi
+	restore
+done
+IFS=$OLDIFS
+# rebuild the unmutated tree
+nice cmake --build "$B" -j2 >/dev/null 2>&1
+rm -rf "$tmp"
+echo "$total mutants: $survivors survived, $stale stale"
+[ "$survivors" -eq 0 ] && [ "$stale" -eq 0 ]
