@@ -251,6 +251,11 @@ extent(long d)
  * args[i] the address of parameter i's value: the externals must all be
  * emulated ones, the kernel's accesses are instrumented (memcheck,
  * racecheck). NULL, with a FAIL line, on failure. */
+/* The constant globals of the last JIT-compiled module. */
+typedef struct ConstGlob { const void *p; size_t bytes; const char *name; } ConstGlob;
+static ConstGlob const_glob[16];
+static int nconst_glob;
+
 static void (*jit(LLVMModuleRef mod, LLVMValueRef kfn, LLVMExecutionEngineRef *ee,
                   const char *file))(void **)
 {
@@ -300,6 +305,11 @@ static void (*jit(LLVMModuleRef mod, LLVMValueRef kfn, LLVMExecutionEngineRef *e
 		goto fail;
 	}
 	LLVMDisposeMessage(msg);
+	/* internal globals have no address MCJIT will tell: make them
+	 * external so memcheck can register them below */
+	for (LLVMValueRef gv = LLVMGetFirstGlobal(mod); gv; gv = LLVMGetNextGlobal(gv))
+		if (LLVMGetInitializer(gv) && LLVMGetLinkage(gv) == LLVMInternalLinkage)
+			LLVMSetLinkage(gv, LLVMExternalLinkage);
 	struct LLVMMCJITCompilerOptions o;
 	LLVMInitializeMCJITCompilerOptions(&o, sizeof o);
 	o.OptLevel = 2;
@@ -315,6 +325,20 @@ static void (*jit(LLVMModuleRef mod, LLVMValueRef kfn, LLVMExecutionEngineRef *e
 			LLVMAddGlobalMapping(*ee, fn, emu_addr[i]);
 	}
 	LLVMDisposeBuilder(b);
+	/* the module's own constant tables (pow2=log2's precc_log2_up): read
+	 * only regions for memcheck, as the GPU's constant globals */
+	nconst_glob = 0;
+	LLVMTargetDataRef td = LLVMGetExecutionEngineTargetData(*ee);
+	for (LLVMValueRef gv = LLVMGetFirstGlobal(mod); gv && nconst_glob < 16;
+	     gv = LLVMGetNextGlobal(gv)) {
+		if (!LLVMGetInitializer(gv))
+			continue;
+		const char *name = LLVMGetValueName(gv);
+		uint64_t a = LLVMGetGlobalValueAddress(*ee, name);
+		if (a)
+			const_glob[nconst_glob++] = (ConstGlob){(const void *)(uintptr_t)a,
+				(size_t)LLVMABISizeOfType(td, LLVMGlobalGetValueType(gv)), name};
+	}
 	return (void (*)(void **))(uintptr_t)LLVMGetFunctionAddress(*ee, "precc_emu_entry");
 fail:
 	LLVMDisposeBuilder(b);
@@ -443,6 +467,8 @@ check_kernel(const Func *f, const char *file)
 	}
 	if (sync)
 		emu_region(sync, (size_t)info.sync_words * 4, 1, "sync");
+	for (int i = 0; i < nconst_glob; i++)
+		emu_region(const_glob[i].p, const_glob[i].bytes, 0, const_glob[i].name);
 	if (info.cooperative) {
 		/* as the runtime launches it: a 1-D grid of at most the CTAs that
 		 * are resident at once, here the emulator's 64, or 3 (coop_small)
