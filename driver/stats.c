@@ -92,6 +92,8 @@ ptx_smem(const char *dir, const char *file)
 	char path[4096], line[1024];
 	long sum = 0;
 
+	if (!*file || strchr(file, '/'))
+		return -1;
 	snprintf(path, sizeof path, "%s/%s", dir, file);
 	FILE *f = fopen(path, "r");
 	if (!f)
