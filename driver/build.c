@@ -46,7 +46,7 @@ static void
 help(FILE *f)
 {
 	fputs("usage: precc build RECIPE --model MODEL --target sm_90a[,sm_89,...] -o DIR\n"
-	      "                   [--no-cache] [--jobs N] [--time]\n"
+	      "                   [--no-cache] [--jobs N] [--time] [--stats] [--stats-m N]\n"
 	      "       precc build RECIPE --model MODEL --emit=ir|llvm|ptx [--layer PATTERN]\n"
 	      "                   [--target T]\n\n"
 	      "Compile every distinct kernel of a recipe x model for each target and write\n"
@@ -68,6 +68,11 @@ help(FILE *f)
 	      "  --jobs N, -j N     compile on N threads (default: the online cores)\n"
 	      "  --time             per-kernel LLVM and ptxas times, cache hits, total\n"
 	      "                     (also PRECC_TIME=1), on stderr\n"
+	      "  --stats            per kernel at M rows (default 8192): bytes read and\n"
+	      "                     written vs the minimum, registers, shared memory,\n"
+	      "                     CTAs per SM on sm_90; per layer and model totals;\n"
+	      "                     a table on stderr, the figures in manifest.json\n"
+	      "  --stats-m N        --stats at M = N\n"
 	      "  --help             this text\n\n"
 	      "exit status: 0 success, 1 user error (bad recipe or model, unwritable\n"
 	      "directory, a kernel codegen or ptxas rejects), 2 bad usage\n", f);
@@ -571,6 +576,8 @@ build_key(const Build *b, uint64_t ident, const char *rname, const char *mname)
 	h = ir_hash_bytes(h, &b->model_hash, 8);
 	for (int t = 0; t < b->ntg; t++)
 		h = ir_hash_str(h, b->tg[t]->name);
+	if (b->stats_m)                 /* the manifest then carries the figures */
+		h = ir_hash_bytes(h, &b->stats_m, sizeof b->stats_m);
 	return h;
 }
 
@@ -825,6 +832,21 @@ parse_targets(Build *b, const char *list)
 	return 0;
 }
 
+/* --stats on a whole-build cache hit: the manifest already has the
+ * figures (the key has M); print them again from it. */
+static int
+print_stats(Build *b)
+{
+	char path[4096];
+	size_t n = 0;
+	snprintf(path, sizeof path, "%s/manifest.json", b->out);
+	char *text = read_file(path, 0, &n, NULL);
+	char *st = text ? stats_manifest(text, b->out, b->stats_m, stderr) : NULL;
+	free(text);
+	free(st);
+	return st ? 0 : -1;
+}
+
 static void
 print_times(Build *b, double t0)
 {
@@ -865,9 +887,9 @@ cmd_build(int argc, char **argv)
 {
 	double t0 = now_ms();
 	Build b;
-	const char *targets = "sm_90a", *jobs = NULL;
+	const char *targets = "sm_90a", *jobs = NULL, *stats_m = NULL;
 	static const char *const opts[] = {"--model", "--target", "--output", "--emit", "--layer",
-	                                   "--no-cache", "--jobs", "--time", "--help"};
+	                                   "--no-cache", "--jobs", "--time", "--stats", "--stats-m", "--help"};
 	int rc = 0;
 
 	memset(&b, 0, sizeof b);
@@ -876,7 +898,7 @@ cmd_build(int argc, char **argv)
 		const char *a = argv[i], *v = NULL;
 		static const struct { const char *opt; int len; char shortopt; } valued[] = {
 			{"--model", 7, 'm'}, {"--target", 8, 0}, {"--output", 8, 'o'}, {"--emit", 6, 0},
-			{"--layer", 7, 0}, {"--jobs", 6, 'j'}};
+			{"--layer", 7, 0}, {"--jobs", 6, 'j'}, {"--stats-m", 9, 0}};
 		int which = -1;
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			help(stdout);
@@ -890,7 +912,11 @@ cmd_build(int argc, char **argv)
 			b.timing = 1;
 			continue;
 		}
-		for (int k = 0; k < 6; k++) {
+		if (!strcmp(a, "--stats")) {
+			b.stats_m = 8192;
+			continue;
+		}
+		for (int k = 0; k < 7; k++) {
 			int l = valued[k].len;
 			if (!strncmp(a, valued[k].opt, l) && (a[l] == 0 || a[l] == '=')) {
 				which = k;
@@ -908,7 +934,7 @@ cmd_build(int argc, char **argv)
 					return usage_error("build", "%s needs a value", a);
 				v = argv[i];
 			}
-			const char **slot[] = {&b.model_path, &targets, &b.out, &b.emit, &b.layer, &jobs};
+			const char **slot[] = {&b.model_path, &targets, &b.out, &b.emit, &b.layer, &jobs, &stats_m};
 			*slot[which] = v;
 		} else if (a[0] == '-' && a[1]) {
 			const char *s = suggest(a, opts, sizeof opts / sizeof opts[0]);
@@ -942,6 +968,15 @@ cmd_build(int argc, char **argv)
 	}
 	if (b.jobs_n < 1)
 		b.jobs_n = 1;
+	if (stats_m) {                  /* --stats-m N implies --stats */
+		char *end;
+		long n = strtol(stats_m, &end, 10);
+		if (*end || n < 1 || n > (1L << 30))
+			return usage_error("build", "--stats-m wants a number from 1 to 2^30, not '%s'", stats_m);
+		b.stats_m = n;
+	}
+	if (b.stats_m && b.emit)
+		return usage_error("build", "--stats applies to a build into -o DIR, not --emit");
 	if (b.out && !b.emit && mkdir_p(b.out)) {
 		struct stat st;
 		if (!stat(b.out, &st) && S_ISDIR(st.st_mode))   /* there, but read-only */
@@ -979,6 +1014,8 @@ cmd_build(int argc, char **argv)
 		}
 		if (got) {
 			b.ms_front = now_ms() - t0;
+			if (got > 0 && b.stats_m && print_stats(&b))
+				rc = 1;
 			goto done;
 		}
 	}
@@ -1024,6 +1061,15 @@ cmd_build(int argc, char **argv)
 		char err[4400] = "", *text[3];
 		tp = now_ms();
 		text[0] = artifacts_manifest(&b, rname, mname);
+		if (b.stats_m) {
+			char *st = stats_manifest(text[0], b.out, b.stats_m, stderr);
+			if (!st)
+				rc = 1;
+			else {
+				free(text[0]);
+				text[0] = st;
+			}
+		}
 		artifacts_c(&b, rname, mname, &text[1], &text[2]);
 		for (int i = 0; i < 3 && !rc; i++)
 			if (write_file(b.out, gen_files[i], text[i], strlen(text[i]), err, sizeof err)) {

@@ -45,6 +45,7 @@ typedef struct Build {
 	const struct TrainingPolicy *training;   /* the recipe's, for the manifest */
 	double ms_front, ms_passes, ms_compile, ms_write;   /* --time phases */
 	int nlayers, nclass;        /* driver/group.c's classes (0: off) */
+	long stats_m;               /* --stats at this M; 0: off */
 } Build;
 
 /* build.c: the job of kernel func `func` of target t's module. */
@@ -54,5 +55,11 @@ Job *build_find_job(Build *, int t, const char *func);
  * malloc'ed texts. */
 char *artifacts_manifest(Build *, const char *recipe_name, const char *model_name);
 void artifacts_c(Build *, const char *recipe_name, const char *model_name, char **h, char **c);
+
+/* stats.c: manifest text with the --stats figures at M added (kernels[].stats,
+ * layers[].stats, stats), read from it and the PTX files in dir; the table
+ * and the summary line go to out. NULL (after a message) on error. */
+#include <stdio.h>
+char *stats_manifest(const char *text, const char *dir, long m, FILE *out);
 
 #endif
