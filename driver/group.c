@@ -293,30 +293,17 @@ group_expand(Module *m, const Plan *plan, const LayerGroups *g)
 			ir_set_attr(m->fn[k]->pattr, PA_CALLS, "%d", calls[k]);
 	ir_names_free(&kern);
 	free(calls);
-	/* "# dedupe: N kernel calls, ..." at the module's end */
+	/* "# dedupe: N kernel calls, D distinct ..." at the module's end:
+	 * the same line, with the count over every layer */
 	char *e = m->endcomment ? strstr(m->endcomment, "dedupe: ") : NULL;
-	if (e) {
-		char *rest = strstr(e, " kernel call");
-		if (rest) {
-			char *tail = xstrdup(rest);
-			size_t head = (size_t)(e - m->endcomment) + strlen("dedupe: ");
-			char *s = xmalloc(head + 24 + strlen(tail) + 1);
-			memcpy(s, m->endcomment, head);
-			sprintf(s + head, "%d%s", ncall, tail);
-			/* "1 kernel call, " vs "N kernel calls, " */
-			char *pl = strstr(s + head, " kernel call");
-			if (pl) {
-				pl += strlen(" kernel call");
-				bool plural = *pl == 's';
-				if (ncall != 1 && !plural)
-					memmove(pl + 1, pl, strlen(pl) + 1), *pl = 's';
-				else if (ncall == 1 && plural)
-					memmove(pl, pl + 1, strlen(pl));
-			}
-			free(m->endcomment);
-			m->endcomment = s;
-			free(tail);
-		}
+	char *tail = e ? strchr(e, ',') : NULL;
+	if (tail) {
+		size_t head = (size_t)(e - m->endcomment) + strlen("dedupe: ");
+		char *s = xmalloc(head + 40 + strlen(tail));
+		memcpy(s, m->endcomment, head);
+		sprintf(s + head, "%d kernel call%s%s", ncall, ncall == 1 ? "" : "s", tail);
+		free(m->endcomment);
+		m->endcomment = s;
 	}
 }
 
