@@ -43,6 +43,13 @@ typedef int32_t vi8 __attribute__((vector_size(32)));
  * every libc has them. AVX2 without FMA: the arithmetic is the same. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_AVX2_COPY 1
+/* The vector helpers carry the target of their callers: clang refuses a
+ * 256/512-bit vector return from a function compiled without AVX. */
+#define TGT_AVX2 __attribute__((target("avx2")))
+#define TGT_AVX512 __attribute__((target("avx512f")))
+#else
+#define TGT_AVX2
+#define TGT_AVX512
 #endif
 
 typedef struct Gemm {
@@ -65,7 +72,7 @@ typedef struct Worker {
 	int nan;
 } Worker;
 
-static inline __attribute__((always_inline)) v8
+TGT_AVX2 static inline __attribute__((always_inline)) v8
 vload(const float *p)
 {
 	v8 v;
@@ -75,7 +82,7 @@ vload(const float *p)
 
 #define VSTORE(p, v) memcpy((p), &(v), sizeof(v))
 
-static inline __attribute__((always_inline)) v8
+TGT_AVX2 static inline __attribute__((always_inline)) v8
 vsplat(float x)
 {
 	v8 v = { x, x, x, x, x, x, x, x };
@@ -228,7 +235,7 @@ microkernel4(long kc, const float *restrict a, const float *restrict b,
 typedef float v16 __attribute__((vector_size(64)));
 typedef int32_t vi16 __attribute__((vector_size(64)));
 
-static inline __attribute__((always_inline)) v16
+TGT_AVX512 static inline __attribute__((always_inline)) v16
 vload16(const float *p)
 {
 	v16 v;
