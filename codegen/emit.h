@@ -108,5 +108,6 @@ int emit_delayed(E *e);
 
 /* k_hadamard.c */
 int emit_hadamard(E *e);
+void rht_block(E *e, const Ins *h, LLVMValueRef x[16], LLVMValueRef y[16]);
 
 #endif

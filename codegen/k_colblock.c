@@ -1,6 +1,7 @@
 /*
- * k_colblock.c — column kernels: quant_colblock (1xB blocks over transpose(x)
- * without materialising it) and amax_cols (columnwise amax).
+ * k_colblock.c — column kernels: quant_colblock (1xB blocks over transpose(x),
+ * or over its Hadamard transform, without materialising either) and
+ * amax_cols (columnwise amax).
  */
 #include <float.h>
 #include <math.h>
@@ -8,6 +9,43 @@
 #include <string.h>
 #include "precc/interp.h"
 #include "emit.h"
+
+/* quant_colblock of hadamard(transpose(x)) (B = 16, the transform's
+ * blocks): the thread's block of 16 rows of column c, transformed and
+ * rounded as the hadamard's result (rht_block), then amax, scales and
+ * quantize from those registers: x is read once and the transformed copy
+ * is never written. */
+static int
+colblock_rht(E *e, const Ins *q, LLVMValueRef R, LLVMValueRef C, LLVMValueRef c,
+             LLVMValueRef rb, LLVMValueRef nrb, LLVMValueRef r0, int has_amax,
+             LLVMBasicBlockRef cont)
+{
+	Kern *k = e->k;
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef xv[VEC], y[VEC], code[VEC];
+
+	for (int i = 0; i < VEC; i++)
+		xv[i] = load_elem(e, k->x, LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r0, c64(e, (uint64_t)i), ""),
+		                                                        C, ""), c, ""));
+	rht_block(e, &k->f->ins[k->had], xv, y);
+	LLVMValueRef m = has_amax ? vec_amax_bits(e, y, VEC) : c32(e, 0);
+	LLVMValueRef bidx = LLVMBuildAdd(b, LLVMBuildMul(b, c, nrb, ""), rb, "");
+	for (int n = 0; n < k->f->nins; n++)
+		if (kin(k, n) && k->f->ins[n].op == OP_amax)
+			e->sc[k->f->ins[n].res] = LLVMBuildBitCast(b, m, e->g->f32, "");
+	LLVMValueRef mult = quant_multiplier(e, q, bidx);
+	for (int n = 0; n < k->nout; n++)
+		if (ir_def_ins(k->f, k->out[n])->op != OP_quantize)
+			scalar(e, k->out[n], bidx);
+	store_scalars(e, LLVMConstInt(e->g->i1, 1, 0), bidx, NULL);
+	if (is_out(e, q->res)) {
+		LLVMValueRef tidx = LLVMBuildAdd(b, LLVMBuildMul(b, c, R, ""), r0, "");
+		quantize_vec(e, q, mult, y, tidx, code);
+		store_codes(e, q->res, tidx, code);
+	}
+	end_if(e, cont);
+	return 0;
+}
 
 /* quant_colblock: quantize transpose(x) in 1xB blocks without
  * materialising the transpose. Thread g owns column c = g % C of x and
@@ -36,6 +74,8 @@ emit_colblock(E *e)
 	for (int n = 0; n < k->f->nins; n++)
 		has_amax |= kin(k, n) && k->f->ins[n].op == OP_amax;
 	LLVMValueRef m = c32(e, 0);
+	if (k->had >= 0)
+		return colblock_rht(e, q, R, C, c, rb, nrb, r0, has_amax, cont);
 	if (!has_amax)
 		goto quant;
 	/* pass 1: amax over B rows */

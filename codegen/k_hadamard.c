@@ -6,16 +6,18 @@
  * quant_colblock walks it), else elements 16 g .. 16 g + 15 of x. Each
  * output is the fp32 sum in ascending i of the exact products x_i · ±1/4,
  * each add rounded on its own (add.rn, never an FMA), then one cvt.rn to
- * the result format.
+ * the result format. The kernel writes the result, or (the global amax of
+ * a wgrad copy, fuse.c) only its tensorwise amaxes; quant_colblock
+ * transforms the blocks it reads with rht_block, so the transformed copy
+ * need not be written at all.
  */
 #include "emit.h"
 
-/* The 16 outputs of one block, stored at elements base .. base + 15. */
+/* The 16 fp32 sums of one block. */
 static void
-transform(E *e, const Ins *h, LLVMValueRef xv[16], LLVMValueRef base)
+sums(E *e, const Ins *h, LLVMValueRef xv[16], LLVMValueRef y[16])
 {
 	LLVMBuilderRef b = e->b;
-	LLVMValueRef y[16];
 
 	for (int j = 0; j < 16; j++) {
 		LLVMValueRef s = cf(e, 0.0);
@@ -28,6 +30,39 @@ transform(E *e, const Ins *h, LLVMValueRef xv[16], LLVMValueRef base)
 		}
 		y[j] = s;
 	}
+}
+
+/* y: the block's outputs in the result's format, widened back to f32 (the
+ * values a read of the written copy would give). */
+void
+rht_block(E *e, const Ins *h, LLVMValueRef x[16], LLVMValueRef y[16])
+{
+	LLVMBuilderRef b = e->b;
+
+	sums(e, h, x, y);
+	if (h->type.fmt == PRECC_FP32)
+		return;
+	for (int j = 0; j < 16; j += 2) {
+		LLVMValueRef pair = asm_cvt_16x2(e->g, h->type.fmt, y[j], y[j + 1]);
+		LLVMValueRef lo = LLVMBuildAnd(b, pair, c32(e, 0xffff), "");
+		LLVMValueRef hi = LLVMBuildLShr(b, pair, c32(e, 16), "");
+		LLVMValueRef h2[2] = {lo, hi};
+		for (int t = 0; t < 2; t++)
+			y[j + t] = h->type.fmt == PRECC_BF16
+			         ? LLVMBuildBitCast(b, LLVMBuildShl(b, h2[t], c32(e, 16), ""), e->g->f32, "")
+			         : LLVMBuildFPExt(b, LLVMBuildBitCast(b, LLVMBuildTrunc(b, h2[t], e->g->i16, ""),
+			                                              e->g->f16, ""), e->g->f32, "");
+	}
+}
+
+/* The 16 outputs of one block, stored at elements base .. base + 15. */
+static void
+transform(E *e, const Ins *h, LLVMValueRef xv[16], LLVMValueRef base)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef y[16];
+
+	sums(e, h, xv, y);
 	for (int j = 0; j < 16; j += 2) {
 		LLVMValueRef idx = LLVMBuildAdd(b, base, c64(e, (uint64_t)j), "");
 		if (h->type.fmt == PRECC_FP32) {
@@ -48,7 +83,8 @@ emit_hadamard(E *e)
 	LLVMBuilderRef b = e->b;
 	LLVMValueRef R = dimv(e, k->rows), C = dimv(e, k->cols), gid = gid64(e), valid, base;
 	LLVMValueRef xv[16];
-	LLVMBasicBlockRef cont;
+	LLVMBasicBlockRef cont, pre = LLVMGetInsertBlock(b);
+	int amax = k->nout && ir_def_ins(k->f, k->out[0])->op == OP_amax;
 
 	if (k->qsrc != k->x) {
 		LLVMValueRef c = LLVMBuildURem(b, gid, C, ""), rb = LLVMBuildUDiv(b, gid, C, "");
@@ -67,7 +103,20 @@ emit_hadamard(E *e)
 		for (int i = 0; i < 16; i++)
 			xv[i] = load_elem(e, k->x, LLVMBuildAdd(b, base, c64(e, (uint64_t)i), ""));
 	}
-	transform(e, h, xv, base);
+	if (!amax) {
+		transform(e, h, xv, base);
+		end_if(e, cont);
+		return 0;
+	}
+	/* only the amaxes: of the rounded outputs, as of the written copy */
+	LLVMValueRef y[16];
+	rht_block(e, h, xv, y);
+	LLVMValueRef mb = vec_amax_bits(e, y, 16), zero = c32(e, 0);
+	LLVMBasicBlockRef last = LLVMGetInsertBlock(b);
 	end_if(e, cont);
+	LLVMValueRef m = LLVMBuildPhi(b, e->g->i32, "m");
+	LLVMAddIncoming(m, &zero, &pre, 1);
+	LLVMAddIncoming(m, &mb, &last, 1);
+	tensor_amax_out(e, m);
 	return 0;
 }

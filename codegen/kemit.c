@@ -266,7 +266,7 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 			                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));
 	LLVMTypeRef rt = LLVMArrayType2(g->i32, 32);
 	if (k->shape != CG_DELAYED_UPDATE && k->shape != CG_DEQUANT && k->shape != CG_GEMM
-	    && k->shape != CG_HADAMARD) {
+	    && (k->shape != CG_HADAMARD || ir_def_ins(k->f, k->out[0])->op == OP_amax)) {
 		e.red = shared_array(&e, "red", 0, rt, 4);
 	}
 	if (k->has_sync)

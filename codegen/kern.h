@@ -22,7 +22,9 @@ struct Kern {
 	int tr;                   /* index of the fused transpose Ins, -1 */
 	int nscale_tr;            /* transposes of per-block scales (tiles) */
 	int qsrc;                 /* the value quantized and amax'ed: x, or
-	                             transpose(x) for quant_colblock */
+	                             transpose(x) for quant_colblock, or
+	                             hadamard(transpose(x)) (k->had) */
+	int had;                  /* index of the hadamard Ins, -1 */
 	long br, bc;              /* scale granularity of the quantize */
 	int rowcta;               /* quant_rowblock: one row per CTA */
 	int nchunk;               /* rowcta: 16-element vectors per thread (> 1:

@@ -91,7 +91,7 @@ classify(Kern *k)
 			k->q = i;
 			break;
 		case OP_dequantize: ndeq++; k->q = i; break;
-		case OP_hadamard: nhad++; k->q = i; break;
+		case OP_hadamard: nhad++; k->had = i; break;
 		case OP_transpose: ntr++; break;
 		case OP_update:
 			if (add_out(k, in->arg[1]))
@@ -121,19 +121,38 @@ classify(Kern *k)
 	}
 	if (nhad) {
 		/* NVFP4's RHT: of the data param or of its transpose (the wgrad
-		 * copy), written in the transform's layout */
-		const Ins *h = &f->ins[k->q], *d = ir_def_ins(f, h->arg[0]);
-		if (nq || ndeq || namax || nhad > 1 || ntr > 1 || k->nout != 1 || k->out[0] != h->res)
-			return kfail(k, "a hadamard kernel holds one hadamard (and the transpose it "
-			             "reads) and returns its result");
+		 * copy). Alone, written in the transform's layout; with tensorwise
+		 * amaxes of its result, their kernel (k_hadamard.c, nothing
+		 * written); with the quantize of its result, quant_colblock
+		 * transforms each block it reads (below). */
+		const Ins *h = &f->ins[k->had], *d = ir_def_ins(f, h->arg[0]);
+		if (nhad > 1 || ndeq)
+			return kfail(k, "%%%s = hadamard: one per kernel, without dequantize",
+			             f->val[h->res].name);
 		if (k->x < 0 || (h->arg[0] != k->x && !(d && d->op == OP_transpose && d->arg[0] == k->x)))
 			return kfail(k, "%%%s = hadamard: of the data param or its transpose",
 			             f->val[h->res].name);
 		if (h->type.fmt != PRECC_BF16 && h->type.fmt != PRECC_FP16 && h->type.fmt != PRECC_FP32)
 			return kfail(k, "%%%s = hadamard: bf16, f16 or f32 results", f->val[h->res].name);
-		k->qsrc = h->arg[0];
-		k->shape = CG_HADAMARD;
-		return 0;
+		if (!nq) {
+			int amaxes = namax > 0;
+			for (int i = 0; i < f->nins; i++)
+				if (kin(k, i) && f->ins[i].op == OP_amax
+				    && (f->ins[i].arg[0] != h->res || !is_tensorwise(&f->ins[i].type)))
+					return kfail(k, "%%%s = amax: a hadamard kernel takes tensorwise amaxes "
+					             "of the transform's result", f->val[f->ins[i].res].name);
+			if (ntr > 1 || (!amaxes && (k->nout != 1 || k->out[0] != h->res)))
+				return kfail(k, "a hadamard kernel holds one hadamard (and the transpose it "
+				             "reads) and returns its result or its amaxes");
+			for (int i = 0; amaxes && i < k->nout; i++)
+				if (ir_def_ins(f, k->out[i])->op != OP_amax)
+					return kfail(k, "%%%s: a hadamard kernel with amaxes returns only them",
+					             f->val[k->out[i]].name);
+			k->q = k->had;
+			k->qsrc = h->arg[0];
+			k->shape = CG_HADAMARD;
+			return 0;
+		}
 	}
 	if (ndeq) {
 		if (nq || namax || ntr || ndeq > 1)
@@ -169,6 +188,12 @@ classify(Kern *k)
 	}
 	const Ins *q = &f->ins[k->q];
 	const Ins *src = ir_def_ins(f, q->arg[0]);
+	if (nhad) {
+		if (q->arg[0] != f->ins[k->had].res || src->arg[0] == k->x)
+			return kfail(k, "%%%s = quantize: a hadamard fuses with the quantize of its "
+			             "result, of a transposed source", f->val[q->res].name);
+		src = ir_def_ins(f, src->arg[0]);
+	}
 	int colsrc = src && src->op == OP_transpose && src->arg[0] == k->x;
 	k->qsrc = q->arg[0];
 	if (q->arg[0] != k->x && !colsrc)
@@ -212,6 +237,9 @@ classify(Kern *k)
 			             f->val[q->res].name, k->br, k->bc);
 		if (k->tr >= 0)
 			return kfail(k, "a fused transpose needs tensorwise scales");
+		if (nhad && (k->colwise || k->bc != 16))
+			return kfail(k, "%%%s = quantize: a fused hadamard takes 1x16 blocks, its own "
+			             "(got %ldx%ld)", f->val[q->res].name, k->br, k->bc);
 		k->shape = CG_QUANT_COLBLOCK;
 		return 0;
 	}
@@ -480,6 +508,7 @@ split_phases(Kern *top, const CodegenTarget *t)
 		k->nin = k->nout = 0;
 		k->tr = -1;
 		k->qsrc = -1;
+		k->had = -1;
 		k->gridamax = -1;
 		for (int j = 0; j < top->nout; j++) {
 			const Ins *d = ir_def_ins(f, top->out[j]);
@@ -588,6 +617,7 @@ cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *in
 	k.errsz = errsz;
 	k.tr = -1;
 	k.qsrc = -1;
+	k.had = -1;
 	k.gridamax = -1;
 	if (!t || (unsigned)t->sm >= NCGSM)
 		return kfail(&k, "unknown target");

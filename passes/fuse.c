@@ -191,6 +191,29 @@ mark_state(Fuse *z)
 	}
 }
 
+/* The hadamard at k reads the transpose of a data param, which nothing
+ * else reads, and only amaxes and one quantize read its result. */
+static bool
+rht_folds(Fuse *z, int k)
+{
+	const Func *f = z->f;
+	const Ins *h = &f->ins[k], *t = def_of(z, h->arg[0]);
+	int nq = 0;
+
+	if (!t || t->op != OP_transpose || ir_use_count(f, t->res) != 1 || !def_of(z, t->arg[0])
+	    || def_of(z, t->arg[0])->op != OP_param)
+		return false;
+	for (int j = k + 1; j < f->nins; j++) {
+		if (!uses(&f->ins[j], h->res))
+			continue;
+		if (f->ins[j].op == OP_quantize && f->ins[j].arg[0] == h->res && !nq++)
+			continue;
+		if (f->ins[j].op != OP_amax)
+			return false;
+	}
+	return nq == 1;
+}
+
 static int
 combine(int a, int b)
 {
@@ -222,10 +245,23 @@ roots(Fuse *z)
 			continue;
 		}
 		if (i->op == OP_hadamard) {
-			/* NVFP4's RHT (and the transpose only it reads): a kernel of
-			 * its own; what reads its result derives from it */
+			/* NVFP4's RHT (and the transpose only it reads): what reads
+			 * its result derives from it, as from a source. Of a data
+			 * param's transpose read only by amaxes and a quantize (the
+			 * wgrad copy), the transform runs in those kernels, on the
+			 * 16 values a thread holds: the transformed copy is never
+			 * written (split_global gives the amax kernel its own copy
+			 * of the transform). Otherwise a kernel of its own. */
 			char nm[128];
 			int d = def_index(z, i->arg[0]);
+			if (rht_folds(z, k)) {
+				z->root[d] = z->root[k] = i->res;
+				ir_comment(&i->comment, "fuse: %%%s is computed where it is read, in %s.amax "
+				           "and %s.quantize, and never written: one read of %%%s per kernel",
+				           vname(z, i->res), vname(z, i->res), vname(z, i->res),
+				           vname(z, f->ins[d].arg[0]));
+				continue;
+			}
 			snprintf(nm, sizeof nm, "%s.hadamard", vname(z, i->res));
 			z->kind[k] = K_GROUP, z->owner[k] = group(z, nm), z->root[k] = i->res;
 			if (d >= 0 && f->ins[d].op == OP_transpose && ir_use_count(f, f->ins[d].res) == 1)
@@ -331,6 +367,49 @@ global_amax(Fuse *z, int k, bool *tr)
 	return rows < 0 || rows > 128;
 }
 
+/* Room in the per-instruction arrays for the instruction ir_insert just
+ * put at pos, which gets kind, owner and root. */
+static void
+made_room(Fuse *z, int pos, int kind, int owner, int root)
+{
+	int **a3[3] = {&z->kind, &z->owner, &z->root};
+
+	for (int a = 0; a < 3; a++) {
+		int *p = realloc(*a3[a], sizeof(int) * (size_t)(z->f->nins + 1));
+		if (!p)
+			abort();
+		memmove(p + pos + 1, p + pos, sizeof(int) * (size_t)(z->f->nins - 1 - pos));
+		*a3[a] = p;
+	}
+	z->kind[pos] = kind, z->owner[pos] = owner, z->root[pos] = root;
+}
+
+/* The global amax at *k of a folded RHT (rht_folds): its own transpose and
+ * hadamard of the data param, right before it, in the amax kernel-to-be
+ * (group ga), so that kernel reads the param too. */
+static void
+rht_amax_copy(Fuse *z, int *k, int ga)
+{
+	Func *f = z->f;
+	const Ins *h = def_of(z, f->ins[*k].arg[0]), *t = def_of(z, h->arg[0]);
+	int x = t->arg[0], tres = t->res, hres = h->res, root = z->root[*k];
+	unsigned signs = h->signs;
+	char nm[256];
+
+	snprintf(nm, sizeof nm, "%s.amax_in", vname(z, tres));
+	int tv = ir_value(f, nm, f->val[tres].type);
+	snprintf(nm, sizeof nm, "%s.amax_in", vname(z, hres));
+	int hv = ir_value(f, nm, f->val[hres].type);
+	ir_insert(f, *k, OP_transpose, tv, &x, 1);
+	made_room(z, *k, K_GROUP, ga, root);
+	ir_insert(f, *k + 1, OP_hadamard, hv, &tv, 1)->signs = signs;
+	made_room(z, *k + 1, K_GROUP, ga, root);
+	*k += 2;
+	f->ins[*k].arg[0] = hv;
+	z->owner[*k] = ga;
+	ir_recompute_defs(f);
+}
+
 static void
 split_global(Fuse *z)
 {
@@ -350,6 +429,18 @@ split_global(Fuse *z)
 			ir_comment(&i->comment, "fuse: nothing in this step waits for %%%s (the scale "
 			           "comes from the state): taken from the same read, atomic max",
 			           vname(z, i->res));
+			continue;
+		}
+		const Ins *hd = def_of(z, i->arg[0]);
+		if (hd && hd->op == OP_hadamard && z->owner[def_index(z, i->arg[0])] == gq) {
+			ir_comment(&i->comment, "fuse: %%%s is of the transformed values, needed before "
+			           "any element is quantized: two kernels, each transforming what it reads",
+			           vname(z, i->res));
+			char an[128];
+			snprintf(an, sizeof an, "%s.amax", vname(z, src));
+			rht_amax_copy(z, &k, group(z, an));
+			i = &f->ins[k];
+			ir_set_attr(i->pattr, PA_AMAX_SCHEME, "two_kernel");
 			continue;
 		}
 		const Type *st = &f->val[src].type;
@@ -407,17 +498,7 @@ split_global(Fuse *z)
 			int nv = ir_value(f, nm, at), old = i->res;
 			i->res = nv, i->type = at, i->arg[0] = d->arg[0];
 			ir_insert(f, k + 1, OP_transpose, old, &nv, 1);
-			int *g3[3] = {z->kind, z->owner, z->root};
-			for (int a = 0; a < 3; a++) {
-				int *p = realloc(g3[a], sizeof(int) * (size_t)(f->nins + 1));
-				if (!p)
-					abort();
-				memmove(p + k + 2, p + k + 1, sizeof(int) * (size_t)(f->nins - k - 2));
-				g3[a] = p;
-			}
-			z->kind = g3[0], z->owner = g3[1], z->root = g3[2];
-			z->kind[k + 1] = K_GROUP, z->owner[k + 1] = gq, z->root[k + 1] = src;
-			ir_recompute_defs(f);
+			made_room(z, k + 1, K_GROUP, gq, src);
 			i = &f->ins[k];
 		}
 		z->owner[k] = group(z, an);

@@ -351,12 +351,12 @@ nvfp4_rht(void)
 			for (int j = 0; j < 16; j++)
 				xt[b * 16 + j] = bf16_val(ht[b * 16 + j]);
 		}
-		const uint16_t *got = get(&r, "x.t.rht");
-		long bad = 0;
-		for (long i = 0; got && i < K * M; i++)
-			bad += got[i] != ht[i] && !(isnan(xt[i]) && isnan(bf16_val(got[i])));
-		CHECK(bad == 0, "rht %s: %ld of %d transformed values differ from TE's", case_name[kase],
-		      bad, K * M);
+		/* the transform is fused into the quantize pass (docs/passes.md): no
+		 * buffer holds the transformed copy, which the global scale, the
+		 * block scales and the codes below are of */
+		for (int i = 0; kase == 0 && i < r.nb; i++)
+			CHECK(strcmp(r.bi[i].name, "x.t.rht") != 0, "rht: the plan writes the "
+			      "transformed copy x.t.rht (the RHT is not fused into the quantize pass)");
 		float S_enc = te_genc(te_amax(xt, K * M, 1)), S_dec = (float)(1.0 / S_enc);
 		const float *gsi = get(&r, "x.t.rht.global_scale_inv");
 		const uint8_t *e4 = get(&r, "x.t.rht.scale_inv"), *q = get(&r, "x.t.rht.q");
