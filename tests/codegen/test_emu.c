@@ -436,6 +436,11 @@ check_kernel(const Func *f, const char *file)
 	for (int p = 0; p < nph; p++) {
 		const CodegenPhase *cp = &info.phase[p];
 		int data = info.nphases > 1 ? cp->data : info.data;
+		if (data < 0) {
+			/* no data param (the delayed update): one CTA */
+			ph[p] = (precc_grid_phase){0, 1, 1, 1, 0, 0};
+			continue;
+		}
 		const Type *dt = &f->val[data].type;
 		ph[p] = (precc_grid_phase){info.nphases > 1 ? cp->tiled : info.tiled,
 		        extent(dt->dim[0]), dt->rank > 1 ? extent(dt->dim[1]) : 1,
