@@ -9,6 +9,21 @@
 #include "precc/interp.h"
 #include "emit.h"
 
+/* Vector c of thread t in the row at element base: in range, and its
+ * first element (0 when out of range). */
+static void
+chunk(E *e, LLVMValueRef t, LLVMValueRef rowok, LLVMValueRef base, int c, LLVMValueRef *valid,
+      LLVMValueRef *idx)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef v = LLVMBuildAdd(b, t, c64(e, (uint64_t)c * e->k->threads), "");
+
+	*valid = LLVMBuildAnd(b, rowok, LLVMBuildICmp(b, LLVMIntULT, v,
+	                      c64(e, (uint64_t)e->k->cols / VEC), ""), "");
+	*idx = LLVMBuildSelect(b, *valid, LLVMBuildAdd(b, base, LLVMBuildMul(b, v, c64(e, VEC), ""), ""),
+	                       c64(e, 0), "");
+}
+
 /* Rowwise rows wider than the CTA (T threads x 16 elements): one row per
  * CTA, thread t takes vectors t, t+T, ... of the row. Pass 1 reduces the
  * row's amax, pass 2 reads the row again and quantizes it. */
@@ -39,11 +54,7 @@ emit_rowwide(E *e)
 			return kfail(k, "%%%s: rowwise rows wider than %d with a tensorwise amax output",
 			             k->f->val[k->x].name, 1024 * VEC);
 	for (int c = 0; c < k->nchunk; c++) {
-		LLVMValueRef v = LLVMBuildAdd(b, t, c64(e, (uint64_t)c * k->threads), "");
-		valid[c] = LLVMBuildAnd(b, rowok, LLVMBuildICmp(b, LLVMIntULT, v,
-		                        c64(e, (uint64_t)k->cols / VEC), ""), "");
-		idx[c] = LLVMBuildSelect(b, valid[c], LLVMBuildAdd(b, base,
-		                         LLVMBuildMul(b, v, c64(e, VEC), ""), ""), c64(e, 0), "");
+		chunk(e, t, rowok, base, c, &valid[c], &idx[c]);
 		load_vec(e, k->x, idx[c], x);
 		for (int i = 0; i < VEC; i++)
 			x[i] = LLVMBuildSelect(b, valid[c], x[i], cf(e, 0), "");
@@ -61,6 +72,11 @@ emit_rowwide(E *e)
 	}
 	store_scalars(e, LLVMBuildAnd(b, rowok, LLVMBuildICmp(b, LLVMIntEQ, t, c64(e, 0), ""), ""),
 	              row, NULL);
+	/* pass 2 reads the row again, through a pointer LLVM cannot see is
+	 * the same: else it keeps pass 1's nchunk x 8 registers of data live
+	 * across the barrier, which spills at 1024 threads' 64 registers */
+	LLVMValueRef xp = e->ptr[k->x];
+	e->ptr[k->x] = asm_opaque_ptr(e->g, xp);
 	for (int c = 0; c < k->nchunk; c++) {
 		load_vec(e, k->x, idx[c], x);
 		quantize_vec(e, q, mult, x, idx[c], code);
@@ -70,6 +86,7 @@ emit_rowwide(E *e)
 			end_if(e, cont);
 		}
 	}
+	e->ptr[k->x] = xp;
 	return 0;
 }
 

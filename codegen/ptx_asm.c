@@ -19,6 +19,7 @@
 #define CVT_BF16X2_F32 "cvt.rn.bf16x2.f32 $0, $2, $1;"
 #define CVT_F16X2_F32 "cvt.rn.f16x2.f32 $0, $2, $1;"
 #define FENCE_GPU "fence.acq_rel.gpu;"
+#define MOV_B64 "mov.b64 $0, $1;"
 /* d = a.b + c for one warp (fragment layouts: codegen/mma_frag.h) */
 #define MMA_OPS " {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};"
 #define MMA_K32(a, b) "mma.sync.aligned.m16n8k32.row.col.f32." a "." b ".f32" MMA_OPS
@@ -43,6 +44,7 @@ const AsmEntry asm_table[] = {
 	/* not emitted on sm_89/sm_90/sm_90a: software in swcvt.c */
 	{"fp4 encode", "cvt.rn.satfinite.e2m1x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
 	{"e8m0 encode", "cvt.rp.satfinite.ue8m0x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
+	{"opaque pointer", MOV_B64, "=l,l", "sm_70"},
 };
 const int asm_table_len = sizeof asm_table / sizeof asm_table[0];
 
@@ -123,6 +125,19 @@ asm_fence_gpu(Cg *g)
 	LLVMValueRef fn = LLVMGetInlineAsm(ft, FENCE_GPU, strlen(FENCE_GPU), "~{memory}", 9, 1, 0,
 	                                   LLVMInlineAsmDialectATT, 0);
 	LLVMBuildCall2(g->b, ft, fn, NULL, 0, "");
+}
+
+/* p, hidden from LLVM's value analysis: loads through it are loads of
+ * their own, so a second pass over memory already read is read again
+ * instead of keeping the first pass's registers live (and spilled). The
+ * host has no registers to save: p itself. */
+LLVMValueRef
+asm_opaque_ptr(Cg *g, LLVMValueRef p)
+{
+	if (g->host)
+		return p;
+	LLVMValueRef i = LLVMBuildPtrToInt(g->b, p, g->i64, "");
+	return LLVMBuildIntToPtr(g->b, call_asm(g, g->i64, MOV_B64, "=l,l", &i, 1), LLVMTypeOf(p), "");
 }
 
 /* The asm_table row of the MMA for operand formats fa x fb, -1 if none:
