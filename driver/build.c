@@ -46,7 +46,7 @@ static void
 help(FILE *f)
 {
 	fputs("usage: precc build RECIPE --model MODEL --target sm_90a[,sm_89,...] -o DIR\n"
-	      "                   [--no-cache] [--jobs N] [--time] [--stats] [--stats-m N]\n"
+	      "                   [--no-cache] [--jobs N] [--time] [--stats] [--stats-m N] [--json]\n"
 	      "       precc build RECIPE --model MODEL --emit=ir|llvm|ptx [--layer PATTERN]\n"
 	      "                   [--target T]\n\n"
 	      "Compile every distinct kernel of a recipe x model for each target and write\n"
@@ -73,6 +73,8 @@ help(FILE *f)
 	      "                     CTAs per SM on sm_90; per layer and model totals;\n"
 	      "                     a table on stderr, the figures in manifest.json\n"
 	      "  --stats-m N        --stats at M = N\n"
+	      "  --json             the build's summary as one JSON object on stdout\n"
+	      "                     instead of its line on stderr (docs/artifacts.md)\n"
 	      "  --help             this text\n\n"
 	      "exit status: 0 success, 1 user error (bad recipe or model, unwritable\n"
 	      "directory, a kernel codegen or ptxas rejects), 2 bad usage\n", f);
@@ -889,8 +891,9 @@ cmd_build(int argc, char **argv)
 	Build b;
 	const char *targets = "sm_90a", *jobs = NULL, *stats_m = NULL;
 	static const char *const opts[] = {"--model", "--target", "--output", "--emit", "--layer",
-	                                   "--no-cache", "--jobs", "--time", "--stats", "--stats-m", "--help"};
-	int rc = 0;
+	                                   "--no-cache", "--jobs", "--time", "--stats", "--stats-m", "--json",
+	                                   "--help"};
+	int rc = 0, whole = 0;
 
 	memset(&b, 0, sizeof b);
 	b.timing = getenv("PRECC_TIME") && !strcmp(getenv("PRECC_TIME"), "1");
@@ -910,6 +913,10 @@ cmd_build(int argc, char **argv)
 		}
 		if (!strcmp(a, "--time")) {
 			b.timing = 1;
+			continue;
+		}
+		if (!strcmp(a, "--json")) {
+			b.json = 1;
 			continue;
 		}
 		if (!strcmp(a, "--stats")) {
@@ -994,6 +1001,7 @@ cmd_build(int argc, char **argv)
 	b.recipe_hash = file_identity(recipe->path ? recipe->path : b.recipe_path);
 	b.model_hash = model_identity(model);
 	b.training = &recipe->training;
+	b.nlayers = plan->nlayers;
 	double tp = now_ms();
 	b.ms_front = tp - t0;
 	uint64_t ident = 0, bkey = 0;
@@ -1013,6 +1021,7 @@ cmd_build(int argc, char **argv)
 			rc = 1;
 		}
 		if (got) {
+			whole = got > 0;
 			b.ms_front = now_ms() - t0;
 			if (got > 0 && b.stats_m && print_stats(&b))
 				rc = 1;
@@ -1087,6 +1096,8 @@ cmd_build(int argc, char **argv)
 done:
 	if (b.timing && !b.emit)
 		print_times(&b, t0);
+	if (!rc && !b.emit)
+		build_summary(&b, whole, now_ms() - t0, rname, mname);
 	cache_close(b.cache);
 	for (int k = 0; k < b.njobs; k++) {
 		cache_entry_free(&b.jobs[k].e);

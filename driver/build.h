@@ -46,7 +46,13 @@ typedef struct Build {
 	double ms_front, ms_passes, ms_compile, ms_write;   /* --time phases */
 	int nlayers, nclass;        /* driver/group.c's classes (0: off) */
 	long stats_m;               /* --stats at this M; 0: off */
+	int json;                   /* --json: the summary as JSON on stdout */
 } Build;
+
+/* summary.c: the line a build ends with (stderr), or with --json its
+ * figures as JSON (stdout); whole: the whole build came from the cache. */
+void build_summary(const Build *, int whole, double total_ms, const char *recipe_name,
+                   const char *model_name);
 
 /* build.c: the job of kernel func `func` of target t's module. */
 Job *build_find_job(Build *, int t, const char *func);
