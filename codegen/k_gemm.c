@@ -37,6 +37,8 @@ enum {
 	MI = 2, NI = 4,       /* mma tiles per warp along M, N */
 	KB = 64,              /* bytes of K per row per tile in shared memory */
 	PITCH = 80,           /* shared row pitch: conflict-free fragment loads */
+	STAGES = 3,           /* K tiles in shared memory: one read, STAGES-1 in flight */
+	STAGE_BYTES = BM * PITCH,   /* one operand's tile (BM == BN) */
 	NACC = MI * NI * 4,
 };
 
@@ -310,8 +312,11 @@ e2m1_to_bf16(E *e, LLVMValueRef c)
 	return LLVMBuildOr(b, v, LLVMBuildShl(b, LLVMBuildAnd(b, c, c32(e, 8), ""), c32(e, 12), ""), "");
 }
 
-/* One operand's K tile (rows r0.., K elements k0..) into shared memory:
- * row r of the tile at r * PITCH, in the mma's element format. */
+/* One operand's K tile (rows r0.., K elements k0..) into the shared
+ * stage at sm: row r of the tile at r * PITCH, in the mma's element
+ * format. Rows of 16-byte chunks go by cp.async (zero-filled past M, N
+ * and K through src-size 0), in the group the caller commits; transposed,
+ * narrow and e2m1 operands by loads and stores. */
 static void
 load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLVMValueRef k0,
           LLVMValueRef tid)
@@ -350,6 +355,11 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 		LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
 		                                  sel(e, ok, gk, c64(e, 0))), (uint64_t)eb);
 		LLVMValueRef v;
+		if (!op->narrow && !op->up) {
+			LLVMValueRef dst = add64(e, mul64(e, r, PITCH), mul64(e, cb, 16));
+			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
+			continue;
+		}
 		if (!op->narrow)
 			v = sel(e, ok, load_al(e, v4, gep(e, base, off), 16), LLVMConstNull(v4));
 		else {
@@ -544,8 +554,8 @@ emit_gemm(E *e)
 	LLVMValueRef tid = ln.tid, gq = ln.gq, t4 = ln.t4, wm = ln.wm, wn = ln.wn;
 	LLVMValueRef row0 = ln.row0, col0 = ln.col0;
 	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
-	LLVMTypeRef st = LLVMArrayType2(cg->i8, BM * PITCH);
-	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 16), sB = shared_array(e, "gemm_b", 1, st, 16);
+	LLVMTypeRef st = LLVMArrayType2(cg->i8, STAGES * STAGE_BYTES);
+	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 128), sB = shared_array(e, "gemm_b", 1, st, 128);
 	Frag fr;
 	if (g.P)              /* promotions inside the K loop read scales */
 		frag_init(e, &fr, M, N);
@@ -556,22 +566,45 @@ emit_gemm(E *e)
 	LLVMValueRef bbase = LLVMBuildAdd(b, lane32, LLVMBuildTrunc(b, mul64(e, wn, 32 * PITCH), cg->i32, ""), "");
 	LLVMValueRef K = dimv(e, g.K);
 	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, K, c64(e, (uint64_t)g.bke - 1)), c64(e, (uint64_t)g.bke), "");
+	/* the pipeline's prologue: tiles 0 .. STAGES-2 in flight, one commit
+	 * group each (empty past the last tile, so that the counts hold) */
+	for (int s = 0; s < STAGES - 1; s++) {
+		LLVMBasicBlockRef cont = begin_if(e, ult(e, c64(e, (uint64_t)s), nkt));
+		LLVMValueRef so = c64(e, (uint64_t)s * STAGE_BYTES), k0 = c64(e, (uint64_t)s * (uint64_t)g.bke);
+		load_tile(e, &g, &g.op[0], gep(e, sA, so), row0, k0, tid);
+		load_tile(e, &g, &g.op[1], gep(e, sB, so), col0, k0, tid);
+		end_if(e, cont);
+		asm_cp_async_commit(cg);
+	}
 	Loop l;
 	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);
 	LLVMValueRef k0 = mul64(e, kt, (uint64_t)g.bke);
-	load_tile(e, &g, &g.op[0], sA, row0, k0, tid);
-	load_tile(e, &g, &g.op[1], sB, col0, k0, tid);
+	/* tile kt has landed (this thread's copies: all but the STAGES-2
+	 * newest groups), and everyone's, after the barrier, which also
+	 * says that every warp is done with tile kt-1's stage, the one the
+	 * next copy overwrites */
+	asm_cp_async_wait(cg, STAGES - 2);
 	barrier(e);
+	LLVMValueRef nk = add64(e, kt, c64(e, STAGES - 1));
+	LLVMBasicBlockRef ncont = begin_if(e, ult(e, nk, nkt));
+	LLVMValueRef nso = mul64(e, LLVMBuildURem(b, nk, c64(e, STAGES), ""), STAGE_BYTES);
+	load_tile(e, &g, &g.op[0], gep(e, sA, nso), row0, mul64(e, nk, (uint64_t)g.bke), tid);
+	load_tile(e, &g, &g.op[1], gep(e, sB, nso), col0, mul64(e, nk, (uint64_t)g.bke), tid);
+	end_if(e, ncont);
+	asm_cp_async_commit(cg);
+	LLVMValueRef cso = LLVMBuildTrunc(b, mul64(e, LLVMBuildURem(b, kt, c64(e, STAGES), ""), STAGE_BYTES),
+	                                  cg->i32, "");
+	LLVMValueRef ab = LLVMBuildAdd(b, abase, cso, ""), bb = LLVMBuildAdd(b, bbase, cso, "");
 	int kstep = 8 * g.e;
 	for (int ks = 0; ks < KB / 32; ks++) {
 		LLVMValueRef af[MI][4], bf[NI][2];
 		for (int mi = 0; mi < MI; mi++)
 			for (int r = 0; r < 4; r++)
-				af[mi][r] = load_al(e, cg->i32, gep(e, sA, LLVMBuildAdd(b, abase, c32(e, (uint64_t)(
+				af[mi][r] = load_al(e, cg->i32, gep(e, sA, LLVMBuildAdd(b, ab, c32(e, (uint64_t)(
 				                    (mi * 16 + 8 * (r & 1)) * PITCH + 16 * (r >> 1) + 32 * ks)), "")), 4);
 		for (int ni = 0; ni < NI; ni++)
 			for (int r = 0; r < 2; r++)
-				bf[ni][r] = load_al(e, cg->i32, gep(e, sB, LLVMBuildAdd(b, bbase, c32(e, (uint64_t)(
+				bf[ni][r] = load_al(e, cg->i32, gep(e, sB, LLVMBuildAdd(b, bb, c32(e, (uint64_t)(
 				                    ni * 8 * PITCH + 16 * r + 32 * ks)), "")), 4);
 		for (int mi = 0; mi < MI; mi++)
 			for (int ni = 0; ni < NI; ni++) {
@@ -598,8 +631,8 @@ emit_gemm(E *e)
 		                                                 c64(e, (uint64_t)g.P), ""), (uint64_t)g.P));
 		promote_if(e, &g, &fr, inner, outer, kchunk, LLVMBuildOr(b, at_p, last, ""));
 	}
-	barrier(e);
 	loop_end(e, &l);
+	asm_cp_async_wait(cg, 0);     /* only empty groups are left */
 
 	/* epilogue; a one-promotion GEMM computes the lanes' rows and
 	 * columns only now, so that they are not live across the K loop */
