@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "emit.h"
+#include "mma_frag.h"
 
 enum {
 	GT = 128,             /* threads */
@@ -36,9 +37,8 @@ enum {
 	WN = 2,               /* warps along N (2 x 2) */
 	MI = 2, NI = 4,       /* mma tiles per warp along M, N */
 	KB = 64,              /* bytes of K per row per tile in shared memory */
-	PITCH = 80,           /* shared row pitch: conflict-free fragment loads */
 	STAGES = 3,           /* K tiles in shared memory: one read, STAGES-1 in flight */
-	STAGE_BYTES = BM * PITCH,   /* one operand's tile (BM == BN) */
+	STAGE_BYTES = BM * GEMM_ROW_BYTES,   /* one operand's tile (BM == BN), swizzled */
 	NACC = MI * NI * 4,
 };
 
@@ -288,6 +288,24 @@ ult(E *e, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildICmp(e->b, LLVMIntULT, a, b, "");
 }
 
+/* byte offset a (i64) of a tile -> where it is stored: mma_frag.h's
+ * gemm_smem_swizzle, bits 4-5 ^= bits 7-8 */
+static LLVMValueRef
+swz(E *e, LLVMValueRef a)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMTypeRef t = LLVMTypeOf(a);
+	LLVMValueRef y = LLVMBuildAnd(b, LLVMBuildLShr(b, a, LLVMConstInt(t, 3, 0), ""), LLVMConstInt(t, 0x30, 0), "");
+	return LLVMBuildXor(b, a, y, "");
+}
+
+/* tile row r (i64), byte k of it -> the swizzled offset */
+static LLVMValueRef
+tile_off(E *e, LLVMValueRef r, LLVMValueRef k)
+{
+	return swz(e, add64(e, mul64(e, r, GEMM_ROW_BYTES), k));
+}
+
 static LLVMValueRef
 slot(E *e, LLVMValueRef arr, int i)
 {
@@ -313,7 +331,8 @@ e2m1_to_bf16(E *e, LLVMValueRef c)
 }
 
 /* One operand's K tile (rows r0.., K elements k0..) into the shared
- * stage at sm: row r of the tile at r * PITCH, in the mma's element
+ * stage at sm: row r of the tile at 64 r (16-byte chunks swizzled,
+ * mma_frag.h's gemm_smem_off), in the mma's element
  * format. Rows of 16-byte chunks go by cp.async (zero-filled past M, N
  * and K through src-size 0), in the group the caller commits; transposed,
  * narrow and e2m1 operands by loads and stores. */
@@ -339,7 +358,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			                                  sel(e, ok, gr, c64(e, 0))), (uint64_t)eb);
 			LLVMValueRef v = sel(e, ok, load_al(e, t, gep(e, base, off), (unsigned)eb),
 			                     LLVMConstInt(t, 0, 0));
-			store_al(e, v, gep(e, sm, add64(e, mul64(e, r, PITCH), mul64(e, kk, (uint64_t)eb))),
+			store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, kk, (uint64_t)eb))),
 			         (unsigned)eb);
 		}
 		return;
@@ -356,7 +375,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 		                                  sel(e, ok, gk, c64(e, 0))), (uint64_t)eb);
 		LLVMValueRef v;
 		if (!op->narrow && !op->up) {
-			LLVMValueRef dst = add64(e, mul64(e, r, PITCH), mul64(e, cb, 16));
+			LLVMValueRef dst = tile_off(e, r, mul64(e, cb, 16));
 			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
 			continue;
 		}
@@ -377,9 +396,8 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			}
 			v = LLVMBuildBitCast(b, x, v4, "");
 		}
-		LLVMValueRef dst = add64(e, mul64(e, r, PITCH), mul64(e, cb, op->up ? 32 : 16));
 		if (!op->up) {
-			store_al(e, v, gep(e, sm, dst), 16);
+			store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, cb, 16))), 16);
 			continue;
 		}
 		/* 16 e2m1 codes -> 16 bf16 (32 bytes) */
@@ -397,7 +415,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 				}
 				w = LLVMBuildInsertElement(b, w, pr, c32(e, (uint64_t)q), "");
 			}
-			store_al(e, w, gep(e, sm, add64(e, dst, c64(e, (uint64_t)(16 * h)))), 16);
+			store_al(e, w, gep(e, sm, tile_off(e, r, add64(e, mul64(e, cb, 32), c64(e, (uint64_t)(16 * h))))), 16);
 		}
 	}
 }
@@ -551,19 +569,36 @@ emit_gemm(E *e)
 			LLVMBuildStore(b, cf(e, 0), slot(e, outer, a));
 	}
 	Lane ln = lane_of(e);
-	LLVMValueRef tid = ln.tid, gq = ln.gq, t4 = ln.t4, wm = ln.wm, wn = ln.wn;
+	LLVMValueRef tid = ln.tid, wm = ln.wm, wn = ln.wn;
 	LLVMValueRef row0 = ln.row0, col0 = ln.col0;
 	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
 	LLVMTypeRef st = LLVMArrayType2(cg->i8, STAGES * STAGE_BYTES);
-	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 128), sB = shared_array(e, "gemm_b", 1, st, 128);
+	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 1024), sB = shared_array(e, "gemm_b", 1, st, 1024);
 	Frag fr;
 	if (g.P)              /* promotions inside the K loop read scales */
 		frag_init(e, &fr, M, N);
-	/* fragment byte offsets in the tiles (i32; constants fold into the
-	 * shared loads' immediates) */
-	LLVMValueRef lane32 = LLVMBuildTrunc(b, add64(e, mul64(e, gq, PITCH), mul64(e, t4, 4)), cg->i32, "");
-	LLVMValueRef abase = LLVMBuildAdd(b, lane32, LLVMBuildTrunc(b, mul64(e, wm, 32 * PITCH), cg->i32, ""), "");
-	LLVMValueRef bbase = LLVMBuildAdd(b, lane32, LLVMBuildTrunc(b, mul64(e, wn, 32 * PITCH), cg->i32, ""), "");
+	/* ldmatrix row addresses (i32 offsets in a stage). Lane l = 8j + i
+	 * gives row i of matrix j. A, per 16-row mma tile: matrix j = rows
+	 * 8 (j & 1).., K chunk j >> 1 of the 32-byte step = registers a0..a3;
+	 * B, per two 8-row mma tiles: matrix j = rows 8 (j >> 1).., chunk j & 1
+	 * = b0, b1 of the first, then of the second (mma_frag.h's maps with 4
+	 * bytes per register). Every row of a lane has (row >> 1) & 3 = i >> 1,
+	 * so the swizzled chunk is (chunk ^ (i >> 1)) and the 32-byte steps
+	 * (ks) XOR 32 onto the lane's offset; mi, pairs and stages add. */
+	LLVMValueRef lane = LLVMBuildURem(b, tid, c64(e, 32), "");
+	LLVMValueRef lj = LLVMBuildLShr(b, lane, c64(e, 3), ""), li = LLVMBuildAnd(b, lane, c64(e, 7), "");
+	LLVMValueRef lx = LLVMBuildLShr(b, li, c64(e, 1), "");
+	LLVMValueRef arow = add64(e, add64(e, mul64(e, wm, 32), mul64(e, LLVMBuildAnd(b, lj, c64(e, 1), ""), 8)), li);
+	LLVMValueRef brow = add64(e, add64(e, mul64(e, wn, 32), mul64(e, LLVMBuildLShr(b, lj, c64(e, 1), ""), 8)), li);
+	LLVMValueRef ac = LLVMBuildXor(b, LLVMBuildLShr(b, lj, c64(e, 1), ""), lx, "");
+	LLVMValueRef bc = LLVMBuildXor(b, LLVMBuildAnd(b, lj, c64(e, 1), ""), lx, "");
+	LLVMValueRef aoff[2], boff[2];
+	for (int ks = 0; ks < 2; ks++) {
+		aoff[ks] = LLVMBuildTrunc(b, add64(e, mul64(e, arow, GEMM_ROW_BYTES),
+		                          LLVMBuildXor(b, mul64(e, ac, 16), c64(e, (uint64_t)(32 * ks)), "")), cg->i32, "");
+		boff[ks] = LLVMBuildTrunc(b, add64(e, mul64(e, brow, GEMM_ROW_BYTES),
+		                          LLVMBuildXor(b, mul64(e, bc, 16), c64(e, (uint64_t)(32 * ks)), "")), cg->i32, "");
+	}
 	LLVMValueRef K = dimv(e, g.K);
 	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, K, c64(e, (uint64_t)g.bke - 1)), c64(e, (uint64_t)g.bke), "");
 	/* the pipeline's prologue: tiles 0 .. STAGES-2 in flight, one commit
@@ -594,18 +629,19 @@ emit_gemm(E *e)
 	asm_cp_async_commit(cg);
 	LLVMValueRef cso = LLVMBuildTrunc(b, mul64(e, LLVMBuildURem(b, kt, c64(e, STAGES), ""), STAGE_BYTES),
 	                                  cg->i32, "");
-	LLVMValueRef ab = LLVMBuildAdd(b, abase, cso, ""), bb = LLVMBuildAdd(b, bbase, cso, "");
 	int kstep = 8 * g.e;
 	for (int ks = 0; ks < KB / 32; ks++) {
 		LLVMValueRef af[MI][4], bf[NI][2];
+		LLVMValueRef ab = LLVMBuildAdd(b, aoff[ks], cso, ""), bb = LLVMBuildAdd(b, boff[ks], cso, "");
 		for (int mi = 0; mi < MI; mi++)
-			for (int r = 0; r < 4; r++)
-				af[mi][r] = load_al(e, cg->i32, gep(e, sA, LLVMBuildAdd(b, ab, c32(e, (uint64_t)(
-				                    (mi * 16 + 8 * (r & 1)) * PITCH + 16 * (r >> 1) + 32 * ks)), "")), 4);
-		for (int ni = 0; ni < NI; ni++)
-			for (int r = 0; r < 2; r++)
-				bf[ni][r] = load_al(e, cg->i32, gep(e, sB, LLVMBuildAdd(b, bb, c32(e, (uint64_t)(
-				                    ni * 8 * PITCH + 16 * r + 32 * ks)), "")), 4);
+			asm_ldmatrix_x4(cg, 0, gep(e, sA, LLVMBuildAdd(b, ab, c32(e, (uint64_t)(mi * 16 * GEMM_ROW_BYTES)), "")),
+			                af[mi]);
+		for (int p = 0; p < NI / 2; p++) {
+			LLVMValueRef d[4];
+			asm_ldmatrix_x4(cg, 0, gep(e, sB, LLVMBuildAdd(b, bb, c32(e, (uint64_t)(p * 16 * GEMM_ROW_BYTES)), "")),
+			                d);
+			bf[2 * p][0] = d[0], bf[2 * p][1] = d[1], bf[2 * p + 1][0] = d[2], bf[2 * p + 1][1] = d[3];
+		}
 		for (int mi = 0; mi < MI; mi++)
 			for (int ni = 0; ni < NI; ni++) {
 				LLVMValueRef c[4], d[4];

@@ -491,6 +491,11 @@ check_kernel(const Func *f, const char *file)
 		goto done;
 	}
 	free(sync);
+	if (info.shape == CG_GEMM && emu_ldsm_conflicts()) {
+		printf("FAIL %s: %ld ldmatrix phases with shared-memory bank conflicts\n", file,
+		       emu_ldsm_conflicts());
+		goto done;
+	}
 	if (ir_interp_run(ip)) {
 		printf("FAIL %s: interpreter: %s\n", file, ir_interp_error(ip));
 		goto done;
@@ -600,7 +605,7 @@ self_test(const char *dir, const char *file, int brk, long m, const char *what)
 /* ---- the sanitizer's self-tests: small broken kernels it must catch ---- */
 enum { ST_OOB, ST_MISALIGNED, ST_INPUT_STORE, ST_RACE, ST_NO_RACE, ST_PARTIAL_BARRIER,
        ST_TWO_BARRIERS, ST_SMEM, ST_UNKNOWN, ST_CP_NO_WAIT, ST_CP_WAIT, ST_CP_WAIT_WEAK, ST_CP_WAIT_OFF1,
-       ST_LDSM_MISALIGNED, ST_LDSM };
+       ST_LDSM_MISALIGNED, ST_LDSM, ST_LDSM_CONFLICT };
 enum { ST_THREADS = 64 };
 
 static LLVMValueRef
@@ -768,12 +773,13 @@ sanitizer_self_test(int kind, const char *what, const char *expect)
 		LLVMSetAlignment(LLVMBuildStore(b, v, outp), 4);
 		break;
 	}
-	case ST_LDSM_MISALIGNED: case ST_LDSM: {
+	case ST_LDSM_MISALIGNED: case ST_LDSM: case ST_LDSM_CONFLICT: {
 		/* s (1 KiB) holds b16 element e = e at byte 2e; each warp's lanes
 		 * address its 32 rows of 16 bytes (ST_LDSM_MISALIGNED: lane 3's 8
-		 * bytes off); ldmatrix x4 and x4.trans; out[32 t ..] = the 8
+		 * bytes off; ST_LDSM_CONFLICT: rows 64 bytes apart, a 4-way bank
+		 * conflict); ldmatrix x4 and x4.trans; out[32 t ..] = the 8
 		 * registers */
-		LLVMValueRef a[2] = {zero, LLVMConstInt(i64, 16 * ST_THREADS, 0)};
+		LLVMValueRef a[2] = {zero, LLVMConstInt(i64, 64 * ST_THREADS, 0)};
 		LLVMValueRef sm = st_call(mod, b, "precc_emu_shared", pt, a, 2);
 		LLVMTypeRef i16t = LLVMInt16TypeInContext(cx);
 		for (int h = 0; h < 8; h++) {
@@ -785,7 +791,7 @@ sanitizer_self_test(int kind, const char *what, const char *expect)
 		}
 		LLVMValueRef site = LLVMConstInt(i32, 1, 0);
 		st_call(mod, b, "precc_emu_barrier", vd, &site, 1);
-		LLVMValueRef ro = LLVMBuildMul(b, t64, LLVMConstInt(i64, 16, 0), "");
+		LLVMValueRef ro = LLVMBuildMul(b, t64, LLVMConstInt(i64, kind == ST_LDSM_CONFLICT ? 64 : 16, 0), "");
 		if (kind == ST_LDSM_MISALIGNED)
 			ro = LLVMBuildAdd(b, ro, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, tid,
 			                  LLVMConstInt(i32, 3, 0), ""), LLVMConstInt(i64, 8, 0),
@@ -846,7 +852,12 @@ sanitizer_self_test(int kind, const char *what, const char *expect)
 		missed = expect ? !n || !strstr(msg, expect) : n != 0;
 		printf("%s%s\n", n ? msg : "no report", missed ? expect ? " -- FAIL: not caught" : " -- FAIL: a false report" : "");
 		if (kind == ST_LDSM && !missed)
-			missed = ldsm_vs_cute(args[0]);
+			missed = ldsm_vs_cute(args[0]) || emu_ldsm_conflicts() != 0;
+		if (kind == ST_LDSM_CONFLICT) {
+			printf("self-test, ldmatrix rows 64 bytes apart: %ld conflicted phases%s\n",
+			       emu_ldsm_conflicts(), emu_ldsm_conflicts() ? "" : " -- FAIL: not caught");
+			missed = missed || emu_ldsm_conflicts() == 0;
+		}
 		if (kind == ST_CP_WAIT && !missed)
 			for (int t = 0; t < ST_THREADS && !missed; t++)
 				if (memcmp((uint8_t *)args[0] + 4 * t, (uint8_t *)args[1] + 16 * ((t ^ 1) % 16), 4)) {
@@ -963,6 +974,9 @@ main(int argc, char **argv)
 	fails += sanitizer_self_test(ST_LDSM_MISALIGNED, "an ldmatrix row 8 bytes off",
 	                             "misaligned ldmatrix row");
 	fails += sanitizer_self_test(ST_LDSM, "ldmatrix x4 and x4.trans of known rows", NULL);
+	fails += sanitizer_self_test(ST_LDSM_CONFLICT, "ldmatrix rows 64 bytes apart", NULL);
+	fails += self_test_says(dir, "gemm_e4m3_tensor.ir", 4, 100, "GEMM with one ldmatrix row misaligned",
+	                        "misaligned ldmatrix row");
 	printf("%d kernel files, %d failures; schedule's grid equal to codegen's in %d runs "
 	       "(where both tile alike)\n", n, fails, sched_checked);
 	return fails ? 1 : 0;
