@@ -47,6 +47,9 @@ typedef struct GOp {
 	int tr;               /* the operand is transpose(v): v is [K, rows] */
 	precc_format fmt;     /* v's storage format */
 	int up;               /* e2m1 codes widened to bf16 on the way to smem */
+	int mnmaj;            /* a 16-bit transpose whose R is static and a multiple of
+	                         8: the tile stays MN-major in shared memory (16-byte
+	                         cp.async along R) and ldmatrix.trans transposes */
 	int narrow;           /* rows not 16-byte aligned (K * bytes % 16): element
 	                         loads, each predicated on k < K (a router's K = 60) */
 	int s, g;             /* block scale_inv, global scale_inv values, -1 */
@@ -186,6 +189,9 @@ gemm_plan(Kern *k, G *g)
 			kq = 16 / ebytes(g->op[o].fmt);
 	for (int o = 0; o < 2; o++)
 		g->op[o].narrow = g->K >= 0 && !g->op[o].tr && g->K % (16 / ebytes(g->op[o].fmt));
+	for (int o = 0; o < 2; o++)
+		g->op[o].mnmaj = g->op[o].tr && ebytes(g->op[o].fmt) == 2 && g->op[o].rows > 0
+		                && g->op[o].rows % 8 == 0;
 	k->m_multiple = g->K == DIM_M ? kq : 1;
 	if (g->K < 0 && g->K != DIM_M)
 		return kfail(k, "K must be static or M");
@@ -299,6 +305,17 @@ swz(E *e, LLVMValueRef a)
 	return LLVMBuildXor(b, a, y, "");
 }
 
+/* the same for MN-major tiles: mma_frag.h's gemm_smem_swizzle_k, bits 4-6
+ * ^= bits 7-9 */
+static LLVMValueRef
+swz_k(E *e, LLVMValueRef a)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMTypeRef t = LLVMTypeOf(a);
+	LLVMValueRef y = LLVMBuildAnd(b, LLVMBuildLShr(b, a, LLVMConstInt(t, 3, 0), ""), LLVMConstInt(t, 0x70, 0), "");
+	return LLVMBuildXor(b, a, y, "");
+}
+
 /* tile row r (i64), byte k of it -> the swizzled offset */
 static LLVMValueRef
 tile_off(E *e, LLVMValueRef r, LLVMValueRef k)
@@ -345,6 +362,23 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 	int eb = ebytes(op->fmt);
 	long br = op == &g->op[0] ? BM : BN;
 
+	if (op->mnmaj) {
+		/* v is [K, R]: k-row kk of the tile is 64 R-elements (128 bytes)
+		 * at 128 kk, 16-byte chunks swizzled (gemm_smem_off_k); R % 8 == 0,
+		 * so a chunk is all in R or all past it */
+		for (long i = 0; i < g->bke * (br / 8) / GT; i++) {
+			LLVMValueRef c = add64(e, tid, c64(e, (uint64_t)(i * GT)));
+			LLVMValueRef kk = LLVMBuildUDiv(b, c, c64(e, (uint64_t)(br / 8)), "");
+			LLVMValueRef rc = LLVMBuildURem(b, c, c64(e, (uint64_t)(br / 8)), "");
+			LLVMValueRef gr = add64(e, r0, mul64(e, rc, 8)), gk = add64(e, k0, kk);
+			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
+			LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gk, c64(e, 0)), R, ""),
+			                                  sel(e, ok, gr, c64(e, 0))), 2);
+			LLVMValueRef dst = swz_k(e, add64(e, mul64(e, kk, GEMM_KROW_BYTES), mul64(e, rc, 16)));
+			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
+		}
+		return;
+	}
 	if (op->tr) {
 		/* v is [K, R]: consecutive threads read consecutive r */
 		LLVMTypeRef t = eb == 2 ? e->g->i16 : e->g->i8;
@@ -592,13 +626,33 @@ emit_gemm(E *e)
 	LLVMValueRef brow = add64(e, add64(e, mul64(e, wn, 32), mul64(e, LLVMBuildLShr(b, lj, c64(e, 1), ""), 8)), li);
 	LLVMValueRef ac = LLVMBuildXor(b, LLVMBuildLShr(b, lj, c64(e, 1), ""), lx, "");
 	LLVMValueRef bc = LLVMBuildXor(b, LLVMBuildAnd(b, lj, c64(e, 1), ""), lx, "");
-	LLVMValueRef aoff[2], boff[2];
-	for (int ks = 0; ks < 2; ks++) {
-		aoff[ks] = LLVMBuildTrunc(b, add64(e, mul64(e, arow, GEMM_ROW_BYTES),
-		                          LLVMBuildXor(b, mul64(e, ac, 16), c64(e, (uint64_t)(32 * ks)), "")), cg->i32, "");
-		boff[ks] = LLVMBuildTrunc(b, add64(e, mul64(e, brow, GEMM_ROW_BYTES),
-		                          LLVMBuildXor(b, mul64(e, bc, 16), c64(e, (uint64_t)(32 * ks)), "")), cg->i32, "");
-	}
+	/* lo[o][x]: x = ks for a row-major tile (+ 1024 per mma tile or
+	 * pair), x = the mma tile (A) or pair (B) for an MN-major one (+ 2048
+	 * per ks) */
+	LLVMValueRef lo[2][2];
+	LLVMValueRef rowv[2] = {arow, brow}, cv[2] = {ac, bc}, wv[2] = {wm, wn};
+	for (int o = 0; o < 2; o++)
+		for (int x = 0; x < 2; x++) {
+			LLVMValueRef v;
+			if (!g.op[o].mnmaj)
+				v = add64(e, mul64(e, rowv[o], GEMM_ROW_BYTES),
+				          LLVMBuildXor(b, mul64(e, cv[o], 16), c64(e, (uint64_t)(32 * x)), ""));
+			else {
+				/* MN-major (ldmatrix.trans: matrix j's 8 rows are 8 k, its
+				 * 16 bytes 8 of M or N). A: k rows 8 (j >> 1) + i, chunk
+				 * 4 wm + 2 mi + (j & 1) = registers a0..a3; B: k rows
+				 * 8 (j & 1) + i, chunk 4 wn + 2 p + (j >> 1) = b0, b1 of
+				 * the pair's first tile, then of its second. The row's
+				 * swizzle is ^ i; 2 mi and 2 p XOR onto the chunk. */
+				LLVMValueRef jk = o == 0 ? LLVMBuildLShr(b, lj, c64(e, 1), "") : LLVMBuildAnd(b, lj, c64(e, 1), "");
+				LLVMValueRef jc = o == 0 ? LLVMBuildAnd(b, lj, c64(e, 1), "") : LLVMBuildLShr(b, lj, c64(e, 1), "");
+				LLVMValueRef krow = add64(e, mul64(e, jk, 8), li);
+				LLVMValueRef ch = LLVMBuildXor(b, add64(e, mul64(e, wv[o], 4), jc), li, "");
+				ch = LLVMBuildXor(b, ch, c64(e, (uint64_t)(2 * x)), "");
+				v = add64(e, mul64(e, krow, GEMM_KROW_BYTES), mul64(e, ch, 16));
+			}
+			lo[o][x] = LLVMBuildTrunc(b, v, cg->i32, "");
+		}
 	LLVMValueRef K = dimv(e, g.K);
 	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, K, c64(e, (uint64_t)g.bke - 1)), c64(e, (uint64_t)g.bke), "");
 	/* the pipeline's prologue: tiles 0 .. STAGES-2 in flight, one commit
@@ -632,14 +686,20 @@ emit_gemm(E *e)
 	int kstep = 8 * g.e;
 	for (int ks = 0; ks < KB / 32; ks++) {
 		LLVMValueRef af[MI][4], bf[NI][2];
-		LLVMValueRef ab = LLVMBuildAdd(b, aoff[ks], cso, ""), bb = LLVMBuildAdd(b, boff[ks], cso, "");
-		for (int mi = 0; mi < MI; mi++)
-			asm_ldmatrix_x4(cg, 0, gep(e, sA, LLVMBuildAdd(b, ab, c32(e, (uint64_t)(mi * 16 * GEMM_ROW_BYTES)), "")),
-			                af[mi]);
+		for (int mi = 0; mi < MI; mi++) {
+			int km = g.op[0].mnmaj;
+			LLVMValueRef a = LLVMBuildAdd(b, LLVMBuildAdd(b, lo[0][km ? mi : ks], cso, ""),
+			                              c32(e, (uint64_t)(km ? ks * 16 * GEMM_KROW_BYTES
+			                                                   : mi * 16 * GEMM_ROW_BYTES)), "");
+			asm_ldmatrix_x4(cg, km, gep(e, sA, a), af[mi]);
+		}
 		for (int p = 0; p < NI / 2; p++) {
 			LLVMValueRef d[4];
-			asm_ldmatrix_x4(cg, 0, gep(e, sB, LLVMBuildAdd(b, bb, c32(e, (uint64_t)(p * 16 * GEMM_ROW_BYTES)), "")),
-			                d);
+			int km = g.op[1].mnmaj;
+			LLVMValueRef a = LLVMBuildAdd(b, LLVMBuildAdd(b, lo[1][km ? p : ks], cso, ""),
+			                              c32(e, (uint64_t)(km ? ks * 16 * GEMM_KROW_BYTES
+			                                                   : p * 16 * GEMM_ROW_BYTES)), "");
+			asm_ldmatrix_x4(cg, km, gep(e, sB, a), d);
 			bf[2 * p][0] = d[0], bf[2 * p][1] = d[1], bf[2 * p + 1][0] = d[2], bf[2 * p + 1][1] = d[3];
 		}
 		for (int mi = 0; mi < MI; mi++)

@@ -124,6 +124,65 @@ check_ldsm(int which, int e)
 	return bad != 0;
 }
 
+/* 16-bit transposed operands (MN-major tiles, k_gemm.c's mnmaj): lane
+ * 8j + i addresses k-row 8 (j >> 1) + i, MN chunk j & 1 (A) or k-row
+ * 8 (j & 1) + i, chunk j >> 1 (B), read with ldmatrix.trans: CuTe's
+ * SM75_U16x8_LDSM_T (copy_traits_sm75.hpp:127-140) puts in half h of
+ * register q of lane t the element t / 4 of the row lane 8q + 2 (t % 4) + h
+ * addresses. */
+static int
+check_ldsm_t(int which)
+{
+	int bad = 0;
+	for (int t = 0; t < 32; t++)
+		for (int q = 0; q < 4; q++)
+			for (int h = 0; h < 2; h++) {
+				int i = 2 * (t % 4) + h, j = q, lane, reg, pos;
+				int k = which == 0 ? 8 * (j >> 1) + i : 8 * (j & 1) + i;
+				int mn = (which == 0 ? 8 * (j & 1) : 8 * (j >> 1)) + t / 4;
+				if (which == 0)
+					mma_frag_a(2, mn, k, &lane, &reg, &pos);
+				else {
+					mma_frag_b(2, mn % 8, k, &lane, &reg, &pos);
+					reg += 2 * (mn / 8);
+				}
+				if ((lane != t || reg != q || pos != h) && bad++ < 4)
+					printf("FAIL ldmatrix.trans %s: lane %d reg %d half %d is (%d, %d): mma_frag "
+					       "says lane %d reg %d pos %d\n", which ? "B" : "A", t, q, h, mn, k, lane,
+					       reg, pos);
+			}
+	printf("%s ldmatrix x4.trans of MN-major tiles -> mma %s fragments (16-bit)\n",
+	       bad ? "FAIL" : "ok  ", which ? "B" : "A");
+	return bad != 0;
+}
+
+/* the same bank math for MN-major tiles (128-byte k-rows) */
+static int
+conflicts_k(int (*sw)(int))
+{
+	int n = 0;
+	for (int k0 = 0; k0 < 32; k0 += 8)
+		for (int c = 0; c < 8; c++) {
+			unsigned seen = 0;
+			for (int i = 0; i < 8; i++)
+				seen |= 1u << (sw(GEMM_KROW_BYTES * (k0 + i) + 16 * c) / 16 % 8);
+			n += seen != 0xff;
+		}
+	for (int c0 = 0; c0 < 256; c0 += 8) {
+		unsigned seen = 0;
+		for (int c = c0; c < c0 + 8; c++)
+			seen |= 1u << (sw(GEMM_KROW_BYTES * (c / 8) + 16 * (c % 8)) / 16 % 8);
+		n += seen != 0xff;
+	}
+	return n;
+}
+
+static int
+plain(int a)
+{
+	return a;
+}
+
 /* conflicted 8-address phases of the ldmatrix reads and the copies' writes
  * with a layout off(row, byte) */
 static int
@@ -192,6 +251,11 @@ main(void)
 	printf("%s swizzled tiles: %d conflicted phases of %d (unswizzled 64-byte pitch: %d)\n",
 	       cs || sbad || !cp ? "FAIL" : "ok  ", cs, 2 * 2 * 4 * 4 + 32, cp);
 	fails += cs != 0 || sbad != 0 || cp == 0;
+	fails += check_ldsm_t(0) + check_ldsm_t(1);
+	int ks = conflicts_k(gemm_smem_swizzle_k), kp = conflicts_k(plain);
+	printf("%s MN-major tiles: %d conflicted phases of 64 (unswizzled: %d)\n",
+	       ks || !kp ? "FAIL" : "ok  ", ks, kp);
+	fails += ks != 0 || kp == 0;
 	printf("%d failures\n", fails);
 	return fails != 0;
 }
