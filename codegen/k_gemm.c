@@ -8,11 +8,17 @@
  *
  * A CTA of 4 warps (2 x 2) computes a 64 x 64 tile of C; each warp 32 x 32
  * as 2 x 4 mma tiles of 16 x 8. Per K tile (64 bytes of every row of A and
- * B: 64 fp8 or 32 16-bit elements), the CTA copies both operand tiles to
- * shared memory with 16-byte loads (zero-filled past M, N and K), each
- * warp reads its fragments with 32-bit loads (the layouts of mma_frag.h;
- * a row pitch of 80 bytes makes the 8 rows of a fragment hit 8 different
- * bank groups), and issues mma.sync with f32 accumulation. Scales apply
+ * B: 64 fp8 or 32 16-bit elements), a 3-stage pipeline: while the warps
+ * work on tile kt, the copies of tiles kt+1 and kt+2 are in flight
+ * (cp.async.cg 16 bytes, zero-filled past M, N and K by src-size 0; one
+ * commit group per tile, wait_group 1 and one bar.sync per tile).
+ * Shared tiles are XOR-swizzled (mma_frag.h: 64-byte K-major rows,
+ * Swizzle<2,4,3>; 16-bit transposes MN-major, 128-byte k-rows,
+ * Swizzle<3,4,3>) so that every ldmatrix phase and every copy phase hits
+ * 8 different bank groups; each warp reads its fragments with
+ * ldmatrix.x4 (.trans for the MN-major tiles) and issues mma.sync with
+ * f32 accumulation. Transposes of fp8 or of a dynamic / odd R, narrow K
+ * and e2m1 upcasts keep synchronous loads into the same stages. Scales apply
  * the interpreter's way: every P K-elements the inner accumulator is
  * promoted, outer = fl(outer + fl(inner · fl(sa · sb))), in K order; P is
  * the recipe's promote:N, else the scales' block along K (MX 32, NVFP4

@@ -20,9 +20,14 @@
  * fragments gathered with codegen/mma_frag.h's maps,
  * tests/codegen/test_mma_frag.c checks those against CuTe's) and compare
  * bit for bit with accum=fp32 or promote:N (promote_bits 0): the emulated
- * tensor core sums exactly in fp32. Self-tests at the end: a corrupted
- * cvt, a lost mma product, and one small broken kernel per sanitizer
- * check must each be reported.
+ * tensor core sums exactly in fp32; their cp.async and ldmatrix run on
+ * emu.c's models, and a GEMM run with any bank-conflicted ldmatrix phase
+ * fails. Self-tests at the end: a corrupted cvt, a lost mma product, a
+ * GEMM without its cp.async.wait_groups, a GEMM with a misaligned
+ * ldmatrix row, and one small broken kernel per sanitizer check (cp.async
+ * read in flight, ldmatrix misaligned, ldmatrix rows that conflict) must
+ * each be reported; ldmatrix x4 and x4.trans must put every bit where
+ * CuTe's LDSM copy traits do.
  */
 #include <float.h>
 #include <math.h>
