@@ -675,7 +675,8 @@ emit_gemm(E *e)
 	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);
 	LLVMValueRef k0 = mul64(e, kt, (uint64_t)g.bke);
 	/* tile kt has landed (this thread's copies: all but the STAGES-2
-	 * newest groups), and everyone's, after the barrier, which also
+	 * newest groups; CUTLASS's sm80_mma_multistage.hpp:283 waits the
+	 * same), and everyone's, after the barrier, which also
 	 * says that every warp is done with tile kt-1's stage, the one the
 	 * next copy overwrites */
 	asm_cp_async_wait(cg, STAGES - 2);

@@ -26,7 +26,10 @@
 #define MMA_K16(t) "mma.sync.aligned.m16n8k16.row.col.f32." t "." t ".f32" MMA_OPS
 #define MMA_CONS "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f"
 /* global -> shared, 16 bytes, L2 only; bytes past src-size ($2) are zero
- * (PTX ISA, "Data Movement: cp.async"); shared addresses are 32-bit */
+ * (PTX ISA, "Data Movement: cp.async"; CuTe's
+ * SM80_CP_ASYNC_CACHEGLOBAL_ZFILL, NVIDIA/cutlass 7107b055
+ * include/cute/arch/copy_sm80.hpp:147-152, less its L2::128B hint);
+ * shared addresses are 32-bit */
 #define CP_ASYNC "cp.async.cg.shared.global [$0], [$1], 16, $2;"
 #define CP_COMMIT "cp.async.commit_group;"
 #define CP_WAIT(n) "cp.async.wait_group " #n ";"
