@@ -4,7 +4,8 @@
 # sm_90a: `ptxas -arch=SM -v` of its PTX (registers, spill bytes, shared
 # memory) and precc's own ptxas time (--time, a cold build). One markdown
 # row per recipe x model x target; with SASS=1, cuobjdump (CUOBJDUMP, or
-# cuobjdump on PATH) counts LDGSTS and LDSM in each cubin.
+# cuobjdump on PATH) counts the kernels whose SASS has both LDGSTS and
+# LDSM. RECIPES="a b" limits the recipes (default: every recipes/*.lua).
 set -u
 precc=${1:-build/precc}
 shift 2>/dev/null || true
@@ -24,7 +25,8 @@ printf '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |'
 echo
 for m in $models; do
 	mname=$(basename "$m" .json)
-	for r in recipes/*.lua; do
+	for r in ${RECIPES:-recipes/*.lua}; do
+		case $r in */*) ;; *) r=recipes/$r.lua ;; esac
 		name=$(basename "$r" .lua)
 		rm -rf "$tmp/out"
 		PRECC_CACHE_DIR="$tmp/cache" "$precc" build "$r" --model "$m" --target sm_89,sm_90a \

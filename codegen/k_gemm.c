@@ -357,8 +357,9 @@ e2m1_to_bf16(E *e, LLVMValueRef c)
  * stage at sm: row r of the tile at 64 r (16-byte chunks swizzled,
  * mma_frag.h's gemm_smem_off), in the mma's element
  * format. Rows of 16-byte chunks go by cp.async (zero-filled past M, N
- * and K through src-size 0), in the group the caller commits; transposed,
- * narrow and e2m1 operands by loads and stores. */
+ * and K through src-size 0), in the group the caller commits, and so do
+ * MN-major transposes (mnmaj); other transposes, narrow and e2m1
+ * operands go by loads and stores. */
 static void
 load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLVMValueRef k0,
           LLVMValueRef tid)
@@ -370,7 +371,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 
 	if (op->mnmaj) {
 		/* v is [K, R]: k-row kk of the tile is 64 R-elements (128 bytes)
-		 * at 128 kk, 16-byte chunks swizzled (gemm_smem_off_k); R % 8 == 0,
+		 * at 128 kk, 16-byte chunks swizzled (gemm_smem_swizzle_k); R % 8 == 0,
 		 * so a chunk is all in R or all past it */
 		for (long i = 0; i < g->bke * (br / 8) / GT; i++) {
 			LLVMValueRef c = add64(e, tid, c64(e, (uint64_t)(i * GT)));
