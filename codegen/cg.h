@@ -55,6 +55,17 @@ LLVMValueRef asm_opaque_ptr(Cg *, LLVMValueRef p);
 int asm_mma_row(precc_format fa, precc_format fb);
 void asm_mma(Cg *, int row, LLVMValueRef a[4], LLVMValueRef b[2], LLVMValueRef c[4],
              LLVMValueRef d[4]);
+/* cp.async.cg.shared.global 16 bytes from src (global) to dst (shared,
+ * 16-byte aligned), the bytes past src_size (i32, 0..16) zero; commit_group;
+ * wait_group n (n = 0..2): all but the n most recent groups complete. */
+void asm_cp_async(Cg *, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef src_size);
+void asm_cp_async_commit(Cg *);
+void asm_cp_async_wait(Cg *, int n);
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: this lane's row
+ * address (shared, 16-byte aligned; lanes 8i..8i+7 give matrix i's 8
+ * rows) -> d[i], matrix i's fragment: row lane/4, bytes 4(lane%4)..+3
+ * (.trans: b16 column lane/4 of rows 2(lane%4), +1). */
+void asm_ldmatrix_x4(Cg *, int trans, LLVMValueRef row, LLVMValueRef d[4]);
 typedef struct AsmEntry {
 	const char *family, *ptx, *constraints, *min_target;
 } AsmEntry;

@@ -8,11 +8,17 @@
  *
  * A CTA of 4 warps (2 x 2) computes a 64 x 64 tile of C; each warp 32 x 32
  * as 2 x 4 mma tiles of 16 x 8. Per K tile (64 bytes of every row of A and
- * B: 64 fp8 or 32 16-bit elements), the CTA copies both operand tiles to
- * shared memory with 16-byte loads (zero-filled past M, N and K), each
- * warp reads its fragments with 32-bit loads (the layouts of mma_frag.h;
- * a row pitch of 80 bytes makes the 8 rows of a fragment hit 8 different
- * bank groups), and issues mma.sync with f32 accumulation. Scales apply
+ * B: 64 fp8 or 32 16-bit elements), a 3-stage pipeline: while the warps
+ * work on tile kt, the copies of tiles kt+1 and kt+2 are in flight
+ * (cp.async.cg 16 bytes, zero-filled past M, N and K by src-size 0; one
+ * commit group per tile, wait_group 1 and one bar.sync per tile).
+ * Shared tiles are XOR-swizzled (mma_frag.h: 64-byte K-major rows,
+ * Swizzle<2,4,3>; 16-bit transposes MN-major, 128-byte k-rows,
+ * Swizzle<3,4,3>) so that every ldmatrix phase and every copy phase hits
+ * 8 different bank groups; each warp reads its fragments with
+ * ldmatrix.x4 (.trans for the MN-major tiles) and issues mma.sync with
+ * f32 accumulation. Transposes of fp8 or of a dynamic / odd R, narrow K
+ * and e2m1 upcasts keep synchronous loads into the same stages. Scales apply
  * the interpreter's way: every P K-elements the inner accumulator is
  * promoted, outer = fl(outer + fl(inner · fl(sa · sb))), in K order; P is
  * the recipe's promote:N, else the scales' block along K (MX 32, NVFP4
@@ -29,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "emit.h"
+#include "mma_frag.h"
 
 enum {
 	GT = 128,             /* threads */
@@ -36,7 +43,8 @@ enum {
 	WN = 2,               /* warps along N (2 x 2) */
 	MI = 2, NI = 4,       /* mma tiles per warp along M, N */
 	KB = 64,              /* bytes of K per row per tile in shared memory */
-	PITCH = 80,           /* shared row pitch: conflict-free fragment loads */
+	STAGES = 3,           /* K tiles in shared memory: one read, STAGES-1 in flight */
+	STAGE_BYTES = BM * GEMM_ROW_BYTES,   /* one operand's tile (BM == BN), swizzled */
 	NACC = MI * NI * 4,
 };
 
@@ -45,6 +53,9 @@ typedef struct GOp {
 	int tr;               /* the operand is transpose(v): v is [K, rows] */
 	precc_format fmt;     /* v's storage format */
 	int up;               /* e2m1 codes widened to bf16 on the way to smem */
+	int mnmaj;            /* a 16-bit transpose whose R is static and a multiple of
+	                         8: the tile stays MN-major in shared memory (16-byte
+	                         cp.async along R) and ldmatrix.trans transposes */
 	int narrow;           /* rows not 16-byte aligned (K * bytes % 16): element
 	                         loads, each predicated on k < K (a router's K = 60) */
 	int s, g;             /* block scale_inv, global scale_inv values, -1 */
@@ -184,6 +195,9 @@ gemm_plan(Kern *k, G *g)
 			kq = 16 / ebytes(g->op[o].fmt);
 	for (int o = 0; o < 2; o++)
 		g->op[o].narrow = g->K >= 0 && !g->op[o].tr && g->K % (16 / ebytes(g->op[o].fmt));
+	for (int o = 0; o < 2; o++)
+		g->op[o].mnmaj = g->op[o].tr && ebytes(g->op[o].fmt) == 2 && g->op[o].rows > 0
+		                && g->op[o].rows % 8 == 0;
 	k->m_multiple = g->K == DIM_M ? kq : 1;
 	if (g->K < 0 && g->K != DIM_M)
 		return kfail(k, "K must be static or M");
@@ -286,6 +300,35 @@ ult(E *e, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildICmp(e->b, LLVMIntULT, a, b, "");
 }
 
+/* byte offset a (i64) of a tile -> where it is stored: mma_frag.h's
+ * gemm_smem_swizzle, bits 4-5 ^= bits 7-8 */
+static LLVMValueRef
+swz(E *e, LLVMValueRef a)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMTypeRef t = LLVMTypeOf(a);
+	LLVMValueRef y = LLVMBuildAnd(b, LLVMBuildLShr(b, a, LLVMConstInt(t, 3, 0), ""), LLVMConstInt(t, 0x30, 0), "");
+	return LLVMBuildXor(b, a, y, "");
+}
+
+/* the same for MN-major tiles: mma_frag.h's gemm_smem_swizzle_k, bits 4-6
+ * ^= bits 7-9 */
+static LLVMValueRef
+swz_k(E *e, LLVMValueRef a)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMTypeRef t = LLVMTypeOf(a);
+	LLVMValueRef y = LLVMBuildAnd(b, LLVMBuildLShr(b, a, LLVMConstInt(t, 3, 0), ""), LLVMConstInt(t, 0x70, 0), "");
+	return LLVMBuildXor(b, a, y, "");
+}
+
+/* tile row r (i64), byte k of it -> the swizzled offset */
+static LLVMValueRef
+tile_off(E *e, LLVMValueRef r, LLVMValueRef k)
+{
+	return swz(e, add64(e, mul64(e, r, GEMM_ROW_BYTES), k));
+}
+
 static LLVMValueRef
 slot(E *e, LLVMValueRef arr, int i)
 {
@@ -310,8 +353,13 @@ e2m1_to_bf16(E *e, LLVMValueRef c)
 	return LLVMBuildOr(b, v, LLVMBuildShl(b, LLVMBuildAnd(b, c, c32(e, 8), ""), c32(e, 12), ""), "");
 }
 
-/* One operand's K tile (rows r0.., K elements k0..) into shared memory:
- * row r of the tile at r * PITCH, in the mma's element format. */
+/* One operand's K tile (rows r0.., K elements k0..) into the shared
+ * stage at sm: row r of the tile at 64 r (16-byte chunks swizzled,
+ * mma_frag.h's gemm_smem_off), in the mma's element
+ * format. Rows of 16-byte chunks go by cp.async (zero-filled past M, N
+ * and K through src-size 0), in the group the caller commits, and so do
+ * MN-major transposes (mnmaj); other transposes, narrow and e2m1
+ * operands go by loads and stores. */
 static void
 load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLVMValueRef k0,
           LLVMValueRef tid)
@@ -321,6 +369,23 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 	int eb = ebytes(op->fmt);
 	long br = op == &g->op[0] ? BM : BN;
 
+	if (op->mnmaj) {
+		/* v is [K, R]: k-row kk of the tile is 64 R-elements (128 bytes)
+		 * at 128 kk, 16-byte chunks swizzled (gemm_smem_swizzle_k); R % 8 == 0,
+		 * so a chunk is all in R or all past it */
+		for (long i = 0; i < g->bke * (br / 8) / GT; i++) {
+			LLVMValueRef c = add64(e, tid, c64(e, (uint64_t)(i * GT)));
+			LLVMValueRef kk = LLVMBuildUDiv(b, c, c64(e, (uint64_t)(br / 8)), "");
+			LLVMValueRef rc = LLVMBuildURem(b, c, c64(e, (uint64_t)(br / 8)), "");
+			LLVMValueRef gr = add64(e, r0, mul64(e, rc, 8)), gk = add64(e, k0, kk);
+			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
+			LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gk, c64(e, 0)), R, ""),
+			                                  sel(e, ok, gr, c64(e, 0))), 2);
+			LLVMValueRef dst = swz_k(e, add64(e, mul64(e, kk, GEMM_KROW_BYTES), mul64(e, rc, 16)));
+			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
+		}
+		return;
+	}
 	if (op->tr) {
 		/* v is [K, R]: consecutive threads read consecutive r */
 		LLVMTypeRef t = eb == 2 ? e->g->i16 : e->g->i8;
@@ -334,7 +399,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			                                  sel(e, ok, gr, c64(e, 0))), (uint64_t)eb);
 			LLVMValueRef v = sel(e, ok, load_al(e, t, gep(e, base, off), (unsigned)eb),
 			                     LLVMConstInt(t, 0, 0));
-			store_al(e, v, gep(e, sm, add64(e, mul64(e, r, PITCH), mul64(e, kk, (uint64_t)eb))),
+			store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, kk, (uint64_t)eb))),
 			         (unsigned)eb);
 		}
 		return;
@@ -350,6 +415,11 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 		LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
 		                                  sel(e, ok, gk, c64(e, 0))), (uint64_t)eb);
 		LLVMValueRef v;
+		if (!op->narrow && !op->up) {
+			LLVMValueRef dst = tile_off(e, r, mul64(e, cb, 16));
+			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
+			continue;
+		}
 		if (!op->narrow)
 			v = sel(e, ok, load_al(e, v4, gep(e, base, off), 16), LLVMConstNull(v4));
 		else {
@@ -367,9 +437,8 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			}
 			v = LLVMBuildBitCast(b, x, v4, "");
 		}
-		LLVMValueRef dst = add64(e, mul64(e, r, PITCH), mul64(e, cb, op->up ? 32 : 16));
 		if (!op->up) {
-			store_al(e, v, gep(e, sm, dst), 16);
+			store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, cb, 16))), 16);
 			continue;
 		}
 		/* 16 e2m1 codes -> 16 bf16 (32 bytes) */
@@ -387,7 +456,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 				}
 				w = LLVMBuildInsertElement(b, w, pr, c32(e, (uint64_t)q), "");
 			}
-			store_al(e, w, gep(e, sm, add64(e, dst, c64(e, (uint64_t)(16 * h)))), 16);
+			store_al(e, w, gep(e, sm, tile_off(e, r, add64(e, mul64(e, cb, 32), c64(e, (uint64_t)(16 * h))))), 16);
 		}
 	}
 }
@@ -541,38 +610,106 @@ emit_gemm(E *e)
 			LLVMBuildStore(b, cf(e, 0), slot(e, outer, a));
 	}
 	Lane ln = lane_of(e);
-	LLVMValueRef tid = ln.tid, gq = ln.gq, t4 = ln.t4, wm = ln.wm, wn = ln.wn;
+	LLVMValueRef tid = ln.tid, wm = ln.wm, wn = ln.wn;
 	LLVMValueRef row0 = ln.row0, col0 = ln.col0;
 	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
-	LLVMTypeRef st = LLVMArrayType2(cg->i8, BM * PITCH);
-	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 16), sB = shared_array(e, "gemm_b", 1, st, 16);
+	LLVMTypeRef st = LLVMArrayType2(cg->i8, STAGES * STAGE_BYTES);
+	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 1024), sB = shared_array(e, "gemm_b", 1, st, 1024);
 	Frag fr;
 	if (g.P)              /* promotions inside the K loop read scales */
 		frag_init(e, &fr, M, N);
-	/* fragment byte offsets in the tiles (i32; constants fold into the
-	 * shared loads' immediates) */
-	LLVMValueRef lane32 = LLVMBuildTrunc(b, add64(e, mul64(e, gq, PITCH), mul64(e, t4, 4)), cg->i32, "");
-	LLVMValueRef abase = LLVMBuildAdd(b, lane32, LLVMBuildTrunc(b, mul64(e, wm, 32 * PITCH), cg->i32, ""), "");
-	LLVMValueRef bbase = LLVMBuildAdd(b, lane32, LLVMBuildTrunc(b, mul64(e, wn, 32 * PITCH), cg->i32, ""), "");
+	/* ldmatrix row addresses (i32 offsets in a stage). Lane l = 8j + i
+	 * gives row i of matrix j. A, per 16-row mma tile: matrix j = rows
+	 * 8 (j & 1).., K chunk j >> 1 of the 32-byte step = registers a0..a3;
+	 * B, per two 8-row mma tiles: matrix j = rows 8 (j >> 1).., chunk j & 1
+	 * = b0, b1 of the first, then of the second (mma_frag.h's maps with 4
+	 * bytes per register). Every row of a lane has (row >> 1) & 3 = i >> 1,
+	 * so the swizzled chunk is (chunk ^ (i >> 1)) and the 32-byte steps
+	 * (ks) XOR 32 onto the lane's offset; mi, pairs and stages add. */
+	LLVMValueRef lane = LLVMBuildURem(b, tid, c64(e, 32), "");
+	LLVMValueRef lj = LLVMBuildLShr(b, lane, c64(e, 3), ""), li = LLVMBuildAnd(b, lane, c64(e, 7), "");
+	LLVMValueRef lx = LLVMBuildLShr(b, li, c64(e, 1), "");
+	LLVMValueRef arow = add64(e, add64(e, mul64(e, wm, 32), mul64(e, LLVMBuildAnd(b, lj, c64(e, 1), ""), 8)), li);
+	LLVMValueRef brow = add64(e, add64(e, mul64(e, wn, 32), mul64(e, LLVMBuildLShr(b, lj, c64(e, 1), ""), 8)), li);
+	LLVMValueRef ac = LLVMBuildXor(b, LLVMBuildLShr(b, lj, c64(e, 1), ""), lx, "");
+	LLVMValueRef bc = LLVMBuildXor(b, LLVMBuildAnd(b, lj, c64(e, 1), ""), lx, "");
+	/* lo[o][x]: x = ks for a row-major tile (+ 1024 per mma tile or
+	 * pair), x = the mma tile (A) or pair (B) for an MN-major one (+ 2048
+	 * per ks) */
+	LLVMValueRef lo[2][2];
+	LLVMValueRef rowv[2] = {arow, brow}, cv[2] = {ac, bc}, wv[2] = {wm, wn};
+	for (int o = 0; o < 2; o++)
+		for (int x = 0; x < 2; x++) {
+			LLVMValueRef v;
+			if (!g.op[o].mnmaj)
+				v = add64(e, mul64(e, rowv[o], GEMM_ROW_BYTES),
+				          LLVMBuildXor(b, mul64(e, cv[o], 16), c64(e, (uint64_t)(32 * x)), ""));
+			else {
+				/* MN-major (ldmatrix.trans: matrix j's 8 rows are 8 k, its
+				 * 16 bytes 8 of M or N). A: k rows 8 (j >> 1) + i, chunk
+				 * 4 wm + 2 mi + (j & 1) = registers a0..a3; B: k rows
+				 * 8 (j & 1) + i, chunk 4 wn + 2 p + (j >> 1) = b0, b1 of
+				 * the pair's first tile, then of its second. The row's
+				 * swizzle is ^ i; 2 mi and 2 p XOR onto the chunk. */
+				LLVMValueRef jk = o == 0 ? LLVMBuildLShr(b, lj, c64(e, 1), "") : LLVMBuildAnd(b, lj, c64(e, 1), "");
+				LLVMValueRef jc = o == 0 ? LLVMBuildAnd(b, lj, c64(e, 1), "") : LLVMBuildLShr(b, lj, c64(e, 1), "");
+				LLVMValueRef krow = add64(e, mul64(e, jk, 8), li);
+				LLVMValueRef ch = LLVMBuildXor(b, add64(e, mul64(e, wv[o], 4), jc), li, "");
+				ch = LLVMBuildXor(b, ch, c64(e, (uint64_t)(2 * x)), "");
+				v = add64(e, mul64(e, krow, GEMM_KROW_BYTES), mul64(e, ch, 16));
+			}
+			lo[o][x] = LLVMBuildTrunc(b, v, cg->i32, "");
+		}
 	LLVMValueRef K = dimv(e, g.K);
 	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, K, c64(e, (uint64_t)g.bke - 1)), c64(e, (uint64_t)g.bke), "");
+	/* the pipeline's prologue: tiles 0 .. STAGES-2 in flight, one commit
+	 * group each (empty past the last tile, so that the counts hold) */
+	for (int s = 0; s < STAGES - 1; s++) {
+		LLVMBasicBlockRef cont = begin_if(e, ult(e, c64(e, (uint64_t)s), nkt));
+		LLVMValueRef so = c64(e, (uint64_t)s * STAGE_BYTES), k0 = c64(e, (uint64_t)s * (uint64_t)g.bke);
+		load_tile(e, &g, &g.op[0], gep(e, sA, so), row0, k0, tid);
+		load_tile(e, &g, &g.op[1], gep(e, sB, so), col0, k0, tid);
+		end_if(e, cont);
+		asm_cp_async_commit(cg);
+	}
 	Loop l;
 	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);
 	LLVMValueRef k0 = mul64(e, kt, (uint64_t)g.bke);
-	load_tile(e, &g, &g.op[0], sA, row0, k0, tid);
-	load_tile(e, &g, &g.op[1], sB, col0, k0, tid);
+	/* tile kt has landed (this thread's copies: all but the STAGES-2
+	 * newest groups; CUTLASS's sm80_mma_multistage.hpp:283 waits the
+	 * same), and everyone's, after the barrier, which also
+	 * says that every warp is done with tile kt-1's stage, the one the
+	 * next copy overwrites */
+	asm_cp_async_wait(cg, STAGES - 2);
 	barrier(e);
+	LLVMValueRef nk = add64(e, kt, c64(e, STAGES - 1));
+	LLVMBasicBlockRef ncont = begin_if(e, ult(e, nk, nkt));
+	LLVMValueRef nso = mul64(e, LLVMBuildURem(b, nk, c64(e, STAGES), ""), STAGE_BYTES);
+	load_tile(e, &g, &g.op[0], gep(e, sA, nso), row0, mul64(e, nk, (uint64_t)g.bke), tid);
+	load_tile(e, &g, &g.op[1], gep(e, sB, nso), col0, mul64(e, nk, (uint64_t)g.bke), tid);
+	end_if(e, ncont);
+	asm_cp_async_commit(cg);
+	LLVMValueRef cso = LLVMBuildTrunc(b, mul64(e, LLVMBuildURem(b, kt, c64(e, STAGES), ""), STAGE_BYTES),
+	                                  cg->i32, "");
 	int kstep = 8 * g.e;
 	for (int ks = 0; ks < KB / 32; ks++) {
 		LLVMValueRef af[MI][4], bf[NI][2];
-		for (int mi = 0; mi < MI; mi++)
-			for (int r = 0; r < 4; r++)
-				af[mi][r] = load_al(e, cg->i32, gep(e, sA, LLVMBuildAdd(b, abase, c32(e, (uint64_t)(
-				                    (mi * 16 + 8 * (r & 1)) * PITCH + 16 * (r >> 1) + 32 * ks)), "")), 4);
-		for (int ni = 0; ni < NI; ni++)
-			for (int r = 0; r < 2; r++)
-				bf[ni][r] = load_al(e, cg->i32, gep(e, sB, LLVMBuildAdd(b, bbase, c32(e, (uint64_t)(
-				                    ni * 8 * PITCH + 16 * r + 32 * ks)), "")), 4);
+		for (int mi = 0; mi < MI; mi++) {
+			int km = g.op[0].mnmaj;
+			LLVMValueRef a = LLVMBuildAdd(b, LLVMBuildAdd(b, lo[0][km ? mi : ks], cso, ""),
+			                              c32(e, (uint64_t)(km ? ks * 16 * GEMM_KROW_BYTES
+			                                                   : mi * 16 * GEMM_ROW_BYTES)), "");
+			asm_ldmatrix_x4(cg, km, gep(e, sA, a), af[mi]);
+		}
+		for (int p = 0; p < NI / 2; p++) {
+			LLVMValueRef d[4];
+			int km = g.op[1].mnmaj;
+			LLVMValueRef a = LLVMBuildAdd(b, LLVMBuildAdd(b, lo[1][km ? p : ks], cso, ""),
+			                              c32(e, (uint64_t)(km ? ks * 16 * GEMM_KROW_BYTES
+			                                                   : p * 16 * GEMM_ROW_BYTES)), "");
+			asm_ldmatrix_x4(cg, km, gep(e, sB, a), d);
+			bf[2 * p][0] = d[0], bf[2 * p][1] = d[1], bf[2 * p + 1][0] = d[2], bf[2 * p + 1][1] = d[3];
+		}
 		for (int mi = 0; mi < MI; mi++)
 			for (int ni = 0; ni < NI; ni++) {
 				LLVMValueRef c[4], d[4];
@@ -598,8 +735,8 @@ emit_gemm(E *e)
 		                                                 c64(e, (uint64_t)g.P), ""), (uint64_t)g.P));
 		promote_if(e, &g, &fr, inner, outer, kchunk, LLVMBuildOr(b, at_p, last, ""));
 	}
-	barrier(e);
 	loop_end(e, &l);
+	asm_cp_async_wait(cg, 0);     /* only empty groups are left */
 
 	/* epilogue; a one-promotion GEMM computes the lanes' rows and
 	 * columns only now, so that they are not live across the K loop */

@@ -41,4 +41,45 @@ mma_frag_c(int row, int col, int *lane, int *reg)
 	*reg = 2 * (row >> 3) + (col & 1);
 }
 
+/* The GEMM's shared tiles (k_gemm.c): row r of a K tile is 64 bytes (64
+ * fp8 or 32 16-bit elements) at 64r, and its 16-byte chunk c is stored at
+ * chunk c ^ ((r >> 1) & 3): byte address bits 4-5 ^= bits 7-8, CuTe's
+ * Swizzle<2,4,3> (the K-major SW64 atom, NVIDIA/cutlass 7107b055,
+ * include/cute/atom/mma_traits_sm90_gmma.hpp:83, Layout_K_SW64_Atom_Bits).
+ * Banks: 32 of 4 bytes, so a 16-byte chunk at byte a covers bank group
+ * (a / 16) % 8. Chunk c of row r lands in group 4 (r & 1) + (c ^ ((r >> 1)
+ * & 3)): the 8 rows of an ldmatrix matrix (r0 + 0..7, r0 % 8 == 0, one
+ * chunk) take (r & 1, (r >> 1) & 3) through all 8 pairs, hence 8
+ * different groups: conflict-free. Unswizzled, a 64-byte pitch puts them
+ * in 2 groups (a 4-way conflict). The same holds for the copies' 16-byte
+ * stores, 8 threads = 2 rows x 4 chunks. */
+enum { GEMM_ROW_BYTES = 64 };
+
+static inline int
+gemm_smem_swizzle(int a)
+{
+	return a ^ ((a >> 3) & 0x30);
+}
+
+static inline int
+gemm_smem_off(int row, int byte)
+{
+	return gemm_smem_swizzle(row * GEMM_ROW_BYTES + byte);
+}
+
+/* MN-major tiles (M or N contiguous, CuTe's term) of 16-bit transposed
+ * operands, read with ldmatrix.trans: k-row k is 64 elements of M or N,
+ * 128 bytes at 128k, chunk c stored at c ^ (k & 7): bits 4-6 ^= bits 7-9,
+ * CuTe's Swizzle<3,4,3> (SW128, mma_traits_sm90_gmma.hpp:78,
+ * Layout_MN_SW128_Atom_Bits). An ldmatrix
+ * matrix is 8 consecutive k-rows at one chunk: chunks c ^ 0..7, 8 groups;
+ * a copy phase is one k-row's 8 chunks. */
+enum { GEMM_KROW_BYTES = 128 };
+
+static inline int
+gemm_smem_swizzle_k(int a)
+{
+	return a ^ ((a >> 3) & 0x70);
+}
+
 #endif

@@ -9,6 +9,7 @@
  * the lower one, so the element at the lower address is the last operand.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cg.h"
 
@@ -25,6 +26,17 @@
 #define MMA_K32(a, b) "mma.sync.aligned.m16n8k32.row.col.f32." a "." b ".f32" MMA_OPS
 #define MMA_K16(t) "mma.sync.aligned.m16n8k16.row.col.f32." t "." t ".f32" MMA_OPS
 #define MMA_CONS "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f"
+/* global -> shared, 16 bytes, L2 only; bytes past src-size ($2) are zero
+ * (PTX ISA, "Data Movement: cp.async"; CuTe's
+ * SM80_CP_ASYNC_CACHEGLOBAL_ZFILL, NVIDIA/cutlass 7107b055
+ * include/cute/arch/copy_sm80.hpp:147-152, less its L2::128B hint);
+ * shared addresses are 32-bit */
+#define CP_ASYNC "cp.async.cg.shared.global [$0], [$1], 16, $2;"
+#define CP_COMMIT "cp.async.commit_group;"
+#define CP_WAIT(n) "cp.async.wait_group " #n ";"
+/* four 8x8 b16 matrices, row addresses from lanes 8i..8i+7 for matrix i */
+#define LDSM_X4 "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0,$1,$2,$3}, [$4];"
+#define LDSM_X4_T "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {$0,$1,$2,$3}, [$4];"
 
 const AsmEntry asm_table[] = {
 	{"fp8 encode", CVT_E4M3X2, "=h,f,f", "sm_89"},
@@ -41,6 +53,14 @@ const AsmEntry asm_table[] = {
 	{"fp8 mma", MMA_K32("e5m2", "e5m2"), MMA_CONS, "sm_89"},
 	{"16-bit mma", MMA_K16("bf16"), MMA_CONS, "sm_80"},
 	{"16-bit mma", MMA_K16("f16"), MMA_CONS, "sm_80"},
+	/* rows 13..19: the GEMM mainloop's copies (asm_cp_async*, asm_ldmatrix) */
+	{"async copy", CP_ASYNC, "r,l,r,~{memory}", "sm_80"},
+	{"async copy", CP_COMMIT, "~{memory}", "sm_80"},
+	{"async copy", CP_WAIT(0), "~{memory}", "sm_80"},
+	{"async copy", CP_WAIT(1), "~{memory}", "sm_80"},
+	{"async copy", CP_WAIT(2), "~{memory}", "sm_80"},
+	{"ldmatrix", LDSM_X4, "=r,=r,=r,=r,r,~{memory}", "sm_75"},
+	{"ldmatrix", LDSM_X4_T, "=r,=r,=r,=r,r,~{memory}", "sm_75"},
 	/* not emitted on sm_89/sm_90/sm_90a: software in swcvt.c */
 	{"fp4 encode", "cvt.rn.satfinite.e2m1x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
 	{"e8m0 encode", "cvt.rp.satfinite.ue8m0x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
@@ -211,6 +231,113 @@ asm_mma(Cg *g, int row, LLVMValueRef a[4], LLVMValueRef b[2], LLVMValueRef c[4],
 	LLVMValueRef fn = LLVMGetInlineAsm(ft, s, strlen(s), cons, strlen(cons), 0, 0,
 	                                   LLVMInlineAsmDialectATT, 0);
 	LLVMValueRef r = LLVMBuildCall2(g->b, ft, fn, args, 10, "");
+	for (int i = 0; i < 4; i++)
+		d[i] = LLVMBuildExtractValue(g->b, r, (unsigned)i, "");
+}
+
+/* A side-effecting asm of row `row` (volatile, memory clobber: LLVM
+ * neither drops nor moves it across other memory accesses). */
+static LLVMValueRef
+call_volatile(Cg *g, LLVMTypeRef rt, int row, LLVMValueRef *args, int n)
+{
+	LLVMTypeRef at[4];
+	const char *s = asm_table[row].ptx, *cons = asm_table[row].constraints;
+
+	for (int i = 0; i < n; i++)
+		at[i] = LLVMTypeOf(args[i]);
+	LLVMTypeRef ft = LLVMFunctionType(rt, at, (unsigned)n, 0);
+	LLVMValueRef fn = LLVMGetInlineAsm(ft, s, strlen(s), cons, strlen(cons), 1, 0,
+	                                   LLVMInlineAsmDialectATT, 0);
+	return LLVMBuildCall2(g->b, ft, fn, args, (unsigned)n, "");
+}
+
+/* Host emulation: a call to precc_emu_NAME (emu.c). */
+static LLVMValueRef
+call_host(Cg *g, const char *name, LLVMTypeRef rt, LLVMValueRef *args, int n)
+{
+	LLVMTypeRef at[4];
+
+	for (int i = 0; i < n; i++)
+		at[i] = LLVMTypeOf(args[i]);
+	LLVMTypeRef ft = LLVMFunctionType(rt, at, (unsigned)n, 0);
+	LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+	if (!fn)
+		fn = LLVMAddFunction(g->mod, name, ft);
+	return LLVMBuildCall2(g->b, ft, fn, args, (unsigned)n, "");
+}
+
+/* the 32-bit shared-window address of a shared pointer (CUTLASS's
+ * cast_smem_ptr_to_uint) */
+static LLVMValueRef
+smem_u32(Cg *g, LLVMValueRef p)
+{
+	return LLVMBuildPtrToInt(g->b, p, g->i32, "");
+}
+
+enum { ROW_CP_ASYNC = 13, ROW_CP_COMMIT, ROW_CP_WAIT0, ROW_LDSM = 18, ROW_LDSM_T };
+
+void
+asm_cp_async(Cg *g, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef src_size)
+{
+	if (g->host) {
+		LLVMValueRef a[3] = {dst, src, src_size};
+		call_host(g, "precc_emu_cp_async", g->vd, a, 3);
+		return;
+	}
+	LLVMValueRef a[3] = {smem_u32(g, dst), src, src_size};
+	call_volatile(g, g->vd, ROW_CP_ASYNC, a, 3);
+}
+
+void
+asm_cp_async_commit(Cg *g)
+{
+	if (g->host) {
+		call_host(g, "precc_emu_cp_commit", g->vd, NULL, 0);
+		return;
+	}
+	call_volatile(g, g->vd, ROW_CP_COMMIT, NULL, 0);
+}
+
+void
+asm_cp_async_wait(Cg *g, int n)
+{
+	if (n < 0 || n > 2)
+		abort();
+	if (g->host) {
+		LLVMValueRef a = LLVMConstInt(g->i32, (unsigned)n, 0);
+		call_host(g, "precc_emu_cp_wait", g->vd, &a, 1);
+		return;
+	}
+	call_volatile(g, g->vd, ROW_CP_WAIT0 + n, NULL, 0);
+}
+
+void
+asm_ldmatrix_x4(Cg *g, int trans, LLVMValueRef row, LLVMValueRef d[4])
+{
+	if (g->host) {
+		/* the four registers come back through a stack buffer */
+		LLVMTypeRef at = LLVMArrayType2(g->i32, 4);
+		LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+		LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->fn);
+		LLVMValueRef first = LLVMGetFirstInstruction(entry);
+		if (first)
+			LLVMPositionBuilderBefore(g->b, first);
+		else
+			LLVMPositionBuilderAtEnd(g->b, entry);
+		LLVMValueRef buf = LLVMBuildAlloca(g->b, at, "ldsm");
+		LLVMPositionBuilderAtEnd(g->b, cur);
+		LLVMValueRef a[3] = {LLVMConstInt(g->i32, (unsigned)trans, 0), row, buf};
+		call_host(g, "precc_emu_ldmatrix", g->vd, a, 3);
+		for (int i = 0; i < 4; i++) {
+			LLVMValueRef ix[2] = {LLVMConstInt(g->i64, 0, 0), LLVMConstInt(g->i64, (unsigned)i, 0)};
+			d[i] = LLVMBuildLoad2(g->b, g->i32, LLVMBuildGEP2(g->b, at, buf, ix, 2, ""), "");
+		}
+		return;
+	}
+	LLVMTypeRef i4 = LLVMStructTypeInContext(g->ctx, (LLVMTypeRef[]){g->i32, g->i32, g->i32, g->i32},
+	                                         4, 0);
+	LLVMValueRef a = smem_u32(g, row);
+	LLVMValueRef r = call_volatile(g, i4, trans ? ROW_LDSM_T : ROW_LDSM, &a, 1);
 	for (int i = 0; i < 4; i++)
 		d[i] = LLVMBuildExtractValue(g->b, r, (unsigned)i, "");
 }

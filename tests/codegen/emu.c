@@ -17,6 +17,19 @@
  * site) or warp collective that some threads reach while others leave the
  * kernel or wait at another barrier. A failed check is recorded, the
  * access goes to a sink, the barrier releases, and the run finishes.
+ *
+ * cp.async (PTX ISA, "cp.async", "cp.async.commit_group",
+ * "cp.async.wait_group"): the source is read and checked when the copy is
+ * issued, the destination is marked in flight, and the bytes land in
+ * shared memory only when a wait_group of the issuing thread completes
+ * the copy's group (all but the N most recent committed groups); they
+ * count as that thread's store at that moment, so other threads need a
+ * barrier after the wait. Any access of an in-flight byte (a missing or
+ * too-weak wait_group) is a race. ldmatrix: every lane's row address must
+ * be 16-byte aligned and inside the CTA's shared array; the warp's 32 rows
+ * are gathered as the PTX ISA's "ldmatrix" fragment says (and .trans), and
+ * each 8-row phase whose rows do not fall in 8 different 16-byte bank
+ * groups counts as a bank conflict (emu_ldsm_conflicts).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -39,6 +52,7 @@ enum { MAXCOOP = 64, NSLOT = MAXCOOP + 1, SEQ = MAXCOOP, NSHARED = 3,
 static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
 static int nerr;
 static char first_err[512];
+static long ldsm_conflicts;     /* ldmatrix phases with bank conflicts */
 
 static __thread unsigned my_tid, my_slot, my_cx, my_cy, my_epoch;
 static __thread uint8_t sink[256] __attribute__((aligned(256)));
@@ -166,6 +180,8 @@ static uint64_t smem_used[NSLOT][NSHARED];    /* the most since the last reset *
  * thread MULTI when two or more read in that epoch */
 enum { TIDBITS = 11, MULTI = (1 << TIDBITS) - 1 };
 static uint32_t shadow_w[NSLOT][NSHARED][EMU_SMEM_STATIC], shadow_r[NSLOT][NSHARED][EMU_SMEM_STATIC];
+/* per shared byte: 1 + the thread whose cp.async to it is in flight, 0 */
+static uint16_t inflight[NSLOT][NSHARED][EMU_SMEM_STATIC];
 
 static void
 slot_reset(unsigned s, int threads)
@@ -176,6 +192,7 @@ slot_reset(unsigned s, int threads)
 	for (int id = 0; id < NSHARED; id++) {
 		memset(shadow_w[s][id], 0, smem_used[s][id] * sizeof shadow_w[s][id][0]);
 		memset(shadow_r[s][id], 0, smem_used[s][id] * sizeof shadow_r[s][id][0]);
+		memset(inflight[s][id], 0, smem_used[s][id] * sizeof inflight[s][id][0]);
 		/* a CTA's shared memory starts undefined on a GPU */
 		memset(smem[s][id], 0xa5, smem_used[s][id]);
 		smem_bytes[s][id] = smem_used[s][id] = 0;
@@ -437,6 +454,7 @@ void
 emu_reset(void)
 {
 	nregion = 0;
+	__atomic_store_n(&ldsm_conflicts, 0, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&err_mu);
 	nerr = 0;
 	first_err[0] = 0;
@@ -517,6 +535,13 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 			         (unsigned long long)smem_bytes[s][id]);
 			return sink;
 		}
+		for (uint64_t i = off; i < off + size; i++)
+			if (inflight[s][id][i]) {
+				emu_fail("racecheck: %s of shared array %u byte %llu while thread %u's cp.async "
+				         "to it is in flight (no cp.async.wait_group for its group)", op, id,
+				         (unsigned long long)i, inflight[s][id][i] - 1u);
+				return sink;
+			}
 		if (!(flags & CK_ATOMIC))
 			race(s, id, off, size, flags & CK_STORE);
 		return p;
@@ -548,6 +573,184 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 	else
 		emu_fail("memcheck: %llu-byte %s at %p, in no buffer", (unsigned long long)size, op, p);
 	return sink;
+}
+
+/* Whether u is in the emulated shared memory: its slot, array and offset. */
+static int
+shared_loc(uintptr_t u, unsigned *s, unsigned *id, uint64_t *off)
+{
+	uintptr_t s0 = (uintptr_t)smem, s1 = (uintptr_t)smem + sizeof smem;
+	if (u < s0 || u >= s1)
+		return 0;
+	uintptr_t at = u - s0;
+	*s = (unsigned)(at / sizeof smem[0]);
+	*id = (unsigned)(at % sizeof smem[0] / sizeof smem[0][0]);
+	*off = at % sizeof smem[0][0];
+	return 1;
+}
+
+/* ---- cp.async: per thread, the copies issued and not yet complete ------- */
+enum { MAXCP = 64 };
+typedef struct Cp {
+	unsigned s, id, group;
+	uint64_t off;
+	uint8_t data[16];
+} Cp;
+static __thread Cp cpq[MAXCP];
+static __thread int ncp;
+static __thread unsigned cp_groups;   /* groups committed so far */
+
+void
+precc_emu_cp_async(void *dst, const void *src, uint32_t src_size)
+{
+	unsigned s, id;
+	uint64_t off;
+	uintptr_t u = (uintptr_t)dst;
+
+	if (src_size > 16) {
+		emu_fail("cp.async: src-size %u is more than the 16 bytes copied", src_size);
+		return;
+	}
+	if (!shared_loc(u, &s, &id, &off) || s != my_slot) {
+		emu_fail("memcheck: cp.async destination %p not in this CTA's shared memory", dst);
+		return;
+	}
+	if (u % 16) {
+		emu_fail("memcheck: misaligned cp.async destination at byte %llu of shared array %u "
+		         "(16-byte alignment required)", (unsigned long long)off, id);
+		return;
+	}
+	if (off + 16 > smem_bytes[s][id]) {
+		emu_fail("memcheck: 16-byte cp.async at byte %llu of shared array %u of %llu bytes",
+		         (unsigned long long)off, id, (unsigned long long)smem_bytes[s][id]);
+		return;
+	}
+	unsigned s2, id2;
+	uint64_t off2;
+	if (src_size && shared_loc((uintptr_t)src, &s2, &id2, &off2)) {
+		emu_fail("memcheck: cp.async.shared.global from shared memory");
+		return;
+	}
+	if (ncp == MAXCP)
+		emu_abort("more cp.async in flight than the emulator holds");
+	Cp *c = &cpq[ncp];
+	memset(c->data, 0, sizeof c->data);
+	if (src_size) {
+		/* cp-size 16: the source is 16-byte aligned too */
+		const void *q = precc_emu_check((void *)src, src_size, 16, 0);
+		memcpy(c->data, q, src_size);
+	}
+	for (uint64_t i = off; i < off + 16; i++)
+		if (inflight[s][id][i]) {
+			emu_fail("racecheck: cp.async to shared array %u byte %llu while thread %u's "
+			         "cp.async to it is in flight", id, (unsigned long long)i, inflight[s][id][i] - 1u);
+			return;
+		}
+	/* and no other thread may be reading or writing it in this epoch */
+	race(s, id, off, 16, 1);
+	for (uint64_t i = off; i < off + 16; i++)
+		inflight[s][id][i] = (uint16_t)(my_tid + 1);
+	c->s = s, c->id = id, c->off = off, c->group = cp_groups;
+	ncp++;
+}
+
+void
+precc_emu_cp_commit(void)
+{
+	cp_groups++;
+}
+
+/* complete the copies of every committed group but the n most recent */
+void
+precc_emu_cp_wait(uint32_t n)
+{
+	int kept = 0;
+
+	if (emu_break == 3)
+		return;        /* self-test: the wait_group is missing */
+	for (int i = 0; i < ncp; i++) {
+		Cp *c = &cpq[i];
+		if (c->group + n >= cp_groups) {
+			cpq[kept++] = *c;
+			continue;
+		}
+		for (uint64_t b = c->off; b < c->off + 16; b++)
+			inflight[c->s][c->id][b] = 0;
+		memcpy(&smem[c->s][c->id][c->off], c->data, 16);
+		race(c->s, c->id, c->off, 16, 1);
+	}
+	ncp = kept;
+}
+
+/* a thread leaves with copies in flight: they are dropped */
+static void
+cp_drop(void)
+{
+	for (int i = 0; i < ncp; i++)
+		for (uint64_t b = cpq[i].off; b < cpq[i].off + 16; b++)
+			inflight[cpq[i].s][cpq[i].id][b] = 0;
+	ncp = 0;
+	cp_groups = 0;
+}
+
+/* ---- ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 ----------------- */
+static const uint8_t *ldsm_row[NSLOT][32][32];
+static uintptr_t ldsm_addr[NSLOT][32][32];
+
+long
+emu_ldsm_conflicts(void)
+{
+	return __atomic_load_n(&ldsm_conflicts, __ATOMIC_RELAXED);
+}
+
+/* Lanes 8i..8i+7 address the 8 rows (16 bytes each) of matrix i. Without
+ * .trans lane l gets in register i bytes 4(l%4)..+3 of row l/4; with
+ * .trans the b16 elements l/4 of rows 2(l%4) (low half) and 2(l%4)+1. */
+void
+precc_emu_ldmatrix(uint32_t trans, void *row, uint32_t *out)
+{
+	unsigned w = my_tid / 32, lane = my_tid % 32, s, id;
+	uint64_t off;
+	uintptr_t u = (uintptr_t)row;
+	const uint8_t *q = sink;
+
+	if (emu_break == 4 && lane == 5)
+		u += 4;        /* self-test: one lane's row misaligned */
+	if (!shared_loc(u, &s, &id, &off) || s != my_slot)
+		emu_fail("memcheck: ldmatrix row address %p not in this CTA's shared memory", (void *)u);
+	else if (u % 16)
+		emu_fail("memcheck: misaligned ldmatrix row address at byte %llu of shared array %u "
+		         "(lane %u; 16-byte alignment required)", (unsigned long long)off, id, lane);
+	else
+		q = precc_emu_check((void *)u, 16, 16, 0);
+	ldsm_row[my_slot][w][lane] = q;
+	ldsm_addr[my_slot][w][lane] = u;
+	Bar *wb = &warp_bar[my_slot][w];
+	bar_wait(wb, -1);
+	const uint8_t *const *r = ldsm_row[my_slot][w];
+	for (int i = 0; i < 4; i++) {
+		uint32_t v = 0;
+		if (!trans)
+			memcpy(&v, r[8 * i + lane / 4] + 4 * (lane % 4), 4);
+		else
+			for (int h = 0; h < 2; h++) {
+				uint16_t x;
+				memcpy(&x, r[8 * i + 2 * (lane % 4) + h] + 2 * (lane / 4), 2);
+				v |= (uint32_t)x << (16 * h);
+			}
+		out[i] = v;
+	}
+	if (lane == 0)
+		for (int i = 0; i < 4; i++) {
+			/* one phase per matrix: 8 rows of 16 bytes, conflict-free when
+			 * they cover the 32 banks (8 groups of 4) once */
+			unsigned seen = 0;
+			for (int j = 0; j < 8; j++)
+				seen |= 1u << (ldsm_addr[my_slot][w][8 * i + j] / 16 % 8);
+			if (seen != 0xff)
+				__atomic_add_fetch(&ldsm_conflicts, 1, __ATOMIC_RELAXED);
+		}
+	bar_wait(wb, -1);
 }
 
 /* Whether address p is the function's own stack (an alloca, through GEPs). */
@@ -631,6 +834,7 @@ static pthread_barrier_t start_bar, end_bar;
 static void
 leave(void)
 {
+	cp_drop();
 	bar_exit(&warp_bar[my_slot][my_tid / 32]);
 	bar_exit(&cta_bar[my_slot]);
 }
@@ -732,12 +936,14 @@ emu_launch(void (*fn)(void **), void **args, int threads, unsigned gx, unsigned 
 const char *const emu_fns[] = {
 	"precc_emu_sreg", "precc_emu_shfl_bfly", "precc_emu_barrier", "precc_emu_asm2_16",
 	"precc_emu_asm2_32", "precc_emu_asm1_32", "precc_emu_yield", "precc_emu_shared",
-	"precc_emu_mma", "precc_emu_check",
+	"precc_emu_mma", "precc_emu_check", "precc_emu_cp_async", "precc_emu_cp_commit",
+	"precc_emu_cp_wait", "precc_emu_ldmatrix",
 };
 void *const emu_addr[] = {
 	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
 	(void *)precc_emu_asm2_16, (void *)precc_emu_asm2_32, (void *)precc_emu_asm1_32,
 	(void *)precc_emu_yield, (void *)precc_emu_shared, (void *)precc_emu_mma,
-	(void *)precc_emu_check,
+	(void *)precc_emu_check, (void *)precc_emu_cp_async, (void *)precc_emu_cp_commit,
+	(void *)precc_emu_cp_wait, (void *)precc_emu_ldmatrix,
 };
 const int emu_nfns = sizeof emu_fns / sizeof *emu_fns;

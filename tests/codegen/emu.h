@@ -15,7 +15,8 @@
 #include <llvm-c/Core.h>
 
 /* self-tests of the comparison: 1 corrupts one fp8 cvt, 2 drops one mma
- * product */
+ * product, 3 ignores every cp.async.wait_group, 4 misaligns lane 5's
+ * ldmatrix row address */
 extern int emu_break;
 
 /* The functions host-mode kernels call, for LLVMAddGlobalMapping. */
@@ -39,6 +40,9 @@ int emu_launch(void (*entry)(void **), void **args, int threads, unsigned gx, un
                int coop);
 /* Check failures since emu_reset: their number and the first's message. */
 int emu_errors(char *msg, size_t n);
+/* ldmatrix phases (8 rows of one matrix) since emu_reset whose rows do not
+ * fall in 8 different 16-byte bank groups. */
+long emu_ldsm_conflicts(void);
 
 /* sm_89 and sm_90 give a CTA at most 48 KiB of static shared memory
  * (.shared globals; more needs dynamic shared memory and an opt-in). */

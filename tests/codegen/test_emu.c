@@ -20,9 +20,14 @@
  * fragments gathered with codegen/mma_frag.h's maps,
  * tests/codegen/test_mma_frag.c checks those against CuTe's) and compare
  * bit for bit with accum=fp32 or promote:N (promote_bits 0): the emulated
- * tensor core sums exactly in fp32. Self-tests at the end: a corrupted
- * cvt, a lost mma product, and one small broken kernel per sanitizer
- * check must each be reported.
+ * tensor core sums exactly in fp32; their cp.async and ldmatrix run on
+ * emu.c's models, and a GEMM run with any bank-conflicted ldmatrix phase
+ * fails. Self-tests at the end: a corrupted cvt, a lost mma product, a
+ * GEMM without its cp.async.wait_groups, a GEMM with a misaligned
+ * ldmatrix row, and one small broken kernel per sanitizer check (cp.async
+ * read in flight, ldmatrix misaligned, ldmatrix rows that conflict) must
+ * each be reported; ldmatrix x4 and x4.trans must put every bit where
+ * CuTe's LDSM copy traits do.
  */
 #include <float.h>
 #include <math.h>
@@ -496,6 +501,11 @@ check_kernel(const Func *f, const char *file)
 		goto done;
 	}
 	free(sync);
+	if (info.shape == CG_GEMM && emu_ldsm_conflicts()) {
+		printf("FAIL %s: %ld ldmatrix phases with shared-memory bank conflicts\n", file,
+		       emu_ldsm_conflicts());
+		goto done;
+	}
 	if (ir_interp_run(ip)) {
 		printf("FAIL %s: interpreter: %s\n", file, ir_interp_error(ip));
 		goto done;
@@ -568,9 +578,11 @@ cmp(const void *a, const void *b)
 }
 
 /* Run file's first kernel with emu_break = brk at M = m: 1 (a failure) if
- * the comparison does not notice. */
+ * the comparison does not notice, or (expect) the checker's first report
+ * does not say expect. */
 static int
-self_test(const char *dir, const char *file, int brk, long m, const char *what)
+self_test_says(const char *dir, const char *file, int brk, long m, const char *what,
+               const char *expect)
 {
 	char path[1024], err[1024];
 	snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -583,15 +595,27 @@ self_test(const char *dir, const char *file, int brk, long m, const char *what)
 	M = m;
 	printf("self-test, %s:\n", what);
 	missed = !mod || check_kernel(mod->fn[0], file) == 0;
+	if (!missed && expect) {
+		char msg[512];
+		missed = !emu_errors(msg, sizeof msg) || !strstr(msg, expect);
+	}
+	emu_break = 0;
 	if (missed)
-		printf("FAIL: %s went unnoticed\n", what);
+		printf("FAIL: %s went unnoticed%s%s\n", what, expect ? " by " : "", expect ? expect : "");
 	ir_module_free(mod);
 	return missed;
 }
 
+static int
+self_test(const char *dir, const char *file, int brk, long m, const char *what)
+{
+	return self_test_says(dir, file, brk, m, what, NULL);
+}
+
 /* ---- the sanitizer's self-tests: small broken kernels it must catch ---- */
 enum { ST_OOB, ST_MISALIGNED, ST_INPUT_STORE, ST_RACE, ST_NO_RACE, ST_PARTIAL_BARRIER,
-       ST_TWO_BARRIERS, ST_SMEM, ST_UNKNOWN };
+       ST_TWO_BARRIERS, ST_SMEM, ST_UNKNOWN, ST_CP_NO_WAIT, ST_CP_WAIT, ST_CP_WAIT_WEAK, ST_CP_WAIT_OFF1,
+       ST_LDSM_MISALIGNED, ST_LDSM, ST_LDSM_CONFLICT };
 enum { ST_THREADS = 64 };
 
 static LLVMValueRef
@@ -606,6 +630,51 @@ st_call(LLVMModuleRef mod, LLVMBuilderRef b, const char *name, LLVMTypeRef rt, L
 	if (!fn)
 		fn = LLVMAddFunction(mod, name, ft);
 	return LLVMBuildCall2(b, ft, fn, a, (unsigned)n, "");
+}
+
+/* ldmatrix's fragments against CuTe's, which NVIDIA wrote independently
+ * of emu.c: NVIDIA/cutlass commit 7107b055,
+ * include/cute/atom/copy_traits_sm75.hpp:76-89 (SM75_U32x4_LDSM_N) and
+ * 127-140 (SM75_U16x8_LDSM_T). CuTe's copy traits map (thread, value bit)
+ * to a bit of the source; SrcLayout (32,128):(128,1) says lane t's row
+ * address supplies source bits 128t..128t+127. DstLayout (thread, value):
+ *   U32x4_LDSM_N: (32,(32,4)):(32,(1,1024))
+ *   U16x8_LDSM_T: ((4,8),(16,2,4)):((256,16),(1,128,1024))
+ * and value v of a lane is bit v % 32 of its register v / 32 (the
+ * registers' order in the copy atom). Coordinates unfold
+ * colexicographically, as in test_mma_frag.c. out: per thread 4 registers
+ * of x4, then 4 of x4.trans, of rows filled with b16 element e = e. */
+static int
+ldsm_vs_cute(const uint8_t *out)
+{
+	static const struct { const char *name; int nt, ts[2], tst[2], nv, vs[3], vst[3]; } l[2] = {
+		{"SM75_U32x4_LDSM_N", 1, {32, 1}, {32, 0}, 2, {32, 4, 1}, {1, 1024, 0}},
+		{"SM75_U16x8_LDSM_T", 2, {4, 8}, {256, 16}, 3, {16, 2, 4}, {1, 128, 1024}},
+	};
+	int bad = 0;
+	for (int tr = 0; tr < 2; tr++)
+		for (int t = 0; t < ST_THREADS; t++) {
+			int lane = t % 32, warp = t / 32;
+			for (int v = 0; v < 128; v++) {
+				int d = 0, x = lane, y = v;
+				for (int i = 0; i < l[tr].nt; i++)
+					d += (x % l[tr].ts[i]) * l[tr].tst[i], x /= l[tr].ts[i];
+				for (int i = 0; i < l[tr].nv; i++)
+					d += (y % l[tr].vs[i]) * l[tr].vst[i], y /= l[tr].vs[i];
+				/* source: bit d % 128 of the row lane d / 128 of this warp addresses */
+				int byte = 512 * warp + 16 * (d / 128) + (d % 128) / 8;
+				int want = ((byte / 2) >> (8 * (byte % 2)) >> ((d % 128) % 8)) & 1;
+				uint32_t reg;
+				memcpy(&reg, out + 32 * t + 16 * tr + 4 * (v / 32), 4);
+				int got = (int)(reg >> (v % 32)) & 1;
+				if (got != want && bad++ < 4)
+					printf("FAIL: %s: thread %d value %d: bit %d, CuTe says %d\n", l[tr].name, t, v,
+					       got, want);
+			}
+		}
+	if (!bad)
+		printf("self-test, ldmatrix x4 and x4.trans: every bit where CuTe's copy traits put it\n");
+	return bad != 0;
 }
 
 /* void k(ptr out, ptr in) in codegen's host-mode form, broken as `kind`
@@ -682,6 +751,78 @@ sanitizer_self_test(int kind, const char *what, const char *expect)
 		LLVMSetAlignment(LLVMBuildStore(b, tid, outp), 4);
 		break;
 	}
+	case ST_CP_NO_WAIT: case ST_CP_WAIT: case ST_CP_WAIT_WEAK: case ST_CP_WAIT_OFF1: {
+		/* cp.async 16 bytes in[16 (t % 16)] -> s[16 t]; commit; (wait_group 0,
+		 * or wait_group 1 with a second, empty group after it; OFF1: the
+		 * empty group before it, so that wait_group 1 leaves the copy in
+		 * flight); barrier; out[t] = s[16 (t ^ 1)] */
+		LLVMValueRef a[2] = {zero, LLVMConstInt(i64, 16 * ST_THREADS, 0)};
+		LLVMValueRef sm = st_call(mod, b, "precc_emu_shared", pt, a, 2);
+		LLVMValueRef o16 = LLVMBuildMul(b, t64, LLVMConstInt(i64, 16, 0), "");
+		LLVMValueRef i16o = LLVMBuildMul(b, LLVMBuildURem(b, t64, LLVMConstInt(i64, 16, 0), ""),
+		                                 LLVMConstInt(i64, 16, 0), "");
+		LLVMValueRef ca[3] = {LLVMBuildGEP2(b, i8, sm, &o16, 1, ""), LLVMBuildGEP2(b, i8, in, &i16o, 1, ""),
+		                      LLVMConstInt(i32, 16, 0)};
+		if (kind == ST_CP_WAIT_OFF1)
+			st_call(mod, b, "precc_emu_cp_commit", vd, NULL, 0);
+		st_call(mod, b, "precc_emu_cp_async", vd, ca, 3);
+		st_call(mod, b, "precc_emu_cp_commit", vd, NULL, 0);
+		if (kind == ST_CP_WAIT_WEAK)
+			st_call(mod, b, "precc_emu_cp_commit", vd, NULL, 0);
+		if (kind != ST_CP_NO_WAIT) {
+			/* wait_group 1 after two groups completes the first */
+			LLVMValueRef n = LLVMConstInt(i32, kind == ST_CP_WAIT_WEAK || kind == ST_CP_WAIT_OFF1, 0);
+			st_call(mod, b, "precc_emu_cp_wait", vd, &n, 1);
+		}
+		LLVMValueRef site = LLVMConstInt(i32, 1, 0);
+		st_call(mod, b, "precc_emu_barrier", vd, &site, 1);
+		LLVMValueRef o = LLVMBuildMul(b, LLVMBuildXor(b, t64, LLVMConstInt(i64, 1, 0), ""),
+		                              LLVMConstInt(i64, 16, 0), "");
+		LLVMValueRef v = LLVMBuildLoad2(b, i32, LLVMBuildGEP2(b, i8, sm, &o, 1, ""), "");
+		LLVMSetAlignment(v, 4);
+		LLVMSetAlignment(LLVMBuildStore(b, v, outp), 4);
+		break;
+	}
+	case ST_LDSM_MISALIGNED: case ST_LDSM: case ST_LDSM_CONFLICT: {
+		/* s (1 KiB) holds b16 element e = e at byte 2e; each warp's lanes
+		 * address its 32 rows of 16 bytes (ST_LDSM_MISALIGNED: lane 3's 8
+		 * bytes off; ST_LDSM_CONFLICT: rows 64 bytes apart, a 4-way bank
+		 * conflict); ldmatrix x4 and x4.trans; out[32 t ..] = the 8
+		 * registers */
+		LLVMValueRef a[2] = {zero, LLVMConstInt(i64, 64 * ST_THREADS, 0)};
+		LLVMValueRef sm = st_call(mod, b, "precc_emu_shared", pt, a, 2);
+		LLVMTypeRef i16t = LLVMInt16TypeInContext(cx);
+		for (int h = 0; h < 8; h++) {
+			LLVMValueRef el = LLVMBuildAdd(b, LLVMBuildMul(b, t64, LLVMConstInt(i64, 8, 0), ""),
+			                               LLVMConstInt(i64, (unsigned)h, 0), "");
+			LLVMValueRef o = LLVMBuildMul(b, el, LLVMConstInt(i64, 2, 0), "");
+			LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildTrunc(b, el, i16t, ""),
+			                                LLVMBuildGEP2(b, i8, sm, &o, 1, "")), 2);
+		}
+		LLVMValueRef site = LLVMConstInt(i32, 1, 0);
+		st_call(mod, b, "precc_emu_barrier", vd, &site, 1);
+		LLVMValueRef ro = LLVMBuildMul(b, t64, LLVMConstInt(i64, kind == ST_LDSM_CONFLICT ? 64 : 16, 0), "");
+		if (kind == ST_LDSM_MISALIGNED)
+			ro = LLVMBuildAdd(b, ro, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, tid,
+			                  LLVMConstInt(i32, 3, 0), ""), LLVMConstInt(i64, 8, 0),
+			                  LLVMConstInt(i64, 0, 0), ""), "");
+		LLVMValueRef row = LLVMBuildGEP2(b, i8, sm, &ro, 1, "");
+		LLVMTypeRef a4 = LLVMArrayType2(i32, 4);
+		LLVMValueRef buf = LLVMBuildAlloca(b, a4, "ldsm");
+		for (int tr = 0; tr < 2; tr++) {
+			LLVMValueRef la[3] = {LLVMConstInt(i32, (unsigned)tr, 0), row, buf};
+			st_call(mod, b, "precc_emu_ldmatrix", vd, la, 3);
+			for (int r = 0; r < 4; r++) {
+				LLVMValueRef ix[2] = {LLVMConstInt(i64, 0, 0), LLVMConstInt(i64, (unsigned)r, 0)};
+				LLVMValueRef v = LLVMBuildLoad2(b, i32, LLVMBuildGEP2(b, a4, buf, ix, 2, ""), "");
+				LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, t64, LLVMConstInt(i64, 32, 0), ""),
+				                              LLVMConstInt(i64, (unsigned)(16 * tr + 4 * r), 0), "");
+				LLVMSetAlignment(LLVMBuildStore(b, v, LLVMBuildGEP2(b, i8, out, &o, 1, "")), 4);
+			}
+		}
+		out_bytes = 32 * ST_THREADS;
+		break;
+	}
 	case ST_SMEM: {         /* 64 KiB of static shared memory */
 		LLVMValueRef a[2] = {zero, LLVMConstInt(i64, 65536, 0)};
 		LLVMValueRef sm = st_call(mod, b, "precc_emu_shared", pt, a, 2);
@@ -720,6 +861,19 @@ sanitizer_self_test(int kind, const char *what, const char *expect)
 		int n = emu_errors(msg, sizeof msg);
 		missed = expect ? !n || !strstr(msg, expect) : n != 0;
 		printf("%s%s\n", n ? msg : "no report", missed ? expect ? " -- FAIL: not caught" : " -- FAIL: a false report" : "");
+		if (kind == ST_LDSM && !missed)
+			missed = ldsm_vs_cute(args[0]) || emu_ldsm_conflicts() != 0;
+		if (kind == ST_LDSM_CONFLICT) {
+			printf("self-test, ldmatrix rows 64 bytes apart: %ld conflicted phases%s\n",
+			       emu_ldsm_conflicts(), emu_ldsm_conflicts() ? "" : " -- FAIL: not caught");
+			missed = missed || emu_ldsm_conflicts() == 0;
+		}
+		if (kind == ST_CP_WAIT && !missed)
+			for (int t = 0; t < ST_THREADS && !missed; t++)
+				if (memcmp((uint8_t *)args[0] + 4 * t, (uint8_t *)args[1] + 16 * ((t ^ 1) % 16), 4)) {
+					printf("FAIL: thread %d read what cp.async did not copy\n", t);
+					missed = 1;
+				}
 		free(o);
 		free(i);
 		LLVMDisposeExecutionEngine(ee);
@@ -805,6 +959,11 @@ main(int argc, char **argv)
 	/* the check can fail: a corrupted cvt, a lost mma product must be caught */
 	fails += self_test(dir, "quant_tensor.ir", 1, 128, "one cvt corrupted");
 	fails += self_test(dir, "gemm_e4m3_tensor.ir", 2, 100, "one mma product lost");
+	/* mutants of the GEMM mainloop the checker must report */
+	fails += self_test_says(dir, "gemm_e4m3_tensor.ir", 3, 100, "GEMM without cp.async.wait_group",
+	                        "cp.async to it is in flight");
+	fails += self_test_says(dir, "gemm_bf16_dgrad_t.ir", 3, 100, "bf16 GEMM without cp.async.wait_group",
+	                        "cp.async to it is in flight");
 	/* and the sanitizer's checks can fail */
 	fails += sanitizer_self_test(ST_OOB, "a store past the end", "memcheck");
 	fails += sanitizer_self_test(ST_MISALIGNED, "a misaligned 16-byte store", "memcheck: misaligned");
@@ -815,6 +974,19 @@ main(int argc, char **argv)
 	fails += sanitizer_self_test(ST_TWO_BARRIERS, "two warps at two barriers", "synccheck: divergent");
 	fails += sanitizer_self_test(ST_SMEM, "64 KiB of static shared memory", "static shared memory");
 	fails += sanitizer_self_test(ST_UNKNOWN, "a special register without a host model", NULL);
+	fails += sanitizer_self_test(ST_CP_NO_WAIT, "cp.async read after a barrier but no wait_group",
+	                             "cp.async to it is in flight");
+	fails += sanitizer_self_test(ST_CP_WAIT_WEAK, "cp.async, wait_group 1 with one group after it",
+	                             NULL);
+	fails += sanitizer_self_test(ST_CP_WAIT_OFF1, "cp.async in the newest group, wait_group 1",
+	                             "cp.async to it is in flight");
+	fails += sanitizer_self_test(ST_CP_WAIT, "cp.async, wait_group 0, barrier", NULL);
+	fails += sanitizer_self_test(ST_LDSM_MISALIGNED, "an ldmatrix row 8 bytes off",
+	                             "misaligned ldmatrix row");
+	fails += sanitizer_self_test(ST_LDSM, "ldmatrix x4 and x4.trans of known rows", NULL);
+	fails += sanitizer_self_test(ST_LDSM_CONFLICT, "ldmatrix rows 64 bytes apart", NULL);
+	fails += self_test_says(dir, "gemm_e4m3_tensor.ir", 4, 100, "GEMM with one ldmatrix row misaligned",
+	                        "misaligned ldmatrix row");
 	printf("%d kernel files, %d failures; schedule's grid equal to codegen's in %d runs "
 	       "(where both tile alike)\n", n, fails, sched_checked);
 	return fails ? 1 : 0;
