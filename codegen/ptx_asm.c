@@ -61,10 +61,10 @@ const AsmEntry asm_table[] = {
 	{"async copy", CP_WAIT(2), "~{memory}", "sm_80"},
 	{"ldmatrix", LDSM_X4, "=r,=r,=r,=r,r,~{memory}", "sm_75"},
 	{"ldmatrix", LDSM_X4_T, "=r,=r,=r,=r,r,~{memory}", "sm_75"},
+	{"opaque pointer", MOV_B64, "=l,l", "sm_70"},       /* asm_opaque_ptr */
 	/* not emitted on sm_89/sm_90/sm_90a: software in swcvt.c */
 	{"fp4 encode", "cvt.rn.satfinite.e2m1x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
 	{"e8m0 encode", "cvt.rp.satfinite.ue8m0x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
-	{"opaque pointer", MOV_B64, "=l,l", "sm_70"},
 };
 const int asm_table_len = sizeof asm_table / sizeof asm_table[0];
 
