@@ -4,7 +4,7 @@
  * gemm says (docs/ir.md), with its prologue (transposes of 16-bit
  * operands, e2m1 upcast to bf16) and its epilogue (block-scale promotion,
  * bias (padded or not), the output's tensorwise amax, cast, slice of the
- * padded columns) in one kernel.
+ * padded columns, accumulate into an f32 main_grad) in one kernel.
  *
  * A CTA of 4 warps (2 x 2) computes a 64 x 64 tile of C; each warp 32 x 32
  * as 2 x 4 mma tiles of 16 x 8. Per K tile (64 bytes of every row of A and
@@ -62,6 +62,7 @@ typedef struct G {
 	int bias_src;         /* the bias param (under its pad, if any) */
 	int amax, amax_arg;   /* output amax Ins and the value it reads, -1 */
 	long slice;           /* columns kept by a slice of the result, 0 */
+	int acc_old;          /* accumulate: the f32 param added in (main_grad), -1 */
 	int out;              /* the result value */
 } G;
 
@@ -69,6 +70,23 @@ static int
 ebytes(precc_format f)
 {
 	return f == PRECC_BF16 || f == PRECC_FP16 ? 2 : f == PRECC_FP32 || f == PRECC_TF32 ? 4 : 1;
+}
+
+/* accumulate %y, %old (wgrad into main_grad): the last op, of the f32
+ * result (after bias and slice, no cast), old a param of the result's
+ * type; the epilogue reads old where it stores the result. */
+static int
+epi_accumulate_plan(Kern *k, G *g, const Ins *in, int last)
+{
+	const Ins *d = ir_def_ins(k->f, in->arg[1]);
+
+	if (in->arg[0] != last || g->cast >= 0 || g->acc_old >= 0)
+		return kfail(k, "accumulate in a GEMM kernel: once, of the f32 result, last");
+	if (!d || d->op != OP_param)
+		return kfail(k, "accumulate: %%%s must be a param (main_grad)",
+		             k->f->val[in->arg[1]].name);
+	g->acc_old = in->arg[1];
+	return 0;
 }
 
 /* Recognise the GEMM kernel and fill g; an error names what does not fit. */
@@ -80,6 +98,7 @@ gemm_plan(Kern *k, G *g)
 
 	memset(g, 0, sizeof *g);
 	g->bias = g->cast = g->out = g->amax = g->amax_arg = g->bias_src = -1;
+	g->acc_old = -1;
 	for (int i = 0; i < f->nins; i++)
 		if (f->ins[i].op == OP_gemm) {
 			if (gm)
@@ -120,6 +139,11 @@ gemm_plan(Kern *k, G *g)
 				return kfail(k, "slice in a GEMM kernel: of the result's columns only");
 			g->slice = in->type.dim[1], last = in->res;
 			break;
+		case OP_accumulate:
+			if (epi_accumulate_plan(k, g, in, last))
+				return -1;
+			last = in->res;
+			break;
 		case OP_cast:
 			if (in->arg[0] != last)
 				return kfail(k, "cast must take the gemm's (or bias's) result");
@@ -130,7 +154,8 @@ gemm_plan(Kern *k, G *g)
 			g->cast = i, last = in->res;
 			break;
 		default:
-			return kfail(k, "%s in a GEMM kernel (prologue: transpose; epilogue: bias, cast)",
+			return kfail(k, "%s in a GEMM kernel (prologue: transpose; epilogue: bias, amax, "
+			             "slice, cast, accumulate)",
 			             opinfo[in->op].name);
 		}
 	}
@@ -522,6 +547,19 @@ promote_if(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef ou
 	end_if(e, cont);
 }
 
+/* The value stored at byte offset off of the result: fl(old[off] + y)
+ * when the GEMM accumulates into old (main_grad), else y. old and the
+ * result may be one buffer: each element is read, then written, by the
+ * one thread that owns it. */
+static LLVMValueRef
+epi_accumulate(E *e, const G *g, LLVMValueRef off, LLVMValueRef y)
+{
+	if (g->acc_old < 0)
+		return y;
+	LLVMValueRef old = load_al(e, e->g->f32, gep(e, e->ptr[g->acc_old], off), 4);
+	return fadd_rn(e, old, y);
+}
+
 int
 emit_gemm(E *e)
 {
@@ -658,7 +696,7 @@ emit_gemm(E *e)
 						store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,
 						                           cg->i16, ""), p, 2);
 					else
-						store_al(e, y[c], p, 4);
+						store_al(e, epi_accumulate(e, &g, off, y[c]), p, 4);
 					end_if(e, cont);
 				}
 			}

@@ -439,9 +439,11 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 		         p->accum == ACCUM_PROMOTE ? p->promote_every : p->accum_bits);
 	else
 		snprintf(acc_s, sizeof acc_s, "%s", accum_name(p->accum));
-	ir_comment(&l.f->comment, "A (%s): %s; B (%s): %s; accum %s; out %s%s%s",
+	bool accumulate = g == GEMM_WGRAD && p->out_accumulate;
+	ir_comment(&l.f->comment, "A (%s): %s; B (%s): %s; accum %s; out %s%s%s%s",
 	           role_name(p->role[0]), da, role_name(p->role[1]), db, acc_s,
-	           ir_fmt_name(p->out_format), hasbias ? " +bias" : "", p->out_amax ? " +amax" : "");
+	           ir_fmt_name(p->out_format), hasbias ? " +bias" : "", p->out_amax ? " +amax" : "",
+	           accumulate ? " +main_grad" : "");
 	if (lp->rule)
 		ir_comment(&l.f->comment, "rule: %s", lp->rule);
 	if (lp->reason[g])
@@ -461,6 +463,12 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	if (hasbias) {
 		b = def(&l, ir_vector(sf, N), OP_param, NULL, 0, "bias");
 		last(&l)->param = PARAM_BIAS;
+	}
+	int mg = -1;
+	if (accumulate) {
+		/* dW = fl(main_grad + dW.acc): wgrad into the fp32 main_grad */
+		mg = def(&l, ir_tensor(PRECC_FP32, N, K), OP_param, NULL, 0, "main_grad");
+		last(&l)->param = PARAM_MAIN_GRAD;
 	}
 	for (int k = 0; k < 2; k++)
 		if (p->operand[k].scaling == SCALING_DELAYED && quantized(p->operand[k].format))
@@ -542,7 +550,11 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	}
 	if (padded) {
 		ot.dim[0] = w0, ot.dim[1] = w1;
-		y = def(&l, ot, OP_slice, &y, 1, "%s", outname[g]);
+		y = def(&l, ot, OP_slice, &y, 1, "%s%s", outname[g], mg >= 0 ? ".new" : "");
+	}
+	if (mg >= 0) {
+		a[0] = y, a[1] = mg;
+		y = def(&l, ot, OP_accumulate, a, 2, "%s", outname[g]);
 	}
 	rets[nret++] = y;
 	if (sinv >= 0)

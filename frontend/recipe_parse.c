@@ -442,7 +442,7 @@ gemm_key(Loader *ld, const Tab *t, const char *k, int v, unsigned *set, GemmPoli
 			PUTG(set, lines, g, SET_OUT_FORMAT, out_format, operand_format(ld, v, k, line, false), line);
 			return true;
 		}
-		static const char *const keys[] = {"format", "bias", "amax"};
+		static const char *const keys[] = {"format", "bias", "amax", "accumulate"};
 		Tab o = sub_table(ld, t, k, v, "output");
 		lua_pushnil(L);
 		while (lua_next(L, o.idx)) {
@@ -454,6 +454,8 @@ gemm_key(Loader *ld, const Tab *t, const char *k, int v, unsigned *set, GemmPoli
 				PUTG(set, lines, g, SET_BIAS, bias, want_bool(ld, vi, kk, kl), kl);
 			else if (!strcmp(kk, "amax"))
 				PUTG(set, lines, g, SET_OUT_AMAX, out_amax, want_bool(ld, vi, kk, kl), kl);
+			else if (!strcmp(kk, "accumulate"))
+				PUTG(set, lines, g, SET_OUT_ACCUMULATE, out_accumulate, want_bool(ld, vi, kk, kl), kl);
 			else
 				unknown_key(ld, kl, kk, "output", keys, COUNT(keys));
 			lua_pop(L, 1);
