@@ -530,13 +530,18 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	Type ot = vtype(&l, y);
 	long w0 = g == GEMM_WGRAD ? N : DIM_M, w1 = g == GEMM_FPROP ? N : K;
 	bool padded = ot.dim[0] != w0 || ot.dim[1] != w1;
+	bool blk_amax = p->out_amax && (p->out_amax_block[0] || p->out_amax_block[1]);
 	if (p->out_amax)
-		amax = def(&l, ir_scale_type(PRECC_FP32, 1, 1, 0, 0), OP_amax, &y, 1, "%s.amax",
-		           outname[g]);
+		/* tensorwise, or per block of the (padded) result: amax = {1, 128} */
+		amax = def(&l, blk_amax ? ir_scale_of(PRECC_FP32, &ot, p->out_amax_block[0],
+		                                      p->out_amax_block[1])
+		                        : ir_scale_type(PRECC_FP32, 1, 1, 0, 0),
+		           OP_amax, &y, 1, "%s.amax", outname[g]);
 	if (quantized(p->out_format)) {
 		/* an fp8 output: current tensorwise scaling */
 		Type ts = ir_scale_type(PRECC_FP32, 1, 1, 0, 0);
-		int am = amax >= 0 ? amax : def(&l, ts, OP_amax, &y, 1, "%s.amax", outname[g]);
+		int am = amax >= 0 && !blk_amax ? amax
+		       : def(&l, ts, OP_amax, &y, 1, "%s.amax%s", outname[g], blk_amax ? ".tensor" : "");
 		int s = def(&l, ts, OP_scale, &am, 1, "%s.scale", outname[g]);
 		last(&l)->fmt = p->out_format;
 		ot.fmt = p->out_format;

@@ -88,7 +88,11 @@ apply_gemm(GemmPolicy *p, unsigned *set, unsigned b, const GemmPolicy *v)
 	if (b & SET_ACCUM_BITS) p->accum_bits = v->accum_bits;
 	if (b & SET_OUT_FORMAT) p->out_format = v->out_format;
 	if (b & SET_BIAS) p->bias = v->bias;
-	if (b & SET_OUT_AMAX) p->out_amax = v->out_amax;
+	if (b & SET_OUT_AMAX) {
+		p->out_amax = v->out_amax;
+		p->out_amax_block[0] = v->out_amax_block[0];
+		p->out_amax_block[1] = v->out_amax_block[1];
+	}
 	if (b & SET_OUT_ACCUMULATE) p->out_accumulate = v->out_accumulate;
 	*set |= b;
 }

@@ -105,6 +105,8 @@ typedef struct GemmPolicy {
 	precc_format out_format;  /* Y / dX / dW */
 	bool bias;                /* fprop only */
 	bool out_amax;            /* emit amax of the output for the next layer */
+	int out_amax_block[2];    /* its block over the output (rows, cols), from
+	                             amax = {1, 128}; 0, 0: tensorwise */
 	bool out_accumulate;      /* wgrad only: dW = fl(main_grad + acc), f32, in
 	                             the GEMM's epilogue (TE fuse_wgrad_accumulation) */
 } GemmPolicy;
