@@ -3,8 +3,8 @@
  * wgmma family exists): C[M,N] = epilogue(A[M,K] · B[N,K]ᵀ) as the IR's
  * gemm says (docs/ir.md), with its prologue (transposes of 16-bit
  * operands, e2m1 upcast to bf16) and its epilogue (block-scale promotion,
- * bias (padded or not), the output's tensorwise amax, cast, slice of the
- * padded columns) in one kernel.
+ * bias (padded or not), the output's amax (tensorwise or per block), cast, slice of the
+ * padded columns, accumulate into an f32 main_grad) in one kernel.
  *
  * A CTA of 4 warps (2 x 2) computes a 64 x 64 tile of C; each warp 32 x 32
  * as 2 x 4 mma tiles of 16 x 8. Per K tile (64 bytes of every row of A and
@@ -72,7 +72,9 @@ typedef struct G {
 	int bias, cast;       /* Ins indices, -1 */
 	int bias_src;         /* the bias param (under its pad, if any) */
 	int amax, amax_arg;   /* output amax Ins and the value it reads, -1 */
+	int amax_block;       /* that amax is per block ({1xB}, {BxB}), not tensorwise */
 	long slice;           /* columns kept by a slice of the result, 0 */
+	int acc_old;          /* accumulate: the f32 param added in (main_grad), -1 */
 	int out;              /* the result value */
 } G;
 
@@ -80,6 +82,40 @@ static int
 ebytes(precc_format f)
 {
 	return f == PRECC_BF16 || f == PRECC_FP16 ? 2 : f == PRECC_FP32 || f == PRECC_TF32 ? 4 : 1;
+}
+
+/* accumulate %y, %old (wgrad into main_grad): the last op, of the f32
+ * result (after bias and slice, no cast), old a param of the result's
+ * type; the epilogue reads old where it stores the result. */
+static int
+epi_accumulate_plan(Kern *k, G *g, const Ins *in, int last)
+{
+	const Ins *d = ir_def_ins(k->f, in->arg[1]);
+
+	if (in->arg[0] != last || g->cast >= 0 || g->acc_old >= 0)
+		return kfail(k, "accumulate in a GEMM kernel: once, of the f32 result, last");
+	if (!d || d->op != OP_param)
+		return kfail(k, "accumulate: %%%s must be a param (main_grad)",
+		             k->f->val[in->arg[1]].name);
+	g->acc_old = in->arg[1];
+	return 0;
+}
+
+/* amax %y : f32[..]{b0xb1} of the f32 result before its cast, per block
+ * for the next layer's blockwise quantize: rows of 1 or whole CTA tiles
+ * (a multiple of 64, or all), columns whole CTA tiles. */
+static int
+epi_block_amax_plan(Kern *k, G *g, const Ins *in, int last)
+{
+	long br = in->type.block[0], bc = in->type.block[1];
+
+	if (in->arg[0] != last || g->cast >= 0 || g->amax >= 0)
+		return kfail(k, "amax in a GEMM kernel: one, of the f32 result before its cast");
+	if (!(br == 0 || br == 1 || br % BM == 0) || !(bc == 0 || bc % BN == 0))
+		return kfail(k, "amax {%ldx%ld} in a GEMM kernel: blocks of 1, 64k or all rows by "
+		             "64k or all columns (the 64 x 64 tile)", br, bc);
+	g->amax_block = 1;
+	return 0;
 }
 
 /* Recognise the GEMM kernel and fill g; an error names what does not fit. */
@@ -91,6 +127,7 @@ gemm_plan(Kern *k, G *g)
 
 	memset(g, 0, sizeof *g);
 	g->bias = g->cast = g->out = g->amax = g->amax_arg = g->bias_src = -1;
+	g->acc_old = -1;
 	for (int i = 0; i < f->nins; i++)
 		if (f->ins[i].op == OP_gemm) {
 			if (gm)
@@ -120,8 +157,10 @@ gemm_plan(Kern *k, G *g)
 			break;
 		}
 		case OP_amax:
-			if (in->arg[0] != last || g->cast >= 0 || !in->type.is_scale || in->type.block[0]
-			    || in->type.block[1])
+			if (in->type.is_scale && (in->type.block[0] || in->type.block[1])) {
+				if (epi_block_amax_plan(k, g, in, last))
+					return -1;
+			} else if (in->arg[0] != last || g->cast >= 0 || !in->type.is_scale)
 				return kfail(k, "amax in a GEMM kernel: tensorwise, of the f32 result before "
 				             "its cast");
 			g->amax = i, g->amax_arg = last;
@@ -130,6 +169,11 @@ gemm_plan(Kern *k, G *g)
 			if (in->arg[0] != last || in->type.dim[0] != f->val[last].type.dim[0])
 				return kfail(k, "slice in a GEMM kernel: of the result's columns only");
 			g->slice = in->type.dim[1], last = in->res;
+			break;
+		case OP_accumulate:
+			if (epi_accumulate_plan(k, g, in, last))
+				return -1;
+			last = in->res;
 			break;
 		case OP_cast:
 			if (in->arg[0] != last)
@@ -141,7 +185,8 @@ gemm_plan(Kern *k, G *g)
 			g->cast = i, last = in->res;
 			break;
 		default:
-			return kfail(k, "%s in a GEMM kernel (prologue: transpose; epilogue: bias, cast)",
+			return kfail(k, "%s in a GEMM kernel (prologue: transpose; epilogue: bias, amax, "
+			             "slice, cast, accumulate)",
 			             opinfo[in->op].name);
 		}
 	}
@@ -591,6 +636,65 @@ promote_if(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef ou
 	end_if(e, cont);
 }
 
+/* The value stored at byte offset off of the result: fl(old[off] + y)
+ * when the GEMM accumulates into old (main_grad), else y. old and the
+ * result may be one buffer: each element is read, then written, by the
+ * one thread that owns it. */
+static LLVMValueRef
+epi_accumulate(E *e, const G *g, LLVMValueRef off, LLVMValueRef y)
+{
+	if (g->acc_old < 0)
+		return y;
+	LLVMValueRef old = load_al(e, e->g->f32, gep(e, e->ptr[g->acc_old], off), 4);
+	return fadd_rn(e, old, y);
+}
+
+/* The per-block output amax: rbits[mi][h] is this lane's max |y| bits
+ * over its columns of row fr->rowv[mi][h] (0 past M and N). 1 x bc
+ * blocks: the row's max over the 4 lanes holding it (shuffles), one
+ * atom.global.max.u32 per row and warp; taller blocks: the CTA's max
+ * (shuffles, then shared memory), one atomic per CTA. Every value is a
+ * nonnegative float's bits (NaN above inf), so the unsigned max is the
+ * float max. The launcher zeroes the output first. */
+static void
+epi_block_amax_out(E *e, const G *g, const Frag *fr, LLVMValueRef rbits[MI][2])
+{
+	LLVMBuilderRef b = e->b;
+	const Type *t = &e->k->f->ins[g->amax].type;
+	LLVMValueRef out = e->ptr[e->k->f->ins[g->amax].res], M = dimv(e, g->op[0].rows);
+	long br = t->block[0], bc = t->block[1];
+	Lane l = lane_of(e);
+	LLVMValueRef nbc = dimv(e, t->dim[1]);
+	LLVMValueRef cb = bc ? LLVMBuildUDiv(b, l.col0, c64(e, (uint64_t)bc), "") : c64(e, 0);
+
+	if (br == 1) {
+		for (int mi = 0; mi < MI; mi++)
+			for (int h = 0; h < 2; h++) {
+				LLVMValueRef v = group_max(e, rbits[mi][h], 4), r = fr->rowv[mi][h];
+				LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), LLVMBuildICmp(b, LLVMIntEQ, l.t4,
+				                                                             c64(e, 0), ""), "");
+				LLVMBasicBlockRef cont = begin_if(e, ok);
+				LLVMValueRef ix = add64(e, LLVMBuildMul(b, r, nbc, ""), cb);
+				LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax, gep(e, out, mul64(e, ix, 4)), v,
+				                   LLVMAtomicOrderingMonotonic, 0);
+				end_if(e, cont);
+			}
+		return;
+	}
+	LLVMValueRef v = c32(e, 0);
+	for (int mi = 0; mi < MI; mi++)
+		for (int h = 0; h < 2; h++)
+			v = umax(e, v, rbits[mi][h]);
+	e->red = shared_array(e, "red", 2, LLVMArrayType2(e->g->i32, 32), 4);
+	v = cta_max(e, v);
+	LLVMValueRef rb = br ? LLVMBuildUDiv(b, l.row0, c64(e, (uint64_t)br), "") : c64(e, 0);
+	LLVMBasicBlockRef cont = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, l.tid, c64(e, 0), ""));
+	LLVMValueRef ix = add64(e, LLVMBuildMul(b, rb, nbc, ""), cb);
+	LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax, gep(e, out, mul64(e, ix, 4)), v,
+	                   LLVMAtomicOrderingMonotonic, 0);
+	end_if(e, cont);
+}
+
 int
 emit_gemm(E *e)
 {
@@ -751,7 +855,9 @@ emit_gemm(E *e)
 	precc_format of = g.cast >= 0 ? k->f->ins[g.cast].type.fmt : PRECC_FP32;
 	int oeb = ebytes(of);
 	LLVMValueRef NS = g.slice ? c64(e, (uint64_t)g.slice) : N;   /* stored columns, row pitch */
-	LLVMValueRef mbits = c32(e, 0);
+	LLVMValueRef mbits = c32(e, 0), rbits[MI][2];
+	for (int mi = 0; mi < MI; mi++)
+		rbits[mi][0] = rbits[mi][1] = c32(e, 0);
 	for (int mi = 0; mi < MI; mi++)
 		for (int ni = 0; ni < NI; ni++)
 			for (int h = 0; h < 2; h++) {
@@ -781,7 +887,11 @@ emit_gemm(E *e)
 					if (g.amax >= 0) {
 						LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, fr.colv[ni][c], N), "");
 						LLVMValueRef v = g.amax_arg == k->f->ins[k->gm].res ? acc[(mi * NI + ni) * 4 + 2 * h + c] : y[c];
-						mbits = umax(e, mbits, sel(e, ok, vec_amax_bits(e, &v, 1), c32(e, 0)));
+						LLVMValueRef bits = sel(e, ok, vec_amax_bits(e, &v, 1), c32(e, 0));
+						if (g.amax_block)
+							rbits[mi][h] = umax(e, rbits[mi][h], bits);
+						else
+							mbits = umax(e, mbits, bits);
 					}
 				}
 				LLVMValueRef pair = oeb == 2 ? asm_cvt_16x2(cg, of, y[0], y[1]) : NULL;
@@ -795,11 +905,13 @@ emit_gemm(E *e)
 						store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,
 						                           cg->i16, ""), p, 2);
 					else
-						store_al(e, y[c], p, 4);
+						store_al(e, epi_accumulate(e, &g, off, y[c]), p, 4);
 					end_if(e, cont);
 				}
 			}
-	if (g.amax >= 0) {
+	if (g.amax >= 0 && g.amax_block)
+		epi_block_amax_out(e, &g, &fr, rbits);
+	else if (g.amax >= 0) {
 		e->red = shared_array(e, "red", 2, LLVMArrayType2(cg->i32, 32), 4);
 		tensor_amax_out(e, mbits);
 	}

@@ -64,7 +64,8 @@ param_role(ParamKind k)
 {
 	static const char *const names[NPARAMKIND] = {
 		[PARAM_IN] = "input", [PARAM_WEIGHT] = "weight", [PARAM_GRAD] = "grad_output",
-		[PARAM_STATE] = "state", [PARAM_BIAS] = "bias", [PARAM_BUF] = "buffer"};
+		[PARAM_STATE] = "state", [PARAM_BIAS] = "bias", [PARAM_BUF] = "buffer",
+		[PARAM_MAIN_GRAD] = "main_grad"};
 	return (unsigned)k < NPARAMKIND ? names[k] : "buffer";
 }
 

@@ -439,9 +439,11 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 		         p->accum == ACCUM_PROMOTE ? p->promote_every : p->accum_bits);
 	else
 		snprintf(acc_s, sizeof acc_s, "%s", accum_name(p->accum));
-	ir_comment(&l.f->comment, "A (%s): %s; B (%s): %s; accum %s; out %s%s%s",
+	bool accumulate = g == GEMM_WGRAD && p->out_accumulate;
+	ir_comment(&l.f->comment, "A (%s): %s; B (%s): %s; accum %s; out %s%s%s%s",
 	           role_name(p->role[0]), da, role_name(p->role[1]), db, acc_s,
-	           ir_fmt_name(p->out_format), hasbias ? " +bias" : "", p->out_amax ? " +amax" : "");
+	           ir_fmt_name(p->out_format), hasbias ? " +bias" : "", p->out_amax ? " +amax" : "",
+	           accumulate ? " +main_grad" : "");
 	if (lp->rule)
 		ir_comment(&l.f->comment, "rule: %s", lp->rule);
 	if (lp->reason[g])
@@ -461,6 +463,12 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	if (hasbias) {
 		b = def(&l, ir_vector(sf, N), OP_param, NULL, 0, "bias");
 		last(&l)->param = PARAM_BIAS;
+	}
+	int mg = -1;
+	if (accumulate) {
+		/* dW = fl(main_grad + dW.acc): wgrad into the fp32 main_grad */
+		mg = def(&l, ir_tensor(PRECC_FP32, N, K), OP_param, NULL, 0, "main_grad");
+		last(&l)->param = PARAM_MAIN_GRAD;
 	}
 	for (int k = 0; k < 2; k++)
 		if (p->operand[k].scaling == SCALING_DELAYED && quantized(p->operand[k].format))
@@ -522,13 +530,18 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	Type ot = vtype(&l, y);
 	long w0 = g == GEMM_WGRAD ? N : DIM_M, w1 = g == GEMM_FPROP ? N : K;
 	bool padded = ot.dim[0] != w0 || ot.dim[1] != w1;
+	bool blk_amax = p->out_amax && (p->out_amax_block[0] || p->out_amax_block[1]);
 	if (p->out_amax)
-		amax = def(&l, ir_scale_type(PRECC_FP32, 1, 1, 0, 0), OP_amax, &y, 1, "%s.amax",
-		           outname[g]);
+		/* tensorwise, or per block of the (padded) result: amax = {1, 128} */
+		amax = def(&l, blk_amax ? ir_scale_of(PRECC_FP32, &ot, p->out_amax_block[0],
+		                                      p->out_amax_block[1])
+		                        : ir_scale_type(PRECC_FP32, 1, 1, 0, 0),
+		           OP_amax, &y, 1, "%s.amax", outname[g]);
 	if (quantized(p->out_format)) {
 		/* an fp8 output: current tensorwise scaling */
 		Type ts = ir_scale_type(PRECC_FP32, 1, 1, 0, 0);
-		int am = amax >= 0 ? amax : def(&l, ts, OP_amax, &y, 1, "%s.amax", outname[g]);
+		int am = amax >= 0 && !blk_amax ? amax
+		       : def(&l, ts, OP_amax, &y, 1, "%s.amax%s", outname[g], blk_amax ? ".tensor" : "");
 		int s = def(&l, ts, OP_scale, &am, 1, "%s.scale", outname[g]);
 		last(&l)->fmt = p->out_format;
 		ot.fmt = p->out_format;
@@ -542,7 +555,11 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	}
 	if (padded) {
 		ot.dim[0] = w0, ot.dim[1] = w1;
-		y = def(&l, ot, OP_slice, &y, 1, "%s", outname[g]);
+		y = def(&l, ot, OP_slice, &y, 1, "%s%s", outname[g], mg >= 0 ? ".new" : "");
+	}
+	if (mg >= 0) {
+		a[0] = y, a[1] = mg;
+		y = def(&l, ot, OP_accumulate, a, 2, "%s", outname[g]);
 	}
 	rets[nret++] = y;
 	if (sinv >= 0)

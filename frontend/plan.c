@@ -88,7 +88,12 @@ apply_gemm(GemmPolicy *p, unsigned *set, unsigned b, const GemmPolicy *v)
 	if (b & SET_ACCUM_BITS) p->accum_bits = v->accum_bits;
 	if (b & SET_OUT_FORMAT) p->out_format = v->out_format;
 	if (b & SET_BIAS) p->bias = v->bias;
-	if (b & SET_OUT_AMAX) p->out_amax = v->out_amax;
+	if (b & SET_OUT_AMAX) {
+		p->out_amax = v->out_amax;
+		p->out_amax_block[0] = v->out_amax_block[0];
+		p->out_amax_block[1] = v->out_amax_block[1];
+	}
+	if (b & SET_OUT_ACCUMULATE) p->out_accumulate = v->out_accumulate;
 	*set |= b;
 }
 
@@ -174,6 +179,11 @@ resolve_gemm(const Recipe *rc, const Rule *rule, Gemm g)
 	for (int i = 0; i < 2; i++)
 		derive_cast(&p.operand[i], set[i], p.role[i]);
 	derive_gemm(&p, set[2]);
+	/* accumulate into main_grad: wgrad's, in fp32 (main_grad is f32) */
+	if (g != GEMM_WGRAD)
+		p.out_accumulate = false;
+	if (p.out_accumulate)
+		p.out_format = PRECC_FP32;
 	if (!lowp(p.operand[0].format) && !lowp(p.operand[1].format)) {
 		/* promote/fast are modes of fp8 tensor-core GEMMs only */
 		p.accum = ACCUM_FP32;

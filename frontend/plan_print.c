@@ -47,7 +47,10 @@ gemm_eq(const GemmPolicy *a, const GemmPolicy *b)
 	       a->role[0] == b->role[0] && a->role[1] == b->role[1] &&
 	       a->accum == b->accum && a->promote_every == b->promote_every &&
 	       a->accum_bits == b->accum_bits && a->out_format == b->out_format &&
-	       a->bias == b->bias && a->out_amax == b->out_amax;
+	       a->bias == b->bias && a->out_amax == b->out_amax &&
+	       a->out_accumulate == b->out_accumulate &&
+	       a->out_amax_block[0] == b->out_amax_block[0] &&
+	       a->out_amax_block[1] == b->out_amax_block[1];
 }
 
 static bool
@@ -292,8 +295,12 @@ gemm_cells(const GemmPolicy *p, char *cell[3])
 	case ACCUM_PROMOTE: k = snprintf(buf, sizeof buf, "fp32/%d", p->promote_every); break;
 	default: k = snprintf(buf, sizeof buf, "fp32"); break;
 	}
-	snprintf(buf + k, sizeof buf - k, "→%s%s%s", fmt_name(p->out_format),
-	         p->bias ? "+bias" : "", p->out_amax ? "+amax" : "");
+	char blk[48] = "";
+	if (p->out_amax && (p->out_amax_block[0] || p->out_amax_block[1]))
+		snprintf(blk, sizeof blk, "%dx%d", p->out_amax_block[0], p->out_amax_block[1]);
+	snprintf(buf + k, sizeof buf - k, "→%s%s%s%s%s", fmt_name(p->out_format),
+	         p->bias ? "+bias" : "", p->out_amax ? "+amax" : "", blk,
+	         p->out_accumulate ? "+main_grad" : "");
 	cell[2] = xstrdup(buf);
 }
 
@@ -517,6 +524,12 @@ gemm_json(const GemmPolicy *p, const char *reason)
 	cJSON_AddStringToObject(o, "out", fmt_name(p->out_format));
 	cJSON_AddBoolToObject(o, "bias", p->bias);
 	cJSON_AddBoolToObject(o, "out_amax", p->out_amax);
+	if (p->out_accumulate)
+		cJSON_AddBoolToObject(o, "out_accumulate", true);
+	if (p->out_amax && (p->out_amax_block[0] || p->out_amax_block[1])) {
+		int blk[2] = {p->out_amax_block[0], p->out_amax_block[1]};
+		cJSON_AddItemToObject(o, "out_amax_block", cJSON_CreateIntArray(blk, 2));
+	}
 	if (reason)
 		cJSON_AddStringToObject(o, "fallback", reason);
 	else

@@ -105,6 +105,10 @@ typedef struct GemmPolicy {
 	precc_format out_format;  /* Y / dX / dW */
 	bool bias;                /* fprop only */
 	bool out_amax;            /* emit amax of the output for the next layer */
+	int out_amax_block[2];    /* its block over the output (rows, cols), from
+	                             amax = {1, 128}; 0, 0: tensorwise */
+	bool out_accumulate;      /* wgrad only: dW = fl(main_grad + acc), f32, in
+	                             the GEMM's epilogue (TE fuse_wgrad_accumulation) */
 } GemmPolicy;
 
 typedef struct TrainingPolicy {
@@ -158,8 +162,9 @@ enum {
 enum {
 	SET_ACCUM = 1 << 0, SET_PROMOTE = 1 << 1, SET_ACCUM_BITS = 1 << 2,
 	SET_OUT_FORMAT = 1 << 3, SET_BIAS = 1 << 4, SET_OUT_AMAX = 1 << 5,
+	SET_OUT_ACCUMULATE = 1 << 6,
 };
-enum { NSET_CAST = 12, NSET_GEMM = 6 };  /* number of SET_ bits above */
+enum { NSET_CAST = 12, NSET_GEMM = 7 };  /* number of SET_ bits above */
 /* line[i]: the source line where the field of bit 1<<i was written (0 when
  * not written or not known), for messages that point at a setting. */
 typedef struct CastSpec { unsigned set; Cast v; int line[NSET_CAST]; } CastSpec;

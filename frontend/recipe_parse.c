@@ -442,7 +442,7 @@ gemm_key(Loader *ld, const Tab *t, const char *k, int v, unsigned *set, GemmPoli
 			PUTG(set, lines, g, SET_OUT_FORMAT, out_format, operand_format(ld, v, k, line, false), line);
 			return true;
 		}
-		static const char *const keys[] = {"format", "bias", "amax"};
+		static const char *const keys[] = {"format", "bias", "amax", "accumulate"};
 		Tab o = sub_table(ld, t, k, v, "output");
 		lua_pushnil(L);
 		while (lua_next(L, o.idx)) {
@@ -452,8 +452,19 @@ gemm_key(Loader *ld, const Tab *t, const char *k, int v, unsigned *set, GemmPoli
 				PUTG(set, lines, g, SET_OUT_FORMAT, out_format, operand_format(ld, vi, kk, kl, false), kl);
 			else if (!strcmp(kk, "bias"))
 				PUTG(set, lines, g, SET_BIAS, bias, want_bool(ld, vi, kk, kl), kl);
-			else if (!strcmp(kk, "amax"))
+			else if (!strcmp(kk, "amax") && lua_type(L, vi) == LUA_TTABLE) {
+				/* amax = {1, 128}: per block of the output */
+				Tab bt = sub_table(ld, &o, kk, vi, "amax");
+				int dims[2];
+				block_dims(ld, &bt, "amax", dims);
+				PUTG(set, lines, g, SET_OUT_AMAX, out_amax, true, kl);
+				g->out_amax_block[0] = dims[0];
+				g->out_amax_block[1] = dims[1];
+			} else if (!strcmp(kk, "amax")) {
 				PUTG(set, lines, g, SET_OUT_AMAX, out_amax, want_bool(ld, vi, kk, kl), kl);
+				g->out_amax_block[0] = g->out_amax_block[1] = 0;
+			} else if (!strcmp(kk, "accumulate"))
+				PUTG(set, lines, g, SET_OUT_ACCUMULATE, out_accumulate, want_bool(ld, vi, kk, kl), kl);
 			else
 				unknown_key(ld, kl, kk, "output", keys, COUNT(keys));
 			lua_pop(L, 1);

@@ -594,7 +594,8 @@ ir_fmt_max(precc_format f)
 const char *
 param_kind_name(ParamKind k)
 {
-	static const char *n[NPARAMKIND] = {"in", "weight", "grad", "state", "bias", "buf"};
+	static const char *n[NPARAMKIND] = {"in", "weight", "grad", "state", "bias", "buf",
+	                                    "main_grad"};
 
 	return (unsigned)k < NPARAMKIND ? n[k] : "?";
 }

@@ -78,7 +78,7 @@ typedef struct Type {
 
 /* PARAM_BUF: a kernel's operand computed by another kernel or a GEMM. */
 typedef enum ParamKind { PARAM_IN, PARAM_WEIGHT, PARAM_GRAD, PARAM_STATE,
-                         PARAM_BIAS, PARAM_BUF, NPARAMKIND } ParamKind;
+                         PARAM_BIAS, PARAM_BUF, PARAM_MAIN_GRAD, NPARAMKIND } ParamKind;
 typedef enum AccumKind { ACC_FP32, ACC_PROMOTE, ACC_FAST, NACCKIND } AccumKind;
 typedef enum HistAlgo { HIST_MAX, HIST_MOST_RECENT, NHISTALGO } HistAlgo;
 /* one: scale 1 (TE current scaling); ieee: the formula with no special

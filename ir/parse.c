@@ -636,16 +636,17 @@ instruction(Parser *ps, Func *f)
 	i->col = col(ps, start);
 	take_comment(ps, &i->comment);
 	if (opinfo[op].attrs & A_PARAM) {
-		static const char *const kinds[] = {"in", "weight", "grad", "state", "bias", "buf"};
+		static const char *const kinds[] = {"in", "weight", "grad", "state", "bias", "buf",
+		                                     "main_grad"};
 		char kind[32];
 		const char *kat;
 		skipws(ps);
 		kat = ps->p;
-		for (k = 0; isalpha((unsigned char)ps->p[k]) && k + 1 < (int)sizeof kind; k++)
+		for (k = 0; (isalpha((unsigned char)ps->p[k]) || ps->p[k] == '_') && k + 1 < (int)sizeof kind; k++)
 			kind[k] = ps->p[k];
 		kind[k] = 0;
 		if (!k)
-			errat(ps, kat, "expected a param kind (in, weight, grad, state, bias or buf)");
+			errat(ps, kat, "expected a param kind (in, weight, grad, state, bias, buf or main_grad)");
 		ps->p += k;
 		i->param = enumval(ps, kat, "param kind", kind, kinds, NPARAMKIND);
 	}

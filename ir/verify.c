@@ -248,6 +248,8 @@ check_op(Ctx *c)
 			return bad(c, "a state param must be f32, got %s", tstr(rt));
 		if (i->param != PARAM_STATE && i->param != PARAM_BUF && rt->is_scale)
 			return bad(c, "only a state or buf param may be a scale tensor, got %s", tstr(rt));
+		if (i->param == PARAM_MAIN_GRAD && (rt->rank != 2 || rt->is_scale || rt->fmt != PRECC_FP32))
+			return bad(c, "a main_grad param must be f32[N,K], got %s", tstr(rt));
 		if (i->param == PARAM_BUF && !c->f->kernel)
 			return bad(c, "buf params are for kernels (a func's inputs are in, weight, "
 			              "grad, state or bias)");
@@ -457,6 +459,14 @@ check_op(Ctx *c)
 		if (at(c, 1)->dim[0] != a->dim[1])
 			return bad(c, "bias %%%s has %s elements but %%%s has %s columns", vn(c, 1),
 			           shape(at(c, 1)), vn(c, 0), shape(a));
+		return result_is(c, a);
+	case OP_accumulate:
+		a = at(c, 0);
+		if (a->rank != 2 || a->is_scale || a->fmt != PRECC_FP32)
+			return bad(c, "accumulate: %%%s must be f32[R,C], got %s", vn(c, 0), tstr(a));
+		if (!ir_type_eq(a, at(c, 1)))
+			return bad(c, "accumulate: %%%s is %s but %%%s is %s", vn(c, 1), tstr(at(c, 1)),
+			           vn(c, 0), tstr(a));
 		return result_is(c, a);
 	case OP_update: {
 		const Ins *d = ir_def_ins(c->f, i->arg[0]);

@@ -134,7 +134,8 @@ mark_epilogues(Fuse *z)
 			z->kind[k] = K_GEMM, z->owner[k] = i->res;
 			continue;
 		}
-		if ((i->op == OP_bias || i->op == OP_cast || i->op == OP_amax || i->op == OP_slice)
+		if ((i->op == OP_bias || i->op == OP_cast || i->op == OP_amax || i->op == OP_slice
+		     || i->op == OP_accumulate)
 		    && i->narg >= 1 && def_index(z, i->arg[0]) >= 0) {
 			int d = def_index(z, i->arg[0]);
 			if (z->kind[d] == K_GEMM || z->kind[d] == K_EPI)

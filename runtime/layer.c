@@ -29,6 +29,9 @@ typedef struct rt_split {
 	size_t *state_off;      /* per buffer: offset in state (PLACE_STATE) */
 	size_t state_bytes;
 	int io[NIO];            /* buffer index of each caller tensor, or -1 */
+	int main_grad;          /* the main_grad param the wgrad kernel
+	                           accumulates dW into, or -1 (older plans: the
+	                           runtime adds dW on the host, cpu only) */
 	int reads_x, reads_w;   /* backward reads the caller's x / w */
 	int has_state;
 	unsigned char *amax;    /* per buffer: a saved f32 the commit reads (an
@@ -101,6 +104,7 @@ static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 		goto out;
 	for (int i = 0; i < NIO; i++)
 		s->io[i] = -1;
+	s->main_grad = -1;
 	/* Phases by dataflow, not by the steps' gemm labels (a quantize shared
 	 * by fprop and dgrad carries whichever GEMM follows it): a step that
 	 * reads dY or anything computed from it is backward, the rest forward,
@@ -169,6 +173,16 @@ static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 			}
 			s->io[io] = b;
 			s->place[b] = (unsigned char)(PRECC_PLACE_X + io);
+			continue;
+		}
+		if (strcmp(bf->role, "main_grad") == 0) {
+			if (s->main_grad >= 0) {
+				rc = refuse(s, l, "two main_grad buffers ('%s' and '%s')",
+				            l->buf[s->main_grad].name, bf->name);
+				goto out;
+			}
+			s->main_grad = b;
+			s->place[b] = PRECC_PLACE_MAIN_GRAD;
 			continue;
 		}
 		if (strcmp(bf->role, "state") == 0 || strcmp(bf->role, "next_state") == 0) {
@@ -375,7 +389,9 @@ static void bind(const rt_layer *l, const rt_split *s, long m,
 		char *base = pl == PRECC_PLACE_STATE ? p->state
 		           : pl == PRECC_PLACE_SAVED ? p->saved
 		           : pl == PRECC_PLACE_WORKSPACE ? p->workspace : NULL;
-		if (pl < PRECC_PLACE_STATE)
+		if (pl == PRECC_PLACE_MAIN_GRAD)
+			buf[b] = p->dw;   /* accumulated in place: dW is main_grad */
+		else if (pl < PRECC_PLACE_STATE)
 			buf[b] = (void *)(uintptr_t)io[pl - PRECC_PLACE_X];
 		else
 			buf[b] = base ? base + place_offset(l, s, b, m) : NULL;
@@ -557,7 +573,16 @@ int precc_rt_backward(precc_rt *rt, int layer, long m, const void *x,
 	    rt_check_m(l, m, (void *const *)s->ptr) ||
 	    regions(l, s, m, saved, state, workspace, &dw_slot))
 		return -1;
-	if (main_grad) {
+	if (s->main_grad >= 0) {
+		/* the wgrad kernel computes dW = fl(main_grad + dW) in place */
+		if (dw) {
+			rt_error("plan: layer '%s': the plan accumulates dW into main_grad "
+			         "in the wgrad GEMM's epilogue (output.accumulate): pass "
+			         "main_grad (fp32 [n, k]) and dw NULL", l->fqn);
+			return -1;
+		}
+		p.dw = main_grad;
+	} else if (main_grad) {
 		if (rt->backend != PRECC_BACKEND_CPU) {
 			rt_error("plan: layer '%s': main_grad: the plan's wgrad kernel has "
 			         "no main_grad epilogue yet, and the runtime adds dW into "
@@ -576,7 +601,7 @@ int precc_rt_backward(precc_rt *rt, int layer, long m, const void *x,
 	bind(l, s, m, &p, s->ptr);
 	if (run_phase(rt, l, s, PH_BWD, m, s->ptr, seed, stream, &skipped))
 		return -1;
-	if (main_grad)
+	if (main_grad && s->main_grad < 0)
 		add_main_grad(&l->buf[s->io[IO_DW]], m, p.dw, main_grad);
 	skip_flag(rt, saved, skipped, 1);
 	return 0;

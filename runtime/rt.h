@@ -181,6 +181,36 @@ int rt_commit_amaxes(const precc_rt *rt, int layer, long m, size_t *off,
                      size_t *nfloat, int max);
 void rt_split_free(struct rt_split *s);
 
+/* gemm_check.c — the accumulation model's bound for precc-run --check
+ * (docs/numerics.md, "The GEMM check bound"). */
+double rt_gamma(double n, double u);          /* Higham's γ_n at unit roundoff u */
+double rt_ulp(precc_format f, double x);      /* f's spacing at |x| */
+/* c with |cuda - cpu| <= c · Σ|a||b||s| for one accumulator element: the
+ * model (ACC_*, N or B), K, the chunk P (0: K), the GPU's mma sum keeping
+ * mma_bits mantissa bits (truncating), the cpu's promote_bits */
+double rt_gemm_rel_bound(int accum, int accum_n, long K, long P, int mma_bits,
+                         int cpu_promote_bits);
+int rt_kernel_is_gemm(const Func *f);         /* one gemm in the kernel */
+/* tol[i] for output value `out` of GEMM kernel f at M, from the kernel's
+ * inputs (by param name; the cpu side's): per element, or for an amax
+ * output the largest over the result, in every one of ntol slots. */
+int rt_gemm_tolerance(const Func *f, long m, int nparam, const char *const *pname,
+                      const void *const *pdata, const size_t *pbytes, int out,
+                      int mma_bits, float *tol, size_t ntol, char *err, size_t errsz);
+typedef struct rt_gemm_diff {
+	long n, differ, over, first_over;
+	double max_abs, max_rel, max_ulps, max_ratio;   /* ratio: |diff| / tol */
+} rt_gemm_diff;
+void rt_gemm_compare(precc_format f, const void *a, const void *b, const float *tol,
+                     long n, rt_gemm_diff *d);
+/* For every GEMM step of layer: tol[b] (malloc'ed, n elements) of each
+ * output buffer b, from the cpu side's buffers after the run, and its
+ * kernel's name. Buffers no GEMM writes keep tol[b] NULL (bit for bit).
+ * Kept here, not in precc-run: rt_kdesc's layout depends on cuda.h. */
+int rt_layer_gemm_tols(precc_rt *rt, int layer, long m, int nbuf, const size_t *bytes,
+                       const int *fmt, void *const *cpu, int mma_bits, float **tol,
+                       const char **kname, char *err, size_t errsz);
+
 /* state.c */
 void rt_state_ids(const precc_state *st, uint64_t *recipe, uint64_t *model);
 

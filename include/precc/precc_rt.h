@@ -261,6 +261,10 @@ typedef enum precc_place {
 	PRECC_PLACE_STATE,      /* in the layer's state region */
 	PRECC_PLACE_SAVED,      /* in the saved region of one forward call */
 	PRECC_PLACE_WORKSPACE,  /* in the workspace of one call */
+	PRECC_PLACE_MAIN_GRAD,  /* the caller's fp32 main_grad [n, k]: the plan's
+	                           wgrad accumulates dW into it in its epilogue
+	                           (output.accumulate), so it is also dw's
+	                           place: both are the dw pointer */
 } precc_place;
 
 typedef struct precc_layer_sizes {
@@ -310,9 +314,11 @@ int precc_rt_forward(precc_rt *rt, int layer, long m, const void *x,
  * main_grad NULL: the wgrad GEMM is not run (a frozen weight).
  * main_grad (fp32 [n, k], or NULL): dW is added into it, main_grad[i] +=
  * dW[i] in fp32, after the wgrad GEMM (dW rounded to the plan's dw format
- * first; dw may then be NULL, the workspace holds it). No shipped plan has
- * a main_grad epilogue yet, so the runtime does this add on the host: cpu
- * backend only; on cuda main_grad is refused with the reason. 0 or -1. */
+ * first; dw may then be NULL, the workspace holds it). Older plans have no
+ * main_grad epilogue, so the runtime does this add on the host: cpu
+ * backend only; on cuda main_grad is refused with the reason. A plan built
+ * with output.accumulate on wgrad adds in the kernel (in place, cuda and
+ * cpu) and takes main_grad, not dw. 0 or -1. */
 int precc_rt_backward(precc_rt *rt, int layer, long m, const void *x,
                       const void *w, const void *dy, void *dx, void *dw,
                       float *main_grad, void *saved, void *state,

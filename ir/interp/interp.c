@@ -967,6 +967,22 @@ op_bias(IrInterp *ip, const Ins *i)
 	return 0;
 }
 
+/* r = fl(old + y), f32: wgrad into main_grad (docs/ir.md) */
+static int
+op_accumulate(IrInterp *ip, const Ins *i)
+{
+	int a = i->arg[0], o = i->arg[1];
+	long n = nelem(ip, a);
+	float *y = fbuf(ip, i->res);
+
+	if (need_f32(ip, i, a) || need_f32(ip, i, o) || same_shape(ip, i, a, i->res)
+	    || same_shape(ip, i, o, i->res))
+		return -1;
+	for (long e = 0; e < n; e++)
+		y[e] = fbuf(ip, o)[e] + fbuf(ip, a)[e];
+	return 0;
+}
+
 /* A kernel runs on the caller's buffers: its params bound to the call's
  * operands in order, its ret operands copied into the call's results (on
  * a GPU the kernel writes them in place; the copy is the interpreter's).
@@ -1069,6 +1085,7 @@ ir_interp_run(IrInterp *ip)
 		case OP_slice: r = op_pad_slice(ip, i); break;
 		case OP_gemm: r = op_gemm(ip, i); break;
 		case OP_bias: r = op_bias(ip, i); break;
+		case OP_accumulate: r = op_accumulate(ip, i); break;
 		case OP_call: r = op_call(ip, i); break;
 		case OP_update: {
 			const Ins *d = ir_def_ins(f, i->arg[0]);

@@ -131,7 +131,8 @@ class LayerSizes(ctypes.Structure):
 
 
 # precc_place
-PLACES = ["x", "w", "bias", "y", "dy", "dx", "dw", "state", "saved", "workspace"]
+PLACES = ["x", "w", "bias", "y", "dy", "dx", "dw", "state", "saved", "workspace",
+          "main_grad"]
 
 _P = ctypes.POINTER
 _PROTOS = {

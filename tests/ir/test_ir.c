@@ -128,7 +128,7 @@ static const struct { const char *text, *msg; } parse_errors[] = {
 	{"func @f {\n  %r = ret %x\n}\n", "p.ir:2:3: error: ret defines no value"},
 	{"func @f {\n  %x param in : f32[4]\n}\n", "p.ir:2:6: error: expected '=' after %x"},
 	{"func @f {\n  %x = param input : f32[4]\n}\n",
-	 "p.ir:2:14: error: bad param kind 'input' (expected in, weight, grad, state, bias or buf)"},
+	 "p.ir:2:14: error: bad param kind 'input' (expected in, weight, grad, state, bias, buf or main_grad)"},
 	{"func @f {\n  %x = param in : e4m4[4]\n}\n", "p.ir:2:19: error: unknown format 'e4m4'"},
 	{"func @f {\n  %x = param in : f32(4)\n}\n", "p.ir:2:22: error: expected '[' after the format"},
 	{"func @f {\n  %x = param in : f32[4,4,4]\n}\n", "p.ir:2:27: error: at most 2 dims"},

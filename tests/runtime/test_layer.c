@@ -8,6 +8,14 @@
  *   test_layer fake DIR LIB    the cuda path on a fake driver that counts
  *                              its calls (fake_count.c): forward, backward
  *                              and commit neither allocate nor synchronize
+ *   test_layer main_grad ACC F32 [LIB]
+ *                              ACC's wgrad accumulates dW into main_grad in
+ *                              its epilogue (output.accumulate), F32 is the
+ *                              same recipe writing dW in f32: on cpu,
+ *                              main_grad after backward == fl(main_grad +
+ *                              dW of F32) bit for bit, twice; with LIB (the
+ *                              counting fake driver) main_grad on cuda
+ *                              only enqueues
  *
  * Per layer, two training steps, each forward + backward + commit vs one
  * run_layer on the bound buffers: y, dx, dw and every state byte equal,
@@ -287,6 +295,113 @@ static int test_fake(const char *dir, const char *lib)
 	return finish("runtime.layer.fake");
 }
 
+/* ACC accumulates dW into main_grad in the wgrad kernel; F32 computes the
+ * same dW in f32. main_grad after one backward is fl(mg0 + dW), after
+ * two fl(fl(mg0 + dW) + dW), bit for bit, with dW from F32. */
+static int test_main_grad(const char *acc, const char *f32, const char *lib)
+{
+	char why[512];
+	precc_rt *ra = precc_rt_open(acc, PRECC_BACKEND_CPU, why, sizeof why);
+	precc_rt *rf = ra ? precc_rt_open(f32, PRECC_BACKEND_CPU, why, sizeof why) : NULL;
+	const char *fqn = "model.layers.0.mlp.gate_proj";
+
+	if (!ra || !rf) {
+		fprintf(stderr, "%s\n", why);
+		CHECK(0);
+		return finish("runtime.layer.main_grad");
+	}
+	int la = precc_rt_layer_find(ra, fqn), lf = precc_rt_layer_find(rf, fqn);
+	long m = 128;
+	precc_layer_sizes sa, sf;
+	CHECK(la >= 0 && lf >= 0);
+	CHECK(precc_rt_layer_sizes(ra, la, m, &sa) == 0 && precc_rt_layer_sizes(rf, lf, m, &sf) == 0);
+	CHECK(sa.dw_format == PRECC_FP32 && sf.dw_format == PRECC_FP32);
+	/* the main_grad buffer's place says where it comes from */
+	int mgb = find_buf(ra, la, "main_grad");
+	precc_place pl;
+	size_t off;
+	CHECK(mgb >= 0 && precc_rt_buffer_place(ra, la, mgb, m, &pl, &off) == 0 &&
+	      pl == PRECC_PLACE_MAIN_GRAD);
+	long n = sa.n * sa.k;
+	void *x = fill(sa.x_format, m * sa.k, 5.0f), *w = fill(sa.w_format, n, 0.25f);
+	void *dy = fill(sa.dy_format, m * sa.n, 0.01f);
+	float *mg0 = fill(PRECC_FP32, n, 3.0f);
+	float *mg = zalloc((size_t)n * 4), *dw = zalloc((size_t)n * 4);
+	void *dx = zalloc((size_t)(m * sa.k) * precc_interp_elem_bytes(sa.dx_format));
+	void *y = zalloc((size_t)(m * sa.n) * precc_interp_elem_bytes(sa.y_format));
+	void *st[2] = {zalloc(sa.state_bytes), zalloc(sf.state_bytes)};
+	void *sv[2] = {zalloc(sa.saved_bytes), zalloc(sf.saved_bytes)};
+	void *wk[2] = {zalloc(sa.workspace_bytes), zalloc(sf.workspace_bytes)};
+
+	memcpy(mg, mg0, (size_t)n * 4);
+	CHECK(precc_rt_forward(rf, lf, m, x, w, NULL, y, sv[1], st[1], wk[1], 3, NULL) == 0);
+	CHECK(precc_rt_backward(rf, lf, m, x, w, dy, dx, dw, NULL, sv[1], st[1], wk[1], 3, NULL) == 0);
+	for (int r = 0; r < 2; r++) {
+		int ok = 1, nz = 0;
+		CHECK(precc_rt_forward(ra, la, m, x, w, NULL, y, sv[0], st[0], wk[0], 3, NULL) == 0);
+		int rc = precc_rt_backward(ra, la, m, x, w, dy, r ? NULL : dx, NULL, mg, sv[0], st[0],
+		                           wk[0], 3, NULL);
+		if (rc)
+			fprintf(stderr, "%s\n", precc_rt_last_error());
+		CHECK(rc == 0);
+		for (long i = 0; i < n; i++) {
+			float want = r ? (mg0[i] + dw[i]) + dw[i] : mg0[i] + dw[i];
+			ok &= memcmp(&mg[i], &want, 4) == 0;
+			nz += dw[i] != 0.0f;
+		}
+		CHECK(ok && nz > n / 2);
+	}
+	/* dw with an accumulating plan: refused, main_grad untouched */
+	float keep = mg[0];
+	CHECK(precc_rt_backward(ra, la, m, x, w, dy, NULL, dw, mg, sv[0], st[0], wk[0], 3, NULL) == -1);
+	CHECK(strstr(precc_rt_last_error(), "accumulates dW into main_grad") != NULL);
+	CHECK(precc_rt_backward(ra, la, m, x, w, dy, NULL, dw, NULL, sv[0], st[0], wk[0], 3, NULL) == -1);
+	/* neither: the wgrad GEMM does not run (a frozen weight) */
+	CHECK(precc_rt_backward(ra, la, m, x, w, dy, dx, NULL, NULL, sv[0], st[0], wk[0], 3, NULL) == 0);
+	CHECK(mg[0] == keep);
+	precc_rt_close(ra);
+	precc_rt_close(rf);
+	if (lib) {
+		/* on cuda the kernel does it: backward with main_grad only enqueues */
+		void *h = dlopen(lib, RTLD_NOW);
+		void (*reset)(void) = h ? (void (*)(void))dlsym(h, "fake_count_reset") : NULL;
+		long (*blocking)(void) = h ? (long (*)(void))dlsym(h, "fake_count_blocking") : NULL;
+		long (*launches)(void) = h ? (long (*)(void))dlsym(h, "fake_count_launches") : NULL;
+		CHECK(reset && blocking && launches);
+		setenv("PRECC_LIBCUDA", lib, 1);
+		precc_rt *rc = reset ? precc_rt_open(acc, PRECC_BACKEND_CUDA, why, sizeof why) : NULL;
+		if (!rc)
+			fprintf(stderr, "%s\n", why);
+		CHECK(rc != NULL);
+		if (rc) {
+			int l = precc_rt_layer_find(rc, fqn);
+			void *b[9];
+			size_t sz[9] = {sa.state_bytes, sa.saved_bytes, sa.workspace_bytes,
+			                (size_t)(m * sa.k) * 4, (size_t)n * 4, (size_t)(m * sa.n) * 4,
+			                (size_t)(m * sa.n) * 4, (size_t)(m * sa.k) * 4, (size_t)n * 4};
+			for (int i = 0; i < 9; i++)
+				b[i] = precc_rt_malloc(rc, sz[i]);
+			CHECK(precc_rt_layer_state_init(rc, l, b[0]) == 0);
+			CHECK(precc_rt_forward(rc, l, m, b[3], b[4], NULL, b[5], b[1], b[0], b[2], 1, NULL) == 0);
+			reset();
+			int r = precc_rt_backward(rc, l, m, b[3], b[4], b[6], b[7], NULL, b[8], b[1], b[0],
+			                          b[2], 1, NULL);
+			if (r)
+				fprintf(stderr, "%s\n", precc_rt_last_error());
+			CHECK(r == 0 && launches() >= 1 && blocking() == 0);
+			printf("%s: backward into main_grad on cuda: %ld launches, %ld blocking calls\n",
+			       fqn, launches(), blocking());
+			for (int i = 0; i < 9; i++)
+				precc_rt_free(rc, b[i]);
+			precc_rt_close(rc);
+		}
+	}
+	free(x); free(w); free(dy); free(mg0); free(mg); free(dw); free(dx); free(y);
+	for (int i = 0; i < 2; i++)
+		free(st[i]), free(sv[i]), free(wk[i]);
+	return finish("runtime.layer.main_grad");
+}
+
 int main(int argc, char **argv)
 {
 	char why[512];
@@ -300,6 +415,8 @@ int main(int argc, char **argv)
 		return test_refuse(argv[2]);
 	if (strcmp(argv[1], "fake") == 0 && argc == 4)
 		return test_fake(argv[2], argv[3]);
+	if (strcmp(argv[1], "main_grad") == 0 && argc >= 4)
+		return test_main_grad(argv[2], argv[3], argc > 4 ? argv[4] : NULL);
 	rt = precc_rt_open(argv[1], PRECC_BACKEND_CPU, why, sizeof why);
 	if (!rt) {
 		fprintf(stderr, "%s\n", why);
