@@ -25,7 +25,7 @@ done
 # manifests: the runtime tests' plan and what precc build writes
 cp $src/tests/runtime/Inputs/plan/manifest.json $c/fuzz_manifest_cpu/plan.json
 for r in current_tensorwise te_delayed_hybrid rowwise mxfp8; do
-	PRECC_PTXAS=/nonexistent PRECC_CACHE_DIR=$tmp/cache $build/precc build \
+	PRECC_PTXAS=/nonexistent PRECC_CACHE_DIR=$tmp/cache PRECC_CACHE_KEY=$tmp/cache.key $build/precc build \
 		$src/recipes/$r.lua --model $src/recipes/models/tiny.lua -o $tmp/$r 2>/dev/null &&
 		cp $tmp/$r/manifest.json $c/fuzz_manifest_cpu/build_$r.json
 done
