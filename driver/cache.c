@@ -71,10 +71,7 @@ cache_open(int disabled)
 		warnf(NULL, 0, "no cache: neither PRECC_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
 		return NULL;
 	}
-	if (mkdir_p(buf)) {
-		warnf(buf, 0, "cache off: cannot create the cache directory: %s", strerror(errno));
-		return NULL;
-	}
+	/* the key first: a refused key file makes no cache directory */
 	char kpath[4096], why[256];
 	Cache *c = xcalloc(1, sizeof *c);
 	if (!cache_key_path(kpath, sizeof kpath)) {
@@ -84,6 +81,12 @@ cache_open(int disabled)
 	}
 	if (cache_key_load(kpath, c->key, &c->keylen, why, sizeof why)) {
 		warnf(kpath, 0, "cache off: key file refused: %s", why);
+		free(c);
+		return NULL;
+	}
+	if (mkdir_p(buf)) {
+		warnf(buf, 0, "cache off: cannot create the cache directory: %s", strerror(errno));
+		OPENSSL_cleanse(c->key, sizeof c->key);
 		free(c);
 		return NULL;
 	}
