@@ -21,11 +21,13 @@ for name in $all; do
 	log=$fb/findings/$name.log
 	# -close_fd_mask=3: the readers' error messages stay out of the log;
 	# -timeout: an input that takes longer than the sandbox's 5 s watchdog
-	# (plus sanitizer slowdown) is a hang
+	# (plus sanitizer slowdown) is a hang; -report_slow_units at the same
+	# 25 s: libFuzzer's 10 s default wrote a 'slow unit' (a finding here) for
+	# a DeepSeek-V3 config.json, 0.5 s alone, on a machine at load 98
 	ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 	UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 	start=$(date +%s)
-	nice -n 19 $bin $fb/corpus/$name ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -max_total_time=$secs -timeout=25 -rss_limit_mb=2048 \
+	nice -n 19 $bin $fb/corpus/$name ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -max_total_time=$secs -timeout=25 -report_slow_units=25 -rss_limit_mb=2048 \
 		-close_fd_mask=3 -print_final_stats=1 -artifact_prefix=$fb/findings/$name/ \
 		> $log 2>&1
 	rc=$?
