@@ -54,6 +54,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_CC ?= clang-19
 FUZZ_TIME ?= 60
 FUZZ_SMOKE_TIME ?= 12
+FUZZ_RUNS ?=
 
 fuzz-deps:
 	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { \
@@ -73,7 +74,7 @@ fuzz-build: build fuzz-deps
 	sh tests/fuzz/seeds.sh $(CURDIR) $(CURDIR)/$(BUILD) $(CURDIR)/$(FUZZ_BUILD)
 
 fuzz: fuzz-build
-	sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TIME)
+	FUZZ_RUNS=$(FUZZ_RUNS) sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TIME)
 
 fuzz-smoke: fuzz-build
 	sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_TIME)

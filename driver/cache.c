@@ -7,8 +7,9 @@
  * Kernel entries (cache_get/cache_put) and build entries (raw payloads,
  * cache_get_blob/cache_put_blob) share the header.
  *
- *	header   "PRECCKC1"  u32 version (1)  u32 0  u64 key  u64 payload length
- *	         u64 FNV-1a 64 of the payload
+ *	header   "PRECCKC1"  u32 version (2)  u32 0  u64 key  u64 payload length
+ *	         HMAC-SHA256 (32 bytes) of the header's first 32 bytes and
+ *	         the payload, keyed by the key file (cache_key.c)
  *	payload  u32 sizeof(CodegenKernel)  CodegenKernel  i32 regs  i32 spills
  *	         u64 ptx length  ptx bytes  u64 cubin length  cubin bytes
  */
@@ -20,15 +21,19 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <openssl/crypto.h>
 #include "cache.h"
 #include "recipe.h"
 
 #define MAGIC "PRECCKC1"
-#define VERSION 1u
-#define HDR 40
+#define VERSION 2u        /* 1: FNV-1a 64 seal, no key */
+#define MACAT 32          /* the MAC's offset in the header */
+#define HDR (MACAT + CACHE_MAC_BYTES)
 
 struct Cache {
 	char *dir;        /* .../precc/kernels */
+	unsigned char key[CACHE_KEY_MAX];
+	size_t keylen;
 	atomic_int warned;   /* one warning for failed writes, not one per entry (the
 	                        build's threads write entries concurrently) */
 };
@@ -66,11 +71,25 @@ cache_open(int disabled)
 		warnf(NULL, 0, "no cache: neither PRECC_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
 		return NULL;
 	}
-	if (mkdir_p(buf)) {
-		warnf(buf, 0, "cache off: cannot create the cache directory: %s", strerror(errno));
+	/* the key first: a refused key file makes no cache directory */
+	char kpath[4096], why[256];
+	Cache *c = xcalloc(1, sizeof *c);
+	if (!cache_key_path(kpath, sizeof kpath)) {
+		warnf(NULL, 0, "cache off: no key file: neither PRECC_CACHE_KEY, XDG_CONFIG_HOME nor HOME is set");
+		free(c);
 		return NULL;
 	}
-	Cache *c = xcalloc(1, sizeof *c);
+	if (cache_key_load(kpath, c->key, &c->keylen, why, sizeof why)) {
+		warnf(kpath, 0, "cache off: key file refused: %s", why);
+		free(c);
+		return NULL;
+	}
+	if (mkdir_p(buf)) {
+		warnf(buf, 0, "cache off: cannot create the cache directory: %s", strerror(errno));
+		OPENSSL_cleanse(c->key, sizeof c->key);
+		free(c);
+		return NULL;
+	}
 	c->dir = xstrdup(buf);
 	return c;
 }
@@ -86,6 +105,7 @@ cache_close(Cache *c)
 {
 	if (c) {
 		free(c->dir);
+		OPENSSL_cleanse(c->key, sizeof c->key);
 		free(c);
 	}
 }
@@ -182,11 +202,11 @@ get_blob(Cache *c, uint64_t key, size_t *len, char *path, size_t pathsz)
 		goto bad;
 	}
 	uint32_t ver;
-	uint64_t k, plen, phash;
+	uint64_t k, plen;
+	unsigned char mac[CACHE_MAC_BYTES];
 	memcpy(&ver, buf + 8, 4);
 	memcpy(&k, buf + 16, 8);
 	memcpy(&plen, buf + 24, 8);
-	memcpy(&phash, buf + 32, 8);
 	if (memcmp(buf, MAGIC, 8))
 		why = "bad magic";
 	else if (ver != VERSION)
@@ -195,8 +215,10 @@ get_blob(Cache *c, uint64_t key, size_t *len, char *path, size_t pathsz)
 		why = "key mismatch";
 	else if (plen != (uint64_t)st.st_size - HDR)
 		why = plen > (uint64_t)st.st_size - HDR ? "truncated payload" : "trailing bytes";
-	else if (ir_hash_bytes(IR_HASH_INIT, buf + HDR, plen) != phash)
-		why = "payload hash mismatch";
+	else if (cache_mac(c->key, c->keylen, buf, MACAT, buf + HDR, plen, mac))
+		why = "cannot compute its MAC";
+	else if (!cache_mac_equal(mac, buf + MACAT))
+		why = "MAC mismatch: not sealed with this cache key";
 	if (why)
 		goto bad;
 	fclose(f);
@@ -219,7 +241,7 @@ cache_get_blob(Cache *c, uint64_t key, size_t *len)
 }
 
 /* An entry's launch info is untrusted input (a shared cache directory is
- * written by others, and the FNV seal is no key): every count is checked
+ * written by others, and everyone who holds the key file can seal): every count is checked
  * against its array, every enum against its range, the entry name is a C
  * identifier. Value indices are checked against the kernel by the caller
  * (cache_entry_fits). NULL: fine; else why not. */
@@ -357,7 +379,7 @@ cache_put_blob(Cache *c, uint64_t key, const void *payload, size_t plen_)
 	char path[4200], tmp[4300];
 	unsigned char hdr[HDR] = {0};
 	uint32_t ver = VERSION;
-	uint64_t plen = plen_, phash = ir_hash_bytes(IR_HASH_INIT, payload, plen_);
+	uint64_t plen = plen_;
 	int fd;
 
 	if (!c)
@@ -366,8 +388,12 @@ cache_put_blob(Cache *c, uint64_t key, const void *payload, size_t plen_)
 	memcpy(hdr + 8, &ver, 4);
 	memcpy(hdr + 16, &key, 8);
 	memcpy(hdr + 24, &plen, 8);
-	memcpy(hdr + 32, &phash, 8);
 	entry_path(c, key, path, sizeof path);
+	if (cache_mac(c->key, c->keylen, hdr, MACAT, payload, plen_, hdr + MACAT)) {
+		if (atomic_fetch_add(&c->warned, 1) == 0)
+			warnf(path, 0, "cannot seal a cache entry (libcrypto's HMAC failed)");
+		return;
+	}
 	snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
 	if ((fd = mkstemp(tmp)) < 0) {
 		if (atomic_fetch_add(&c->warned, 1) == 0)

@@ -2,15 +2,18 @@
  * cache.h — precc build's content-hashed kernel cache (cache.c).
  *
  * One file per key under $PRECC_CACHE_DIR (else $XDG_CACHE_HOME/precc,
- * else ~/.cache/precc): kernels/<16 hex>.pkc, a 40-byte header (magic
- * "PRECCKC1", format version, key, payload length, FNV-1a 64 of the
- * payload) and the payload (launch info, registers, PTX, cubin). Entries
- * are written to a mkstemp file in the same directory and renamed into
- * place, so a reader sees a whole entry or none; a reader that finds a
- * bad one (not a regular file, truncated, wrong key, payload hash
- * mismatch, launch info out of range) warns, naming the file, and reports
- * a miss so the kernel is rebuilt and rewritten. The seal has no key: an
- * entry is untrusted input (docs/artifacts.md, "What the cache trusts").
+ * else ~/.cache/precc): kernels/<16 hex>.pkc, a 64-byte header (magic
+ * "PRECCKC1", format version 2, key, payload length, HMAC-SHA256 of the
+ * rest of the header and the payload) and the payload (launch info,
+ * registers, PTX, cubin). The MAC's key is the secret in the key file
+ * (cache_key.c: $PRECC_CACHE_KEY, else ~/.config/precc/cache.key, made on
+ * first use). Entries are written to a mkstemp file in the same directory
+ * and renamed into place, so a reader sees a whole entry or none; a
+ * reader that finds a bad one (not a regular file, truncated, wrong key,
+ * MAC mismatch, launch info out of range) warns, naming the file, and
+ * reports a miss so the kernel is rebuilt and rewritten. Whoever holds
+ * the key file can still seal any entry, so the payload is checked as
+ * untrusted input as well (docs/artifacts.md, "What the cache trusts").
  */
 #ifndef PRECC_CACHE_H
 #define PRECC_CACHE_H
@@ -27,6 +30,9 @@ enum {
 	CACHE_MAX_M_MULTIPLE = 1 << 20,
 	CACHE_MAX_JOBS = 1 << 16,        /* kernels in a build entry */
 	CACHE_MAX_TEXT = 64 << 20,       /* bytes of a generated file in a build entry */
+	CACHE_KEY_MIN = 16,              /* bytes of the key file */
+	CACHE_KEY_MAX = 4096,
+	CACHE_MAC_BYTES = 32,            /* HMAC-SHA256 */
 };
 
 typedef struct CacheEntry {
@@ -57,5 +63,20 @@ void cache_warn(const Cache *, uint64_t key, const char *why);
  * copy of the verified payload, or NULL on a miss. */
 unsigned char *cache_get_blob(Cache *, uint64_t key, size_t *len);
 void cache_put_blob(Cache *, uint64_t key, const void *payload, size_t len);
+
+/* cache_key.c: the key file's path ($PRECC_CACHE_KEY, else
+ * $XDG_CONFIG_HOME/precc/cache.key, else ~/.config/precc/cache.key) in
+ * buf, or NULL when none of them is set. */
+const char *cache_key_path(char *buf, size_t n);
+/* Reads the key file at path into key[CACHE_KEY_MAX], making it (32
+ * random bytes, mode 0600) if it does not exist; 0, or -1 with why when
+ * the file is refused (symlink, not regular, writable by group/others,
+ * readable by others, size outside CACHE_KEY_MIN..MAX). */
+int cache_key_load(const char *path, unsigned char *key, size_t *len, char *why, size_t whysz);
+/* out = HMAC-SHA256(key, a || b); 0, or -1 if libcrypto fails. */
+int cache_mac(const unsigned char *key, size_t keylen, const void *a, size_t alen,
+              const void *b, size_t blen, unsigned char out[CACHE_MAC_BYTES]);
+/* Constant-time comparison of two MACs; 1 if equal. */
+int cache_mac_equal(const unsigned char *, const unsigned char *);
 
 #endif

@@ -313,7 +313,7 @@ load_lua(Model *m)
 	lua_pushcclosure(L, l_model, 1);
 	lua_setglobal(L, "model");
 	ok = sandbox_load(sb, text, strlen(text), &err) &&
-	     sandbox_call(sb, 0, 0, SANDBOX_LOAD_STEPS, &err);
+	     sandbox_call(sb, 0, 0, sandbox_limits.load_steps, &err);
 	sandbox_free(sb);
 	free(text);
 	if (!ok) {

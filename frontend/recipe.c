@@ -452,7 +452,7 @@ recipe_load(const char *path)
 	src_index(&ld->src, text, len);
 	define_globals(ld->sb->L, ld);
 	bool ok = sandbox_load(ld->sb, text, len, &err) &&
-	          sandbox_call(ld->sb, 0, 0, SANDBOX_LOAD_STEPS, &err);
+	          sandbox_call(ld->sb, 0, 0, sandbox_limits.load_steps, &err);
 	if (!ok)
 		give_up(r, ld, &err);
 	lua_State *L = ld->sb->L;
@@ -468,7 +468,7 @@ recipe_load(const char *path)
 	}
 	lua_pushcfunction(L, parse_all);
 	lua_pushlightuserdata(L, ld);
-	if (!sandbox_call(ld->sb, 1, 0, SANDBOX_LOAD_STEPS, &err))
+	if (!sandbox_call(ld->sb, 1, 0, sandbox_limits.load_steps, &err))
 		give_up(r, ld, &err);
 	if (!r->name) {
 		const char *b = strrchr(path, '/');
@@ -515,7 +515,7 @@ recipe_rule_matches(const Recipe *r, const Rule *u, const Linear *l)
 		lua_getfield(L, LUA_REGISTRYINDEX, REG_FIND);
 		lua_pushstring(L, l->fqn);
 		lua_pushstring(L, u->pattern);
-		if (!sandbox_call(sb, 2, 1, SANDBOX_CALL_STEPS, &err))
+		if (!sandbox_call(sb, 2, 1, sandbox_limits.call_steps, &err))
 			errorf(err.file, err.line, "%s", err.msg);
 	} else if (u->predicate_ref != LUA_NOREF) {
 		lua_rawgeti(L, LUA_REGISTRYINDEX, u->predicate_ref);
@@ -546,7 +546,7 @@ recipe_rule_matches(const Recipe *r, const Rule *u, const Linear *l)
 		lua_setfield(L, -2, "tied");
 		lua_pushboolean(L, l->bias);
 		lua_setfield(L, -2, "bias");
-		if (!sandbox_call(sb, 1, 1, SANDBOX_CALL_STEPS, &err))
+		if (!sandbox_call(sb, 1, 1, sandbox_limits.call_steps, &err))
 			errorf(err.file, err.line, "%s", err.msg);
 	} else {
 		return false;

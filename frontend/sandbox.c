@@ -21,6 +21,8 @@
 #include "recipe.h"
 #include "sandbox.h"
 
+SandboxLimits sandbox_limits = {SANDBOX_MEM_LIMIT, SANDBOX_LOAD_STEPS, SANDBOX_CALL_STEPS, SANDBOX_CPU_S};
+
 static const char *const banned[] = {
 	"os", "io", "package", "debug", "require", "dofile", "loadfile",
 };
@@ -279,8 +281,8 @@ sandbox_new(const char *path)
 	Sandbox *sb = xcalloc(1, sizeof *sb);
 
 	sb->path = xstrdup(path);
-	sb->mem_limit = SANDBOX_MEM_LIMIT;
-	sb->step_limit = SANDBOX_LOAD_STEPS;
+	sb->mem_limit = sandbox_limits.mem;
+	sb->step_limit = sandbox_limits.load_steps;
 	sb->L = lua_newstate(sb_alloc, sb);
 	if (!sb->L)
 		die("cannot create a Lua state");
@@ -388,7 +390,7 @@ on_alarm(int sig)
 
 	(void)sig;
 	n = snprintf(buf, sizeof buf, "%s:%d: error: recipe used more than %d s of CPU time "
-	             "(a runaway pattern match?)\n", watched->path, watched->line, SANDBOX_CPU_S);
+	             "(a runaway pattern match?)\n", watched->path, watched->line, sandbox_limits.cpu_s);
 	if (n > 0)
 		(void)!write(2, buf, n < (int)sizeof buf ? n : (int)sizeof buf - 1);
 	_exit(1);
@@ -398,7 +400,7 @@ static void
 arm_watchdog(Sandbox *sb, struct sigaction *old, struct itimerval *prev)
 {
 	struct sigaction sa = {0};
-	struct itimerval limit = {.it_value = {.tv_sec = SANDBOX_CPU_S}};
+	struct itimerval limit = {.it_value = {.tv_sec = sandbox_limits.cpu_s}};
 
 	watched = sb;
 	sa.sa_handler = on_alarm;

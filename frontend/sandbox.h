@@ -19,6 +19,16 @@ enum {
 	SANDBOX_CPU_S = 5,                   /* watchdog: CPU seconds per run */
 };
 
+/* The limits in force, SANDBOX_* above unless lowered. Only the fuzz
+ * harnesses lower them (tests/fuzz/fuzz.h), so that a runaway input costs
+ * them milliseconds rather than seconds. */
+typedef struct SandboxLimits {
+	size_t mem;
+	long long load_steps, call_steps;
+	int cpu_s;
+} SandboxLimits;
+extern SandboxLimits sandbox_limits;
+
 typedef struct Sandbox {
 	lua_State *L;
 	char *path;               /* the recipe file, as given */

@@ -74,6 +74,23 @@ __wrap__exit(int code)
 	__real__exit(code);
 }
 
+/* The sandbox's limits for fuzzing: a tenth of precc's steps, a quarter of
+ * its heap and 2 s of CPU, so that a runaway input (an endless loop, a
+ * table bomb) costs the fuzzer milliseconds where precc would spend
+ * seconds; every seed loads within them as it does within precc's
+ * (docs/testing.md). PRECC_FUZZ_FULL_LIMITS=1 keeps precc's. */
+#include "sandbox.h"
+static void
+fz_fuzz_limits(void)
+{
+	if (getenv("PRECC_FUZZ_FULL_LIMITS"))
+		return;
+	sandbox_limits.load_steps = SANDBOX_LOAD_STEPS / 10;
+	sandbox_limits.call_steps = SANDBOX_CALL_STEPS / 10;
+	sandbox_limits.mem = SANDBOX_MEM_LIMIT / 4;
+	sandbox_limits.cpu_s = 2;
+}
+
 /* Run stmt; an exit inside it comes back here. The sandbox's watchdog
  * timer is disarmed either way. */
 #define FUZZ_TRY(stmt) do { \

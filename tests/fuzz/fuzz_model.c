@@ -6,6 +6,14 @@
 #include "recipe.h"
 
 int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc, (void)argv;
+	fz_fuzz_limits();
+	return 0;
+}
+
+int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *path = fz_write("model" FUZZ_EXT, data, size);

@@ -12,6 +12,7 @@ int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc, (void)argv;
+	fz_fuzz_limits();
 	model = model_load(PRECC_SRC "/recipes/models/tiny.lua");
 	return 0;
 }

@@ -3,6 +3,8 @@
 # corpus (FUZZ_BUILD/corpus/<name>, grown in place), findings into
 # FUZZ_BUILD/findings/<name>/. Prints one line per fuzzer (executions, edge
 # coverage, corpus size) and fails if any fuzzer found something.
+# FUZZ_RUNS=N also stops each fuzzer after N executions (the issue's 10 M:
+# FUZZ_RUNS=10000000 with a SECONDS large enough).
 set -u
 fb=$1 secs=$2
 shift 2
@@ -19,18 +21,23 @@ for name in $all; do
 	log=$fb/findings/$name.log
 	# -close_fd_mask=3: the readers' error messages stay out of the log;
 	# -timeout: an input that takes longer than the sandbox's 5 s watchdog
-	# (plus sanitizer slowdown) is a hang
+	# (plus sanitizer slowdown) is a hang; -report_slow_units at the same
+	# 25 s: libFuzzer's 10 s default wrote a 'slow unit' (a finding here) for
+	# a DeepSeek-V3 config.json, 0.5 s alone, on a machine at load 98
 	ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 	UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-	nice $bin $fb/corpus/$name -max_total_time=$secs -timeout=25 -rss_limit_mb=2048 \
+	start=$(date +%s)
+	nice -n 19 $bin $fb/corpus/$name ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -max_total_time=$secs -timeout=25 -report_slow_units=25 -rss_limit_mb=2048 \
 		-close_fd_mask=3 -print_final_stats=1 -artifact_prefix=$fb/findings/$name/ \
 		> $log 2>&1
 	rc=$?
+	wall=$(( $(date +%s) - start ))
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' $log | tail -1)
 	cov=$(grep -o 'cov: [0-9]*' $log | tail -1 | cut -d' ' -f2)
 	ft=$(grep -o 'ft: [0-9]*' $log | tail -1 | cut -d' ' -f2)
 	corp=$(ls $fb/corpus/$name | wc -l)
-	echo "fuzz: $name: ${execs:-?} executions in ${secs} s, cov ${cov:-?} edges, ft ${ft:-?}, corpus $corp (exit $rc)"
+	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' $log | tail -1)
+	echo "fuzz: $name: ${execs:-?} executions in ${wall} s (${rate:-?}/s), cov ${cov:-?} edges, ft ${ft:-?}, corpus $corp (exit $rc)"
 	if [ $rc -ne 0 ] || [ -n "$(ls $fb/findings/$name)" ]; then
 		echo "fuzz: $name: FINDING, see $log and $fb/findings/$name/"
 		grep -m3 -E 'ERROR|SUMMARY|runtime error|deadly' $log | sed 's/^/    /'

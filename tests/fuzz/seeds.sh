@@ -18,15 +18,15 @@ for f in $src/tests/lit/ir/*.ir $src/tests/lit/passes/*.ir; do
 	[ -f "$f" ] && cp "$f" $c/fuzz_ir/lit_$(basename "$f")
 done
 for r in bf16 current_tensorwise te_delayed_hybrid rowwise mxfp8 nvfp4 deepseek_v3; do
-	$build/precc ir $src/recipes/$r.lua --model $src/recipes/models/tiny.lua \
+	$build/precc ir $src/recipes/$r.lua --model $src/tests/fuzz/seed_model.lua \
 		> $c/fuzz_ir/recipe_$r.ir 2>/dev/null || rm -f $c/fuzz_ir/recipe_$r.ir
 done
 
 # manifests: the runtime tests' plan and what precc build writes
 cp $src/tests/runtime/Inputs/plan/manifest.json $c/fuzz_manifest_cpu/plan.json
 for r in current_tensorwise te_delayed_hybrid rowwise mxfp8; do
-	PRECC_PTXAS=/nonexistent PRECC_CACHE_DIR=$tmp/cache $build/precc build \
-		$src/recipes/$r.lua --model $src/recipes/models/tiny.lua -o $tmp/$r 2>/dev/null &&
+	PRECC_PTXAS=/nonexistent PRECC_CACHE_DIR=$tmp/cache PRECC_CACHE_KEY=$tmp/cache.key $build/precc build \
+		$src/recipes/$r.lua --model $src/tests/fuzz/seed_model.lua -o $tmp/$r 2>/dev/null &&
 		cp $tmp/$r/manifest.json $c/fuzz_manifest_cpu/build_$r.json
 done
 cp $c/fuzz_manifest_cpu/* $c/fuzz_manifest_fake/

@@ -23,6 +23,8 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 config.substitutions.append(("%exit", os.path.join(config.test_source_root, "exit.sh")))
 config.substitutions.append(("FileCheck", ns["filecheck"]))
 config.environment["PRECC_CACHE_DIR"] = os.path.join(config.test_exec_root, "cache")
+# the cache key (driver/cache_key.c) made on first use here, not in ~/.config
+config.environment["PRECC_CACHE_KEY"] = os.path.join(config.test_exec_root, "cache.key")
 for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "HOME"):
     if var in os.environ:
         config.environment[var] = os.environ[var]

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
 	return ok ? 0 : 1;
 }
 C
-cc -std=c17 $hostflags $(pkg-config --cflags precc) "$tmp/host.c" -o "$tmp/host" $(pkg-config --libs precc)
+${CC:-cc} -std=c17 $hostflags $(pkg-config --cflags precc) "$tmp/host.c" -o "$tmp/host" $(pkg-config --libs precc)
 readelf -d "$tmp/host" | grep -q "NEEDED.*\[$so\]" || { echo "FAIL: host does not need $so"; exit 1; }
 PRECC_CACHE_DIR=$tmp/cache "$p/bin/precc" build "$src/recipes/te_delayed_hybrid.lua" --model "$src/recipes/models/tiny.lua" \
 	--target sm_90a -o "$tmp/art" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 1; }

@@ -669,15 +669,17 @@ static void test_fake(const char *inputs, const char *lib)
 		CHECK(contains(why, "kernel 'k_00000000000000e1' cannot run on precc fake device: not one "
 		               "CTA of 256 threads at 300 registers"));
 		{
-			typedef int (*coop_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
-			                       unsigned, unsigned, void *, void **);
+			/* the driver's own types: clang's -fsanitize=function checks a
+			 * call through a pointer against the callee's type */
+			typedef CUresult (*coop_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+			                            unsigned, unsigned, unsigned, CUstream, void **);
 			coop_fn launch = h ? (coop_fn)dlsym(h, "cuLaunchCooperativeKernel") : NULL;
-			int (*push)(void *) = h ? (int (*)(void *))dlsym(h, "cuCtxPushCurrent_v2") : NULL;
-			int (*pop)(void **) = h ? (int (*)(void **))dlsym(h, "cuCtxPopCurrent_v2") : NULL;
-			void *(*user)(void) = h ? (void *(*)(void))dlsym(h, "fake_cuda_user_ctx") : NULL;
+			CUresult (*push)(CUcontext) = h ? (CUresult (*)(CUcontext))dlsym(h, "cuCtxPushCurrent_v2") : NULL;
+			CUresult (*pop)(CUcontext *) = h ? (CUresult (*)(CUcontext *))dlsym(h, "cuCtxPopCurrent_v2") : NULL;
+			CUcontext (*user)(void) = h ? (CUcontext (*)(void))dlsym(h, "fake_cuda_user_ctx") : NULL;
 			CHECK(launch && push && pop && user);
 			if (launch && push && pop && user) {
-				void *c;
+				CUcontext c;
 				push(user());
 				setenv("FAKE_CUDA_REGS", "255", 1);
 				CHECK(launch(NULL, 2, 1, 1, 256, 1, 1, 0, NULL, NULL) == 720);  /* COOPERATIVE_LAUNCH_TOO_LARGE */
