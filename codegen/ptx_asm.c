@@ -179,20 +179,31 @@ asm_mma_row(precc_format fa, precc_format fb)
 /* mma.sync of asm_table row `row`: d = a.b + c. On the host the fragments
  * go through memory to precc_emu_mma(row, i32[14]: a0..3 b0..1 c0..3 as
  * bits), which gathers the warp's and writes d over c. */
+/* A stack slot in the function's entry block (so that it is one slot
+ * however many times the code around it runs), for the host models that
+ * hand registers back through memory. */
+static LLVMValueRef
+entry_alloca(Cg *g, LLVMTypeRef t, const char *name)
+{
+	LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->fn);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+
+	if (first)
+		LLVMPositionBuilderBefore(g->b, first);
+	else
+		LLVMPositionBuilderAtEnd(g->b, entry);
+	LLVMValueRef buf = LLVMBuildAlloca(g->b, t, name);
+	LLVMPositionBuilderAtEnd(g->b, cur);
+	return buf;
+}
+
 void
 asm_mma(Cg *g, int row, LLVMValueRef a[4], LLVMValueRef b[2], LLVMValueRef c[4], LLVMValueRef d[4])
 {
 	if (g->host) {
 		LLVMTypeRef at = LLVMArrayType2(g->i32, 14);
-		LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
-		LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->fn);
-		LLVMValueRef first = LLVMGetFirstInstruction(entry);
-		if (first)
-			LLVMPositionBuilderBefore(g->b, first);
-		else
-			LLVMPositionBuilderAtEnd(g->b, entry);
-		LLVMValueRef buf = LLVMBuildAlloca(g->b, at, "mma");
-		LLVMPositionBuilderAtEnd(g->b, cur);
+		LLVMValueRef buf = entry_alloca(g, at, "mma");
 		LLVMValueRef v[10];
 		for (int i = 0; i < 4; i++)
 			v[i] = a[i];
@@ -317,15 +328,7 @@ asm_ldmatrix_x4(Cg *g, int trans, LLVMValueRef row, LLVMValueRef d[4])
 	if (g->host) {
 		/* the four registers come back through a stack buffer */
 		LLVMTypeRef at = LLVMArrayType2(g->i32, 4);
-		LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
-		LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->fn);
-		LLVMValueRef first = LLVMGetFirstInstruction(entry);
-		if (first)
-			LLVMPositionBuilderBefore(g->b, first);
-		else
-			LLVMPositionBuilderAtEnd(g->b, entry);
-		LLVMValueRef buf = LLVMBuildAlloca(g->b, at, "ldsm");
-		LLVMPositionBuilderAtEnd(g->b, cur);
+		LLVMValueRef buf = entry_alloca(g, at, "ldsm");
 		LLVMValueRef a[3] = {LLVMConstInt(g->i32, (unsigned)trans, 0), row, buf};
 		call_host(g, "precc_emu_ldmatrix", g->vd, a, 3);
 		for (int i = 0; i < 4; i++) {
