@@ -356,8 +356,8 @@ put(Wr *w, const void *src, size_t n)
 	w->n += n;
 }
 
-static int
-write_all(int fd, const void *p, size_t n)
+int
+cache_write_all(int fd, const void *p, size_t n)
 {
 	const unsigned char *b = p;
 
@@ -400,7 +400,7 @@ cache_put_blob(Cache *c, uint64_t key, const void *payload, size_t plen_)
 			warnf(tmp, 0, "cannot write a cache entry: %s", strerror(errno));
 		return;
 	}
-	if (write_all(fd, hdr, HDR) || write_all(fd, payload, plen_) || fchmod(fd, 0644)) {
+	if (cache_write_all(fd, hdr, HDR) || cache_write_all(fd, payload, plen_) || fchmod(fd, 0644)) {
 		if (atomic_fetch_add(&c->warned, 1) == 0)
 			warnf(tmp, 0, "cannot write a cache entry: %s", strerror(errno));
 		close(fd);

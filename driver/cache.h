@@ -76,6 +76,8 @@ int cache_key_load(const char *path, unsigned char *key, size_t *len, char *why,
 /* out = HMAC-SHA256(key, a || b); 0, or -1 if libcrypto fails. */
 int cache_mac(const unsigned char *key, size_t keylen, const void *a, size_t alen,
               const void *b, size_t blen, unsigned char out[CACHE_MAC_BYTES]);
+/* write(2) all n bytes of p, through EINTR and short writes; 0 or -1. */
+int cache_write_all(int fd, const void *p, size_t n);
 /* Constant-time comparison of two MACs; 1 if equal. */
 int cache_mac_equal(const unsigned char *, const unsigned char *);
 

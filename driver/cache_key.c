@@ -61,21 +61,6 @@ cache_key_path(char *buf, size_t n)
 	return buf;
 }
 
-static int
-write_all(int fd, const unsigned char *b, size_t n)
-{
-	while (n) {
-		ssize_t k = write(fd, b, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		b += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* Makes the key file at path (a new random key), unless another process
  * made it first; 0, or -1 with why. */
 static int
@@ -111,7 +96,7 @@ make_key(const char *path, char *why, size_t whysz)
 		OPENSSL_cleanse(key, sizeof key);
 		return -1;
 	}
-	int bad = write_all(fd, key, sizeof key) || fchmod(fd, 0600) || fsync(fd);
+	int bad = cache_write_all(fd, key, sizeof key) || fchmod(fd, 0600) || fsync(fd);
 	OPENSSL_cleanse(key, sizeof key);
 	if (close(fd) || bad) {
 		snprintf(why, whysz, "cannot write it: %s", strerror(errno));
