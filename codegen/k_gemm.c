@@ -345,15 +345,22 @@ ult(E *e, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildICmp(e->b, LLVMIntULT, a, b, "");
 }
 
+/* a ^ ((a >> 3) & mask): the XOR swizzles of mma_frag.h */
+static LLVMValueRef
+xor_swizzle(E *e, LLVMValueRef a, unsigned mask)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMTypeRef t = LLVMTypeOf(a);
+	LLVMValueRef y = LLVMBuildAnd(b, LLVMBuildLShr(b, a, LLVMConstInt(t, 3, 0), ""), LLVMConstInt(t, mask, 0), "");
+	return LLVMBuildXor(b, a, y, "");
+}
+
 /* byte offset a (i64) of a tile -> where it is stored: mma_frag.h's
  * gemm_smem_swizzle, bits 4-5 ^= bits 7-8 */
 static LLVMValueRef
 swz(E *e, LLVMValueRef a)
 {
-	LLVMBuilderRef b = e->b;
-	LLVMTypeRef t = LLVMTypeOf(a);
-	LLVMValueRef y = LLVMBuildAnd(b, LLVMBuildLShr(b, a, LLVMConstInt(t, 3, 0), ""), LLVMConstInt(t, 0x30, 0), "");
-	return LLVMBuildXor(b, a, y, "");
+	return xor_swizzle(e, a, 0x30);
 }
 
 /* the same for MN-major tiles: mma_frag.h's gemm_smem_swizzle_k, bits 4-6
@@ -361,10 +368,7 @@ swz(E *e, LLVMValueRef a)
 static LLVMValueRef
 swz_k(E *e, LLVMValueRef a)
 {
-	LLVMBuilderRef b = e->b;
-	LLVMTypeRef t = LLVMTypeOf(a);
-	LLVMValueRef y = LLVMBuildAnd(b, LLVMBuildLShr(b, a, LLVMConstInt(t, 3, 0), ""), LLVMConstInt(t, 0x70, 0), "");
-	return LLVMBuildXor(b, a, y, "");
+	return xor_swizzle(e, a, 0x70);
 }
 
 /* tile row r (i64), byte k of it -> the swizzled offset */
