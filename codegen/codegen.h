@@ -83,6 +83,22 @@ typedef struct CodegenPhase {
 	long elems_per_cta, tile_rows, tile_cols;
 } CodegenPhase;
 
+/* A TMA tensor map the kernel takes (sm_90a GEMM): a grid-constant
+ * 128-byte param, after the pointer params in the order of tmap[]. The
+ * launcher encodes it over the buffer of pointer param `param`, viewed as
+ * a row-major rows x cols matrix (cols innermost, packed rows), with
+ * cuTensorMapEncodeTiled on a device and in the emulator's host format
+ * on the CPU. */
+typedef struct CodegenTmap {
+	int param;            /* the pointer param whose buffer it maps */
+	int elem_bytes;       /* 1 (e4m3/e5m2) or 2 (bf16/f16), 4 (f32) */
+	long rows, cols;      /* the 2-D view; rows < 0: the launch's M */
+	int box_rows, box_cols; /* the box one copy moves */
+	int swizzle;          /* bytes: 0, 32, 64 or 128 */
+} CodegenTmap;
+
+enum { CG_MAXTMAP = 4 };
+
 typedef struct CodegenKernel {
 	CgShape shape;
 	char name[64];        /* the PTX entry: "precc_quant_rowblock" ... */
@@ -104,6 +120,9 @@ typedef struct CodegenKernel {
 	                         the launcher must zero it (zero_outputs) */
 	int nphases;          /* 1, or the phases of a fused kernel */
 	CodegenPhase phase[CG_MAXPHASE];
+	int ntmap;            /* tensor-map params (sm_90a GEMM), 0 none */
+	CodegenTmap tmap[CG_MAXTMAP];
+	int cluster;          /* CTAs per cluster (TMA multicast); 0 or 1: none */
 	double llvm_ms;       /* time in LLVM: build, verify, O3, emit */
 } CodegenKernel;
 
