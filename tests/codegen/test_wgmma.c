@@ -190,6 +190,24 @@ main(void)
 	char msg[512];
 
 	emu_init();
+	/* the D fragment order (TEAM.md's formula, used by the reference below and by
+	 * emu_wgmma.c) against CuTe's CLayout_64xN (NVIDIA/cutlass@7f5fe3ed,
+	 * include/cute/atom/mma_traits_sm90_gmma.hpp:433-434):
+	 * ((4,8,4),(2,2,N/8)):((128,1,16),(64,8,512)), (thread, value) -> m + 64 n */
+	for (int t = 0; t < 128; t++)
+		for (int i = 0; i < 128; i++) {
+			int cute = 128 * (t % 4) + 1 * (t / 4 % 8) + 16 * (t / 32) + 64 * (i % 2) +
+			           8 * (i / 2 % 2) + 512 * (i / 4);
+			int w = t / 32, l = t % 32;
+			int row = 16 * w + l / 4 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+			if (cute != row + 64 * col) {
+				printf("FAIL D order: thread %d value %d: CuTe m + 64n = %d, formula %d\n", t, i,
+				       cute, row + 64 * col);
+				fails++;
+				t = 128;
+				break;
+			}
+		}
 	for (uint32_t sw = 0; sw < 4; sw++)
 		for (int ni = 0; ni < 3; ni++)
 			for (uint32_t sd = 0; sd < 2; sd++) {
