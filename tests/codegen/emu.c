@@ -171,17 +171,48 @@ static Bar cta_bar[NSLOT], warp_bar[NSLOT][32];
 Bar wg_bar[EMU_NSLOT][8];   /* warpgroup collectives (emu_wgmma.c) */
 static uint32_t xchg[NSLOT][MAXTHREADS];
 /* 1024-aligned: wgmma swizzles address bits 4-9 (emu_wgmma.c) */
-static uint8_t smem[NSLOT][NSHARED][EMU_SMEM_STATIC] __attribute__((aligned(1024)));
+/* A CTA's shared memory is one 256 KiB block (wgmma descriptors name a
+ * byte by its low 18 address bits: emu_wgmma.c) holding the arrays at
+ * arr_at[id]: array 0 up to EMU_SMEM_ARRAY0 (dynamic shared memory, the
+ * sm_90a GEMM's ring), arrays 1 and 2 up to 40 KiB each. */
+enum { SLOT_BYTES = 256 * 1024 };
+static const uint32_t arr_at[NSHARED + 1] = {0, EMU_SMEM_ARRAY0, EMU_SMEM_ARRAY0 + 40 * 1024,
+                                             SLOT_BYTES};
+static uint8_t smem[NSLOT][SLOT_BYTES] __attribute__((aligned(1024)));
+#define SM(s, id) (&smem[s][arr_at[id]])
 static uint64_t smem_bytes[NSLOT][NSHARED];   /* the declared size of each array */
 static uint64_t smem_used[NSLOT][NSHARED];    /* the most since the last reset */
 /* racecheck shadow, per shared byte: (epoch + 1) << 11 | thread; readers'
  * thread MULTI when two or more read in that epoch */
 enum { TIDBITS = 11, MULTI = (1 << TIDBITS) - 1 };
-static uint32_t shadow_w[NSLOT][NSHARED][EMU_SMEM_STATIC], shadow_r[NSLOT][NSHARED][EMU_SMEM_STATIC];
+static uint32_t shadow_w[NSLOT][SLOT_BYTES], shadow_r[NSLOT][SLOT_BYTES];
+#define SHW(s, id) (&shadow_w[s][arr_at[id]])
+#define SHR(s, id) (&shadow_r[s][arr_at[id]])
 /* per shared byte: 1 + the thread whose cp.async to it is in flight, 0 */
-static uint16_t inflight[NSLOT][NSHARED][EMU_SMEM_STATIC];
+static uint16_t inflight_[NSLOT][SLOT_BYTES];
+#define INFL(s, id) (&inflight_[s][arr_at[id]])
 
 static int nthreads_of[NSLOT];
+
+/* byte `at` of smem: its slot, array and offset in the array */
+static void
+slot_loc(uintptr_t at, unsigned *s, unsigned *id, uint64_t *off)
+{
+	uint32_t in = (uint32_t)(at % SLOT_BYTES);
+
+	*s = (unsigned)(at / SLOT_BYTES);
+	*id = in < arr_at[1] ? 0 : in < arr_at[2] ? 1 : 2;
+	*off = in - arr_at[*id];
+}
+
+/* the dynamic shared memory of the next launch (emu_set_dynamic_smem) */
+static uint64_t dyn_smem;
+
+void
+emu_set_dynamic_smem(uint64_t bytes)
+{
+	dyn_smem = bytes;
+}
 
 static void
 slot_reset(unsigned s, int threads)
@@ -193,12 +224,13 @@ slot_reset(unsigned s, int threads)
 	for (int g = 0; g < threads / 128; g++)
 		bar_init(&wg_bar[s][g], 128, "warpgroup collective (wgmma, setmaxnreg)");
 	emu_wgmma_reset(s);
+	emu_tma_reset(s);
 	for (int id = 0; id < NSHARED; id++) {
-		memset(shadow_w[s][id], 0, smem_used[s][id] * sizeof shadow_w[s][id][0]);
-		memset(shadow_r[s][id], 0, smem_used[s][id] * sizeof shadow_r[s][id][0]);
-		memset(inflight[s][id], 0, smem_used[s][id] * sizeof inflight[s][id][0]);
+		memset(SHW(s, id), 0, smem_used[s][id] * sizeof SHW(s, id)[0]);
+		memset(SHR(s, id), 0, smem_used[s][id] * sizeof SHR(s, id)[0]);
+		memset(INFL(s, id), 0, smem_used[s][id] * sizeof INFL(s, id)[0]);
 		/* a CTA's shared memory starts undefined on a GPU */
-		memset(smem[s][id], 0xa5, smem_used[s][id]);
+		memset(SM(s, id), 0xa5, smem_used[s][id]);
 		smem_bytes[s][id] = smem_used[s][id] = 0;
 	}
 }
@@ -262,15 +294,21 @@ precc_emu_shared(uint32_t id, uint64_t bytes)
 {
 	if (id >= NSHARED)
 		emu_abort("more shared arrays than the emulator holds");
-	if (bytes > EMU_SMEM_STATIC) {
+	if (bytes > EMU_SMEM_STATIC && !(id == 0 && bytes <= dyn_smem)) {
 		emu_fail("shared array %u of %llu bytes: over the %d bytes of static shared memory "
-		         "a CTA may have", id, (unsigned long long)bytes, EMU_SMEM_STATIC);
+		         "a CTA may have (%llu of dynamic shared memory declared for array 0)", id,
+		         (unsigned long long)bytes, EMU_SMEM_STATIC, (unsigned long long)dyn_smem);
+		return sink;
+	}
+	if (bytes > arr_at[id + 1] - arr_at[id]) {
+		emu_fail("shared array %u of %llu bytes: over the emulator's %u for it", id,
+		         (unsigned long long)bytes, arr_at[id + 1] - arr_at[id]);
 		return sink;
 	}
 	smem_bytes[my_slot][id] = bytes;
 	if (bytes > smem_used[my_slot][id])
 		smem_used[my_slot][id] = bytes;
-	return smem[my_slot][id];
+	return SM(my_slot, id);
 }
 
 void
@@ -460,6 +498,7 @@ void
 emu_reset(void)
 {
 	nregion = 0;
+	dyn_smem = 0;
 	__atomic_store_n(&ldsm_conflicts, 0, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&err_mu);
 	nerr = 0;
@@ -482,7 +521,7 @@ race(unsigned s, unsigned id, uint64_t off, uint64_t size, int store)
 	uint32_t ep = (my_epoch + 1) << TIDBITS, tag = ep | my_tid;
 
 	for (uint64_t i = off; i < off + size; i++) {
-		uint32_t *w = &shadow_w[s][id][i], *r = &shadow_r[s][id][i];
+		uint32_t *w = &SHW(s, id)[i], *r = &SHR(s, id)[i];
 		uint32_t ow = store ? __atomic_exchange_n(w, tag, __ATOMIC_RELAXED)
 		                    : __atomic_load_n(w, __ATOMIC_RELAXED);
 		uint32_t orr = __atomic_load_n(r, __ATOMIC_RELAXED);
@@ -527,10 +566,9 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 	}
 	uintptr_t s0 = (uintptr_t)smem, s1 = (uintptr_t)smem + sizeof smem;
 	if (u >= s0 && u < s1) {
-		uintptr_t at = u - s0;
-		unsigned s = (unsigned)(at / sizeof smem[0]);
-		unsigned id = (unsigned)(at % sizeof smem[0] / sizeof smem[0][0]);
-		uint64_t off = at % sizeof smem[0][0];
+		unsigned s, id;
+		uint64_t off;
+		slot_loc(u - s0, &s, &id, &off);
 		if (s != my_slot) {
 			emu_fail("memcheck: %s of another CTA's shared memory", op);
 			return sink;
@@ -542,10 +580,10 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 			return sink;
 		}
 		for (uint64_t i = off; i < off + size; i++)
-			if (inflight[s][id][i]) {
+			if (INFL(s, id)[i]) {
 				emu_fail("racecheck: %s of shared array %u byte %llu while thread %u's cp.async "
 				         "to it is in flight (no cp.async.wait_group for its group)", op, id,
-				         (unsigned long long)i, inflight[s][id][i] - 1u);
+				         (unsigned long long)i, INFL(s, id)[i] - 1u);
 				return sink;
 			}
 		if (!(flags & CK_ATOMIC))
@@ -581,6 +619,23 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 	return sink;
 }
 
+int
+emu_cta_threads(void)
+{
+	return nthreads_of[my_slot];
+}
+
+void
+emu_shared_async(void *p, uint64_t n)
+{
+	unsigned s, id;
+	uint64_t off;
+	if (!shared_loc((uintptr_t)p, &s, &id, &off))
+		return;
+	memset(&SHW(s, id)[off], 0, n * sizeof shadow_w[0][0]);
+	memset(&SHR(s, id)[off], 0, n * sizeof shadow_r[0][0]);
+}
+
 /* The bytes of this CTA's shared memory: its first byte, its size, and the
  * declared size of array id (emu_int.h). */
 uint8_t *
@@ -603,10 +658,7 @@ shared_loc(uintptr_t u, unsigned *s, unsigned *id, uint64_t *off)
 	uintptr_t s0 = (uintptr_t)smem, s1 = (uintptr_t)smem + sizeof smem;
 	if (u < s0 || u >= s1)
 		return 0;
-	uintptr_t at = u - s0;
-	*s = (unsigned)(at / sizeof smem[0]);
-	*id = (unsigned)(at % sizeof smem[0] / sizeof smem[0][0]);
-	*off = at % sizeof smem[0][0];
+	slot_loc(u - s0, s, id, off);
 	return 1;
 }
 
@@ -662,15 +714,15 @@ precc_emu_cp_async(void *dst, const void *src, uint32_t src_size)
 		memcpy(c->data, q, src_size);
 	}
 	for (uint64_t i = off; i < off + 16; i++)
-		if (inflight[s][id][i]) {
+		if (INFL(s, id)[i]) {
 			emu_fail("racecheck: cp.async to shared array %u byte %llu while thread %u's "
-			         "cp.async to it is in flight", id, (unsigned long long)i, inflight[s][id][i] - 1u);
+			         "cp.async to it is in flight", id, (unsigned long long)i, INFL(s, id)[i] - 1u);
 			return;
 		}
 	/* and no other thread may be reading or writing it in this epoch */
 	race(s, id, off, 16, 1);
 	for (uint64_t i = off; i < off + 16; i++)
-		inflight[s][id][i] = (uint16_t)(my_tid + 1);
+		INFL(s, id)[i] = (uint16_t)(my_tid + 1);
 	c->s = s, c->id = id, c->off = off, c->group = cp_groups;
 	ncp++;
 }
@@ -696,8 +748,8 @@ precc_emu_cp_wait(uint32_t n)
 			continue;
 		}
 		for (uint64_t b = c->off; b < c->off + 16; b++)
-			inflight[c->s][c->id][b] = 0;
-		memcpy(&smem[c->s][c->id][c->off], c->data, 16);
+			INFL(c->s, c->id)[b] = 0;
+		memcpy(&SM(c->s, c->id)[c->off], c->data, 16);
 		race(c->s, c->id, c->off, 16, 1);
 	}
 	ncp = kept;
@@ -709,7 +761,7 @@ cp_drop(void)
 {
 	for (int i = 0; i < ncp; i++)
 		for (uint64_t b = cpq[i].off; b < cpq[i].off + 16; b++)
-			inflight[cpq[i].s][cpq[i].id][b] = 0;
+			INFL(cpq[i].s, cpq[i].id)[b] = 0;
 	ncp = 0;
 	cp_groups = 0;
 }
@@ -857,6 +909,7 @@ leave(void)
 {
 	cp_drop();
 	emu_wgmma_leave();
+	emu_tma_leave();
 	bar_exit(&warp_bar[my_slot][my_tid / 32]);
 	if (my_tid / 128 < (unsigned)(nthreads_of[my_slot] / 128))
 		bar_exit(&wg_bar[my_slot][my_tid / 128]);
@@ -963,6 +1016,10 @@ const char *const emu_fns[] = {
 	"precc_emu_mma", "precc_emu_check", "precc_emu_cp_async", "precc_emu_cp_commit",
 	"precc_emu_cp_wait", "precc_emu_ldmatrix", "precc_emu_wgmma_fence", "precc_emu_wgmma_commit",
 	"precc_emu_wgmma_wait", "precc_emu_wgmma", "precc_emu_setmaxnreg",
+	"precc_emu_mbar_init", "precc_emu_fence_mbar_init", "precc_emu_fence_proxy_async",
+	"precc_emu_mbar_arrive", "precc_emu_mbar_arrive_expect_tx", "precc_emu_mbar_try_wait",
+	"precc_emu_tma_load_2d", "precc_emu_tma_store_2d", "precc_emu_bulk_commit",
+	"precc_emu_bulk_wait_read",
 };
 void *const emu_addr[] = {
 	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
@@ -972,5 +1029,10 @@ void *const emu_addr[] = {
 	(void *)precc_emu_cp_wait, (void *)precc_emu_ldmatrix, (void *)precc_emu_wgmma_fence,
 	(void *)precc_emu_wgmma_commit, (void *)precc_emu_wgmma_wait, (void *)precc_emu_wgmma,
 	(void *)precc_emu_setmaxnreg,
+	(void *)precc_emu_mbar_init, (void *)precc_emu_fence_mbar_init,
+	(void *)precc_emu_fence_proxy_async, (void *)precc_emu_mbar_arrive,
+	(void *)precc_emu_mbar_arrive_expect_tx, (void *)precc_emu_mbar_try_wait,
+	(void *)precc_emu_tma_load_2d, (void *)precc_emu_tma_store_2d,
+	(void *)precc_emu_bulk_commit, (void *)precc_emu_bulk_wait_read,
 };
 const int emu_nfns = sizeof emu_fns / sizeof *emu_fns;

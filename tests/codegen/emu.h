@@ -12,6 +12,7 @@
 #define PRECC_EMU_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <llvm-c/Core.h>
 
 /* self-tests of the comparison: 1 corrupts one fp8 cvt, 2 drops one mma
@@ -47,6 +48,19 @@ long emu_ldsm_conflicts(void);
 
 /* sm_89 and sm_90 give a CTA at most 48 KiB of static shared memory
  * (.shared globals; more needs dynamic shared memory and an opt-in). */
-enum { EMU_SMEM_STATIC = 48 * 1024 };
+enum { EMU_SMEM_STATIC = 48 * 1024,
+       /* array 0 may be dynamic shared memory up to this (Hopper's 227 KiB
+        * opt-in is more; the emulator holds 176 KiB of it) */
+       EMU_SMEM_ARRAY0 = 176 * 1024 };
+/* The dynamic shared memory (CodegenKernel.smem) the next launches may
+ * give array 0; emu_reset makes it 0. */
+void emu_set_dynamic_smem(uint64_t bytes);
+/* A TMA tensor map (CodegenKernel.tmap[i]) over the buffer at base, in the
+ * emulator's host format, into out (128 bytes, 64-aligned); rows < 0 take
+ * m. -1 and a message in err when the map breaks cuTensorMapEncodeTiled's
+ * rules (emu_tma.c). */
+struct CodegenTmap;
+int emu_tmap_encode(void *out, const struct CodegenTmap *t, const void *base, long m, char *err,
+                    size_t n);
 
 #endif

@@ -41,7 +41,31 @@ void *precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags);
 void emu_wgmma_reset(unsigned slot);
 void emu_wgmma_leave(void);
 
+/* the core host ABI (emu.c) */
+uint32_t precc_emu_sreg(uint32_t which);
+void precc_emu_barrier(uint32_t site);
+void *precc_emu_shared(uint32_t id, uint64_t bytes);
+
+/* threads of the running CTA */
+int emu_cta_threads(void);
+/* bytes [p, p+n) of this CTA's shared memory were written by the async
+ * proxy (TMA): racecheck's shadow of them starts clean */
+void emu_shared_async(void *p, uint64_t n);
+/* emu_tma.c: per-CTA reset at launch, and per thread at kernel exit */
+void emu_tma_reset(unsigned slot);
+void emu_tma_leave(void);
+
 /* the host ABI (TEAM.md / docs/codegen.md) */
+void precc_emu_mbar_init(void *bar, uint32_t count);
+void precc_emu_fence_mbar_init(void);
+void precc_emu_fence_proxy_async(void);
+void precc_emu_mbar_arrive(void *bar);
+void precc_emu_mbar_arrive_expect_tx(void *bar, uint32_t bytes);
+uint32_t precc_emu_mbar_try_wait(void *bar, uint32_t parity);
+void precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void *bar);
+void precc_emu_tma_store_2d(const void *tmap, int32_t c0, int32_t c1, const void *src);
+void precc_emu_bulk_commit(void);
+void precc_emu_bulk_wait_read(uint32_t n);
 void precc_emu_wgmma_fence(void);
 void precc_emu_wgmma_commit(void);
 void precc_emu_wgmma_wait(uint32_t n);

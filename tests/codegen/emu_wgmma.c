@@ -136,7 +136,9 @@ precc_emu_wgmma_wait(uint32_t n)
 		bar_wait(&wg_bar[my_slot][my_tid / 128], OP_WAIT);
 }
 
-/* the shared address -> this CTA's host byte; NULL (and a failure) if none */
+/* the shared address -> this CTA's host byte; NULL (and a failure) if none.
+ * The CTA's block is 256 KiB (emu.c), so every 18-bit address lands in it;
+ * the arrays' declared sizes then decide (the caller's check). */
 static uint8_t *
 sh_host(uint32_t sa, const char *what)
 {

@@ -255,7 +255,9 @@ main(void)
 	/* each check must report */
 	static const char *const want[] = {
 		NULL, "without a wgmma.fence", "not waited on", "misaligned for 128B swizzle",
-		"not in this CTA's shared memory", "not a multiple of 8", "setmaxnreg: threads 0 and 77",
+		/* mode 4: a start past the declared arrays (every 18-bit address is
+		 * in the CTA's 256 KiB block, so it is the arrays that refuse it) */
+		"outside this CTA's shared arrays", "not a multiple of 8", "setmaxnreg: threads 0 and 77",
 		"disagree on the wgmma", "out of range",
 	};
 	for (int m = 1; m <= 8; m++) {

@@ -1,0 +1,427 @@
+/*
+ * emu_tma.c — the emulated GPU's mbarrier and TMA (host ABI: docs/codegen.md,
+ * "The sm_90a host ABI"), beside emu.c.
+ *
+ * mbarrier (PTX ISA, "Parallel Synchronization and Communication
+ * Instructions: mbarrier"): an object of 8 bytes of shared memory with a
+ * phase, a pending arrival count and a transaction count. init sets the
+ * expected count; arrive decrements the pending count; expect_tx adds to
+ * the transaction count and complete_tx (a TMA copy finishing) takes from
+ * it; the phase completes when both are zero, and the next one starts
+ * with the expected count. try_wait.parity P is true once the phase of
+ * parity P has completed, that is while the current phase's parity is not
+ * P (so a fresh barrier is "complete" for parity 1: CUTLASS's
+ * PipelineTmaAsync starts its producer that way). The state lives in a
+ * table beside shared memory, keyed by address; the 8 bytes themselves
+ * are the GPU's business.
+ *
+ * A wait that is not yet true blocks the thread (a GPU spins); when every
+ * thread of the CTA still running is blocked in a wait, nothing can ever
+ * arrive: a deadlock, reported with the barrier and its phase, after
+ * which the waits return true so that the run ends and reports.
+ *
+ * TMA (cp.async.bulk.tensor.2d, tile mode): the box at (c0, c1) of a
+ * tensor map (emu_tmap_encode's host format) is read from global memory
+ * (memcheck on every row), out-of-bounds elements as zero, and written to
+ * shared memory at once in the map's swizzle, CuTe's Swizzle<B,4,3> on the
+ * byte offset (B = 3, 2, 1 for 128, 64, 32 bytes: NVIDIA/cutlass
+ * include/cute/atom/mma_traits_sm90_gmma.hpp, Layout_K_SW128_Atom and
+ * kin; the 16-byte chunk c of the row r of an 8-row atom goes to chunk
+ * c ^ (r % 8) for 128B). Its bytes then complete as transactions on the
+ * barrier. A store writes the box back, the elements inside the tensor
+ * only. Checks: destination in this CTA's shared memory, 128-byte aligned
+ * (the ISA) and aligned to the swizzle atom (8 rows of the span: CUTLASS's
+ * make_gmma_desc asserts it), the box within the declared array; the map's
+ * global address and row stride 16-byte multiples, the box's inner bytes
+ * a 16-byte multiple within the swizzle span (cuTensorMapEncodeTiled's
+ * rules).
+ *
+ * Race checking: a TMA write is the async proxy's, not a thread's, so the
+ * bytes it writes start clean in racecheck's shadow (emu_shared_async).
+ * A thread that reads a stage before its wait is not caught by racecheck;
+ * the data it reads is then the 0xa5 of fresh shared memory or an older
+ * stage, which the comparison with the interpreter catches.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "codegen.h"
+#include "emu.h"
+#include "emu_int.h"
+
+/* ---- the tensor map's host format ------------------------------------------ */
+typedef struct Tmap {
+	char magic[8];            /* "precctma" */
+	const uint8_t *base;
+	uint64_t dim[2];          /* elements: inner (columns), outer (rows) */
+	uint64_t stride;          /* bytes from one row to the next */
+	uint32_t box[2];          /* elements: inner, outer */
+	uint32_t ebytes, swizzle; /* bytes per element; 0, 32, 64, 128 */
+} Tmap;
+_Static_assert(sizeof(Tmap) <= 128, "a tensor map is 128 bytes");
+
+int
+emu_tmap_encode(void *out, const CodegenTmap *t, const void *base, long m, char *err, size_t n)
+{
+	Tmap x;
+	long rows = t->rows < 0 ? m : t->rows;
+
+	memset(out, 0, 128);
+	if ((uintptr_t)out % 64)
+		return snprintf(err, n, "tensor map not 64-byte aligned"), -1;
+	if ((uintptr_t)base % 16 || (t->cols * t->elem_bytes) % 16)
+		return snprintf(err, n, "global address or row stride (%ld bytes) not a multiple of 16",
+		                t->cols * t->elem_bytes), -1;
+	if (t->box_cols <= 0 || t->box_rows <= 0 || t->box_rows > 256 || t->box_cols > 256 ||
+	    (t->box_cols * t->elem_bytes) % 16)
+		return snprintf(err, n, "box %dx%d: each side 1..256, inner bytes a multiple of 16",
+		                t->box_rows, t->box_cols), -1;
+	if (t->swizzle && t->box_cols * t->elem_bytes > t->swizzle)
+		return snprintf(err, n, "box inner bytes %d over the %d-byte swizzle span",
+		                t->box_cols * t->elem_bytes, t->swizzle), -1;
+	if (t->swizzle != 0 && t->swizzle != 32 && t->swizzle != 64 && t->swizzle != 128)
+		return snprintf(err, n, "swizzle %d", t->swizzle), -1;
+	memset(&x, 0, sizeof x);
+	memcpy(x.magic, "precctma", 8);
+	x.base = base;
+	x.dim[0] = (uint64_t)t->cols;
+	x.dim[1] = (uint64_t)rows;
+	x.stride = (uint64_t)(t->cols * t->elem_bytes);
+	x.box[0] = (uint32_t)t->box_cols;
+	x.box[1] = (uint32_t)t->box_rows;
+	x.ebytes = (uint32_t)t->elem_bytes;
+	x.swizzle = (uint32_t)t->swizzle;
+	memcpy(out, &x, sizeof x);
+	return 0;
+}
+
+static const Tmap *
+tmap_of(const void *p)
+{
+	const Tmap *t = p;
+	if (!p || (uintptr_t)p % 64 || memcmp(t->magic, "precctma", 8)) {
+		emu_fail("tma: the tensor map param %p is not one emu_tmap_encode wrote (64-byte aligned)", p);
+		return NULL;
+	}
+	return t;
+}
+
+/* byte offset o of a box row-major in shared memory -> where the swizzle
+ * puts it: bits 4.. (the 16-byte chunk) xor bits 7.. (the row of the atom) */
+static uint64_t
+swz(uint64_t o, uint32_t swizzle)
+{
+	uint64_t mask = swizzle == 128 ? 7 : swizzle == 64 ? 3 : swizzle == 32 ? 1 : 0;
+	return o ^ ((o >> 7 & mask) << 4);
+}
+
+/* ---- mbarrier ---------------------------------------------------------------- */
+enum { MAXBAR = 64, TXMAX = (1 << 20) - 1 };
+typedef struct Mbar {
+	uintptr_t addr;
+	uint32_t expected, pending, phase;
+	int64_t tx;
+	uint64_t arrived[1024 / 64];   /* threads that arrived in this phase */
+} Mbar;
+static Mbar mbar[EMU_NSLOT][MAXBAR];
+static int nmbar[EMU_NSLOT], nexit[EMU_NSLOT], broken[EMU_NSLOT];
+/* per thread, the wait it is in (NULL: none) */
+static struct { Mbar *b; uint32_t parity; } waiting[EMU_NSLOT][1024];
+
+/* whether every thread of the CTA that has not left is in a wait that
+ * cannot return (mu held): a thread woken but not yet running is not */
+static int
+all_blocked(int threads)
+{
+	int n = nexit[my_slot];
+	for (int t = 0; t < threads; t++) {
+		Mbar *b = waiting[my_slot][t].b;
+		n += b && (b->phase & 1) == (waiting[my_slot][t].parity & 1);
+	}
+	return n >= threads;
+}
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+void
+emu_tma_reset(unsigned slot)
+{
+	pthread_mutex_lock(&mu);
+	nmbar[slot] = nexit[slot] = broken[slot] = 0;
+	memset(waiting[slot], 0, sizeof waiting[slot]);
+	pthread_mutex_unlock(&mu);
+}
+
+/* a thread leaves the kernel: it will arrive nowhere */
+void
+emu_tma_leave(void)
+{
+	pthread_mutex_lock(&mu);
+	nexit[my_slot]++;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+static int
+in_my_smem(const void *p, const char *what)
+{
+	unsigned s, id;
+	uint64_t off;
+	if (!shared_loc((uintptr_t)p, &s, &id, &off) || s != my_slot) {
+		emu_fail("%s %p: not in this CTA's shared memory", what, p);
+		return 0;
+	}
+	return 1;
+}
+
+/* the barrier at bar (mu held); NULL and a failure if none */
+static Mbar *
+find(void *bar, const char *op)
+{
+	for (int i = 0; i < nmbar[my_slot]; i++)
+		if (mbar[my_slot][i].addr == (uintptr_t)bar)
+			return &mbar[my_slot][i];
+	emu_fail("mbarrier: %s on %p, which no mbarrier.init made a barrier", op, bar);
+	return NULL;
+}
+
+static void
+complete(Mbar *b)
+{
+	if (b->pending == 0 && b->tx == 0) {
+		b->phase++;
+		b->pending = b->expected;
+		memset(b->arrived, 0, sizeof b->arrived);
+		pthread_cond_broadcast(&cv);
+	}
+}
+
+void
+precc_emu_mbar_init(void *bar, uint32_t count)
+{
+	if (!in_my_smem(bar, "mbarrier.init: barrier"))
+		return;
+	if ((uintptr_t)bar % 8) {
+		emu_fail("mbarrier.init: barrier %p not 8-byte aligned", bar);
+		return;
+	}
+	if (count < 1 || count > TXMAX) {
+		emu_fail("mbarrier.init: count %u out of 1..%d", count, TXMAX);
+		return;
+	}
+	pthread_mutex_lock(&mu);
+	Mbar *b = NULL;
+	for (int i = 0; i < nmbar[my_slot]; i++)
+		if (mbar[my_slot][i].addr == (uintptr_t)bar)
+			b = &mbar[my_slot][i];
+	if (b && (b->pending != b->expected || b->tx))
+		emu_fail("mbarrier.init: barrier %p re-initialized in the middle of phase %u "
+		         "(%u of %u arrivals pending)", bar, b->phase, b->pending, b->expected);
+	if (!b && nmbar[my_slot] == MAXBAR)
+		emu_fail("mbarrier.init: more than %d barriers in a CTA (the emulator's limit)", MAXBAR);
+	else {
+		if (!b)
+			b = &mbar[my_slot][nmbar[my_slot]++];
+		*b = (Mbar){(uintptr_t)bar, count, count, 0, 0, {0}};
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+void
+precc_emu_fence_mbar_init(void)
+{
+}
+
+void
+precc_emu_fence_proxy_async(void)
+{
+}
+
+static void
+arrive(void *bar, uint32_t tx, const char *op)
+{
+	pthread_mutex_lock(&mu);
+	Mbar *b = find(bar, op);
+	if (b) {
+		b->tx += tx;
+		if (b->tx > TXMAX)
+			emu_fail("mbarrier: %s: transaction count %lld over %d in phase %u", op,
+			         (long long)b->tx, TXMAX, b->phase);
+		/* one arrival per thread per phase (no .count operand is emitted): a
+		 * second one would be counted into the phase, or the next */
+		if (b->arrived[my_tid / 64] >> (my_tid % 64) & 1)
+			emu_fail("mbarrier: %s: thread %u arrives twice in phase %u of barrier %p "
+			         "(%u arrivals expected)", op, my_tid, b->phase, bar, b->expected);
+		b->arrived[my_tid / 64] |= 1ull << (my_tid % 64);
+		b->pending--;
+		complete(b);
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+void
+precc_emu_mbar_arrive(void *bar)
+{
+	arrive(bar, 0, "mbarrier.arrive");
+}
+
+void
+precc_emu_mbar_arrive_expect_tx(void *bar, uint32_t bytes)
+{
+	arrive(bar, bytes, "mbarrier.arrive.expect_tx");
+}
+
+static void
+complete_tx(void *bar, uint32_t bytes)
+{
+	pthread_mutex_lock(&mu);
+	Mbar *b = find(bar, "complete_tx of a TMA copy");
+	if (b) {
+		b->tx -= bytes;
+		if (b->tx < -TXMAX)
+			emu_fail("mbarrier: transaction count %lld under -%d in phase %u", (long long)b->tx,
+			         TXMAX, b->phase);
+		complete(b);
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+uint32_t
+precc_emu_mbar_try_wait(void *bar, uint32_t parity)
+{
+	pthread_mutex_lock(&mu);
+	Mbar *b = find(bar, "mbarrier.try_wait.parity");
+	if (b && (b->phase & 1) == (parity & 1) && !broken[my_slot]) {
+		int threads = emu_cta_threads();
+		time_t t0 = time(NULL);
+		waiting[my_slot][my_tid].b = b;
+		waiting[my_slot][my_tid].parity = parity;
+		while ((b->phase & 1) == (parity & 1) && !broken[my_slot]) {
+			if (all_blocked(threads) || time(NULL) - t0 > 60) {
+				emu_fail("mbarrier: deadlock: every running thread of the CTA waits (thread %u "
+				         "on barrier %p for the end of phase %u, %u of %u arrivals and %lld "
+				         "transaction bytes pending)", my_tid, bar, b->phase, b->pending,
+				         b->expected, (long long)b->tx);
+				broken[my_slot] = 1;
+				pthread_cond_broadcast(&cv);
+				break;
+			}
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 50 * 1000 * 1000;
+			if (ts.tv_nsec >= 1000000000L)
+				ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+			pthread_cond_timedwait(&cv, &mu, &ts);
+		}
+		waiting[my_slot][my_tid].b = NULL;
+	}
+	pthread_mutex_unlock(&mu);
+	return 1;
+}
+
+/* ---- TMA ------------------------------------------------------------------------ */
+
+/* the checks shared by load and store: the box's bytes, or 0 after a failure */
+static uint64_t
+box_check(const Tmap *t, const void *smem, const char *op)
+{
+	unsigned s, id;
+	uint64_t off, bytes = (uint64_t)t->box[0] * t->box[1] * t->ebytes;
+	uint32_t atom = t->swizzle ? 8 * t->swizzle : 128;
+
+	if (!shared_loc((uintptr_t)smem, &s, &id, &off) || s != my_slot) {
+		emu_fail("tma: %s shared address %p not in this CTA's shared memory", op, smem);
+		return 0;
+	}
+	if (off % atom) {
+		emu_fail("tma: %s shared address at byte %llu of shared array %u: not %u-byte aligned "
+		         "(%s)", op, (unsigned long long)off, id, atom,
+		         t->swizzle ? "the swizzle atom: 8 rows of its span" : "the ISA's 128 bytes");
+		return 0;
+	}
+	if (off + bytes > emu_smem_declared(id)) {
+		emu_fail("tma: %s box of %llu bytes at byte %llu of shared array %u of %llu bytes", op,
+		         (unsigned long long)bytes, (unsigned long long)off, id,
+		         (unsigned long long)emu_smem_declared(id));
+		return 0;
+	}
+	if ((uintptr_t)t->base % 16 || t->stride % 16) {
+		emu_fail("tma: %s: global address %p or row stride %llu not a multiple of 16", op,
+		         (const void *)t->base, (unsigned long long)t->stride);
+		return 0;
+	}
+	return bytes;
+}
+
+void
+precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void *bar)
+{
+	const Tmap *t = tmap_of(tmap);
+	uint64_t bytes = t ? box_check(t, dst, "load") : 0;
+	uint8_t *d = dst;
+	uint64_t rowb = t ? (uint64_t)t->box[0] * t->ebytes : 0;
+
+	for (uint32_t r = 0; bytes && r < t->box[1]; r++) {
+		int64_t gr = (int64_t)c1 + r;
+		/* the columns of this row inside the tensor: [lo, hi) of the box */
+		int64_t lo = c0 < 0 ? -(int64_t)c0 : 0, hi = (int64_t)t->dim[0] - c0;
+		if (hi > (int64_t)t->box[0])
+			hi = t->box[0];
+		const uint8_t *src = NULL;
+		if (gr >= 0 && gr < (int64_t)t->dim[1] && hi > lo) {
+			src = t->base + (uint64_t)gr * t->stride + (uint64_t)(c0 + lo) * t->ebytes;
+			if (precc_emu_check((void *)src, (uint64_t)(hi - lo) * t->ebytes, 1, 0) != src)
+				src = NULL;     /* reported: the row reads as zero */
+		}
+		for (uint64_t b = 0; b < rowb; b++) {
+			int64_t col = (int64_t)(b / t->ebytes);
+			uint8_t v = src && col >= lo && col < hi ? src[(uint64_t)(col - lo) * t->ebytes +
+			                                              b % t->ebytes] : 0;
+			d[swz(r * rowb + b, t->swizzle)] = v;
+		}
+	}
+	if (bytes)
+		emu_shared_async(dst, bytes);
+	if (t)
+		complete_tx(bar, (uint32_t)((uint64_t)t->box[0] * t->box[1] * t->ebytes));
+}
+
+void
+precc_emu_tma_store_2d(const void *tmap, int32_t c0, int32_t c1, const void *src)
+{
+	const Tmap *t = tmap_of(tmap);
+	uint64_t bytes = t ? box_check(t, src, "store") : 0;
+	const uint8_t *s = src;
+	uint64_t rowb = t ? (uint64_t)t->box[0] * t->ebytes : 0;
+
+	for (uint32_t r = 0; bytes && r < t->box[1]; r++) {
+		int64_t gr = (int64_t)c1 + r;
+		int64_t lo = c0 < 0 ? -(int64_t)c0 : 0, hi = (int64_t)t->dim[0] - c0;
+		if (hi > (int64_t)t->box[0])
+			hi = t->box[0];
+		if (gr < 0 || gr >= (int64_t)t->dim[1] || hi <= lo)
+			continue;
+		uint8_t *dst = (uint8_t *)t->base + (uint64_t)gr * t->stride + (uint64_t)(c0 + lo) * t->ebytes;
+		if (precc_emu_check(dst, (uint64_t)(hi - lo) * t->ebytes, 1, 1) != dst)
+			continue;       /* reported */
+		for (uint64_t b = (uint64_t)lo * t->ebytes; b < (uint64_t)hi * t->ebytes; b++)
+			dst[b - (uint64_t)lo * t->ebytes] = s[swz(r * rowb + b, t->swizzle)];
+	}
+}
+
+/* the copies above are complete when issued: commit and wait have nothing
+ * left to do */
+void
+precc_emu_bulk_commit(void)
+{
+}
+
+void
+precc_emu_bulk_wait_read(uint32_t n)
+{
+	if (n > 7)
+		emu_fail("tma: cp.async.bulk.wait_group.read %u: out of range 0..7", n);
+}
