@@ -34,6 +34,14 @@ int cg_finish(Cg *, int ptx, char **out, char *err, size_t errsz);
 /* !nvvm.annotations: maxntidx, and maxnreg unless 0 (launch bounds for
  * ptxas). */
 void cg_annotate_threads(Cg *, LLVMValueRef fn, int threads, int maxnreg);
+/* !nvvm.annotations minctasm (.minnctapersm) */
+void cg_annotate_minctas(Cg *, LLVMValueRef fn, int ctas);
+/* params first..first+n-1 (0-based) of fn: byval([bytes x i8]) align
+ * `align`, and one grid_constant annotation listing them (1-based, as
+ * LLVM 19's NVPTXUtilities isParamGridConstant reads them): PTX
+ * `.param .align 64 .b8 NAME[128]`, its address taken with cvta.param
+ * instead of a local copy */
+void cg_byval_grid_constant(Cg *, LLVMValueRef fn, int first, int n, int bytes, int align);
 
 /* ---- ptx_asm.c: every inline PTX string, one place per family ---------- */
 /* cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: two floats -> i16, lo in the low
