@@ -89,10 +89,6 @@ sm90_takes(Kern *k, G *g, char *why, size_t n)
 		snprintf(why, n, "K must be static with rows of 16-byte multiples (TMA)");
 		return 0;
 	}
-	if (g->op[1].rows < 0) {
-		snprintf(why, n, "N must be static");
-		return 0;
-	}
 	long bke = KB / gemm_ebytes(g->op[0].fmt);
 	if (g->P % bke) {
 		snprintf(why, n, "promotion every %ld K-elements: a multiple of the stage's %ld", g->P, bke);
