@@ -256,20 +256,6 @@ gemm_names(const Module *m, const Func *f, const char **name)
 		}
 }
 
-static void
-add_buffer(cJSON *bufs, const Func *f, int v, const char *role, char *seen)
-{
-	if (seen[v])
-		return;
-	seen[v] = 1;
-	cJSON *o = cJSON_CreateObject();
-	char ty[128];
-	cJSON_AddStringToObject(o, "name", f->val[v].name);
-	cJSON_AddStringToObject(o, "type", type_str(&f->val[v].type, ty, sizeof ty));
-	cJSON_AddStringToObject(o, "role", role);
-	cJSON_AddItemToArray(bufs, o);
-}
-
 static const char *
 result_role(const Func *f, int v)
 {
@@ -288,82 +274,218 @@ result_role(const Func *f, int v)
 	return "scratch";
 }
 
-static cJSON *
-layers_json(Build *b, int t)
+/* ---- the layers, streamed --------------------------------------------------
+ * The layers are most of a manifest (45,091 of them, 112 MB, for DeepSeek-V3)
+ * and a cJSON tree of them took 3.7 s to build, print and free. They are
+ * written straight to a stream instead (one thread: stdio unlocked), in exactly cJSON's formatted
+ * layout (cJSON.c print_object, print_array and print_string_ptr: a key
+ * at depth d is d tabs, "key":, a tab and the value; an object's
+ * members one per line, its '}' at depth d-1; array elements on one
+ * line, ", "-separated; "[]" when empty), so the bytes do not change. */
+
+static void
+js_str(FILE *o, const char *s)
+{
+	putc_unlocked('"', o);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		switch (*p) {
+		case '"': fputs_unlocked("\\\"", o); break;
+		case '\\': fputs_unlocked("\\\\", o); break;
+		case '\b': fputs_unlocked("\\b", o); break;
+		case '\f': fputs_unlocked("\\f", o); break;
+		case '\n': fputs_unlocked("\\n", o); break;
+		case '\r': fputs_unlocked("\\r", o); break;
+		case '\t': fputs_unlocked("\\t", o); break;
+		default:
+			if (*p < 32)
+				fprintf(o, "\\u%04x", *p);
+			else
+				putc_unlocked(*p, o);
+		}
+	putc_unlocked('"', o);
+}
+
+static void
+js_key(FILE *o, int depth, const char *key)
+{
+	for (int i = 0; i < depth; i++)
+		putc_unlocked('\t', o);
+	js_str(o, key);
+	fputs_unlocked(":\t", o);
+}
+
+/* "}" closing an object whose keys are at depth d */
+static void
+js_close(FILE *o, int d)
+{
+	putc_unlocked('\n', o);
+	for (int i = 0; i < d - 1; i++)
+		putc_unlocked('\t', o);
+	putc_unlocked('}', o);
+}
+
+/* {"k1": "v1", ...} of n string members, keys at depth d */
+static void
+js_strobj(FILE *o, int d, int n, const char *const *kv)
+{
+	fputs_unlocked("{\n", o);
+	for (int i = 0; i < n; i++) {
+		js_key(o, d, kv[2 * i]);
+		js_str(o, kv[2 * i + 1]);
+		if (i + 1 < n)
+			putc_unlocked(',', o);
+		if (i + 1 < n)
+			putc_unlocked('\n', o);
+	}
+	js_close(o, d);
+}
+
+/* One layer object, its keys at depth d: fqn, buffers (each value once,
+ * in the order the steps first use them), steps (kernel, gemm, args),
+ * updates (state, next). */
+static void
+layer_write(FILE *o, Build *b, int t, const Func *f, int d)
 {
 	const Module *m = b->mods[t];
-	cJSON *layers = cJSON_CreateArray();
+	const char **gname = xcalloc((size_t)f->nins + 1, sizeof *gname);
+	char *seen = xcalloc((size_t)f->nval + 1, 1);
+	int *bufv = xcalloc((size_t)f->nval + 1, sizeof *bufv), nbuf = 0;
+	/* per call step: its job and its args' values, laid out one after another */
+	int nstep = 0, narg = 0, cap = 64;
+	int *argv_ = xcalloc((size_t)cap, sizeof *argv_);
+	Job **sjob = xcalloc((size_t)f->nins + 1, sizeof *sjob);
+	int *sfirst = xcalloc((size_t)f->nins + 2, sizeof *sfirst);
+	const char **sgemm = xcalloc((size_t)f->nins + 1, sizeof *sgemm);
 
-	for (int i = 0; i < m->nfn; i++) {
-		const Func *f = m->fn[i];
-		if (f->kernel)
+	gemm_names(m, f, gname);
+	for (int k = 0; k < f->nins; k++) {
+		const Ins *in = &f->ins[k];
+		if (in->op != OP_call)
 			continue;
-		cJSON *l = cJSON_CreateObject(), *bufs, *steps, *ups;
-		const char **gname = xcalloc((size_t)f->nins + 1, sizeof *gname);
-		char *seen = xcalloc((size_t)f->nval + 1, 1);
-		gemm_names(m, f, gname);
-		cJSON_AddStringToObject(l, "fqn", f->name);
-		bufs = cJSON_AddArrayToObject(l, "buffers");
-		steps = cJSON_AddArrayToObject(l, "steps");
-		for (int k = 0; k < f->nins; k++) {
-			const Ins *in = &f->ins[k];
-			if (in->op != OP_call)
-				continue;
-			Job *j = build_find_job(b, t, in->callee);
-			if (!j)
-				die("call of unknown kernel @%s in @%s", in->callee, f->name);
-			/* a GEMM's own name, else the next GEMM's (whose operands
-			 * this step makes), else the last one's */
-			const char *gemm = gname[k];
-			for (int q = k + 1; q < f->nins && !gemm; q++)
-				gemm = gname[q];
-			for (int q = k - 1; q >= 0 && !gemm; q--)
-				gemm = gname[q];
-			cJSON *s = cJSON_CreateObject(), *args;
-			cJSON_AddStringToObject(s, "kernel", j->name);
-			cJSON_AddStringToObject(s, "gemm", gemm ? gemm : "none");
-			args = cJSON_AddArrayToObject(s, "args");
-			/* kernel params map to call operands, kernel ret operands to
-			 * call results */
-			const Func *kf = j->f;
-			const Ins *ret = NULL;
-			for (int q = 0; q < kf->nins; q++)
-				if (kf->ins[q].op == OP_ret)
-					ret = &kf->ins[q];
-			for (int p = 0; p < j->e.info.nparams; p++) {
-				int kv = j->e.info.param_value[p], cv = -1, pi = 0;
-				for (int q = 0; q < kf->nins && cv < 0; q++)
-					if (kf->ins[q].op == OP_param) {
-						if (kf->ins[q].res == kv && pi < in->narg)
-							cv = in->arg[pi];
-						pi++;
-					}
-				for (int r = 0; ret && cv < 0 && r < ret->narg; r++)
-					if (ret->arg[r] == kv && r < ir_nres(in))
-						cv = ir_res(in, r);
-				if (cv < 0)
-					die("@%s: kernel value %%%s has no buffer at the call in @%s", kf->name,
-					    kf->val[kv].name, f->name);
-				const Ins *d = ir_def_ins(f, cv);
-				add_buffer(bufs, f, cv, d && d->op == OP_param ? param_role(d->param)
-				                                            : result_role(f, cv), seen);
-				cJSON_AddItemToArray(args, cJSON_CreateString(f->val[cv].name));
+		Job *j = build_find_job(b, t, in->callee);
+		if (!j)
+			die("call of unknown kernel @%s in @%s", in->callee, f->name);
+		/* a GEMM's own name, else the next GEMM's (whose operands
+		 * this step makes), else the last one's */
+		const char *gemm = gname[k];
+		for (int q = k + 1; q < f->nins && !gemm; q++)
+			gemm = gname[q];
+		for (int q = k - 1; q >= 0 && !gemm; q--)
+			gemm = gname[q];
+		sjob[nstep] = j;
+		sgemm[nstep] = gemm ? gemm : "none";
+		sfirst[nstep] = narg;
+		/* kernel params map to call operands, kernel ret operands to
+		 * call results */
+		const Func *kf = j->f;
+		const Ins *ret = NULL;
+		for (int q = 0; q < kf->nins; q++)
+			if (kf->ins[q].op == OP_ret)
+				ret = &kf->ins[q];
+		for (int p = 0; p < j->e.info.nparams; p++) {
+			int kv = j->e.info.param_value[p], cv = -1, pi = 0;
+			for (int q = 0; q < kf->nins && cv < 0; q++)
+				if (kf->ins[q].op == OP_param) {
+					if (kf->ins[q].res == kv && pi < in->narg)
+						cv = in->arg[pi];
+					pi++;
+				}
+			for (int r = 0; ret && cv < 0 && r < ret->narg; r++)
+				if (ret->arg[r] == kv && r < ir_nres(in))
+					cv = ir_res(in, r);
+			if (cv < 0)
+				die("@%s: kernel value %%%s has no buffer at the call in @%s", kf->name,
+				    kf->val[kv].name, f->name);
+			if (!seen[cv]) {
+				seen[cv] = 1;
+				bufv[nbuf++] = cv;
 			}
-			cJSON_AddItemToArray(steps, s);
+			if (narg == cap)
+				argv_ = xrealloc(argv_, (size_t)(cap *= 2) * sizeof *argv_);
+			argv_[narg++] = cv;
 		}
-		ups = cJSON_AddArrayToObject(l, "updates");
-		for (int k = 0; k < f->nins; k++)
-			if (f->ins[k].op == OP_update && f->ins[k].narg == 2) {
-				cJSON *u = cJSON_CreateObject();
-				cJSON_AddStringToObject(u, "state", f->val[f->ins[k].arg[0]].name);
-				cJSON_AddStringToObject(u, "next", f->val[f->ins[k].arg[1]].name);
-				cJSON_AddItemToArray(ups, u);
-			}
-		free(gname);
-		free(seen);
-		cJSON_AddItemToArray(layers, l);
+		nstep++;
 	}
-	return layers;
+	sfirst[nstep] = narg;
+
+	fputs_unlocked("{\n", o);
+	js_key(o, d, "fqn");
+	js_str(o, f->name);
+	fputs_unlocked(",\n", o);
+	js_key(o, d, "buffers");
+	putc_unlocked('[', o);
+	for (int i = 0; i < nbuf; i++) {
+		int v = bufv[i];
+		const Ins *def = ir_def_ins(f, v);
+		char ty[128];
+		const char *kv[6] = {"name", f->val[v].name, "type", type_str(&f->val[v].type, ty, sizeof ty),
+		                     "role", def && def->op == OP_param ? param_role(def->param)
+		                                                      : result_role(f, v)};
+		if (i)
+			fputs_unlocked(", ", o);
+		js_strobj(o, d + 2, 3, kv);
+	}
+	fputs_unlocked("],\n", o);
+	js_key(o, d, "steps");
+	putc_unlocked('[', o);
+	for (int s = 0; s < nstep; s++) {
+		if (s)
+			fputs_unlocked(", ", o);
+		fputs_unlocked("{\n", o);
+		js_key(o, d + 2, "kernel");
+		js_str(o, sjob[s]->name);
+		fputs_unlocked(",\n", o);
+		js_key(o, d + 2, "gemm");
+		js_str(o, sgemm[s]);
+		fputs_unlocked(",\n", o);
+		js_key(o, d + 2, "args");
+		putc_unlocked('[', o);
+		for (int a = sfirst[s]; a < sfirst[s + 1]; a++) {
+			if (a > sfirst[s])
+				fputs_unlocked(", ", o);
+			js_str(o, f->val[argv_[a]].name);
+		}
+		putc_unlocked(']', o);
+		js_close(o, d + 2);
+	}
+	fputs_unlocked("],\n", o);
+	js_key(o, d, "updates");
+	putc_unlocked('[', o);
+	for (int k = 0, n = 0; k < f->nins; k++)
+		if (f->ins[k].op == OP_update && f->ins[k].narg == 2) {
+			const char *kv[4] = {"state", f->val[f->ins[k].arg[0]].name,
+			                     "next", f->val[f->ins[k].arg[1]].name};
+			if (n++)
+				fputs_unlocked(", ", o);
+			js_strobj(o, d + 2, 2, kv);
+		}
+	putc_unlocked(']', o);
+	js_close(o, d);
+	free(gname);
+	free(seen);
+	free(bufv);
+	free(argv_);
+	free(sjob);
+	free(sfirst);
+	free(sgemm);
+}
+
+/* The layers array of target t as the value of a key at depth kd. */
+static void
+layers_write(FILE *o, Build *b, int t, int kd)
+{
+	const Module *m = b->mods[t];
+	int n = 0;
+
+	putc_unlocked('[', o);
+	for (int i = 0; i < m->nfn; i++) {
+		if (m->fn[i]->kernel)
+			continue;
+		if (n++)
+			fputs_unlocked(", ", o);
+		layer_write(o, b, t, m->fn[i], kd + 2);
+	}
+	putc_unlocked(']', o);
 }
 
 char *
@@ -402,20 +524,39 @@ artifacts_manifest(Build *b, const char *recipe_name, const char *model_name)
 	ks = cJSON_AddArrayToObject(root, "kernels");
 	for (int k = 0; k < b->njobs; k++)
 		cJSON_AddItemToArray(ks, kernel_json(b, &b->jobs[k]));
-	cJSON_AddItemToObject(root, "layers", layers_json(b, 0));
-	if (b->ntg > 1) {
-		o = cJSON_AddObjectToObject(root, "target_layers");
-		for (int t = 1; t < b->ntg; t++)
-			cJSON_AddItemToObject(o, b->tg[t]->name, layers_json(b, t));
-	}
-	char *text = cJSON_PrintBuffered(root, 1 << 20, 1);
+	char *head = cJSON_PrintBuffered(root, 1 << 20, 1);
 	cJSON_Delete(root);
-	if (!text)
+	if (!head)
 		die("cJSON_Print: out of memory");
-	size_t n = strlen(text);
-	text = xrealloc(text, n + 2);
-	text[n++] = '\n';
-	text[n] = 0;
+	/* head ends "\n}": the layers (and target_layers) go before it */
+	size_t hn = strlen(head);
+	if (hn < 2 || strcmp(head + hn - 2, "\n}"))
+		die("manifest: cJSON's object does not end in \"\\n}\"");
+	char *text = NULL;
+	size_t n = 0;
+	FILE *w = open_memstream(&text, &n);
+	if (!w)
+		die("open_memstream: %s", strerror(errno));
+	fwrite(head, 1, hn - 2, w);
+	free(head);
+	fputs(",\n", w);
+	js_key(w, 1, "layers");
+	layers_write(w, b, 0, 1);
+	if (b->ntg > 1) {
+		fputs(",\n", w);
+		js_key(w, 1, "target_layers");
+		fputs("{\n", w);
+		for (int t = 1; t < b->ntg; t++) {
+			js_key(w, 2, b->tg[t]->name);
+			layers_write(w, b, t, 2);
+			if (t + 1 < b->ntg)
+				fputs(",\n", w);
+		}
+		js_close(w, 2);
+	}
+	fputs("\n}\n", w);
+	if (fclose(w))
+		die("manifest: %s", strerror(errno));
 	return text;
 }
 

@@ -27,9 +27,13 @@
 
 #define EXIT_SKIP 77
 
+/* Where the human-readable report goes: stdout, or stderr under --json
+ * (stdout then carries one JSON object and nothing else). */
+static FILE *hout;
+
 static const char *usage =
 	"usage: precc-run DIR [--backend cuda|cpu|auto] [--layer PATTERN] "
-	"[--m M] [--seed S] [--check] [--mma-bits B] [--all]\n"
+	"[--m M] [--seed S] [--check] [--mma-bits B] [--all] [--json]\n"
 	"  DIR          an artifact directory written by `precc build`\n"
 	"  --backend    which backend runs the plans (default auto)\n"
 	"  --layer      only layers whose name matches PATTERN (a glob with * ? "
@@ -45,6 +49,8 @@ static const char *usage =
 	"  --all        run every layer (default: a layer whose steps run the "
 	"same kernels\n"
 	"               as an earlier layer's is skipped)\n"
+	"  --json       print one JSON object on stdout (the report goes to stderr;\n"
+	"               docs/runtime.md, \"precc-run --json\")\n"
 	"exit: 0 ok, 1 error or mismatch, 2 usage, 77 cuda needed but "
 	"unavailable\n";
 
@@ -358,7 +364,7 @@ static int compare_gemm(const char *layer, const char *set, const precc_buffer_i
 	rt_gemm_compare(f, a, b, tol, (long)(bi->bytes / es), &d);
 	if (!print)
 		return d.over > 0;
-	printf("  gemm %s (%s inputs) '%s' %s (kernel %s): %ld of %ld elements differ; max abs "
+	fprintf(hout, "  gemm %s (%s inputs) '%s' %s (kernel %s): %ld of %ld elements differ; max abs "
 	       "%.3g, max rel %.3g, max %.3g ulps; at most %.3g of the bound: %s\n", layer, set,
 	       bi->name, bi->type, kernel, d.differ, d.n, d.max_abs, d.max_rel, d.max_ulps,
 	       d.max_ratio, d.over ? "BEYOND THE BOUND" : "within");
@@ -366,7 +372,7 @@ static int compare_gemm(const char *layer, const char *set, const precc_buffer_i
 		uint32_t cx = 0, cy = 0;
 		memcpy(&cx, (const char *)a + (size_t)d.first_over * es, es);
 		memcpy(&cy, (const char *)b + (size_t)d.first_over * es, es);
-		printf("  MISMATCH %s (%s inputs) buffer '%s': %ld elements beyond the bound; first "
+		fprintf(hout, "  MISMATCH %s (%s inputs) buffer '%s': %ld elements beyond the bound; first "
 		       "[%ld, %ld]: cuda %g, cpu %g, bound %g\n", layer, set, bi->name, d.over,
 		       d.first_over / bi->cols, d.first_over % bi->cols, precc_decode(f, cx),
 		       precc_decode(f, cy), (double)tol[d.first_over]);
@@ -408,7 +414,7 @@ static int compare(const char *layer, const char *set, const Bufs *in,
 			uint32_t cx = 0, cy = 0;
 			memcpy(&cx, x, es);
 			memcpy(&cy, y, es);
-			printf("  MISMATCH %s (%s inputs) buffer '%s' %s: %zu of %zu "
+			fprintf(hout, "  MISMATCH %s (%s inputs) buffer '%s' %s: %zu of %zu "
 			       "elements differ; first [%ld, %ld] (element %zu): cuda "
 			       "0x%0*x (%g), cpu 0x%0*x (%g)\n", layer, set, bi->name,
 			       bi->type, diff, n, (long)(first / (size_t)bi->cols),
@@ -436,6 +442,125 @@ static void checksum(Side *s, int layer, const Bufs *in, void **out)
 				s->sum[si.kernel] = fnv(s->sum[si.kernel], out[si.args[p]],
 				                        in->info[si.args[p]].bytes);
 	}
+}
+
+/* ---- --json ---------------------------------------------------------------- */
+
+/* One line of the report per layer and input set, kept for --json. */
+typedef struct Run {
+	const char *layer, *inputs, *result;
+	long m;
+	int gemms, differ;        /* GEMM outputs compared within a bound; buffers beyond it */
+} Run;
+static Run *runs;
+static int nruns;
+
+static void run_record(const char *layer, long m, const char *inputs, const char *result,
+                       int gemms, int differ)
+{
+	Run *r = realloc(runs, (size_t)(nruns + 1) * sizeof *runs);
+	if (!r)
+		return;       /* the report loses a line; the exit status does not */
+	runs = r;
+	runs[nruns++] = (Run){layer, inputs, result, m, gemms, differ};
+}
+
+/* s as a JSON string (RFC 8259: quote, backslash and control characters
+ * escaped; names are UTF-8 already). */
+static void jstr(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void jkernels(FILE *f, const Side *s)
+{
+	int nk = precc_rt_kernel_count(s->rt), first = 1;
+
+	fputc('[', f);
+	for (int k = 0; k < nk; k++) {
+		precc_kernel_info ki;
+		if (precc_rt_kernel_info(s->rt, k, &ki) || !ki.launches)
+			continue;
+		fprintf(f, "%s{\"name\": ", first ? "" : ", ");
+		jstr(f, ki.name);
+		fprintf(f, ", \"shape\": ");
+		jstr(f, ki.shape);
+		fprintf(f, ", \"launches\": %ld, \"elements\": %.0f, \"time_ms\": %.6f, "
+		        "\"checksum\": \"%016llx\", \"loaded\": ", ki.launches, ki.elements,
+		        ki.seconds * 1e3, (unsigned long long)s->sum[k]);
+		jstr(f, ki.loaded);
+		if (ki.num_regs)
+			fprintf(f, ", \"regs\": %d, \"spill_bytes\": %d", ki.num_regs, ki.spill_bytes);
+		fputc('}', f);
+		first = 0;
+	}
+	fputc(']', f);
+}
+
+/* The whole run as one JSON object on stdout (docs/runtime.md). result:
+ * "ran" (outputs compared with nothing), "checked" (--check: cuda == cpu
+ * within the bounds), "mismatch", "error" or "skipped" (exit 77, reason). */
+static void json_report(const char *dir, const Side *side, int nside, int check,
+                        const precc_artifact_info *ai, const FileCheck *files, int skipped,
+                        int mismatches, int status, const char *reason)
+{
+	FILE *f = stdout;
+	const char *result = status == EXIT_SKIP ? "skipped" : status && mismatches ? "mismatch"
+	                     : status ? "error" : check ? "checked" : "ran";
+
+	fprintf(f, "{\"dir\": ");
+	jstr(f, dir);
+	fprintf(f, ", \"check\": %s, \"result\": \"%s\", \"exit\": %d", check ? "true" : "false",
+	        result, status);
+	if (reason) {
+		fprintf(f, ", \"reason\": ");
+		jstr(f, reason);
+	}
+	if (ai) {
+		fprintf(f, ",\n \"artifacts\": {\"recipe\": ");
+		jstr(f, ai->recipe_name);
+		fprintf(f, ", \"recipe_hash\": \"%016llx\", \"model\": ",
+		        (unsigned long long)ai->recipe_hash);
+		jstr(f, ai->model_name);
+		fprintf(f, ", \"model_hash\": \"%016llx\", \"precc\": ", (unsigned long long)ai->model_hash);
+		jstr(f, ai->precc_version);
+		fprintf(f, ", \"llvm\": ");
+		jstr(f, ai->llvm_version);
+		fprintf(f, ", \"target\": ");
+		jstr(f, ai->target);
+		fprintf(f, ", \"kernels\": %d, \"layers\": %d}", ai->nkernels, ai->nlayers);
+	}
+	fprintf(f, ",\n \"files\": {\"named\": %d, \"hashed\": %d}", files->named, files->hashed);
+	fprintf(f, ",\n \"runs\": [");
+	for (int i = 0; i < nruns; i++) {
+		fprintf(f, "%s\n  {\"layer\": ", i ? "," : "");
+		jstr(f, runs[i].layer);
+		fprintf(f, ", \"m\": %ld, \"inputs\": \"%s\", \"result\": \"%s\"", runs[i].m,
+		        runs[i].inputs, runs[i].result);
+		if (check)
+			fprintf(f, ", \"gemm_outputs_within_bound\": %d, \"buffers_differ\": %d",
+			        runs[i].gemms, runs[i].differ);
+		fputc('}', f);
+	}
+	fprintf(f, "],\n \"skipped_layers\": %d,\n \"backends\": {", skipped);
+	for (int s = 0, first = 1; s < nside; s++) {
+		if (!side[s].rt || !side[s].sum)
+			continue;
+		fprintf(f, "%s\"%s\": {\"kernels\": ", first ? "" : ", ", side[s].name);
+		jkernels(f, &side[s]);
+		fputc('}', f);
+		first = 0;
+	}
+	fprintf(f, "}}\n");
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -475,21 +600,21 @@ static void summary(Side *s)
 		any |= precc_rt_kernel_info(s->rt, k, &ki) == 0 && ki.launches;
 	}
 	if (!any) {
-		printf("  (no kernel ran)\n");
+		fprintf(hout, "  (no kernel ran)\n");
 		return;
 	}
-	printf("%-20s %-16s %8s %12s %10s %-16s %s\n", "kernel", "shape",
+	fprintf(hout, "%-20s %-16s %8s %12s %10s %-16s %s\n", "kernel", "shape",
 	       "launches", "elements", "time_ms", "checksum", "loaded");
 	for (int k = 0; k < nk; k++) {
 		precc_kernel_info ki;
 		if (precc_rt_kernel_info(s->rt, k, &ki) || !ki.launches)
 			continue;
-		printf("%-20s %-16s %8ld %12.0f %10.3f %016llx %s", ki.name, ki.shape,
+		fprintf(hout, "%-20s %-16s %8ld %12.0f %10.3f %016llx %s", ki.name, ki.shape,
 		       ki.launches, ki.elements, ki.seconds * 1e3,
 		       (unsigned long long)s->sum[k], ki.loaded);
 		if (ki.num_regs)
-			printf(" (%d regs, %d spill bytes)", ki.num_regs, ki.spill_bytes);
-		printf("\n");
+			fprintf(hout, " (%d regs, %d spill bytes)", ki.num_regs, ki.spill_bytes);
+		fprintf(hout, "\n");
 	}
 }
 
@@ -501,13 +626,15 @@ int main(int argc, char **argv)
 	int mma_bits = 23;
 	uint64_t seed = 1;
 	int check = 0, backend_given = 0, status = 0, ran = 0, mismatches = 0;
-	int all = 0, skipped = 0;
+	int all = 0, skipped = 0, json = 0, have_ai = 0;
+	const char *reason = NULL;
 	FileCheck files = {0, 0};
 	Side side[2] = {{0}};
 	int nside;
 	char why[4096];
 	precc_artifact_info ai;
 
+	hout = stdout;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		char *end;
@@ -518,6 +645,10 @@ int main(int argc, char **argv)
 			check = 1;
 		else if (strcmp(a, "--all") == 0)
 			all = 1;
+		else if (strcmp(a, "--json") == 0) {
+			json = 1;
+			hout = stderr;
+		}
 		else if (i + 1 < argc && strcmp(a, "--backend") == 0) {
 			if (precc_backend_parse(argv[++i], &kind)) {
 				fprintf(stderr, "precc-run: %s\n", precc_rt_last_error());
@@ -575,9 +706,10 @@ int main(int argc, char **argv)
 		side[s].rt = precc_rt_open_backend(k, why, sizeof why);
 		if (!side[s].rt) {
 			if (k == PRECC_BACKEND_CUDA) {
-				printf("precc-run: SKIP: the cuda backend is unavailable%s: %s\n",
+				fprintf(hout, "precc-run: SKIP: the cuda backend is unavailable%s: %s\n",
 				       check ? ", so --check cannot compare" : "", why);
 				status = EXIT_SKIP;
+				reason = why;
 			} else {
 				fprintf(stderr, "precc-run: %s\n", why);
 				status = 1;
@@ -585,7 +717,7 @@ int main(int argc, char **argv)
 			goto done;
 		}
 		side[s].name = precc_backend_name(precc_rt_backend(side[s].rt));
-		printf("backend %s\n", why);
+		fprintf(hout, "backend %s\n", why);
 		/* --check: the cpu side runs the plans of the target cuda picked */
 		if (s == 1)
 			precc_rt_artifact_info(side[0].rt, &ai);
@@ -601,7 +733,8 @@ int main(int argc, char **argv)
 			side[s].sum[k2] = 0xcbf29ce484222325ULL;
 	}
 	precc_rt_artifact_info(side[0].rt, &ai);
-	printf("artifacts %s: recipe %s (%016llx), model %s (%016llx), precc %s, "
+	have_ai = 1;
+	fprintf(hout, "artifacts %s: recipe %s (%016llx), model %s (%016llx), precc %s, "
 	       "LLVM %s, %d kernels, %d layers (of %s)\n", ai.dir, ai.recipe_name,
 	       (unsigned long long)ai.recipe_hash, ai.model_name,
 	       (unsigned long long)ai.model_hash, ai.precc_version,
@@ -632,8 +765,9 @@ int main(int argc, char **argv)
 			}
 		}
 		if (precc_rt_step_count(side[0].rt, l) == 0) {
-			printf("layer %s: no quantize steps (its GEMMs run in high "
+			fprintf(hout, "layer %s: no quantize steps (its GEMMs run in high "
 			       "precision)\n", name);
+			run_record(name, m, "none", "no_steps", 0, 0);
 			continue;
 		}
 		for (int nf = 0; nf < 3 && status != 1; nf++) {
@@ -657,12 +791,14 @@ int main(int argc, char **argv)
 				else
 					checksum(&side[s], l, &in, out[s]);
 			}
-			printf("layer %s M=%ld %s inputs:", name, m, set);
-			if (refused[nside - 1] && failed == (1 << (nside - 1)))
-				printf(" refused by the cpu backend (nonfinite=error), as the "
+			fprintf(hout, "layer %s M=%ld %s inputs:", name, m, set);
+			if (refused[nside - 1] && failed == (1 << (nside - 1))) {
+				fprintf(hout, " refused by the cpu backend (nonfinite=error), as the "
 				       "recipe says; not compared\n");
-			else if (failed) {
-				printf(" FAILED\n");
+				run_record(name, m, set, "refused", 0, 0);
+			} else if (failed) {
+				fprintf(hout, " FAILED\n");
+				run_record(name, m, set, "failed", 0, 0);
 				status = 1;
 			} else {
 				Tols tols = {0};
@@ -672,18 +808,20 @@ int main(int argc, char **argv)
 				for (int i = 0; check && !tf && i < in.n; i++)
 					ngemm += tols.tol[i] != NULL;
 				mismatches += bad;
+				run_record(name, m, set, tf ? "failed" : !check ? "ran" : bad ? "differ"
+				           : ngemm ? "within_bound" : "bit_exact", ngemm, bad);
 				if (tf) {
-					printf(" FAILED\n");
+					fprintf(hout, " FAILED\n");
 					status = 1;
 				} else if (!check)
-					printf(" ran\n");
+					fprintf(hout, " ran\n");
 				else if (!bad && !ngemm)
-					printf(" cuda == cpu, bit for bit\n");
+					fprintf(hout, " cuda == cpu, bit for bit\n");
 				else if (!bad)
-					printf(" cuda == cpu: %d GEMM output%s within the bound, the rest bit "
+					fprintf(hout, " cuda == cpu: %d GEMM output%s within the bound, the rest bit "
 					       "for bit\n", ngemm, ngemm == 1 ? "" : "s");
 				else
-					printf(" %d buffer%s differ\n", bad, bad == 1 ? "" : "s");
+					fprintf(hout, " %d buffer%s differ\n", bad, bad == 1 ? "" : "s");
 				if (check && !tf && (bad || ngemm))
 					compare(name, set, &in, out[0], out[1], &tols, 1);
 				tols_free(&tols, in.n);
@@ -697,7 +835,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (skipped)
-		printf("(%d layer%s skipped: the same kernels as an earlier layer; "
+		fprintf(hout, "(%d layer%s skipped: the same kernels as an earlier layer; "
 		       "--all runs them)\n", skipped, skipped == 1 ? "" : "s");
 	if (status == 0 && ran == 0) {
 		fprintf(stderr, "precc-run: no layer matches '%s'\n",
@@ -705,30 +843,33 @@ int main(int argc, char **argv)
 		status = 1;
 	}
 	for (int s = 0; s < nside && side[s].rt; s++) {
-		printf("summary (%s backend):\n", side[s].name);
+		fprintf(hout, "summary (%s backend):\n", side[s].name);
 		summary(&side[s]);
 	}
 	if (status == 0) {
-		printf("files: %d PTX/cubin file%s named in manifest.json, all present", files.named,
+		fprintf(hout, "files: %d PTX/cubin file%s named in manifest.json, all present", files.named,
 		       files.named == 1 ? "" : "s");
 		if (files.hashed == files.named)
-			printf("; each has the size and FNV-1a 64 precc build recorded\n");
+			fprintf(hout, "; each has the size and FNV-1a 64 precc build recorded\n");
 		else
-			printf("; %d of them checked against a recorded size and FNV-1a 64 (an older "
+			fprintf(hout, "; %d of them checked against a recorded size and FNV-1a 64 (an older "
 			       "manifest records none for the rest)\n", files.hashed);
 	}
 	if (!check && status == 0)
-		printf("ran: every layer above ran on the %s backend to the end; outputs were not "
+		fprintf(hout, "ran: every layer above ran on the %s backend to the end; outputs were not "
 		       "compared with anything (--check compares cuda with cpu)\n",
 		       side[0].name);
 	if (check && status == 0) {
-		printf("check: %s\n", mismatches ? "FAILED: outputs differ" :
+		fprintf(hout, "check: %s\n", mismatches ? "FAILED: outputs differ" :
 		       "every GEMM output of every layer is within its accumulation model's bound "
 		       "on cuda and cpu, every other output bit-identical");
 		if (mismatches)
 			status = 1;
 	}
 done:
+	if (json)
+		json_report(dir, side, nside, check, have_ai ? &ai : NULL, &files, skipped,
+		            mismatches, status, reason);
 	for (int s = 0; s < nside; s++) {
 		free(side[s].sum);
 		precc_rt_close(side[s].rt);

@@ -52,5 +52,28 @@ cp "$inputs/plan"/* "$gone/" && rm "$gone/k_00000000000000b1.sm_90a.ptx"
 expect 1 "k_00000000000000b1.sm_90a.ptx: the ptx of kernel k_00000000000000b1 for sm_90a is named in manifest.json but cannot be read" \
 	"$run" "$gone" --backend cpu
 rm -rf "$gone"
+# --json: stdout is one JSON object (checked by Python's json, not by us),
+# the human report goes to stderr.
+jq_py() {  # jq_py PYTHON-EXPR COMMAND... : EXPR over the parsed object `o` must hold
+	expr=$1; shift
+	"$@" >"$out" 2>"$out.err"
+	rc=$?
+	if ! python3 -c "import json,sys; o=json.load(open(sys.argv[1])); rc=int(sys.argv[2]); sys.exit(0 if ($expr) else 1)" "$out" "$rc"; then
+		echo "FAIL: --json: $* (exit $rc) should satisfy: $expr"
+		sed 's/^/    /' "$out"
+		fails=$((fails + 1))
+	fi
+	rm -f "$out.err"
+}
+jq_py 'rc == 0 and o["result"] == "ran" and o["exit"] == 0 and len(o["runs"]) == 3 and {r["inputs"] for r in o["runs"]} == {"random", "edge", "nonfinite"} and all(r["result"] == "ran" and r["m"] == 256 for r in o["runs"]) and o["artifacts"]["model"] == "tiny-256" and o["files"]["named"] == 7 and any(k["name"] == "k_00000000000000b2" and k["launches"] == 3 and k["elements"] == 196608 for k in o["backends"]["cpu"]["kernels"])' \
+	"$run" "$inputs/plan" --backend cpu --layer 'model.*.up_proj' --json
+"$run" "$inputs/plan" --backend cpu --layer up_proj --json 2>&1 >/dev/null | grep -qF "ran: every layer above ran" || {
+	echo "FAIL: --json keeps the human report on stderr"; fails=$((fails + 1)); }
+PRECC_LIBCUDA=/nonexistent/libcuda.so.1 jq_py 'rc == 77 and o["result"] == "skipped" and "cannot load" in o["reason"]' \
+	"$run" "$inputs/plan" --check --json
+if [ -n "$fake" ]; then
+	PRECC_LIBCUDA=$fake jq_py 'rc == 1 and o["result"] == "mismatch" and o["check"] and any(r["result"] == "differ" and r["buffers_differ"] > 0 for r in o["runs"]) and set(o["backends"]) == {"cuda", "cpu"}' \
+		"$run" "$inputs/plan" --check --layer up_proj --json
+fi
 [ $fails -eq 0 ] && echo "runtime.precc_run: ok"
 [ $fails -eq 0 ]
