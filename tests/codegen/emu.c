@@ -40,11 +40,13 @@
 #include <string.h>
 #include "cg.h"
 #include "emu.h"
+#include "emu_int.h"
 #include "mma_frag.h"
 #include "precc/interp.h"
 
 int emu_break;
 
+_Static_assert(64 + 1 == EMU_NSLOT, "emu_int.h");
 enum { MAXCOOP = 64, NSLOT = MAXCOOP + 1, SEQ = MAXCOOP, NSHARED = 3,
        MAXTHREADS = 1024 };
 
@@ -54,10 +56,11 @@ static int nerr;
 static char first_err[512];
 static long ldsm_conflicts;     /* ldmatrix phases with bank conflicts */
 
-static __thread unsigned my_tid, my_slot, my_cx, my_cy, my_epoch;
+__thread unsigned my_tid, my_slot;
+static __thread unsigned my_cx, my_cy, my_epoch;
 static __thread uint8_t sink[256] __attribute__((aligned(256)));
 
-static void
+void
 emu_fail(const char *fmt, ...)
 {
 	va_list ap;
@@ -91,13 +94,6 @@ emu_abort(const char *what)
 }
 
 /* ---- barriers that notice divergence ----------------------------------- */
-typedef struct Bar {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int n, arrived, exited, site, bad;
-	unsigned gen;
-	const char *what;
-} Bar;
 
 static void
 bar_init(Bar *b, int n, const char *what)
@@ -119,7 +115,7 @@ bar_destroy(Bar *b)
 
 /* Wait until all n threads arrive at site (site < 0: any). 0, or -1 when
  * the barrier is broken (divergence found: everyone goes on unsynced). */
-static int
+int
 bar_wait(Bar *b, int site)
 {
 	pthread_mutex_lock(&b->mu);
@@ -172,8 +168,10 @@ bar_exit(Bar *b)
 
 /* ---- per-CTA state: barriers, warp exchange slots, shared memory -------- */
 static Bar cta_bar[NSLOT], warp_bar[NSLOT][32];
+Bar wg_bar[EMU_NSLOT][8];   /* warpgroup collectives (emu_wgmma.c) */
 static uint32_t xchg[NSLOT][MAXTHREADS];
-static uint8_t smem[NSLOT][NSHARED][EMU_SMEM_STATIC] __attribute__((aligned(256)));
+/* 1024-aligned: wgmma swizzles address bits 4-9 (emu_wgmma.c) */
+static uint8_t smem[NSLOT][NSHARED][EMU_SMEM_STATIC] __attribute__((aligned(1024)));
 static uint64_t smem_bytes[NSLOT][NSHARED];   /* the declared size of each array */
 static uint64_t smem_used[NSLOT][NSHARED];    /* the most since the last reset */
 /* racecheck shadow, per shared byte: (epoch + 1) << 11 | thread; readers'
@@ -183,12 +181,18 @@ static uint32_t shadow_w[NSLOT][NSHARED][EMU_SMEM_STATIC], shadow_r[NSLOT][NSHAR
 /* per shared byte: 1 + the thread whose cp.async to it is in flight, 0 */
 static uint16_t inflight[NSLOT][NSHARED][EMU_SMEM_STATIC];
 
+static int nthreads_of[NSLOT];
+
 static void
 slot_reset(unsigned s, int threads)
 {
+	nthreads_of[s] = threads;
 	bar_init(&cta_bar[s], threads, "bar.sync");
 	for (int w = 0; w < threads / 32; w++)
 		bar_init(&warp_bar[s][w], 32, "warp collective (shfl.sync, mma.sync)");
+	for (int g = 0; g < threads / 128; g++)
+		bar_init(&wg_bar[s][g], 128, "warpgroup collective (wgmma, setmaxnreg)");
+	emu_wgmma_reset(s);
 	for (int id = 0; id < NSHARED; id++) {
 		memset(shadow_w[s][id], 0, smem_used[s][id] * sizeof shadow_w[s][id][0]);
 		memset(shadow_r[s][id], 0, smem_used[s][id] * sizeof shadow_r[s][id][0]);
@@ -205,6 +209,8 @@ slot_destroy(unsigned s, int threads)
 	bar_destroy(&cta_bar[s]);
 	for (int w = 0; w < threads / 32; w++)
 		bar_destroy(&warp_bar[s][w]);
+	for (int g = 0; g < threads / 128; g++)
+		bar_destroy(&wg_bar[s][g]);
 }
 
 /* ---- the intrinsics ------------------------------------------------------ */
@@ -575,8 +581,23 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 	return sink;
 }
 
+/* The bytes of this CTA's shared memory: its first byte, its size, and the
+ * declared size of array id (emu_int.h). */
+uint8_t *
+emu_smem_base(uint64_t *size)
+{
+	*size = sizeof smem[0];
+	return (uint8_t *)smem[my_slot];
+}
+
+uint64_t
+emu_smem_declared(unsigned id)
+{
+	return id < NSHARED ? smem_bytes[my_slot][id] : 0;
+}
+
 /* Whether u is in the emulated shared memory: its slot, array and offset. */
-static int
+int
 shared_loc(uintptr_t u, unsigned *s, unsigned *id, uint64_t *off)
 {
 	uintptr_t s0 = (uintptr_t)smem, s1 = (uintptr_t)smem + sizeof smem;
@@ -835,7 +856,10 @@ static void
 leave(void)
 {
 	cp_drop();
+	emu_wgmma_leave();
 	bar_exit(&warp_bar[my_slot][my_tid / 32]);
+	if (my_tid / 128 < (unsigned)(nthreads_of[my_slot] / 128))
+		bar_exit(&wg_bar[my_slot][my_tid / 128]);
 	bar_exit(&cta_bar[my_slot]);
 }
 
@@ -937,13 +961,16 @@ const char *const emu_fns[] = {
 	"precc_emu_sreg", "precc_emu_shfl_bfly", "precc_emu_barrier", "precc_emu_asm2_16",
 	"precc_emu_asm2_32", "precc_emu_asm1_32", "precc_emu_yield", "precc_emu_shared",
 	"precc_emu_mma", "precc_emu_check", "precc_emu_cp_async", "precc_emu_cp_commit",
-	"precc_emu_cp_wait", "precc_emu_ldmatrix",
+	"precc_emu_cp_wait", "precc_emu_ldmatrix", "precc_emu_wgmma_fence", "precc_emu_wgmma_commit",
+	"precc_emu_wgmma_wait", "precc_emu_wgmma", "precc_emu_setmaxnreg",
 };
 void *const emu_addr[] = {
 	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
 	(void *)precc_emu_asm2_16, (void *)precc_emu_asm2_32, (void *)precc_emu_asm1_32,
 	(void *)precc_emu_yield, (void *)precc_emu_shared, (void *)precc_emu_mma,
 	(void *)precc_emu_check, (void *)precc_emu_cp_async, (void *)precc_emu_cp_commit,
-	(void *)precc_emu_cp_wait, (void *)precc_emu_ldmatrix,
+	(void *)precc_emu_cp_wait, (void *)precc_emu_ldmatrix, (void *)precc_emu_wgmma_fence,
+	(void *)precc_emu_wgmma_commit, (void *)precc_emu_wgmma_wait, (void *)precc_emu_wgmma,
+	(void *)precc_emu_setmaxnreg,
 };
 const int emu_nfns = sizeof emu_fns / sizeof *emu_fns;

@@ -16,7 +16,8 @@
 
 /* self-tests of the comparison: 1 corrupts one fp8 cvt, 2 drops one mma
  * product, 3 ignores every cp.async.wait_group, 4 misaligns lane 5's
- * ldmatrix row address */
+ * ldmatrix row address, 5 drops the wgmma swizzle, 6 swaps the columns of
+ * each wgmma D register pair (emu_wgmma.c) */
 extern int emu_break;
 
 /* The functions host-mode kernels call, for LLVMAddGlobalMapping. */
