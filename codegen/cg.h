@@ -34,6 +34,14 @@ int cg_finish(Cg *, int ptx, char **out, char *err, size_t errsz);
 /* !nvvm.annotations: maxntidx, and maxnreg unless 0 (launch bounds for
  * ptxas). */
 void cg_annotate_threads(Cg *, LLVMValueRef fn, int threads, int maxnreg);
+/* !nvvm.annotations minctasm (.minnctapersm) */
+void cg_annotate_minctas(Cg *, LLVMValueRef fn, int ctas);
+/* params first..first+n-1 (0-based) of fn: byval([bytes x i8]) align
+ * `align`, and one grid_constant annotation listing them (1-based, as
+ * LLVM 19's NVPTXUtilities isParamGridConstant reads them): PTX
+ * `.param .align 64 .b8 NAME[128]`, its address taken with cvta.param
+ * instead of a local copy */
+void cg_byval_grid_constant(Cg *, LLVMValueRef fn, int first, int n, int bytes, int align);
 
 /* ---- ptx_asm.c: every inline PTX string, one place per family ---------- */
 /* cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: two floats -> i16, lo in the low
@@ -71,6 +79,39 @@ typedef struct AsmEntry {
 } AsmEntry;
 extern const AsmEntry asm_table[];
 extern const int asm_table_len;
+
+/* ---- ptx_sm90.c: the sm_90a instructions (asm90_table) -----------------
+ * Shared pointers are addrspace(3) on the device (32-bit shared addresses
+ * in the asm), host pointers in host mode, where each is a call of the
+ * host ABI (docs/codegen.md). */
+void asm90_mbar_init(Cg *, LLVMValueRef bar, unsigned count);
+void asm90_fence_mbar_init(Cg *);
+void asm90_fence_proxy_async(Cg *);
+void asm90_mbar_arrive(Cg *, LLVMValueRef bar);
+void asm90_mbar_arrive_expect_tx(Cg *, LLVMValueRef bar, unsigned bytes);
+/* loops until the phase of parity `parity` (i32) of bar has completed */
+void asm90_mbar_wait(Cg *, LLVMValueRef bar, LLVMValueRef parity);
+/* TMA: box at (c0 column, c1 row) elements of tensor map tmap (the byval
+ * param) into shared dst, completing its bytes on bar; store from src */
+void asm90_tma_load_2d(Cg *, LLVMValueRef dst, LLVMValueRef tmap, LLVMValueRef c0, LLVMValueRef c1,
+                       LLVMValueRef bar);
+void asm90_tma_store_2d(Cg *, LLVMValueRef tmap, LLVMValueRef c0, LLVMValueRef c1, LLVMValueRef src);
+void asm90_bulk_commit(Cg *);
+void asm90_bulk_wait_read0(Cg *);
+void asm90_wgmma_fence(Cg *);
+void asm90_wgmma_commit(Cg *);
+void asm90_wgmma_wait(Cg *, int n);                  /* n = 0, 1 */
+void asm90_setmaxnreg(Cg *, int inc, int regs);      /* inc 232, dec 40 */
+/* whether wgmma takes fa x fb: e4m3/e5m2 in any mix, bf16 x bf16, f16 x f16 */
+int asm90_wgmma_ok(precc_format fa, precc_format fb);
+/* d[0..n/2) = A . B + (scale_d ? d : 0) for one warpgroup, m64nNk32 (fp8)
+ * or m64nNk16 (16-bit), f32 accumulate, K-major descriptors */
+void asm90_wgmma(Cg *, precc_format fa, precc_format fb, int n, LLVMValueRef desc_a,
+                 LLVMValueRef desc_b, LLVMValueRef *d, LLVMValueRef scale_d);
+/* the matrix descriptor (i64) of a K-major, 128-byte-swizzled tile at p */
+LLVMValueRef asm90_desc_k128(Cg *, LLVMValueRef p);
+extern const AsmEntry asm90_table[];
+extern const int asm90_table_len;
 
 /* ---- swcvt.c: software conversions as straight-line programs ------------
  * A program is a list of 64-bit integer operations; the same list is

@@ -123,6 +123,8 @@ typedef struct CodegenKernel {
 	int ntmap;            /* tensor-map params (sm_90a GEMM), 0 none */
 	CodegenTmap tmap[CG_MAXTMAP];
 	int cluster;          /* CTAs per cluster (TMA multicast); 0 or 1: none */
+	int smem;             /* dynamic shared bytes the launch passes (the
+	                         sm_90a GEMM: its stage ring), 0 none */
 	double llvm_ms;       /* time in LLVM: build, verify, O3, emit */
 } CodegenKernel;
 
@@ -138,5 +140,10 @@ int codegen_kernel_ptx(const Func *kernel, const CodegenTarget *t, char **ptx,
 /* The same kernel as LLVM IR text after O3 (for --emit=llvm). */
 int codegen_kernel_llvm(const Func *kernel, const CodegenTarget *t, char **ll,
                         CodegenKernel *info, char *err, size_t errsz);
+
+/* k_gemm_sm90.c — whether the wgmma family (sm_90a) generates the GEMM
+ * kernel f; 0 with the reason in why (passes/schedule.c then keeps
+ * mma.sync). */
+int codegen_gemm_wgmma_takes(const Func *kernel, char *why, size_t whysz);
 
 #endif

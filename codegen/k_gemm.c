@@ -34,7 +34,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "emit.h"
+#include "gemm.h"
 #include "mma_frag.h"
 
 enum {
@@ -48,38 +48,8 @@ enum {
 	NACC = MI * NI * 4,
 };
 
-typedef struct GOp {
-	int v;                /* the param holding the operand */
-	int tr;               /* the operand is transpose(v): v is [K, rows] */
-	precc_format fmt;     /* v's storage format */
-	int up;               /* e2m1 codes widened to bf16 on the way to smem */
-	int mnmaj;            /* a 16-bit transpose whose R is static and a multiple of
-	                         8: the tile stays MN-major in shared memory (16-byte
-	                         cp.async along R) and ldmatrix.trans transposes */
-	int narrow;           /* rows not 16-byte aligned (K * bytes % 16): element
-	                         loads, each predicated on k < K (a router's K = 60) */
-	int s, g;             /* block scale_inv, global scale_inv values, -1 */
-	long rows;            /* M or N */
-} GOp;
-
-typedef struct G {
-	GOp op[2];
-	long K;
-	int e;                /* elements per 32-bit fragment register: 4, 2 */
-	int row;              /* asm_table row of the mma */
-	long bke;             /* K elements per tile */
-	long P;               /* promotion interval; 0: once, after all of K */
-	int bias, cast;       /* Ins indices, -1 */
-	int bias_src;         /* the bias param (under its pad, if any) */
-	int amax, amax_arg;   /* output amax Ins and the value it reads, -1 */
-	int amax_block;       /* that amax is per block ({1xB}, {BxB}), not tensorwise */
-	long slice;           /* columns kept by a slice of the result, 0 */
-	int acc_old;          /* accumulate: the f32 param added in (main_grad), -1 */
-	int out;              /* the result value */
-} G;
-
-static int
-ebytes(precc_format f)
+int
+gemm_ebytes(precc_format f)
 {
 	return f == PRECC_BF16 || f == PRECC_FP16 ? 2 : f == PRECC_FP32 || f == PRECC_TF32 ? 4 : 1;
 }
@@ -119,7 +89,7 @@ epi_block_amax_plan(Kern *k, G *g, const Ins *in, int last)
 }
 
 /* Recognise the GEMM kernel and fill g; an error names what does not fit. */
-static int
+int
 gemm_plan(Kern *k, G *g)
 {
 	const Func *f = k->f;
@@ -229,19 +199,19 @@ gemm_plan(Kern *k, G *g)
 	if ((g->row = asm_mma_row(fa, fb)) < 0)
 		return kfail(k, "no mma.sync for %s x %s (e4m3/e5m2 in any mix, bf16, fp16, e2m1 "
 		             "upcast to bf16)", ir_fmt_name(g->op[0].fmt), ir_fmt_name(g->op[1].fmt));
-	g->e = ebytes(fa) == 1 ? 4 : 2;
-	g->bke = KB / ebytes(fa);
+	g->e = gemm_ebytes(fa) == 1 ? 4 : 2;
+	g->bke = KB / gemm_ebytes(fa);
 	/* 16-byte loads along K where K * bytes is a multiple of 16; element
 	 * loads where a static K is not (routers, gates: K = 60, K = 1); an M
 	 * that is K (wgrad) must be a multiple */
 	long kq = 1;
 	for (int o = 0; o < 2; o++)
-		if (!g->op[o].tr && 16 / ebytes(g->op[o].fmt) > kq)
-			kq = 16 / ebytes(g->op[o].fmt);
+		if (!g->op[o].tr && 16 / gemm_ebytes(g->op[o].fmt) > kq)
+			kq = 16 / gemm_ebytes(g->op[o].fmt);
 	for (int o = 0; o < 2; o++)
-		g->op[o].narrow = g->K >= 0 && !g->op[o].tr && g->K % (16 / ebytes(g->op[o].fmt));
+		g->op[o].narrow = g->K >= 0 && !g->op[o].tr && g->K % (16 / gemm_ebytes(g->op[o].fmt));
 	for (int o = 0; o < 2; o++)
-		g->op[o].mnmaj = g->op[o].tr && ebytes(g->op[o].fmt) == 2 && g->op[o].rows > 0
+		g->op[o].mnmaj = g->op[o].tr && gemm_ebytes(g->op[o].fmt) == 2 && g->op[o].rows > 0
 		                && g->op[o].rows % 8 == 0;
 	k->m_multiple = g->K == DIM_M ? kq : 1;
 	if (g->K < 0 && g->K != DIM_M)
@@ -318,8 +288,8 @@ op_rn(E *e, LLVMOpcode op, LLVMValueRef a, LLVMValueRef b)
 	return intrin(e, op == LLVMFMul ? "llvm.nvvm.mul.rn.f" : "llvm.nvvm.add.rn.f", NULL, 0, x, 2);
 }
 
-static LLVMValueRef fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b) { return op_rn(e, LLVMFMul, a, b); }
-static LLVMValueRef fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b) { return op_rn(e, LLVMFAdd, a, b); }
+LLVMValueRef fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b) { return op_rn(e, LLVMFMul, a, b); }
+LLVMValueRef fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b) { return op_rn(e, LLVMFAdd, a, b); }
 
 static LLVMValueRef
 sel(E *e, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b)
@@ -415,7 +385,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 {
 	LLVMBuilderRef b = e->b;
 	LLVMValueRef R = dimv(e, op->rows), K = dimv(e, g->K), base = e->ptr[op->v];
-	int eb = ebytes(op->fmt);
+	int eb = gemm_ebytes(op->fmt);
 	long br = op == &g->op[0] ? BM : BN;
 
 	if (op->mnmaj) {
@@ -512,7 +482,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 
 /* Decoded scale_inv of operand op for row i (clamped in range by the
  * caller) and the K chunk starting at kstart. */
-static LLVMValueRef
+LLVMValueRef
 scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart)
 {
 	LLVMBuilderRef b = e->b;
@@ -640,11 +610,40 @@ promote_if(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef ou
 	end_if(e, cont);
 }
 
+/* The bias at column col (i64) of the result, as f32; +0 past a padded
+ * bias. NULL (with the error) for a bias format without a load. */
+LLVMValueRef
+epi_bias(E *e, const G *g, LLVMValueRef col)
+{
+	LLVMBuilderRef b = e->b;
+	Cg *cg = e->g;
+	int bv = g->bias_src;
+	precc_format bfm = e->k->f->val[bv].type.fmt;
+	long blen = e->k->f->val[bv].type.dim[0];
+	LLVMValueRef jok = ult(e, col, c64(e, (uint64_t)blen));
+	LLVMValueRef j = sel(e, jok, col, c64(e, 0)), bx;
+
+	if (bfm == PRECC_FP32)
+		bx = load_al(e, cg->f32, gep(e, e->ptr[bv], mul64(e, j, 4)), 4);
+	else if (bfm == PRECC_BF16)
+		bx = LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildZExt(b,
+		         load_al(e, cg->i16, gep(e, e->ptr[bv], mul64(e, j, 2)), 2), cg->i32, ""),
+		         c32(e, 16), ""), cg->f32, "");
+	else if (bfm == PRECC_FP16)
+		bx = LLVMBuildFPExt(b, load_al(e, cg->f16, gep(e, e->ptr[bv], mul64(e, j, 2)), 2),
+		                    cg->f32, "");
+	else {
+		kfail(e->k, "bias %s: f32, bf16 or fp16", ir_fmt_name(bfm));
+		return NULL;
+	}
+	return sel(e, jok, bx, cf(e, 0));     /* past a padded bias: +0 */
+}
+
 /* The value stored at byte offset off of the result: fl(old[off] + y)
  * when the GEMM accumulates into old (main_grad), else y. old and the
  * result may be one buffer: each element is read, then written, by the
  * one thread that owns it. */
-static LLVMValueRef
+LLVMValueRef
 epi_accumulate(E *e, const G *g, LLVMValueRef off, LLVMValueRef y)
 {
 	if (g->acc_old < 0)
@@ -857,7 +856,7 @@ emit_gemm(E *e)
 		for (int a = 0; a < NACC; a++)
 			acc[a] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, a), "");
 	precc_format of = g.cast >= 0 ? k->f->ins[g.cast].type.fmt : PRECC_FP32;
-	int oeb = ebytes(of);
+	int oeb = gemm_ebytes(of);
 	LLVMValueRef NS = g.slice ? c64(e, (uint64_t)g.slice) : N;   /* stored columns, row pitch */
 	LLVMValueRef mbits = c32(e, 0), rbits[MI][2];
 	for (int mi = 0; mi < MI; mi++)
@@ -869,24 +868,10 @@ emit_gemm(E *e)
 				for (int c = 0; c < 2; c++) {
 					y[c] = acc[(mi * NI + ni) * 4 + 2 * h + c];
 					if (g.bias >= 0) {
-						int bv = g.bias_src;
-						precc_format bfm = k->f->val[bv].type.fmt;
-						long blen = k->f->val[bv].type.dim[0];
-						LLVMValueRef jok = ult(e, fr.colv[ni][c], c64(e, (uint64_t)blen));
-						LLVMValueRef j = sel(e, jok, fr.colv[ni][c], c64(e, 0)), bx;
-						if (bfm == PRECC_FP32)
-							bx = load_al(e, cg->f32, gep(e, e->ptr[bv], mul64(e, j, 4)), 4);
-						else if (bfm == PRECC_BF16)
-							bx = LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildZExt(b,
-							         load_al(e, cg->i16, gep(e, e->ptr[bv], mul64(e, j, 2)), 2), cg->i32, ""),
-							         c32(e, 16), ""), cg->f32, "");
-						else if (bfm == PRECC_FP16)
-							bx = LLVMBuildFPExt(b, load_al(e, cg->f16, gep(e, e->ptr[bv], mul64(e, j, 2)), 2),
-							                    cg->f32, "");
-						else
-							return kfail(k, "bias %s: f32, bf16 or fp16", ir_fmt_name(bfm));
-						/* past a padded bias: +0 */
-						y[c] = fadd_rn(e, y[c], sel(e, jok, bx, cf(e, 0)));
+						LLVMValueRef bx = epi_bias(e, &g, fr.colv[ni][c]);
+						if (!bx)
+							return -1;
+						y[c] = fadd_rn(e, y[c], bx);
 					}
 					if (g.amax >= 0) {
 						LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, fr.colv[ni][c], N), "");

@@ -35,7 +35,7 @@ emit_shape(E *e)
 	case CG_QUANT_COLBLOCK: return emit_colblock(e);
 	case CG_DEQUANT: return emit_dequant(e);
 	case CG_DELAYED_UPDATE: return emit_delayed(e);
-	case CG_GEMM: return emit_gemm(e);
+	case CG_GEMM: return k->wgmma ? emit_gemm_sm90(e) : emit_gemm(e);
 	case CG_HADAMARD: return emit_hadamard(e);
 	default: return kfail(k, "shape %d", (int)k->shape);
 	}
@@ -222,6 +222,9 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		pt[np++] = g->i64;
 	if (k->has_seed)
 		pt[np++] = g->i64;
+	int tmap0 = np;
+	for (int i = 0; i < k->ntmap; i++)   /* generic: byval params live in param space */
+		pt[np++] = LLVMPointerTypeInContext(g->ctx, 0);
 	g->fn = LLVMAddFunction(g->mod, k->name, LLVMFunctionType(g->vd, pt, (unsigned)np, 0));
 	if (!g->host) {
 		/* ptxas 13 holds the 128x128 tiles (64 values live per thread) and
@@ -238,8 +241,15 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		 * occupancy and spills a few bytes (72 registers + 4 bytes of
 		 * spill, against 93 and none with a .maxnreg); give it all 255 and
 		 * let it use what it needs */
-		cg_annotate_threads(g, g->fn, k->threads, k->shape == CG_GEMM ? 255
-		                    : big ? (r > 255 ? 255 : r) : 0);
+		if (k->wgmma) {
+			/* setmaxnreg needs .maxntid and .minnctapersm (and no .maxnreg);
+			 * the tensor maps are grid-constant byval params */
+			cg_annotate_threads(g, g->fn, k->threads, 0);
+			cg_annotate_minctas(g, g->fn, 1);
+			cg_byval_grid_constant(g, g->fn, tmap0, k->ntmap, 128, 64);
+		} else
+			cg_annotate_threads(g, g->fn, k->threads, k->shape == CG_GEMM ? 255
+			                    : big ? (r > 255 ? 255 : r) : 0);
 	}
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, g->fn, "entry"));
 	e.ptr = calloc((size_t)f->nval + 1, sizeof *e.ptr);
@@ -260,7 +270,7 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		e.m = LLVMGetParam(g->fn, (unsigned)np++);
 	if (k->has_seed)
 		e.seed = LLVMGetParam(g->fn, (unsigned)np++);
-	for (int i = 0; i < np; i++)
+	for (int i = 0; i < tmap0; i++)
 		if (LLVMGetTypeKind(LLVMTypeOf(LLVMGetParam(g->fn, (unsigned)i))) == LLVMPointerTypeKind)
 			LLVMAddAttributeAtIndex(g->fn, (unsigned)i + 1,
 			                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));

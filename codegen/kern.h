@@ -39,6 +39,11 @@ struct Kern {
 	int gridamax;             /* value of an amax_scheme=grid amax, -1 */
 	int has_sync;             /* a grid-sync scratch param (cooperative) */
 	int gm;                   /* CG_GEMM: index of the gemm Ins */
+	CodegenSm sm;             /* the target */
+	int wgmma;                /* CG_GEMM of the wgmma family (k_gemm_sm90.c) */
+	int smem;                 /* dynamic shared bytes (wgmma family), 0 none */
+	int ntmap;                /* tensor-map params, after the scalar ones */
+	CodegenTmap tmap[CG_MAXTMAP];
 	/* a kernel of several quantize chains (x and x.t from one launch):
 	 * phase[p] is a Kern of its own whose mask marks its instructions;
 	 * the CTAs of the launch are dealt out to the phases in order */
@@ -55,5 +60,7 @@ kin(const Kern *k, int i)
 int kfail(Kern *, const char *fmt, ...);
 /* k_gemm.c: a kernel holding a gemm (called by classify) */
 int gemm_classify(Kern *);
+/* k_gemm_sm90.c: the same for a gemm with mma=wgmma on sm_90a */
+int gemm_sm90_classify(Kern *);
 
 #endif

@@ -67,8 +67,15 @@ classify(Kern *k)
 	k->x = -1;
 	k->q = -1;
 	for (int i = 0; i < f->nins; i++)
-		if (f->ins[i].op == OP_gemm)
+		if (f->ins[i].op == OP_gemm) {
+			const char *mma = f->ins[i].pattr[PA_MMA];
+			if (mma && !strcmp(mma, "wgmma")) {
+				if (k->sm != CG_SM90A)
+					return kfail(k, "mma=wgmma on %s: wgmma needs sm_90a", codegen_sm_name(k->sm));
+				return gemm_sm90_classify(k);
+			}
 			return gemm_classify(k);
+		}
 	for (int i = 0; i < f->nins; i++) {
 		const Ins *in = &f->ins[i];
 		if (!kin(k, i))
@@ -406,6 +413,10 @@ fill_info(const Kern *k, CodegenKernel *info)
 	info->cooperative = k->has_sync;
 	info->sync_words = k->has_sync ? 2 * (k->nphase ? k->nphase : 1) : 0;
 	info->nphases = k->nphase ? k->nphase : 1;
+	info->smem = k->smem;
+	info->ntmap = k->ntmap;
+	for (int i = 0; i < k->ntmap; i++)
+		info->tmap[i] = k->tmap[i];
 	for (int p = 0; p < info->nphases && p < CG_MAXPHASE; p++) {
 		const Kern *ph = k->nphase ? &k->phase[p] : k;
 		info->phase[p].shape = ph->shape;
@@ -622,6 +633,7 @@ cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *in
 	if (!t || (unsigned)t->sm >= NCGSM)
 		return kfail(&k, "unknown target");
 	k.m_multiple = 1;
+	k.sm = t->sm;
 	int rc = split_phases(&k, t);
 	if (rc == 0 && k.nphase == 0) {
 		/* one chain: the kernel is its own only phase */

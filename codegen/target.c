@@ -105,6 +105,45 @@ cg_annotate_threads(Cg *g, LLVMValueRef fn, int threads, int maxnreg)
 	LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations", node);
 }
 
+void
+cg_annotate_minctas(Cg *g, LLVMValueRef fn, int ctas)
+{
+	LLVMMetadataRef md[3] = {
+		LLVMValueAsMetadata(fn),
+		LLVMMDStringInContext2(g->ctx, "minctasm", 8),
+		LLVMValueAsMetadata(LLVMConstInt(g->i32, (unsigned)ctas, 0)),
+	};
+	LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations",
+	                            LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, md, 3)));
+}
+
+void
+cg_byval_grid_constant(Cg *g, LLVMValueRef fn, int first, int n, int bytes, int align)
+{
+	LLVMTypeRef t = LLVMArrayType2(g->i8, (unsigned)bytes);
+	unsigned kb = LLVMGetEnumAttributeKindForName("byval", 5);
+	unsigned ka = LLVMGetEnumAttributeKindForName("align", 5);
+	LLVMMetadataRef ix[8];
+
+	if (n < 1 || n > 8)
+		abort();
+	for (int i = 0; i < n; i++) {
+		unsigned a = (unsigned)(first + i) + 1;
+		LLVMAddAttributeAtIndex(fn, a, LLVMCreateTypeAttribute(g->ctx, kb, t));
+		LLVMAddAttributeAtIndex(fn, a, LLVMCreateEnumAttribute(g->ctx, ka, (uint64_t)align));
+		ix[i] = LLVMValueAsMetadata(LLVMConstInt(g->i32, a, 0));
+	}
+	/* one node for all of them: LLVM 19 keeps the first grid_constant
+	 * node of a function only */
+	LLVMMetadataRef md[3] = {
+		LLVMValueAsMetadata(fn),
+		LLVMMDStringInContext2(g->ctx, "grid_constant", 13),
+		LLVMMDNodeInContext2(g->ctx, ix, (size_t)n),
+	};
+	LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations",
+	                            LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, md, 3)));
+}
+
 static char *
 dup_range(const char *s, size_t n)
 {

@@ -184,6 +184,8 @@ kernel_json(Build *b, Job *j)
 		cJSON_AddStringToObject(k, "launch", "cooperative");
 	if (in->sync_words > 0)
 		cJSON_AddNumberToObject(k, "sync_words", in->sync_words);
+	if (in->smem > 0)     /* dynamic shared bytes (the sm_90a GEMM's ring) */
+		cJSON_AddNumberToObject(k, "smem", in->smem);
 	ps = cJSON_AddArrayToObject(k, "params");
 	zo = cJSON_CreateArray();
 	for (int i = 0; i < in->nparams; i++) {

@@ -85,7 +85,8 @@ type_bytes(const char *t, long m)
 
 /* Static shared memory of a PTX file: the sum of its `.shared` declarations
  * (`.shared .align 16 .b8 tile[5120];`); -1 if it cannot be read. The
- * kernels take no dynamic shared memory (the launchers pass 0). */
+ * dynamic shared memory a kernel takes (the sm_90a GEMM's ring, the
+ * manifest's "smem"; `.extern .shared` in the PTX) is added by the caller. */
 static long
 ptx_smem(const char *dir, const char *file)
 {
@@ -217,6 +218,8 @@ kernel_stats(cJSON *k, const char *dir, long m, FILE *out)
 	const cJSON *fl = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(k, "files"), tg);
 	long regs = num(fl, "regs", -1), spill = num(fl, "spill_bytes", -1);
 	long smem = ptx_smem(dir, str(fl, "ptx"));
+	if (smem >= 0)
+		smem += num(k, "smem", 0);
 	int threads = (int)num(k, "threads", 0);
 	int sm90 = !strncmp(tg, "sm_90", 5);
 	const char *why = "";

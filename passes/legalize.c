@@ -10,8 +10,10 @@
  *    (cvt.rs) need sm_100a and PTX 8.6, so on sm_89/sm_90/sm_90a they get
  *    the exact software sequence (codegen/swcvt.c), bit-identical to the
  *    interpreter.
- *  - GEMMs (mma=mma_sync, upcast=bf16): every target gets codegen's
- *    mma.sync family (k_gemm.c); wgmma, sm_90a only, is not generated yet.
+ *  - GEMMs (mma=wgmma or mma_sync, upcast=bf16): sm_90a gets codegen's
+ *    wgmma family (k_gemm_sm90.c; schedule.c sends the kernels it does not
+ *    take back to mma_sync), sm_89 and sm_90 (no 'a' features) the
+ *    mma.sync family (k_gemm.c).
  *    No Hopper tensor core takes e2m1/e3m2/e2m3 operands: those are
  *    decoded to bf16 on the way to shared memory (exact: every such value
  *    is a bf16), block scales applied at each K block.
@@ -106,11 +108,13 @@ legalize_func(Func *f, const Target *t)
 		case OP_block_scale: cvt(f, i, rt->fmt, t); break;
 		case OP_gemm: {
 			precc_format a = f->val[i->arg[0]].type.fmt;
-			/* codegen has the mma.sync family only: on sm_90a too, until
-			 * the wgmma one exists */
-			ir_set_attr(i->pattr, PA_MMA, "mma_sync");
-			note(f, t->wgmma ? "GEMMs on mma.sync (the wgmma family for sm_90a is not generated "
-			                   "yet)" : "GEMMs on mma.sync (wgmma needs sm_90a)");
+			/* sm_90a: the wgmma family (schedule.c keeps mma.sync for
+			 * the kernels it does not take); sm_89, sm_90: mma.sync */
+			ir_set_attr(i->pattr, PA_MMA, t->wgmma && !mx_element(a) ? "wgmma" : "mma_sync");
+			note(f, t->wgmma ? (mx_element(a) ? "GEMMs on mma.sync (fp4/fp6 operands are upcast, "
+			                                    "which the wgmma family does not take)"
+			                                  : "GEMMs on wgmma (sm_90a)")
+			                 : "GEMMs on mma.sync (wgmma needs sm_90a)");
 			if (mx_element(a)) {
 				ir_set_attr(i->pattr, PA_UPCAST, "bf16");
 				note(f, "no fp4/fp6 tensor-core operands before sm_100: decoded to bf16 in "

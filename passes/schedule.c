@@ -28,11 +28,21 @@
  * a 64x64 tile of C, elems = its 32 accumulators per thread, grid over C,
  * smem = the A and B K-tiles (64 rows x 80 bytes each) and, with an
  * output amax, the warp partials. codegen refuses any other tile.
+ *
+ * GEMMs that legalize put on wgmma (sm_90a): when codegen's wgmma family
+ * takes the kernel (codegen_gemm_wgmma_takes: K-major params, K static
+ * with 16-byte rows, wgmma formats, promotion a multiple of 128 bytes of
+ * K, no per-block output amax), 384 threads (a TMA producer and two
+ * wgmma consumer warpgroups), a 128x128 tile of C, elems = 64
+ * accumulators per consumer thread, smem = the 4-stage ring (4 x 32 KiB)
+ * and its 8 mbarriers (dynamic shared memory); otherwise the gemm goes
+ * back to mma=mma_sync, and the kernel's comment says why.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "passes.h"
+#include "codegen.h"
 
 #define THREADS 256
 
@@ -54,16 +64,31 @@ dim_str(char *buf, size_t n, long d, long per)
 }
 
 enum { GEMM_THREADS = 128, GEMM_TILE = 64, GEMM_SMEM = 2 * 64 * 80 };
+enum { WGMMA_THREADS = 384, WGMMA_TILE = 128, WGMMA_SMEM = 4 * 2 * 128 * 128 + 8 * 8 };
 
 static void
-schedule_gemm(Func *k, const Ins *g, const Target *t)
+schedule_gemm(Func *k, Ins *g, const Target *t)
 {
 	long m = k->val[g->res].type.dim[0], n = k->val[g->res].type.dim[1];
 	int namax = 0;
-	char a[32], b[32];
+	char a[32], b[32], why[200];
 
 	for (int j = 0; j < k->nins; j++)
 		namax += k->ins[j].op == OP_amax;
+	if (g->pattr[PA_MMA] && !strcmp(g->pattr[PA_MMA], "wgmma")) {
+		if (codegen_gemm_wgmma_takes(k, why, sizeof why)) {
+			ir_set_attr(k->pattr, PA_THREADS, "%d", WGMMA_THREADS);
+			ir_set_attr(k->pattr, PA_TILE, "%dx%d", WGMMA_TILE, WGMMA_TILE);
+			ir_set_attr(k->pattr, PA_ELEMS, "%d", WGMMA_TILE * WGMMA_TILE / (WGMMA_THREADS - 128));
+			dim_str(a, sizeof a, m, WGMMA_TILE);
+			dim_str(b, sizeof b, n, WGMMA_TILE);
+			ir_set_attr(k->pattr, PA_GRID, "%sx%s", a, b);
+			ir_set_attr(k->pattr, PA_SMEM, "%d", WGMMA_SMEM + (namax ? 128 : 0));
+			return;
+		}
+		ir_set_attr(g->pattr, PA_MMA, "mma_sync");
+		ir_comment(&k->comment, "schedule: gemm on mma.sync, not wgmma: %s", why);
+	}
 	ir_set_attr(k->pattr, PA_THREADS, "%d", GEMM_THREADS);
 	ir_set_attr(k->pattr, PA_TILE, "%dx%d", GEMM_TILE, GEMM_TILE);
 	ir_set_attr(k->pattr, PA_ELEMS, "%d", GEMM_TILE * GEMM_TILE / GEMM_THREADS);
@@ -174,7 +199,7 @@ schedule(Module *m, const Target *t)
 {
 	for (int k = 0; k < m->nfn; k++) {
 		Func *f = m->fn[k];
-		const Ins *g = NULL;
+		Ins *g = NULL;
 		for (int j = 0; f->kernel && j < f->nins && !g; j++)
 			if (f->ins[j].op == OP_gemm)
 				g = &f->ins[j];

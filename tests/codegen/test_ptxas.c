@@ -3,7 +3,11 @@
  * sm_90a, run `ptxas -arch=SM -v` on each PTX and fail on any ptxas error
  * or any spill. Prints registers, spills and LLVM time per kernel, and the
  * markdown table of bench/RESULTS.md's "Kernel registers (ptxas)" section
- * (`test_ptxas DIR --markdown`). Exit 77 (skipped) without ptxas.
+ * (`test_ptxas DIR --markdown`). `--target SM` limits the targets (the
+ * sm_90a kernels of kernels_sm90a/). ptxas's notes that it serialized or
+ * fenced wgmma (C7508, C7510, C7515, C7517, C7519) fail like a spill; a
+ * self-test injects an accumulator write into the first wgmma pipeline
+ * and requires that failure. Exit 77 (skipped) without ptxas.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -36,6 +40,8 @@ typedef struct Row {
 	double ms[NCGSM];
 } Row;
 
+static const char *const wgmma_notes[] = {"(C7508)", "(C7510)", "(C7515)", "(C7517)", "(C7519)"};
+
 /* ptxas -v on ptx; *regs from "Used N registers", *smem from "N bytes
  * smem"; -1 on error or spill. */
 static int
@@ -66,6 +72,10 @@ run_ptxas(const char *ptx, CodegenSm sm, int *regs, int *smem, char *log, size_t
 		}
 		if (strstr(line, "error") || strstr(line, "fatal"))
 			bad = 1;
+		/* wgmma serialized or fenced by ptxas: as slow as a spill */
+		for (int w = 0; w < (int)(sizeof wgmma_notes / sizeof *wgmma_notes); w++)
+			if (strstr(line, wgmma_notes[w]))
+				bad = 1;
 		char *u = strstr(line, "Used ");
 		if (u && sscanf(u, "Used %d registers", &r) == 1)
 			*regs = r;
@@ -101,7 +111,7 @@ static const struct { int regs, threads, ctas, smem, smem_static; } sm_limits[NC
 /* CTAs of `threads` at `regs` registers and `smem` static bytes resident on
  * one SM of sm (0: the kernel cannot launch) */
 static int
-resident(CodegenSm sm, int threads, int regs, int smem)
+resident(CodegenSm sm, int threads, int regs, int smem, int dyn)
 {
 	int warps = (threads + 31) / 32, per_warp = (regs * 32 + 255) / 256 * 256;
 	int n = sm_limits[sm].threads / threads;
@@ -109,9 +119,35 @@ resident(CodegenSm sm, int threads, int regs, int smem)
 		n = sm_limits[sm].ctas;
 	if (per_warp && sm_limits[sm].regs / (per_warp * warps) < n)
 		n = sm_limits[sm].regs / (per_warp * warps);
-	if (sm_limits[sm].smem / (smem + 1024) < n)
-		n = sm_limits[sm].smem / (smem + 1024);
+	if (sm_limits[sm].smem / (smem + dyn + 1024) < n)
+		n = sm_limits[sm].smem / (smem + dyn + 1024);
 	return smem > sm_limits[sm].smem_static ? 0 : n;
+}
+
+/* The self-test of the wgmma check: ptx with `add.f32 %fN, %fN, 1` after
+ * its first wgmma.mma_async (%fN its first accumulator) must fail:
+ * ptxas fences the pipeline around it (C7517, C7519). */
+static int
+mutant_fails(const char *ptx, CodegenSm sm, char *log, size_t logsz)
+{
+	const char *w = strstr(ptx, "wgmma.mma_async"), *r = w ? strstr(w, "{%f") : NULL;
+	const char *eol = r ? strchr(r, '\n') : NULL;
+	int regs, smem, reg;
+
+	if (!eol || sscanf(r, "{%%f%d", &reg) != 1)
+		return 0;
+	size_t at = (size_t)(eol - ptx) + 1, len = strlen(ptx);
+	char ins[64];
+	int il = snprintf(ins, sizeof ins, "\tadd.f32 %%f%d, %%f%d, 0f3F800000;\n", reg, reg);
+	char *m = malloc(len + (size_t)il + 1);
+	if (!m)
+		return 0;
+	memcpy(m, ptx, at);
+	memcpy(m + at, ins, (size_t)il);
+	memcpy(m + at + il, ptx + at, len - at + 1);
+	int rc = run_ptxas(m, sm, &regs, &smem, log, logsz);
+	free(m);
+	return rc != 0;
 }
 
 /* the CTAs per SM that passes/fuse.c assumes of a cooperative kernel */
@@ -121,7 +157,12 @@ int
 main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "kernels";
-	int markdown = argc > 2 && !strcmp(argv[2], "--markdown");
+	int markdown = 0, only = -1, selftest = 0;
+	for (int a = 2; a < argc; a++)
+		if (!strcmp(argv[a], "--markdown"))
+			markdown = 1;
+		else if (!strcmp(argv[a], "--target") && a + 1 < argc)
+			only = codegen_sm_by_name(argv[++a]);
 	char *names[256], err[1024], log[8192];
 	int n = 0, fails = 0;
 	Row rows[256];
@@ -160,6 +201,8 @@ main(int argc, char **argv)
 			continue;
 		}
 		for (int sm = 0; sm < NCGSM; sm++) {
+			if (only >= 0 && sm != only)
+				continue;
 			CodegenTarget t = {(CodegenSm)sm, 0};
 			CodegenKernel info;
 			char *ptx = NULL;
@@ -184,13 +227,23 @@ main(int argc, char **argv)
 				 * (threads x registers, static shared memory); a cooperative
 				 * kernel must fit the CTAs per SM its grid was sized for */
 				int need = info.cooperative ? COOP_CTAS_PER_SM : 1;
-				int r = resident((CodegenSm)sm, info.threads, rows[i].regs[sm], smem);
+				int r = resident((CodegenSm)sm, info.threads, rows[i].regs[sm], smem, info.smem);
 				rows[i].resident[sm] = r;
 				if (r < need) {
 					fprintf(stderr, "FAIL %s %s: %d CTAs of %d threads at %d registers and %d "
 					        "bytes of shared memory per SM, %s needs %d\n", names[i],
 					        codegen_sm_name(sm), r, info.threads, rows[i].regs[sm], smem,
 					        info.cooperative ? "a cooperative kernel" : "a launch", need);
+					fails++;
+				}
+			}
+			if (!selftest && strstr(ptx, "wgmma.mma_async")) {
+				selftest = 1;
+				printf("self-test: %s %s with an accumulator written inside its wgmma pipeline "
+				       "must fail\n", names[i], codegen_sm_name(sm));
+				if (!mutant_fails(ptx, (CodegenSm)sm, log, sizeof log)) {
+					fprintf(stderr, "FAIL %s %s: self-test: an accumulator written inside the "
+					        "wgmma pipeline passes the check\n", names[i], codegen_sm_name(sm));
 					fails++;
 				}
 			}

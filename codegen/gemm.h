@@ -1,0 +1,57 @@
+/*
+ * gemm.h — what the two GEMM families share (codegen/ only): the plan of
+ * a GEMM kernel (gemm_plan, k_gemm.c: its operands, scales, promotion
+ * interval and epilogue) and the epilogue's pieces, so that the mma.sync
+ * family (k_gemm.c) and the wgmma family (k_gemm_sm90.c) read a kernel
+ * and round its epilogue the same way.
+ */
+#ifndef PRECC_GEMM_H
+#define PRECC_GEMM_H
+
+#include "emit.h"
+
+typedef struct GOp {
+	int v;                /* the param holding the operand */
+	int tr;               /* the operand is transpose(v): v is [K, rows] */
+	precc_format fmt;     /* v's storage format */
+	int up;               /* e2m1 codes widened to bf16 on the way to smem */
+	int mnmaj;            /* a 16-bit transpose whose R is static and a multiple of
+	                         8: the tile stays MN-major in shared memory (16-byte
+	                         cp.async along R) and ldmatrix.trans transposes */
+	int narrow;           /* rows not 16-byte aligned (K * bytes % 16): element
+	                         loads, each predicated on k < K (a router's K = 60) */
+	int s, g;             /* block scale_inv, global scale_inv values, -1 */
+	long rows;            /* M or N */
+} GOp;
+
+typedef struct G {
+	GOp op[2];
+	long K;
+	int e;                /* elements per 32-bit fragment register: 4, 2 */
+	int row;              /* asm_table row of the mma */
+	long bke;             /* K elements per tile */
+	long P;               /* promotion interval; 0: once, after all of K */
+	int bias, cast;       /* Ins indices, -1 */
+	int bias_src;         /* the bias param (under its pad, if any) */
+	int amax, amax_arg;   /* output amax Ins and the value it reads, -1 */
+	int amax_block;       /* that amax is per block ({1xB}, {BxB}), not tensorwise */
+	long slice;           /* columns kept by a slice of the result, 0 */
+	int acc_old;          /* accumulate: the f32 param added in (main_grad), -1 */
+	int out;              /* the result value */
+} G;
+
+/* k_gemm.c */
+int gemm_ebytes(precc_format f);
+/* Recognise the GEMM kernel and fill g; an error names what does not fit. */
+int gemm_plan(Kern *k, G *g);
+/* a * b, a + b rounded on their own (mul.rn / add.rn: never an FMA) */
+LLVMValueRef fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b);
+/* the decoded scale_inv of operand op at row i (in range) and K chunk kstart */
+LLVMValueRef scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart);
+/* the bias at result column col (i64, any: +0 past the bias), NULL on error */
+LLVMValueRef epi_bias(E *e, const G *g, LLVMValueRef col);
+/* y, or fl(main_grad[off] + y) when the GEMM accumulates */
+LLVMValueRef epi_accumulate(E *e, const G *g, LLVMValueRef off, LLVMValueRef y);
+
+#endif

@@ -1,0 +1,468 @@
+/*
+ * k_gemm_sm90.c — the wgmma GEMM family (sm_90a): the same kernels as
+ * k_gemm.c (C[M,N] = epilogue(A[M,K] · B[N,K]ᵀ), gemm_plan reads them),
+ * warp-specialized, fed by TMA through an mbarrier ring.
+ *
+ * A CTA of three warpgroups (384 threads) computes a 128 x 128 tile of C:
+ *   warpgroup 0, the producer (setmaxnreg.dec 40): one thread waits for a
+ *     free stage (its `empty` barrier), arms the stage's `full` barrier
+ *     with the bytes of both boxes (arrive.expect_tx) and issues two TMA
+ *     loads: A's 128 rows and B's 128 rows, 128 bytes of K each, 128-byte
+ *     swizzled, zero past M, N and K;
+ *   warpgroups 1 and 2, the consumers (setmaxnreg.inc 232): wait for a
+ *     full stage, four wgmma.mma_async m64n128 (k32 fp8, k16 16-bit; 32
+ *     bytes of K each, the descriptors' start address advanced by 32) over
+ *     their 64 rows, commit, wait, and one arrival per warp on the stage's
+ *     `empty` barrier (DeepGEMM's count: deepseek-ai/DeepGEMM 0f5f2662
+ *     deep_gemm/include/deep_gemm/fp8_gemm.cuh, empty_barrier_arrive and
+ *     the barriers' init with kNumMathThreads / 32).
+ * STAGES = 4 stages of 32 KiB in dynamic shared memory, the 8 barriers
+ * after them. Phases: stage s of K tile kt is in its (kt / STAGES)-th
+ * round, parity (kt / STAGES) & 1; the producer waits for the empty
+ * barrier's previous round (parity ^ 1, which a fresh barrier reports
+ * complete), as CUTLASS's PipelineTmaAsync starts its producer.
+ *
+ * Promotion (DeepGEMM's structure, fp8_gemm.cuh's math loop): every P
+ * K-elements (P a multiple of the stage's K) the wgmmas of the chunk go
+ * into a temporary accumulator (scale-d 0 on the chunk's first), then
+ * after the wait outer = fl(outer + fl(inner · fl(sa · sb))) in fp32
+ * registers, as the interpreter and k_gemm.c round it (no FMA); P = 0:
+ * one promotion after all of K. The epilogue is k_gemm.c's (gemm.h):
+ * bias, tensorwise amax, cast, slice, accumulate into main_grad.
+ *
+ * The D fragment: register i of lane l in warp w of the warpgroup is row
+ * 16w + l/4 + 8((i/2)%2), column 8(i/4) + 2(l%4) + i%2 (PTX ISA, "Matrix
+ * fragments for wgmma .m64nNk32 / .m64nNk16"), the order of k_gemm.c's
+ * stacked m16n8 C fragments with MI = 1, NI = 16.
+ *
+ * What the family takes (sm90_takes; passes/schedule.c asks through
+ * codegen_gemm_wgmma_takes and sends the rest to mma.sync): K-major A and
+ * B params (no transposes, no e2m1 upcast), K static with 16-byte rows
+ * (TMA's global stride), wgmma formats, P = 0 or a multiple of the stage's
+ * K, and no per-block output amax.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gemm.h"
+
+enum {
+	WG = 128,                     /* threads per warpgroup */
+	THREADS = 3 * WG,             /* producer + two consumers */
+	BM = 128, BN = 128,           /* CTA tile; each consumer 64 rows */
+	KB = 128,                     /* bytes of K per stage row: the swizzle span */
+	KSTEP = 32,                   /* bytes of K per wgmma (k32 fp8, k16 16-bit) */
+	STAGES = 4,
+	A_BYTES = BM * KB, B_BYTES = BN * KB,
+	STAGE_BYTES = A_BYTES + B_BYTES,
+	BAR_OFF = STAGES * STAGE_BYTES,      /* full[STAGES], empty[STAGES] */
+	SMEM = BAR_OFF + 2 * STAGES * 8,
+	NACC = BN / 2,                /* f32 accumulators per thread */
+	CONSUMER_WARPS = 8,           /* arrivals that free a stage */
+	PRODUCER_REGS = 40, CONSUMER_REGS = 232,   /* 128 x 40 + 256 x 232 <= 64 Ki */
+};
+
+/* Whether the family takes the kernel: 1 yes, 0 no (why says), -1 the
+ * plan itself fails (its error in k). */
+static int
+sm90_takes(Kern *k, G *g, char *why, size_t n)
+{
+	if (gemm_plan(k, g))
+		return -1;
+	for (int o = 0; o < 2; o++) {
+		const GOp *op = &g->op[o];
+		const char *nm = o ? "B" : "A";
+		if (op->tr) {
+			snprintf(why, n, "%s is a transpose (TMA loads K-major operands)", nm);
+			return 0;
+		}
+		if (op->up || op->narrow) {
+			snprintf(why, n, "%s %s", nm, op->up ? "is upcast from e2m1" : "has rows that are not 16-byte multiples");
+			return 0;
+		}
+	}
+	if (!asm90_wgmma_ok(g->op[0].fmt, g->op[1].fmt)) {
+		snprintf(why, n, "no wgmma for %s x %s", ir_fmt_name(g->op[0].fmt), ir_fmt_name(g->op[1].fmt));
+		return 0;
+	}
+	if (g->K <= 0 || g->K * gemm_ebytes(g->op[0].fmt) % 16) {
+		snprintf(why, n, "K must be static with rows of 16-byte multiples (TMA)");
+		return 0;
+	}
+	long bke = KB / gemm_ebytes(g->op[0].fmt);
+	if (g->P % bke) {
+		snprintf(why, n, "promotion every %ld K-elements: a multiple of the stage's %ld", g->P, bke);
+		return 0;
+	}
+	if (g->amax_block) {
+		snprintf(why, n, "a per-block output amax");
+		return 0;
+	}
+	return 1;
+}
+
+int
+codegen_gemm_wgmma_takes(const Func *f, char *why, size_t n)
+{
+	Kern k;
+	G g;
+	char err[256];
+
+	memset(&k, 0, sizeof k);
+	k.f = f;
+	k.err = err;
+	k.errsz = sizeof err;
+	int r = sm90_takes(&k, &g, why, n);
+	if (r < 0)
+		snprintf(why, n, "%s", err);
+	return r > 0;
+}
+
+/* Fill k from the GEMM: ABI (the tensor maps after the scalar params),
+ * shape and launch geometry. */
+int
+gemm_sm90_classify(Kern *k)
+{
+	const Func *f = k->f;
+	char why[160];
+	G g;
+
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		if (in->op == OP_param) {
+			if (k->nin >= KMAXP)
+				return kfail(k, "too many params");
+			k->in[k->nin++] = in->res;
+		} else if (in->op == OP_ret)
+			for (int j = 0; j < in->narg; j++) {
+				if (k->nout >= KMAXP)
+					return kfail(k, "too many outputs");
+				k->out[k->nout++] = in->arg[j];
+			}
+	}
+	int r = sm90_takes(k, &g, why, sizeof why);
+	if (r < 0)
+		return -1;
+	if (r == 0)
+		return kfail(k, "mma=wgmma: the wgmma family does not take this GEMM: %s", why);
+	for (int i = 0; i < k->nout; i++)
+		if (k->out[i] != g.out && (g.amax < 0 || k->out[i] != f->ins[g.amax].res))
+			return kfail(k, "a GEMM kernel returns its result and its amax only (%%%s)",
+			             f->val[k->out[i]].name);
+	const char *tile = f->pattr[PA_TILE];
+	if (tile && strcmp(tile, "128x128"))
+		return kfail(k, "tile=%s: the wgmma GEMM family has 128x128 tiles only", tile);
+	k->shape = CG_GEMM;
+	k->wgmma = 1;
+	k->x = g.out;
+	k->threads = THREADS;
+	k->tiled = 1;
+	k->tile_rows = BM;
+	k->tile_cols = BN;
+	k->rows = g.op[0].rows;
+	k->cols = g.op[1].rows;
+	k->smem = SMEM;
+	k->ntmap = 2;
+	for (int o = 0; o < 2; o++) {
+		CodegenTmap *t = &k->tmap[o];
+		int p = 0;
+		while (k->in[p] != g.op[o].v)
+			p++;
+		t->param = p;
+		t->elem_bytes = gemm_ebytes(g.op[o].fmt);
+		t->rows = g.op[o].rows < 0 ? -1 : g.op[o].rows;
+		t->cols = g.K;
+		t->box_rows = o ? BN : BM;
+		t->box_cols = KB / t->elem_bytes;
+		t->swizzle = 128;
+	}
+	return 0;
+}
+
+/* ---- emission ---------------------------------------------------------- */
+
+static LLVMValueRef
+ult(E *e, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildICmp(e->b, LLVMIntULT, a, b, "");
+}
+
+static LLVMValueRef
+add64(E *e, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildAdd(e->b, a, b, "");
+}
+
+static LLVMValueRef
+mul64(E *e, LLVMValueRef a, uint64_t b)
+{
+	return LLVMBuildMul(e->b, a, c64(e, b), "");
+}
+
+static LLVMValueRef
+sel(E *e, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(e->b, c, a, b, "");
+}
+
+static LLVMValueRef
+slot(E *e, LLVMValueRef arr, int i)
+{
+	LLVMValueRef ix[2] = {c64(e, 0), c64(e, (uint64_t)i)};
+	return LLVMBuildGEP2(e->b, LLVMArrayType2(e->g->f32, NACC), arr, ix, 2, "");
+}
+
+/* The CTA's shared memory: dynamic (extern, 1024-byte aligned for the
+ * 128-byte swizzle) on the device, the emulator's array on the host. */
+static LLVMValueRef
+smem_base(E *e)
+{
+	LLVMTypeRef at = LLVMArrayType2(e->g->i8, SMEM);
+	if (e->g->host)
+		return shared_array(e, "gemm_smem", 0, at, 1024);
+	LLVMValueRef gv = LLVMAddGlobalInAddressSpace(e->g->mod, LLVMArrayType2(e->g->i8, 0), "gemm_smem", 3);
+	LLVMSetLinkage(gv, LLVMExternalLinkage);
+	LLVMSetAlignment(gv, 1024);
+	return gv;
+}
+
+/* this thread's rows (h = 0, 1) and columns (i/4, i%2) of C */
+typedef struct Frag90 {
+	LLVMValueRef rowv[2], colv[NACC / 4][2];
+	LLVMValueRef rowc[2], colc[NACC / 4][2];   /* clamped in range (i32), for scales */
+} Frag90;
+
+static void
+frag90(E *e, Frag90 *fr, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef M,
+       LLVMValueRef N)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef cw = LLVMBuildSub(b, LLVMBuildUDiv(b, tid, c64(e, WG), ""), c64(e, 1), "");
+	LLVMValueRef w = LLVMBuildURem(b, LLVMBuildUDiv(b, tid, c64(e, 32), ""), c64(e, 4), "");
+	LLVMValueRef l = LLVMBuildURem(b, tid, c64(e, 32), "");
+	LLVMValueRef r = add64(e, add64(e, row0, mul64(e, cw, 64)),
+	                       add64(e, mul64(e, w, 16), LLVMBuildUDiv(b, l, c64(e, 4), "")));
+	LLVMValueRef c = add64(e, col0, mul64(e, LLVMBuildURem(b, l, c64(e, 4), ""), 2));
+
+	for (int h = 0; h < 2; h++) {
+		fr->rowv[h] = add64(e, r, c64(e, (uint64_t)(8 * h)));
+		fr->rowc[h] = LLVMBuildTrunc(b, sel(e, ult(e, fr->rowv[h], M), fr->rowv[h], c64(e, 0)),
+		                             e->g->i32, "");
+	}
+	for (int ni = 0; ni < NACC / 4; ni++)
+		for (int x = 0; x < 2; x++) {
+			fr->colv[ni][x] = add64(e, c, c64(e, (uint64_t)(8 * ni + x)));
+			fr->colc[ni][x] = LLVMBuildTrunc(b, sel(e, ult(e, fr->colv[ni][x], N), fr->colv[ni][x],
+			                                        c64(e, 0)), e->g->i32, "");
+		}
+}
+
+/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk at kstart
+ * (k_gemm.c's promote; outer NULL: the only one, from +0, into res) */
+static void
+promote90(E *e, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueRef outer,
+          LLVMValueRef kstart, LLVMValueRef res[NACC])
+{
+	LLVMValueRef sa[2], sb[NACC / 4][2];
+
+	for (int h = 0; h < 2; h++)
+		sa[h] = scale_at(e, &g->op[0], fr->rowc[h], kstart);
+	for (int ni = 0; ni < NACC / 4; ni++)
+		for (int x = 0; x < 2; x++)
+			sb[ni][x] = scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
+	for (int i = 0; i < NACC; i++) {
+		LLVMValueRef in = LLVMBuildLoad2(e->b, e->g->f32, slot(e, inner, i), "");
+		LLVMValueRef s = fmul_rn(e, sa[(i / 2) % 2], sb[i / 4][i % 2]);
+		LLVMValueRef o = outer ? LLVMBuildLoad2(e->b, e->g->f32, slot(e, outer, i), "") : cf(e, 0);
+		o = fadd_rn(e, o, fmul_rn(e, in, s));
+		if (outer)
+			LLVMBuildStore(e->b, o, slot(e, outer, i));
+		else
+			res[i] = o;
+	}
+}
+
+/* the producer: one thread feeds the ring */
+static void
+producer(E *e, const G *g, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb, LLVMValueRef tid,
+         LLVMValueRef row0, LLVMValueRef col0, long nkt, long bke)
+{
+	LLVMBuilderRef b = e->b;
+	Cg *cg = e->g;
+
+	(void)g;
+	asm90_setmaxnreg(cg, 0, PRODUCER_REGS);
+	LLVMBasicBlockRef one = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
+	Loop l;
+	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nkt));
+	LLVMValueRef s = LLVMBuildURem(b, kt, c64(e, STAGES), "");
+	LLVMValueRef ph = LLVMBuildTrunc(b, LLVMBuildAnd(b, LLVMBuildUDiv(b, kt, c64(e, STAGES), ""),
+	                                                 c64(e, 1), ""), cg->i32, "");
+	LLVMValueRef full = gep(e, sm, add64(e, c64(e, BAR_OFF), mul64(e, s, 8)));
+	LLVMValueRef empty = gep(e, sm, add64(e, c64(e, BAR_OFF + 8 * STAGES), mul64(e, s, 8)));
+	asm90_mbar_wait(cg, empty, LLVMBuildXor(b, ph, c32(e, 1), ""));
+	asm90_mbar_arrive_expect_tx(cg, full, STAGE_BYTES);
+	LLVMValueRef st = gep(e, sm, mul64(e, s, STAGE_BYTES));
+	LLVMValueRef k0 = LLVMBuildTrunc(b, mul64(e, kt, (uint64_t)bke), cg->i32, "");
+	asm90_tma_load_2d(cg, st, tma, k0, LLVMBuildTrunc(b, row0, cg->i32, ""), full);
+	asm90_tma_load_2d(cg, gep(e, st, c64(e, A_BYTES)), tmb, k0, LLVMBuildTrunc(b, col0, cg->i32, ""), full);
+	loop_end(e, &l);
+	end_if(e, one);
+}
+
+int
+emit_gemm_sm90(E *e)
+{
+	Kern *k = e->k;
+	Cg *cg = e->g;
+	LLVMBuilderRef b = e->b;
+	G g;
+
+	if (gemm_plan(k, &g))
+		return -1;
+	precc_format fa = g.op[0].fmt, fb = g.op[1].fmt;
+	long bke = KB / gemm_ebytes(fa), nkt = (g.K + bke - 1) / bke;
+	unsigned np = LLVMCountParams(cg->fn);
+	LLVMValueRef tma = LLVMGetParam(cg->fn, np - 2), tmb = LLVMGetParam(cg->fn, np - 1);
+	LLVMTypeRef at = LLVMArrayType2(cg->f32, NACC);
+	LLVMValueRef inner = LLVMBuildAlloca(b, at, "inner");
+	LLVMValueRef outer = g.P ? LLVMBuildAlloca(b, at, "outer") : NULL;
+	LLVMValueRef mslot = LLVMBuildAlloca(b, cg->i32, "amax");
+	LLVMBuildStore(b, c32(e, 0), mslot);
+	LLVMValueRef sm = smem_base(e);
+	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), cg->i64, "");
+	LLVMValueRef wg = LLVMBuildUDiv(b, tid, c64(e, WG), "");
+	LLVMValueRef row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), cg->i64, ""), BM);
+	LLVMValueRef col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), cg->i64, ""), BN);
+	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
+
+	/* the barriers, before anyone uses them */
+	LLVMBasicBlockRef init = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
+	for (int s = 0; s < STAGES; s++) {
+		asm90_mbar_init(cg, gep(e, sm, c64(e, BAR_OFF + 8 * s)), 1);
+		asm90_mbar_init(cg, gep(e, sm, c64(e, BAR_OFF + 8 * (STAGES + s))), CONSUMER_WARPS);
+	}
+	asm90_fence_mbar_init(cg);
+	end_if(e, init);
+	barrier(e);
+
+	LLVMBasicBlockRef prod = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "producer");
+	LLVMBasicBlockRef cons = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "consumer");
+	LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "join");
+	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, wg, c64(e, 0), ""), prod, cons);
+	LLVMPositionBuilderAtEnd(b, prod);
+	producer(e, &g, sm, tma, tmb, tid, row0, col0, nkt, bke);
+	LLVMBuildBr(b, join);
+
+	/* the consumers */
+	LLVMPositionBuilderAtEnd(b, cons);
+	asm90_setmaxnreg(cg, 1, CONSUMER_REGS);
+	LLVMValueRef cw = LLVMBuildSub(b, wg, c64(e, 1), "");
+	LLVMValueRef lane0 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, tid, c64(e, 32), ""), c64(e, 0), "");
+	for (int i = 0; i < NACC; i++) {
+		LLVMBuildStore(b, cf(e, 0), slot(e, inner, i));
+		if (outer)
+			LLVMBuildStore(b, cf(e, 0), slot(e, outer, i));
+	}
+	Frag90 fr;
+	if (g.P)
+		frag90(e, &fr, tid, row0, col0, M, N);
+	Loop l;
+	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nkt));
+	LLVMValueRef s = LLVMBuildURem(b, kt, c64(e, STAGES), "");
+	LLVMValueRef ph = LLVMBuildTrunc(b, LLVMBuildAnd(b, LLVMBuildUDiv(b, kt, c64(e, STAGES), ""),
+	                                                 c64(e, 1), ""), cg->i32, "");
+	asm90_mbar_wait(cg, gep(e, sm, add64(e, c64(e, BAR_OFF), mul64(e, s, 8))), ph);
+	LLVMValueRef st = mul64(e, s, STAGE_BYTES);
+	LLVMValueRef da = asm90_desc_k128(cg, gep(e, sm, add64(e, st, mul64(e, cw, 64 * KB))));
+	LLVMValueRef db = asm90_desc_k128(cg, gep(e, sm, add64(e, st, c64(e, A_BYTES))));
+	LLVMValueRef kel = mul64(e, kt, (uint64_t)bke);
+	/* the first wgmma of a chunk (of all of K when P = 0) starts from 0 */
+	LLVMValueRef first = g.P ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kel, c64(e, (uint64_t)g.P), ""),
+	                                         c64(e, 0), "")
+	                         : LLVMBuildICmp(b, LLVMIntEQ, kt, c64(e, 0), "");
+	LLVMValueRef d[NACC];
+	for (int i = 0; i < NACC; i++)
+		d[i] = LLVMBuildLoad2(b, cg->f32, slot(e, inner, i), "");
+	asm90_wgmma_fence(cg);
+	for (int ks = 0; ks < KB / KSTEP; ks++) {
+		LLVMValueRef sd = ks ? c32(e, 1) : LLVMBuildZExt(b, LLVMBuildNot(b, first, ""), cg->i32, "");
+		LLVMValueRef off = c64(e, (uint64_t)(ks * KSTEP / 16));
+		asm90_wgmma(cg, fa, fb, BN, add64(e, da, off), add64(e, db, off), d, sd);
+	}
+	asm90_wgmma_commit(cg);
+	asm90_wgmma_wait(cg, 0);
+	for (int i = 0; i < NACC; i++)
+		LLVMBuildStore(b, d[i], slot(e, inner, i));
+	/* the stage is read: free it (one arrival per warp) */
+	LLVMBasicBlockRef fr_ = begin_if(e, lane0);
+	asm90_mbar_arrive(cg, gep(e, sm, add64(e, c64(e, BAR_OFF + 8 * STAGES), mul64(e, s, 8))));
+	end_if(e, fr_);
+	if (g.P) {
+		LLVMValueRef kend = add64(e, kel, c64(e, (uint64_t)bke));
+		LLVMValueRef at_p = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kend, c64(e, (uint64_t)g.P), ""),
+		                                  c64(e, 0), "");
+		LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, kt, c64(e, (uint64_t)nkt - 1), "");
+		LLVMBasicBlockRef pc = begin_if(e, LLVMBuildOr(b, at_p, last, ""));
+		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g.P), ""), (uint64_t)g.P);
+		promote90(e, &g, &fr, inner, outer, kstart, NULL);
+		end_if(e, pc);
+	}
+	loop_end(e, &l);
+
+	/* epilogue (k_gemm.c's, over the wgmma fragment) */
+	if (!g.P)
+		frag90(e, &fr, tid, row0, col0, M, N);
+	LLVMValueRef acc[NACC];
+	if (!g.P)
+		promote90(e, &g, &fr, inner, NULL, c64(e, 0), acc);
+	else
+		for (int i = 0; i < NACC; i++)
+			acc[i] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, i), "");
+	precc_format of = g.cast >= 0 ? k->f->ins[g.cast].type.fmt : PRECC_FP32;
+	int oeb = gemm_ebytes(of);
+	LLVMValueRef NS = g.slice ? c64(e, (uint64_t)g.slice) : N;
+	LLVMValueRef mbits = c32(e, 0);
+	for (int ni = 0; ni < NACC / 4; ni++)
+		for (int h = 0; h < 2; h++) {
+			LLVMValueRef y[2], r = fr.rowv[h];
+			for (int c = 0; c < 2; c++) {
+				int i = ni * 4 + 2 * h + c;
+				y[c] = acc[i];
+				if (g.bias >= 0) {
+					LLVMValueRef bx = epi_bias(e, &g, fr.colv[ni][c]);
+					if (!bx)
+						return -1;
+					y[c] = fadd_rn(e, y[c], bx);
+				}
+				if (g.amax >= 0) {
+					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, fr.colv[ni][c], N), "");
+					LLVMValueRef v = g.amax_arg == k->f->ins[k->gm].res ? acc[i] : y[c];
+					mbits = umax(e, mbits, sel(e, ok, vec_amax_bits(e, &v, 1), c32(e, 0)));
+				}
+			}
+			LLVMValueRef pair = oeb == 2 ? asm_cvt_16x2(cg, of, y[0], y[1]) : NULL;
+			for (int c = 0; c < 2; c++) {
+				LLVMValueRef col = fr.colv[ni][c];
+				LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, NS), "");
+				LLVMBasicBlockRef cont = begin_if(e, ok);
+				LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, r, NS, ""), col), (uint64_t)oeb);
+				LLVMValueRef p = gep(e, e->ptr[g.out], off);
+				if (oeb == 2)
+					store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,
+					                           cg->i16, ""), p, 2);
+				else
+					store_al(e, epi_accumulate(e, &g, off, y[c]), p, 4);
+				end_if(e, cont);
+			}
+		}
+	LLVMBuildStore(b, mbits, mslot);
+	LLVMBuildBr(b, join);
+	LLVMPositionBuilderAtEnd(b, join);
+	if (g.amax >= 0) {
+		/* every thread, the producer's with 0: cta_max's barriers see all */
+		e->red = shared_array(e, "red", 2, LLVMArrayType2(cg->i32, 32), 4);
+		tensor_amax_out(e, LLVMBuildLoad2(b, cg->i32, mslot, ""));
+	}
+	return 0;
+}
