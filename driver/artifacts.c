@@ -186,6 +186,21 @@ kernel_json(Build *b, Job *j)
 		cJSON_AddNumberToObject(k, "sync_words", in->sync_words);
 	if (in->smem > 0)     /* dynamic shared bytes (the sm_90a GEMM's ring) */
 		cJSON_AddNumberToObject(k, "smem", in->smem);
+	if (in->ntmap > 0) {  /* TMA tensor maps, params after the scalars (docs/artifacts.md) */
+		cJSON *tm = cJSON_AddArrayToObject(k, "tmaps");
+		for (int i = 0; i < in->ntmap; i++) {
+			const CodegenTmap *t = &in->tmap[i];
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddNumberToObject(o, "param", t->param);
+			cJSON_AddNumberToObject(o, "elem_bytes", t->elem_bytes);
+			cJSON_AddNumberToObject(o, "rows", (double)t->rows);
+			cJSON_AddNumberToObject(o, "cols", (double)t->cols);
+			cJSON_AddNumberToObject(o, "box_rows", t->box_rows);
+			cJSON_AddNumberToObject(o, "box_cols", t->box_cols);
+			cJSON_AddNumberToObject(o, "swizzle", t->swizzle);
+			cJSON_AddItemToArray(tm, o);
+		}
+	}
 	ps = cJSON_AddArrayToObject(k, "params");
 	zo = cJSON_CreateArray();
 	for (int i = 0; i < in->nparams; i++) {

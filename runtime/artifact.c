@@ -302,6 +302,42 @@ static int kernel_abi(Ctx *c, const json *at, rt_kdesc *k)
 	return 0;
 }
 
+/* "tmaps": [{param, elem_bytes, rows, cols, box_rows, box_cols, swizzle}]
+ * with cuTensorMapEncodeTiled's rules (CUDA Driver API, "Tensor Map Object
+ * Management"): 16-byte row strides, boxes of 1..256 per side whose inner
+ * bytes are a multiple of 16 and, swizzled, within the swizzle span. The
+ * param is checked against the params once they are read. */
+static int read_tmaps(Ctx *c, const json *a, const char *path, rt_kdesc *k)
+{
+	static const char *const key[] = {"param", "elem_bytes", "rows", "cols", "box_rows",
+	                                  "box_cols", "swizzle"};
+	if (a->kind != JSON_ARR || a->n < 1 || a->n > RT_MAXTMAP)
+		return bad(c, a, "%s: 'tmaps' is not an array of 1 to %d tensor maps", path, RT_MAXTMAP);
+	for (size_t i = 0; i < a->n; i++) {
+		const json *o = a->item[i];
+		char p2[300];
+		long x[7];
+		static const long lo[] = {0, 1, -1, 1, 1, 1, 0}, hi[] = {31, 4, 1L << 40, 1L << 40, 256, 256, 128};
+		snprintf(p2, sizeof p2, "%s tmaps[%zu]", path, i);
+		if (o->kind != JSON_OBJ)
+			return bad(c, o, "%s is not an object", p2);
+		for (int f = 0; f < 7; f++)
+			if (need_long(c, o, p2, key[f], lo[f], hi[f], &x[f]))
+				return -1;
+		rt_tmap *t = &k->tmap[i];
+		*t = (rt_tmap){(int)x[0], (int)x[1], x[2], x[3], (int)x[4], (int)x[5], (int)x[6]};
+		if ((t->elem_bytes != 1 && t->elem_bytes != 2 && t->elem_bytes != 4) || t->rows == 0 ||
+		    (t->swizzle && t->swizzle != 32 && t->swizzle != 64 && t->swizzle != 128) ||
+		    t->cols * t->elem_bytes % 16 || t->box_cols * t->elem_bytes % 16 ||
+		    (t->swizzle && t->box_cols * t->elem_bytes > t->swizzle))
+			return bad(c, o, "%s: not a tensor map cuTensorMapEncodeTiled takes (elements of 1, 2 "
+			           "or 4 bytes, rows -1 or positive, 16-byte row strides and box rows, "
+			           "swizzle 0/32/64/128 at least the box's inner bytes)", p2);
+	}
+	k->ntmap = (int)a->n;
+	return 0;
+}
+
 static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 {
 	char path[256], err[1024];
@@ -338,6 +374,8 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 			return -1;
 		k->smem = (unsigned)x;
 	}
+	if ((v = json_get(j, "tmaps")) && read_tmaps(c, v, path, k))
+		return -1;
 	if (!(params = need(c, j, path, "params", JSON_ARR)))
 		return -1;
 	if (params->n == 0 || params->n > 32)
@@ -369,6 +407,10 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 		if (find_param(k, kp->name) != k->nparam - 1)
 			return bad(c, p, "%s: a second param named '%s'", pp, kp->name);
 	}
+	for (int i = 0; i < k->ntmap; i++)
+		if (k->tmap[i].param >= k->nparam)
+			return bad(c, json_get(j, "tmaps"), "%s: tmaps[%d] maps param %d of %d", path, i,
+			           k->tmap[i].param, k->nparam);
 	if (!(grid = need(c, j, path, "grid", JSON_OBJ)))
 		return -1;
 	{

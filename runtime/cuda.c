@@ -51,7 +51,7 @@ int rt_cuda_is_device_ptr(const void *p) { return 0; }
 	X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
 	X(cuMemsetD8) X(cuStreamSynchronize) X(cuPointerGetAttribute) \
 	X(cuMemsetD8Async) X(cuMemcpyDtoDAsync) X(cuLaunchCooperativeKernel) \
-	X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+	X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuTensorMapEncodeTiled)
 
 #define SYM_(f) #f
 #define SYM(f) SYM_(f)
@@ -349,6 +349,40 @@ int rt_cuda_kernel_reserve_smem(precc_rt *rt, rt_kernel *k, unsigned bytes)
 	leave(rt, pushed);
 	if (rc == 0)
 		k->max_dyn_smem = (int)bytes;
+	return rc;
+}
+
+/* CUDA Driver API, cuTensorMapEncodeTiled: rank 2, dims and boxes inner
+ * first, the row stride in bytes (rank - 1 of them), element strides 1,
+ * no interleave, L2 promotion of 256 B, out-of-bounds elements zero
+ * (FLOAT_OOB_FILL_NONE). The data type only sizes the elements here. */
+int rt_cuda_tmap_encode(precc_rt *rt, const rt_tmap *t, CUdeviceptr base, long m, void *out)
+{
+	CUresult r;
+	long rows = t->rows < 0 ? m : t->rows;
+	cuuint64_t dim[2] = {(cuuint64_t)t->cols, (cuuint64_t)rows};
+	cuuint64_t stride[1] = {(cuuint64_t)(t->cols * t->elem_bytes)};
+	cuuint32_t box[2] = {(cuuint32_t)t->box_cols, (cuuint32_t)t->box_rows}, es[2] = {1, 1};
+	CUtensorMapDataType dt = t->elem_bytes == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+	                       : t->elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+	                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+	CUtensorMapSwizzle sw = t->swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B
+	                      : t->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+	                      : t->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE;
+	int pushed, rc;
+
+	if (rows <= 0) {
+		rt_error("cuda: a tensor map of %ld rows (M = %ld)", rows, m);
+		return -1;
+	}
+	if (enter(rt, &pushed))
+		return -1;
+	rc = CALL(cuTensorMapEncodeTiled, ((CUtensorMap *)out, dt, 2, (void *)(uintptr_t)base, dim,
+	          stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+	          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+	          " encoding a %ldx%ld tensor map of %d-byte elements (box %dx%d, swizzle %d)",
+	          rows, t->cols, t->elem_bytes, t->box_rows, t->box_cols, t->swizzle);
+	leave(rt, pushed);
 	return rc;
 }
 

@@ -470,7 +470,7 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
                     CUstream stream)
 {
 	CUdeviceptr ptr[32];
-	void *params[36];
+	void *params[40];   /* 32 pointers, sync, m, seed, 4 tensor maps */
 	int64_t m64 = m;
 	uint64_t seed64 = seed;
 	unsigned grid[3] = {1, 1, 1}, block[3] = {(unsigned)k->threads, 1, 1};
@@ -503,6 +503,14 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
 		params[n++] = &m64;
 	if (k->has_seed)
 		params[n++] = &seed64;
+	/* tensor maps last, 128 bytes each (kernelParams points at the bytes
+	 * of a byval param; docs/codegen.md, the param order) */
+	CUtensorMap tm[RT_MAXTMAP];
+	for (int i = 0; i < k->ntmap; i++) {
+		if (rt_cuda_tmap_encode(rt, &k->tmap[i], ptr[k->tmap[i].param], m, &tm[i]))
+			return -1;
+		params[n++] = &tm[i];
+	}
 	return (k->cooperative ? rt_cuda_launch_cooperative : rt_cuda_launch)
 	       (rt, k->k, grid, block, k->smem, stream, params);
 }

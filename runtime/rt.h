@@ -92,6 +92,15 @@ typedef struct rt_geom {
 } rt_geom;
 
 
+/* A TMA tensor map the kernel takes (manifest "tmaps", codegen.h's
+ * CodegenTmap): encoded at each launch over the buffer of param `param`. */
+typedef struct rt_tmap {
+	int param, elem_bytes;
+	long rows, cols;          /* rows -1: the launch's M */
+	int box_rows, box_cols, swizzle;
+} rt_tmap;
+enum { RT_MAXTMAP = 4 };
+
 typedef struct rt_kdesc {
 	char *name, *shape, *entry, *ir;
 	int threads;
@@ -101,6 +110,7 @@ typedef struct rt_kdesc {
 	int cooperative;          /* "launch": "cooperative" */
 	long sync_words;          /* u32 sync scratch, zeroed per launch */
 	unsigned smem;            /* optional "smem": dynamic shared bytes */
+	rt_tmap tmap[RT_MAXTMAP]; int ntmap;  /* optional "tmaps", params after the scalars */
 	rt_param *param; int nparam;
 	int has_m, has_seed;
 	int *zero; int nzero;     /* zero_outputs as param indices */
@@ -257,6 +267,9 @@ int rt_cuda_kernel_resident(precc_rt *rt, rt_kernel *k, int threads,
                             unsigned smem);
 
 /* Launches k on the caller's stream (NULL: the legacy default stream). */
+/* out (a CUtensorMap) := cuTensorMapEncodeTiled of t over the buffer at
+ * base, at M = m. */
+int rt_cuda_tmap_encode(precc_rt *rt, const rt_tmap *t, CUdeviceptr base, long m, void *out);
 int rt_cuda_launch(precc_rt *rt, const rt_kernel *k, const unsigned grid[3],
                    const unsigned block[3], unsigned smem, CUstream stream,
                    void **params);

@@ -270,6 +270,28 @@ CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction 
 	return 0;
 }
 
+/* cuTensorMapEncodeTiled: the arguments as received, for
+ * fake_cuda_last_tmap (u64 words: data type, rank, address, dims[2],
+ * strides[1], box[2], element strides[2], interleave, swizzle, L2
+ * promotion, OOB fill), and the 128 bytes of the map filled with 0x5a. */
+static uint64_t tmap_args[15];
+const uint64_t *fake_cuda_last_tmap(void) { return tmap_args; }
+CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType dt, cuuint32_t rank,
+                                        void *addr, const cuuint64_t *dim,
+                                        const cuuint64_t *stride, const cuuint32_t *box,
+                                        const cuuint32_t *es, CUtensorMapInterleave il,
+                                        CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+                                        CUtensorMapFloatOOBfill oob)
+{
+	uint64_t a[15] = {dt, rank, (uint64_t)(uintptr_t)addr, dim[0], dim[1], stride[0], box[0],
+	                  box[1], es[0], es[1], il, sw, l2, oob, 0};
+	memcpy(tmap_args, a, sizeof a);
+	if (rank != 2 || (uintptr_t)addr % 16 || stride[0] % 16 || box[0] > 256 || box[1] > 256)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(m, 0x5a, sizeof *m);
+	return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
                                 unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, CUstream s,

@@ -131,6 +131,30 @@ static void fake_path(precc_rt *rt)
 		CHECK(g[0] == 4 && g[1] == 2 && g[2] == 1 && g[3] == 128 &&
 		      g[6] == 4096);
 	}
+	{
+		/* a tensor map of the sm_90a GEMM: e4m3 A[M, 256], 128x128 boxes,
+		 * 128B swizzle, at M = 512; the enums' values are cuda.h's */
+		rt_tmap t = {0, 1, -1, 256, 128, 128, 128};
+		CUtensorMap map;
+		const uint64_t *(*last)(void);
+		void *s = dlsym(fake, "fake_cuda_last_tmap");
+		memcpy(&last, &s, sizeof s);
+		CHECK(rt_cuda_tmap_encode(rt, &t, d, 512, &map) == 0);
+		const uint64_t *a = last();
+		CHECK(a[0] == CU_TENSOR_MAP_DATA_TYPE_UINT8 && a[1] == 2 && a[2] == d);
+		CHECK(a[3] == 256 && a[4] == 512 && a[5] == 256);     /* dims inner first, stride bytes */
+		CHECK(a[6] == 128 && a[7] == 128 && a[8] == 1 && a[9] == 1);
+		CHECK(a[10] == CU_TENSOR_MAP_INTERLEAVE_NONE && a[11] == CU_TENSOR_MAP_SWIZZLE_128B &&
+		      a[12] == CU_TENSOR_MAP_L2_PROMOTION_L2_256B && a[13] == CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+		CHECK(((unsigned char *)&map)[127] == 0x5a);
+		rt_tmap w = {0, 2, 64, 64, 64, 32, 64};   /* bf16[64, 64], 64x32 boxes, 64B */
+		CHECK(rt_cuda_tmap_encode(rt, &w, d, 512, &map) == 0);
+		a = last();
+		CHECK(a[0] == CU_TENSOR_MAP_DATA_TYPE_UINT16 && a[3] == 64 && a[4] == 64 && a[5] == 128 &&
+		      a[6] == 32 && a[7] == 64 && a[11] == CU_TENSOR_MAP_SWIZZLE_64B);
+		CHECK(rt_cuda_tmap_encode(rt, &t, d, 0, &map) == -1);
+		CHECK_STR(precc_rt_last_error(), "cuda: a tensor map of 0 rows (M = 0)");
+	}
 	CHECK(rt_cuda_sync(rt, NULL) == 0);
 	CHECK(rt_cuda_dtoh(rt, back, d, sizeof back) == 0);
 	CHECK(memcmp(host, back, sizeof back) == 0);
