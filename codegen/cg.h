@@ -66,6 +66,8 @@ void asm_mma(Cg *, int row, LLVMValueRef a[4], LLVMValueRef b[2], LLVMValueRef c
 /* cp.async.cg.shared.global 16 bytes from src (global) to dst (shared,
  * 16-byte aligned), the bytes past src_size (i32, 0..16) zero; commit_group;
  * wait_group n (n = 0..2): all but the n most recent groups complete. */
+/* host mode: a call of the emulator's precc_emu_NAME(args), at most 8 */
+LLVMValueRef asm_host_call(Cg *, const char *name, LLVMTypeRef rt, LLVMValueRef *args, int n);
 void asm_cp_async(Cg *, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef src_size);
 void asm_cp_async_commit(Cg *);
 void asm_cp_async_wait(Cg *, int n);

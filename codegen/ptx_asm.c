@@ -262,11 +262,14 @@ call_volatile(Cg *g, LLVMTypeRef rt, int row, LLVMValueRef *args, int n)
 	return LLVMBuildCall2(g->b, ft, fn, args, (unsigned)n, "");
 }
 
-/* Host emulation: a call to precc_emu_NAME (emu.c). */
-static LLVMValueRef
-call_host(Cg *g, const char *name, LLVMTypeRef rt, LLVMValueRef *args, int n)
+/* Host emulation: a call to precc_emu_NAME (emu.c; cg.h). */
+LLVMValueRef
+asm_host_call(Cg *g, const char *name, LLVMTypeRef rt, LLVMValueRef *args, int n)
 {
-	LLVMTypeRef at[4];
+	LLVMTypeRef at[8];
+
+	if (n > 8)
+		abort();
 
 	for (int i = 0; i < n; i++)
 		at[i] = LLVMTypeOf(args[i]);
@@ -292,7 +295,7 @@ asm_cp_async(Cg *g, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef src_size)
 {
 	if (g->host) {
 		LLVMValueRef a[3] = {dst, src, src_size};
-		call_host(g, "precc_emu_cp_async", g->vd, a, 3);
+		asm_host_call(g, "precc_emu_cp_async", g->vd, a, 3);
 		return;
 	}
 	LLVMValueRef a[3] = {smem_u32(g, dst), src, src_size};
@@ -303,7 +306,7 @@ void
 asm_cp_async_commit(Cg *g)
 {
 	if (g->host) {
-		call_host(g, "precc_emu_cp_commit", g->vd, NULL, 0);
+		asm_host_call(g, "precc_emu_cp_commit", g->vd, NULL, 0);
 		return;
 	}
 	call_volatile(g, g->vd, ROW_CP_COMMIT, NULL, 0);
@@ -316,7 +319,7 @@ asm_cp_async_wait(Cg *g, int n)
 		abort();
 	if (g->host) {
 		LLVMValueRef a = LLVMConstInt(g->i32, (unsigned)n, 0);
-		call_host(g, "precc_emu_cp_wait", g->vd, &a, 1);
+		asm_host_call(g, "precc_emu_cp_wait", g->vd, &a, 1);
 		return;
 	}
 	call_volatile(g, g->vd, ROW_CP_WAIT0 + n, NULL, 0);
@@ -330,7 +333,7 @@ asm_ldmatrix_x4(Cg *g, int trans, LLVMValueRef row, LLVMValueRef d[4])
 		LLVMTypeRef at = LLVMArrayType2(g->i32, 4);
 		LLVMValueRef buf = entry_alloca(g, at, "ldsm");
 		LLVMValueRef a[3] = {LLVMConstInt(g->i32, (unsigned)trans, 0), row, buf};
-		call_host(g, "precc_emu_ldmatrix", g->vd, a, 3);
+		asm_host_call(g, "precc_emu_ldmatrix", g->vd, a, 3);
 		for (int i = 0; i < 4; i++) {
 			LLVMValueRef ix[2] = {LLVMConstInt(g->i64, 0, 0), LLVMConstInt(g->i64, (unsigned)i, 0)};
 			d[i] = LLVMBuildLoad2(g->b, g->i32, LLVMBuildGEP2(g->b, at, buf, ix, 2, ""), "");

@@ -85,21 +85,6 @@ asm_volatile(Cg *g, LLVMTypeRef rt, const char *s, const char *cons, LLVMValueRe
 	return LLVMBuildCall2(g->b, ft, fn, args, (unsigned)n, "");
 }
 
-/* host mode: precc_emu_NAME(args) */
-static LLVMValueRef
-host_call(Cg *g, const char *name, LLVMTypeRef rt, LLVMValueRef *args, int n)
-{
-	LLVMTypeRef at[8];
-
-	for (int i = 0; i < n; i++)
-		at[i] = LLVMTypeOf(args[i]);
-	LLVMTypeRef ft = LLVMFunctionType(rt, at, (unsigned)n, 0);
-	LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
-	if (!fn)
-		fn = LLVMAddFunction(g->mod, name, ft);
-	return LLVMBuildCall2(g->b, ft, fn, args, (unsigned)n, "");
-}
-
 /* the 32-bit shared-window address of a shared pointer */
 static LLVMValueRef
 saddr(Cg *g, LLVMValueRef p)
@@ -117,7 +102,7 @@ void
 asm90_mbar_init(Cg *g, LLVMValueRef bar, unsigned count)
 {
 	if (g->host) {
-		host_call(g, "precc_emu_mbar_init", g->vd, (LLVMValueRef[]){bar, u32(g, count)}, 2);
+		asm_host_call(g, "precc_emu_mbar_init", g->vd, (LLVMValueRef[]){bar, u32(g, count)}, 2);
 		return;
 	}
 	asm_volatile(g, g->vd, MBAR_INIT, "r,r,~{memory}", (LLVMValueRef[]){saddr(g, bar), u32(g, count)}, 2);
@@ -127,7 +112,7 @@ void
 asm90_fence_mbar_init(Cg *g)
 {
 	if (g->host)
-		host_call(g, "precc_emu_fence_mbar_init", g->vd, NULL, 0);
+		asm_host_call(g, "precc_emu_fence_mbar_init", g->vd, NULL, 0);
 	else
 		asm_volatile(g, g->vd, FENCE_MBAR_INIT, "~{memory}", NULL, 0);
 }
@@ -136,7 +121,7 @@ void
 asm90_fence_proxy_async(Cg *g)
 {
 	if (g->host)
-		host_call(g, "precc_emu_fence_proxy_async", g->vd, NULL, 0);
+		asm_host_call(g, "precc_emu_fence_proxy_async", g->vd, NULL, 0);
 	else
 		asm_volatile(g, g->vd, FENCE_PROXY_ASYNC, "~{memory}", NULL, 0);
 }
@@ -145,7 +130,7 @@ void
 asm90_mbar_arrive(Cg *g, LLVMValueRef bar)
 {
 	if (g->host)
-		host_call(g, "precc_emu_mbar_arrive", g->vd, &bar, 1);
+		asm_host_call(g, "precc_emu_mbar_arrive", g->vd, &bar, 1);
 	else {
 		LLVMValueRef a = saddr(g, bar);
 		asm_volatile(g, g->vd, MBAR_ARRIVE, "r,~{memory}", &a, 1);
@@ -156,7 +141,7 @@ void
 asm90_mbar_arrive_expect_tx(Cg *g, LLVMValueRef bar, unsigned bytes)
 {
 	if (g->host) {
-		host_call(g, "precc_emu_mbar_arrive_expect_tx", g->vd, (LLVMValueRef[]){bar, u32(g, bytes)}, 2);
+		asm_host_call(g, "precc_emu_mbar_arrive_expect_tx", g->vd, (LLVMValueRef[]){bar, u32(g, bytes)}, 2);
 		return;
 	}
 	asm_volatile(g, g->vd, MBAR_ARRIVE_TX, "r,r,~{memory}",
@@ -176,7 +161,7 @@ asm90_mbar_wait(Cg *g, LLVMValueRef bar, LLVMValueRef parity)
 	LLVMBuildBr(g->b, head);
 	LLVMPositionBuilderAtEnd(g->b, head);
 	if (g->host)
-		ok = host_call(g, "precc_emu_mbar_try_wait", g->i32, (LLVMValueRef[]){bar, parity}, 2);
+		ok = asm_host_call(g, "precc_emu_mbar_try_wait", g->i32, (LLVMValueRef[]){bar, parity}, 2);
 	else
 		ok = asm_volatile(g, g->i32, MBAR_TRY_WAIT, "=r,r,r,~{memory}",
 		                  (LLVMValueRef[]){saddr(g, bar), parity}, 2);
@@ -197,7 +182,7 @@ asm90_tma_load_2d(Cg *g, LLVMValueRef dst, LLVMValueRef tmap, LLVMValueRef c0, L
                   LLVMValueRef bar)
 {
 	if (g->host) {
-		host_call(g, "precc_emu_tma_load_2d", g->vd, (LLVMValueRef[]){dst, tmap, c0, c1, bar}, 5);
+		asm_host_call(g, "precc_emu_tma_load_2d", g->vd, (LLVMValueRef[]){dst, tmap, c0, c1, bar}, 5);
 		return;
 	}
 	asm_volatile(g, g->vd, TMA_LOAD_2D, "r,l,r,r,r,~{memory}",
@@ -208,7 +193,7 @@ void
 asm90_tma_store_2d(Cg *g, LLVMValueRef tmap, LLVMValueRef c0, LLVMValueRef c1, LLVMValueRef src)
 {
 	if (g->host) {
-		host_call(g, "precc_emu_tma_store_2d", g->vd, (LLVMValueRef[]){tmap, c0, c1, src}, 4);
+		asm_host_call(g, "precc_emu_tma_store_2d", g->vd, (LLVMValueRef[]){tmap, c0, c1, src}, 4);
 		return;
 	}
 	asm_volatile(g, g->vd, TMA_STORE_2D, "l,r,r,r,~{memory}",
@@ -219,7 +204,7 @@ void
 asm90_bulk_commit(Cg *g)
 {
 	if (g->host)
-		host_call(g, "precc_emu_bulk_commit", g->vd, NULL, 0);
+		asm_host_call(g, "precc_emu_bulk_commit", g->vd, NULL, 0);
 	else
 		asm_volatile(g, g->vd, BULK_COMMIT, "~{memory}", NULL, 0);
 }
@@ -228,7 +213,7 @@ void
 asm90_bulk_wait_read0(Cg *g)
 {
 	if (g->host)
-		host_call(g, "precc_emu_bulk_wait_read", g->vd, (LLVMValueRef[]){u32(g, 0)}, 1);
+		asm_host_call(g, "precc_emu_bulk_wait_read", g->vd, (LLVMValueRef[]){u32(g, 0)}, 1);
 	else
 		asm_volatile(g, g->vd, BULK_WAIT_READ0, "~{memory}", NULL, 0);
 }
@@ -237,7 +222,7 @@ void
 asm90_wgmma_fence(Cg *g)
 {
 	if (g->host)
-		host_call(g, "precc_emu_wgmma_fence", g->vd, NULL, 0);
+		asm_host_call(g, "precc_emu_wgmma_fence", g->vd, NULL, 0);
 	else
 		asm_volatile(g, g->vd, WGMMA_FENCE, "~{memory}", NULL, 0);
 }
@@ -246,7 +231,7 @@ void
 asm90_wgmma_commit(Cg *g)
 {
 	if (g->host)
-		host_call(g, "precc_emu_wgmma_commit", g->vd, NULL, 0);
+		asm_host_call(g, "precc_emu_wgmma_commit", g->vd, NULL, 0);
 	else
 		asm_volatile(g, g->vd, WGMMA_COMMIT, "~{memory}", NULL, 0);
 }
@@ -257,7 +242,7 @@ asm90_wgmma_wait(Cg *g, int n)
 	if (n < 0 || n > 1)
 		abort();
 	if (g->host)
-		host_call(g, "precc_emu_wgmma_wait", g->vd, (LLVMValueRef[]){u32(g, (unsigned)n)}, 1);
+		asm_host_call(g, "precc_emu_wgmma_wait", g->vd, (LLVMValueRef[]){u32(g, (unsigned)n)}, 1);
 	else
 		asm_volatile(g, g->vd, n ? WGMMA_WAIT1 : WGMMA_WAIT0, "~{memory}", NULL, 0);
 }
@@ -268,7 +253,7 @@ asm90_setmaxnreg(Cg *g, int inc, int regs)
 	if (regs % 8 || regs < 24 || regs > 256 || (inc ? regs != 232 : regs != 40))
 		abort();     /* the table's two rows */
 	if (g->host) {
-		host_call(g, "precc_emu_setmaxnreg", g->vd,
+		asm_host_call(g, "precc_emu_setmaxnreg", g->vd,
 		          (LLVMValueRef[]){u32(g, (unsigned)inc), u32(g, (unsigned)regs)}, 2);
 		return;
 	}
@@ -328,7 +313,7 @@ asm90_wgmma(Cg *g, precc_format fa, precc_format fb, int n, LLVMValueRef desc_a,
 		}
 		LLVMValueRef a[8] = {u32(g, (unsigned)n), u32(g, (unsigned)fa), u32(g, (unsigned)fb), u32(g, 0),
 		                     desc_a, desc_b, buf, scale_d};
-		host_call(g, "precc_emu_wgmma", g->vd, a, 8);
+		asm_host_call(g, "precc_emu_wgmma", g->vd, a, 8);
 		for (int i = 0; i < nr; i++) {
 			LLVMValueRef ix[2] = {LLVMConstInt(g->i64, 0, 0), LLVMConstInt(g->i64, (unsigned)i, 0)};
 			d[i] = LLVMBuildLoad2(g->b, g->f32, LLVMBuildGEP2(g->b, at, buf, ix, 2, ""), "");

@@ -356,6 +356,23 @@ box_check(const Tmap *t, const void *smem, const char *op)
 	return bytes;
 }
 
+/* row r of the box at (c0, c1): box columns [*lo, *hi) lie in the tensor;
+ * their global bytes, memcheck'ed (NULL: none, or reported) */
+static uint8_t *
+box_row(const Tmap *t, int32_t c0, int32_t c1, uint32_t r, int64_t *lo, int64_t *hi, int store)
+{
+	int64_t gr = (int64_t)c1 + r;
+
+	*lo = c0 < 0 ? -(int64_t)c0 : 0;
+	*hi = (int64_t)t->dim[0] - c0;
+	if (*hi > (int64_t)t->box[0])
+		*hi = t->box[0];
+	if (gr < 0 || gr >= (int64_t)t->dim[1] || *hi <= *lo)
+		return NULL;
+	uint8_t *g = (uint8_t *)t->base + (uint64_t)gr * t->stride + (uint64_t)(c0 + *lo) * t->ebytes;
+	return precc_emu_check(g, (uint64_t)(*hi - *lo) * t->ebytes, 1, (uint32_t)store) == g ? g : NULL;
+}
+
 void
 precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void *bar)
 {
@@ -365,17 +382,8 @@ precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void 
 	uint64_t rowb = t ? (uint64_t)t->box[0] * t->ebytes : 0;
 
 	for (uint32_t r = 0; bytes && r < t->box[1]; r++) {
-		int64_t gr = (int64_t)c1 + r;
-		/* the columns of this row inside the tensor: [lo, hi) of the box */
-		int64_t lo = c0 < 0 ? -(int64_t)c0 : 0, hi = (int64_t)t->dim[0] - c0;
-		if (hi > (int64_t)t->box[0])
-			hi = t->box[0];
-		const uint8_t *src = NULL;
-		if (gr >= 0 && gr < (int64_t)t->dim[1] && hi > lo) {
-			src = t->base + (uint64_t)gr * t->stride + (uint64_t)(c0 + lo) * t->ebytes;
-			if (precc_emu_check((void *)src, (uint64_t)(hi - lo) * t->ebytes, 1, 0) != src)
-				src = NULL;     /* reported: the row reads as zero */
-		}
+		int64_t lo, hi;
+		const uint8_t *src = box_row(t, c0, c1, r, &lo, &hi, 0);   /* NULL: zeros */
 		for (uint64_t b = 0; b < rowb; b++) {
 			int64_t col = (int64_t)(b / t->ebytes);
 			uint8_t v = src && col >= lo && col < hi ? src[(uint64_t)(col - lo) * t->ebytes +
@@ -398,16 +406,9 @@ precc_emu_tma_store_2d(const void *tmap, int32_t c0, int32_t c1, const void *src
 	uint64_t rowb = t ? (uint64_t)t->box[0] * t->ebytes : 0;
 
 	for (uint32_t r = 0; bytes && r < t->box[1]; r++) {
-		int64_t gr = (int64_t)c1 + r;
-		int64_t lo = c0 < 0 ? -(int64_t)c0 : 0, hi = (int64_t)t->dim[0] - c0;
-		if (hi > (int64_t)t->box[0])
-			hi = t->box[0];
-		if (gr < 0 || gr >= (int64_t)t->dim[1] || hi <= lo)
-			continue;
-		uint8_t *dst = (uint8_t *)t->base + (uint64_t)gr * t->stride + (uint64_t)(c0 + lo) * t->ebytes;
-		if (precc_emu_check(dst, (uint64_t)(hi - lo) * t->ebytes, 1, 1) != dst)
-			continue;       /* reported */
-		for (uint64_t b = (uint64_t)lo * t->ebytes; b < (uint64_t)hi * t->ebytes; b++)
+		int64_t lo, hi;
+		uint8_t *dst = box_row(t, c0, c1, r, &lo, &hi, 1);
+		for (uint64_t b = (uint64_t)lo * t->ebytes; dst && b < (uint64_t)hi * t->ebytes; b++)
 			dst[b - (uint64_t)lo * t->ebytes] = s[swz(r * rowb + b, t->swizzle)];
 	}
 }
