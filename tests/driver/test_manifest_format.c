@@ -29,17 +29,21 @@ main(int argc, char **argv)
 	cJSON *root = cJSON_Parse(text);
 	if (!root) {
 		fprintf(stderr, "%s: cJSON cannot parse it\n", argv[1]);
+		free(text);
 		return 1;
 	}
 	char *again = cJSON_Print(root);
-	size_t m = strlen(again);
-	if (m + 1 == (size_t)n && memcmp(again, text, m) == 0 && text[m] == '\n') {
-		printf("%s: %ld bytes, as cJSON prints them\n", argv[1], n);
-		return 0;
-	}
+	cJSON_Delete(root);
+	size_t m = again ? strlen(again) : 0;
+	int same = again && m + 1 == (size_t)n && memcmp(again, text, m) == 0 && text[m] == '\n';
 	long line = 1, i = 0;
-	while (i < n && (size_t)i < m && text[i] == again[i])
+	while (!same && i < n && (size_t)i < m && text[i] == again[i])
 		line += text[i++] == '\n';
-	fprintf(stderr, "%s:%ld: differs from cJSON's printing at byte %ld\n", argv[1], line, i);
-	return 1;
+	if (same)
+		printf("%s: %ld bytes, as cJSON prints them\n", argv[1], n);
+	else
+		fprintf(stderr, "%s:%ld: differs from cJSON's printing at byte %ld\n", argv[1], line, i);
+	cJSON_free(again);
+	free(text);
+	return !same;
 }
