@@ -355,11 +355,12 @@ js_strobj(FILE *o, int d, int n, const char *const *kv)
 	js_close(o, d);
 }
 
-/* One layer object, its keys at depth d: fqn, buffers (each value once,
- * in the order the steps first use them), steps (kernel, gemm, args),
- * updates (state, next). */
+/* A layer's body, the members of its class object, keys at depth d:
+ * buffers (each value once, in the order the steps first use them), steps
+ * (kernel, gemm, args), updates (state, next). Everything but the FQN:
+ * layers with equal bodies share one class. */
 static void
-layer_write(FILE *o, Build *b, int t, const Func *f, int d)
+layer_body(FILE *o, Build *b, int t, const Func *f, int d)
 {
 	const Module *m = b->mods[t];
 	const char **gname = xcalloc((size_t)f->nins + 1, sizeof *gname);
@@ -423,10 +424,6 @@ layer_write(FILE *o, Build *b, int t, const Func *f, int d)
 	}
 	sfirst[nstep] = narg;
 
-	fputs_unlocked("{\n", o);
-	js_key(o, d, "fqn");
-	js_str(o, f->name);
-	fputs_unlocked(",\n", o);
 	js_key(o, d, "buffers");
 	putc_unlocked('[', o);
 	for (int i = 0; i < nbuf; i++) {
@@ -475,7 +472,6 @@ layer_write(FILE *o, Build *b, int t, const Func *f, int d)
 			js_strobj(o, d + 2, 2, kv);
 		}
 	putc_unlocked(']', o);
-	js_close(o, d);
 	free(gname);
 	free(seen);
 	free(bufv);
@@ -485,12 +481,94 @@ layer_write(FILE *o, Build *b, int t, const Func *f, int d)
 	free(sgemm);
 }
 
-/* The layers array of target t as the value of a key at depth kd. */
+/* The layer classes: every distinct layer body of every target, once.
+ * DeepSeek-V3's 45,091 layers have 11 (driver/group.c): one copy each
+ * instead of 45,091 made the manifest 112 MB. */
+typedef struct Classes {
+	NameTab tab;            /* body text -> class */
+	char **text;            /* per class: its body, keys at depth CLASSD */
+	int n, cap;
+	int **of;               /* per target, per layer func: its class */
+} Classes;
+
+enum { CLASSD = 3 };            /* keys of layer_classes[i]: depth 3 */
+
 static void
-layers_write(FILE *o, Build *b, int t, int kd)
+classes_make(Classes *c, Build *b)
+{
+	memset(c, 0, sizeof *c);
+	ir_names_init(&c->tab, 64);
+	c->of = xcalloc((size_t)b->ntg + 1, sizeof *c->of);
+	for (int t = 0; t < b->ntg; t++) {
+		const Module *m = b->mods[t];
+		c->of[t] = xcalloc((size_t)m->nfn + 1, sizeof **c->of);
+		const int *orig = b->origin[t];
+		for (int i = 0; i < m->nfn; i++) {
+			if (m->fn[i]->kernel)
+				continue;
+			/* a copy of an earlier layer (group_expand): its body, by
+			 * construction; tests/lit/build/group.test compares the
+			 * bytes with every layer's body written and compared */
+			if (orig && orig[i] != i) {
+				c->of[t][i] = c->of[t][orig[i]];
+				continue;
+			}
+			char *s = NULL;
+			size_t n = 0;
+			FILE *o = open_memstream(&s, &n);
+			if (!o)
+				die("open_memstream: %s", strerror(errno));
+			layer_body(o, b, t, m->fn[i], CLASSD);
+			if (fclose(o))
+				die("manifest: %s", strerror(errno));
+			int k = ir_names_put(&c->tab, s, c->n);
+			if (k >= 0) {
+				free(s);
+				c->of[t][i] = k;
+				continue;
+			}
+			if (c->n == c->cap)
+				c->text = xrealloc(c->text, (size_t)(c->cap = c->cap ? 2 * c->cap : 16) * sizeof *c->text);
+			c->text[c->n] = s;
+			c->of[t][i] = c->n++;
+		}
+	}
+}
+
+static void
+classes_free(Classes *c, Build *b)
+{
+	for (int i = 0; i < c->n; i++)
+		free(c->text[i]);
+	free(c->text);
+	for (int t = 0; t < b->ntg; t++)
+		free(c->of[t]);
+	free(c->of);
+	ir_names_free(&c->tab);
+}
+
+/* The layer_classes array, the value of a key at depth 1. */
+static void
+classes_write(FILE *o, const Classes *c)
+{
+	putc_unlocked('[', o);
+	for (int i = 0; i < c->n; i++) {
+		if (i)
+			fputs_unlocked(", ", o);
+		fputs_unlocked("{\n", o);
+		fputs_unlocked(c->text[i], o);
+		js_close(o, CLASSD);
+	}
+	putc_unlocked(']', o);
+}
+
+/* The layers array of target t as the value of a key at depth kd: each
+ * layer its FQN and its class. */
+static void
+layers_write(FILE *o, Build *b, const Classes *c, int t, int kd)
 {
 	const Module *m = b->mods[t];
-	int n = 0;
+	int n = 0, d = kd + 2;
 
 	putc_unlocked('[', o);
 	for (int i = 0; i < m->nfn; i++) {
@@ -498,7 +576,13 @@ layers_write(FILE *o, Build *b, int t, int kd)
 			continue;
 		if (n++)
 			fputs_unlocked(", ", o);
-		layer_write(o, b, t, m->fn[i], kd + 2);
+		fputs_unlocked("{\n", o);
+		js_key(o, d, "fqn");
+		js_str(o, m->fn[i]->name);
+		fputs_unlocked(",\n", o);
+		js_key(o, d, "class");
+		fprintf(o, "%d", c->of[t][i]);
+		js_close(o, d);
 	}
 	putc_unlocked(']', o);
 }
@@ -509,7 +593,7 @@ artifacts_manifest(Build *b, const char *recipe_name, const char *model_name)
 	cJSON *root = cJSON_CreateObject(), *o, *ts, *ks;
 	char hex[24];
 
-	cJSON_AddNumberToObject(root, "precc_manifest", 1);
+	cJSON_AddNumberToObject(root, "precc_manifest", 2);
 	cJSON_AddStringToObject(root, "precc_version", PRECC_VERSION);
 	cJSON_AddStringToObject(root, "llvm_version", codegen_llvm_version());
 	o = cJSON_AddObjectToObject(root, "recipe");
@@ -554,21 +638,27 @@ artifacts_manifest(Build *b, const char *recipe_name, const char *model_name)
 		die("open_memstream: %s", strerror(errno));
 	fwrite(head, 1, hn - 2, w);
 	free(head);
+	Classes cl;
+	classes_make(&cl, b);
+	fputs(",\n", w);
+	js_key(w, 1, "layer_classes");
+	classes_write(w, &cl);
 	fputs(",\n", w);
 	js_key(w, 1, "layers");
-	layers_write(w, b, 0, 1);
+	layers_write(w, b, &cl, 0, 1);
 	if (b->ntg > 1) {
 		fputs(",\n", w);
 		js_key(w, 1, "target_layers");
 		fputs("{\n", w);
 		for (int t = 1; t < b->ntg; t++) {
 			js_key(w, 2, b->tg[t]->name);
-			layers_write(w, b, t, 2);
+			layers_write(w, b, &cl, t, 2);
 			if (t + 1 < b->ntg)
 				fputs(",\n", w);
 		}
 		js_close(w, 2);
 	}
+	classes_free(&cl, b);
 	fputs("\n}\n", w);
 	if (fclose(w))
 		die("manifest: %s", strerror(errno));

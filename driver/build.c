@@ -1051,7 +1051,7 @@ cmd_build(int argc, char **argv)
 		}
 		PassOptions po = {.target = b.tg[t]};
 		passes_run(m, &po);
-		group_expand(m, plan, &groups);
+		group_expand(m, plan, &groups, &b.origin[t]);
 	}
 	group_free(&groups);
 	b.ms_passes = now_ms() - tp;
@@ -1105,9 +1105,11 @@ done:
 	}
 	free(b.jobs);
 	free(b.kmap);
-	for (int t = 0; t < b.ntg; t++)
+	for (int t = 0; t < b.ntg; t++) {
 		if (b.mods[t])
 			ir_module_free(b.mods[t]);
+		free(b.origin[t]);
+	}
 	free(rname);
 	free(mname);
 	plan_free(plan);

@@ -33,6 +33,7 @@ typedef struct Build {
 	const Target *tg[MAXTARGET];
 	CodegenSm sm[MAXTARGET];
 	Module *mods[MAXTARGET];
+	int *origin[MAXTARGET];     /* per func of mods[t]: the func it copies (group_expand) */
 	Job *jobs; int njobs;
 	struct { const Func *f; int job; } *kmap; int nkmap;   /* kernel func -> job */
 	char ptxas[4096];           /* "" when none */

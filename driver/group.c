@@ -220,11 +220,24 @@ copy_step(Module *dst, const Func *f, const char *from, const char *fqn)
 	return c;
 }
 
-void
-group_expand(Module *m, const Plan *plan, const LayerGroups *g)
+/* origin[k] = k for every func of m (nothing was copied) */
+static void
+origin_self(const Module *m, int **origin)
 {
-	if (!g->on)
+	if (!origin)
 		return;
+	*origin = xcalloc((size_t)m->nfn + 1, sizeof **origin);
+	for (int k = 0; k < m->nfn; k++)
+		(*origin)[k] = k;
+}
+
+void
+group_expand(Module *m, const Plan *plan, const LayerGroups *g, int **origin)
+{
+	if (!g->on) {
+		origin_self(m, origin);
+		return;
+	}
 	NameTab step;
 	Module *out = ir_module_new();
 	int cur = 0;
@@ -237,6 +250,9 @@ group_expand(Module *m, const Plan *plan, const LayerGroups *g)
 	 * kernels, then its step func, in model order */
 	Func **order = xcalloc((size_t)m->nfn + (size_t)plan->nlayers + 1, sizeof *order);
 	bool *moved = xcalloc((size_t)m->nfn + 1, 1);
+	/* per func of m: where it lands in order; per slot of order: its origin */
+	int *at = xcalloc((size_t)m->nfn + 1, sizeof *at);
+	int *orig = xcalloc((size_t)m->nfn + (size_t)plan->nlayers + 1, sizeof *orig);
 	int n = 0;
 	for (int i = 0; i < plan->nlayers; i++) {
 		const char *fqn = plan->layers[i].linear->fqn;
@@ -246,9 +262,11 @@ group_expand(Module *m, const Plan *plan, const LayerGroups *g)
 				continue;       /* not matched by --layer */
 			for (; cur < s; cur++)
 				if (!moved[cur]) {
+					at[cur] = orig[n] = n;
 					order[n++] = m->fn[cur];
 					moved[cur] = true;
 				}
+			at[s] = orig[n] = n;
 			order[n++] = m->fn[s];
 			moved[s] = true;
 			cur = s + 1;
@@ -257,12 +275,20 @@ group_expand(Module *m, const Plan *plan, const LayerGroups *g)
 			int s = ir_names_get(&step, rfqn);
 			if (s < 0)
 				die("group: no step func @%s for layer %s", rfqn, fqn);
+			orig[n] = at[s];   /* the representative comes first in model order */
 			order[n++] = copy_step(out, m->fn[s], rfqn, fqn);
 		}
 	}
 	for (int k = 0; k < m->nfn; k++)
-		if (!moved[k])
+		if (!moved[k]) {
+			orig[n] = n;
 			order[n++] = m->fn[k];
+		}
+	free(at);
+	if (origin)
+		*origin = orig;
+	else
+		free(orig);
 	/* out only allocated the copies; m takes every func, in order */
 	free(out->fn);
 	out->fn = NULL, out->nfn = out->cfn = 0;

@@ -20,8 +20,10 @@ int group_layers(const Plan *, const char *pattern, LayerGroups *);
 /* The funcs of the representatives only (everything when off). */
 Module *group_lower(const Plan *, const char *pattern, const LayerGroups *);
 /* After the passes: every other layer's step func, copied from its
- * representative's, in model order; dedupe's call counts redone. */
-void group_expand(Module *, const Plan *, const LayerGroups *);
+ * representative's, in model order; dedupe's call counts redone. When
+ * origin is not NULL, *origin is malloc'ed: per func of the module, the
+ * index of the func it is a copy of (an earlier one), else its own. */
+void group_expand(Module *, const Plan *, const LayerGroups *, int **origin);
 void group_free(LayerGroups *);
 
 #endif

@@ -259,12 +259,12 @@ find_kernel(cJSON *ks, const char *name)
 	return NULL;
 }
 
-/* Each layer's "stats": the sum over its steps' kernels. */
+/* Each layer class's "stats": the sum over its steps' kernels. */
 static void
-layer_stats(cJSON *layers, cJSON *ks, long m, double tot[3])
+class_stats(cJSON *classes, cJSON *ks, long m)
 {
 	cJSON *l;
-	cJSON_ArrayForEach(l, layers) {
+	cJSON_ArrayForEach(l, classes) {
 		double t[3] = {0, 0, 0};
 		const cJSON *st;
 		cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(l, "steps")) {
@@ -276,9 +276,20 @@ layer_stats(cJSON *layers, cJSON *ks, long m, double tot[3])
 		}
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "stats");
 		add_totals(cJSON_AddObjectToObject(l, "stats"), m, t[0], t[1], t[2]);
-		if (tot)
-			for (int i = 0; i < 3; i++)
-				tot[i] += t[i];
+	}
+}
+
+/* The step's totals: the layers' classes' stats, summed. */
+static void
+layer_totals(const cJSON *layers, cJSON *classes, double tot[3])
+{
+	const cJSON *l;
+	cJSON_ArrayForEach(l, layers) {
+		const cJSON *c = cJSON_GetArrayItem(classes, (int)num(l, "class", -1));
+		const cJSON *s = c ? cJSON_GetObjectItemCaseSensitive(c, "stats") : NULL;
+		tot[0] += (double)num(s, "read_bytes", 0);
+		tot[1] += (double)num(s, "write_bytes", 0);
+		tot[2] += (double)num(s, "min_bytes", 0);
 	}
 }
 
@@ -299,10 +310,9 @@ stats_manifest(const char *text, const char *dir, long m, FILE *out)
 			return NULL;
 		}
 	double tot[3] = {0, 0, 0};
-	layer_stats(cJSON_GetObjectItemCaseSensitive(root, "layers"), ks, m, tot);
-	cJSON *tl = cJSON_GetObjectItemCaseSensitive(root, "target_layers"), *t;
-	cJSON_ArrayForEach(t, tl)
-		layer_stats(t, ks, m, NULL);
+	cJSON *cls = cJSON_GetObjectItemCaseSensitive(root, "layer_classes");
+	class_stats(cls, ks, m);
+	layer_totals(cJSON_GetObjectItemCaseSensitive(root, "layers"), cls, tot);
 	cJSON_DeleteItemFromObjectCaseSensitive(root, "stats");
 	cJSON *s = cJSON_AddObjectToObject(root, "stats");
 	add_totals(s, m, tot[0], tot[1], tot[2]);

@@ -18,7 +18,7 @@
 #include "rt.h"
 #include "precc/version.h"
 
-#define MANIFEST_FORMAT 1
+#define MANIFEST_FORMAT 2   /* 2: layers name their layer_classes entry */
 
 typedef struct Ctx {
 	const char *file;         /* "DIR/manifest.json" */
@@ -513,8 +513,10 @@ static int find_buffer(const rt_layer *l, const char *name)
 
 static long gcd(long a, long b) { while (b) { long t = a % b; a = b; b = t; } return a; }
 
+/* A layer: its FQN, and its body (buffers, steps, updates) inline or in
+ * layer_classes[class], which layers that lower alike share. */
 static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
-                      rt_layer *l)
+                      const json *classes, rt_layer *l)
 {
 	char path[600];
 	const json *bufs, *steps, *ups;
@@ -526,6 +528,20 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 	if (!(l->fqn = need_str(c, j, path, "fqn")))
 		return -1;
 	snprintf(path, sizeof path, "layers[%d] '%.400s'", idx, l->fqn);
+	if (json_get(j, "class")) {
+		long ci;
+		if (!classes)
+			return bad(c, j, "%s: 'class' given, but the manifest has no "
+			           "'layer_classes'", path);
+		if (need_long(c, j, path, "class", 0, (long)classes->n - 1, &ci))
+			return -1;
+		j = classes->item[ci];
+		snprintf(path, sizeof path, "layers[%d] '%.400s' (layer_classes[%ld])",
+		         idx, l->fqn, ci);
+		if (j->kind != JSON_OBJ)
+			return bad(c, j, "%s is %s, expected an object", path,
+			           json_kind_name(j->kind));
+	}
 	if (!(bufs = need(c, j, path, "buffers", JSON_ARR)) ||
 	    !(steps = need(c, j, path, "steps", JSON_ARR)))
 		return -1;
@@ -883,17 +899,25 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 		if (!(a->layer = calloc(ls->n + 1, sizeof *a->layer)))
 			return bad(c, ls, "out of memory");
 	}
+	const json *cls = json_get(m, "layer_classes");
+	if (cls && cls->kind != JSON_ARR)
+		return bad(c, cls, "'layer_classes' is %s, expected an array",
+		           json_kind_name(cls->kind));
+	NameTab fqns;            /* a hash: DeepSeek-V3 has 45,091 layers */
+	ir_names_init(&fqns, ls->n);
 	for (size_t i = 0; i < ls->n; i++) {
 		a->nlayer++;
-		if (read_layer(c, a, ls->item[i], (int)i, &a->layer[i]))
+		if (read_layer(c, a, ls->item[i], (int)i, cls, &a->layer[i]) ||
+		    (ir_names_put(&fqns, a->layer[i].fqn, (int)i) >= 0 &&
+		     bad(c, ls->item[i], "layers[%zu]: a second layer named '%s'", i,
+		         a->layer[i].fqn))) {
+			ir_names_free(&fqns);
 			return -1;
-		for (size_t j = 0; j < i; j++)
-			if (strcmp(a->layer[j].fqn, a->layer[i].fqn) == 0)
-				return bad(c, ls->item[i], "layers[%zu]: a second layer named "
-				           "'%s'", i, a->layer[i].fqn);
+		}
 		for (int s = 0; s < a->layer[i].nstep; s++)
 			a->kern[a->layer[i].step[s].kernel].used = 1;
 	}
+	ir_names_free(&fqns);
 #ifdef PRECC_HAVE_CUDA_H
 	if (rt->backend == PRECC_BACKEND_CUDA)
 		for (int i = 0; i < a->nkern; i++)

@@ -17,6 +17,14 @@ ELEM_BYTES = {"f32": 4, "tf32": 4, "f16": 2, "bf16": 2}
 _TYPE = re.compile(r"^([a-z0-9]+)\[([^\]]*)\](\{[^}]*\})?$")
 
 
+def layer_body(manifest, layer):
+    """A manifest layer's buffers, steps and updates: its layer_classes entry,
+    or the layer itself when it carries them inline (docs/artifacts.md)."""
+    if "class" in layer:
+        return manifest["layer_classes"][layer["class"]]
+    return layer
+
+
 class Dim:
     """One dimension of a buffer type: an integer, M, or M/k (M is a
     multiple of k: the layer's m_multiple)."""
@@ -214,7 +222,7 @@ class Runtime:
         t = self.info["target"]
         if man.get("targets") and t != man["targets"][0]:
             layers = man.get("target_layers", {}).get(t, layers)
-        return {l["fqn"]: l.get("updates", []) for l in layers}
+        return {l["fqn"]: layer_body(man, l).get("updates", []) for l in layers}
 
     def layer(self, fqn):
         l = self.by_fqn.get(fqn)

@@ -140,6 +140,8 @@ static int run_direct(const json *man, const char *fqn, long m, void **buf,
 			l = layers->item[i];
 	if (!l)
 		return -1;
+	if (json_get(l, "class"))
+		l = json_get(man, "layer_classes")->item[(size_t)json_get(l, "class")->num];
 	const json *bufs = json_get(l, "buffers"), *steps = json_get(l, "steps");
 #define BUF(name) buf_index(bufs, name)
 	for (size_t s = 0; s < steps->n; s++) {
@@ -386,13 +388,23 @@ static void test_manifest(const char *inputs)
 {
 	precc_rt *rt = precc_rt_open_backend(PRECC_BACKEND_CPU, NULL, 0);
 
-	CHECK_STR(load_edited(inputs, "\"precc_manifest\": 1", "\"precc_manifest\": 1"), "");
+	CHECK_STR(load_edited(inputs, "\"precc_manifest\": 2", "\"precc_manifest\": 2"), "");
 	CHECK_STR(load_edited(inputs, "\"precc_version\": \"0.1.0\"", "\"precc_version\": \"0.2.0\""),
-	          "/manifest.json:3:20: error: written by precc 0.2.0 (manifest format 1); "
-	          "this precc_rt is precc 0.1.0 (manifest format 1): rebuild the artifacts with precc 0.1.0");
-	CHECK_STR(load_edited(inputs, "\"precc_manifest\": 1", "\"precc_manifest\": 2"),
-	          "/manifest.json:2:21: error: written by precc 0.1.0 (manifest format 2); "
-	          "this precc_rt is precc 0.1.0 (manifest format 1): rebuild the artifacts with precc 0.1.0");
+	          "/manifest.json:3:20: error: written by precc 0.2.0 (manifest format 2); "
+	          "this precc_rt is precc 0.1.0 (manifest format 2): rebuild the artifacts with precc 0.1.0");
+	CHECK_STR(load_edited(inputs, "\"precc_manifest\": 2", "\"precc_manifest\": 1"),
+	          "/manifest.json:2:21: error: written by precc 0.1.0 (manifest format 1); "
+	          "this precc_rt is precc 0.1.0 (manifest format 2): rebuild the artifacts with precc 0.1.0");
+	/* a layer's body in layer_classes (what precc build writes): the class
+	 * must exist */
+	CHECK_STR(load_edited(inputs, "\"fqn\": \"model.layers.0.mlp.up_proj\",",
+	                      "\"fqn\": \"model.layers.0.mlp.up_proj\", \"class\": 0,"),
+	          "/manifest.json:436:5: error: layers[1] 'model.layers.0.mlp.up_proj': 'class' given, "
+	          "but the manifest has no 'layer_classes'");
+	CHECK_STR(load_edited(inputs, "\"layers\": [",
+	                      "\"layer_classes\": [{\"buffers\": [], \"steps\": []}],\n  \"layers\": ["
+	                      "{\"fqn\": \"a\", \"class\": 0}, {\"fqn\": \"b\", \"class\": 1},"),
+	          "/manifest.json:347:62: error: layers[1] 'b': 'class' is 1, expected an integer in [0, 0]");
 	CHECK_STR(load_edited(inputs, "\"threads\": 256,", ""),
 	          "/manifest.json:17:5: error: kernels[0] 'k_00000000000000a1': missing key 'threads'");
 	CHECK_STR(load_edited(inputs, "\"llvm_version\"", "\"llvm\""),
