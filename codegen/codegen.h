@@ -125,8 +125,17 @@ typedef struct CodegenKernel {
 	int cluster;          /* CTAs per cluster (TMA multicast); 0 or 1: none */
 	int smem;             /* dynamic shared bytes the launch passes (the
 	                         sm_90a GEMM: its stage ring), 0 none */
+	int bulk;             /* the module also holds CG_BULK_ENTRY (delayed
+	                         updates): see below */
 	double llvm_ms;       /* time in LLVM: build, verify, O3, emit */
 } CodegenKernel;
+
+/* A delayed-update module's second entry: void CG_BULK_ENTRY(const u64
+ * *table, i64 rows) runs the update of `rows` layers, one table row each:
+ * nparams pointers in the kernel's param order, then for each output the
+ * state buffer the output is copied over once computed (0: none). Any
+ * 1-D grid (CTA c takes rows c, c + nctaid.x, ...), `threads` per CTA. */
+#define CG_BULK_ENTRY "precc_delayed_update_bulk"
 
 const char *codegen_shape_name(CgShape);
 

@@ -27,6 +27,8 @@ typedef struct E {
 	 * pass_exit); 2 the second pass (grid_amax reads the final amax) */
 	int coop_pass;
 	LLVMBasicBlockRef pass_exit;
+	int bulk;                 /* the delayed update's bulk entry: thread 0
+	                             of every CTA runs the update (k_delayed.c) */
 } E;
 
 static inline LLVMValueRef c32(E *e, uint64_t v) { return LLVMConstInt(e->g->i32, v, 0); }
@@ -108,6 +110,9 @@ int emit_gemm_sm90(E *e);
 
 /* ---- k_delayed.c ------------------------------------------------------- */
 int emit_delayed(E *e);
+/* The second entry of a delayed-update module (CG_BULK_ENTRY): the update
+ * of many layers, a row of pointers per layer; g->fn is left as it was. */
+int emit_delayed_bulk(Cg *g, Kern *k);
 
 /* k_hadamard.c */
 int emit_hadamard(E *e);

@@ -289,5 +289,7 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		LLVMBuildRetVoid(g->b);
 	free(e.ptr);
 	free(e.sc);
+	if (rc == 0 && k->shape == CG_DELAYED_UPDATE && !k->nphase)
+		rc = emit_delayed_bulk(g, k);
 	return rc;
 }

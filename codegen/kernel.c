@@ -414,6 +414,7 @@ fill_info(const Kern *k, CodegenKernel *info)
 	info->sync_words = k->has_sync ? 2 * (k->nphase ? k->nphase : 1) : 0;
 	info->nphases = k->nphase ? k->nphase : 1;
 	info->smem = k->smem;
+	info->bulk = k->shape == CG_DELAYED_UPDATE && !k->nphase;
 	info->ntmap = k->ntmap;
 	for (int i = 0; i < k->ntmap; i++)
 		info->tmap[i] = k->tmap[i];

@@ -32,7 +32,10 @@ fp8_decode_fmt|codegen/ptx_asm.c|codegen.emu|f == PRECC_E4M3 ? CVT_F16X2_E4M3X2 
 cvt_bf16x2_swap|codegen/ptx_asm.c|codegen.emu|#define CVT_BF16X2_F32 "cvt.rn.bf16x2.f32 $0, $2, $1;"|#define CVT_BF16X2_F32 "cvt.rn.bf16x2.f32 $0, $1, $2;"
 barrier_dropped|codegen/emit.c|codegen.emu|	intrin(e, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);|	(void)e;
 margin_sign|codegen/emit_scale.c|codegen.emu|LLVMConstReal(e->g->f64, ldexp(1.0, -margin))|LLVMConstReal(e->g->f64, ldexp(1.0, margin))
-e2m1_tie|codegen/swcvt.c|codegen.swcvt\|codegen.emu|OP2(SW_AND, OP2(SW_EQ, rem, half), OP2(SW_AND, k, K(1)))|OP2(SW_EQ, rem, half)'
+e2m1_tie|codegen/swcvt.c|codegen.swcvt\|codegen.emu|OP2(SW_AND, OP2(SW_EQ, rem, half), OP2(SW_AND, k, K(1)))|OP2(SW_EQ, rem, half)
+bulk_no_commit|codegen/k_delayed.c|codegen.emu|begin_if(&e, LLVMBuildIsNotNull(b, dst, ""));|begin_if(&e, LLVMConstInt(g->i1, 0, 0));
+bulk_row_stride|codegen/k_delayed.c|codegen.emu|c64(&e, (uint64_t)width * 8)|c64(&e, (uint64_t)width * 4)
+bulk_one_cta|codegen/k_delayed.c|codegen.emu|	if (!e->bulk)     /* the per-layer kernel: one CTA does it */|	if (1)'
 
 survivors=0
 stale=0

@@ -261,12 +261,37 @@ typedef struct ConstGlob { const void *p; size_t bytes; const char *name; } Cons
 static ConstGlob const_glob[16];
 static int nconst_glob;
 
+/* wrap: void NAME(ptr args) calling kfn with args[i] (see jit) */
+static void
+wrap_entry(LLVMModuleRef mod, LLVMBuilderRef b, LLVMValueRef kfn, const char *name)
+{
+	LLVMContextRef cx = LLVMGetModuleContext(mod);
+	LLVMTypeRef pt = LLVMPointerTypeInContext(cx, 0), i64 = LLVMInt64TypeInContext(cx);
+	LLVMTypeRef kty = LLVMGlobalGetValueType(kfn);
+	LLVMValueRef wrap = LLVMAddFunction(mod, name,
+	                                    LLVMFunctionType(LLVMVoidTypeInContext(cx), &pt, 1, 0));
+	LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(cx, wrap, "entry"));
+	unsigned np = LLVMCountParams(kfn);
+	LLVMValueRef kargs[64];
+	for (unsigned i = 0; i < np && i < 64; i++) {
+		LLVMValueRef ix = LLVMConstInt(i64, i, 0);
+		LLVMValueRef slotp = LLVMBuildGEP2(b, pt, LLVMGetParam(wrap, 0), &ix, 1, "");
+		LLVMTypeRef ty = LLVMTypeOf(LLVMGetParam(kfn, i));
+		LLVMValueRef v = LLVMBuildLoad2(b, pt, slotp, "");
+		kargs[i] = ty == pt ? v : LLVMBuildLoad2(b, ty, v, "");
+	}
+	LLVMBuildCall2(b, kty, kfn, kargs, np, "");
+	LLVMBuildRetVoid(b);
+}
+
+/* The bulk entry of the last module jit compiled (CG_BULK_ENTRY), or NULL. */
+static void (*jit_bulk)(void **);
+
 static void (*jit(LLVMModuleRef mod, LLVMValueRef kfn, LLVMExecutionEngineRef *ee,
                   const char *file))(void **)
 {
 	LLVMContextRef cx = LLVMGetModuleContext(mod);
 	LLVMBuilderRef b = LLVMCreateBuilderInContext(cx);
-	LLVMTypeRef pt = LLVMPointerTypeInContext(cx, 0), i64 = LLVMInt64TypeInContext(cx);
 	char *msg = NULL;
 
 	*ee = NULL;
@@ -285,21 +310,12 @@ static void (*jit(LLVMModuleRef mod, LLVMValueRef kfn, LLVMExecutionEngineRef *e
 		}
 	}
 	emu_instrument(mod, kfn);
-	LLVMTypeRef kty = LLVMGlobalGetValueType(kfn);
-	LLVMValueRef wrap = LLVMAddFunction(mod, "precc_emu_entry",
-	                                    LLVMFunctionType(LLVMVoidTypeInContext(cx), &pt, 1, 0));
-	LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(cx, wrap, "entry"));
-	unsigned np = LLVMCountParams(kfn);
-	LLVMValueRef kargs[64];
-	for (unsigned i = 0; i < np && i < 64; i++) {
-		LLVMValueRef ix = LLVMConstInt(i64, i, 0);
-		LLVMValueRef slotp = LLVMBuildGEP2(b, pt, LLVMGetParam(wrap, 0), &ix, 1, "");
-		LLVMTypeRef ty = LLVMTypeOf(LLVMGetParam(kfn, i));
-		LLVMValueRef v = LLVMBuildLoad2(b, pt, slotp, "");
-		kargs[i] = ty == pt ? v : LLVMBuildLoad2(b, ty, v, "");
+	wrap_entry(mod, b, kfn, "precc_emu_entry");
+	LLVMValueRef bulk = LLVMGetNamedFunction(mod, CG_BULK_ENTRY);
+	if (bulk) {
+		emu_instrument(mod, bulk);
+		wrap_entry(mod, b, bulk, "precc_emu_entry_bulk");
 	}
-	LLVMBuildCall2(b, kty, kfn, kargs, np, "");
-	LLVMBuildRetVoid(b);
 	char *triple = LLVMGetDefaultTargetTriple();
 	LLVMSetTarget(mod, triple);
 	LLVMDisposeMessage(triple);
@@ -344,12 +360,16 @@ static void (*jit(LLVMModuleRef mod, LLVMValueRef kfn, LLVMExecutionEngineRef *e
 			const_glob[nconst_glob++] = (ConstGlob){(const void *)(uintptr_t)a,
 				(size_t)LLVMABISizeOfType(td, LLVMGlobalGetValueType(gv)), name};
 	}
+	jit_bulk = bulk ? (void (*)(void **))(uintptr_t)LLVMGetFunctionAddress(*ee,
+	                                                 "precc_emu_entry_bulk") : NULL;
 	return (void (*)(void **))(uintptr_t)LLVMGetFunctionAddress(*ee, "precc_emu_entry");
 fail:
 	LLVMDisposeBuilder(b);
 	LLVMDisposeModule(mod);
 	return NULL;
 }
+
+static int check_bulk(const Func *f, const CodegenKernel *info, const char *file);
 
 /* Run one kernel on the host and against the interpreter; 0 if equal. */
 /* the target the kernels are generated for: sm_90, or --target sm_90a
@@ -572,6 +592,12 @@ check_kernel(const Func *f, const char *file)
 	}
 	if (emu_break)
 		goto done;
+	if (rc == 0 && info.bulk && (!jit_bulk || check_bulk(f, &info, file))) {
+		if (!jit_bulk)
+			printf("FAIL %s: the kernel says it has %s, the module does not\n", file,
+			       CG_BULK_ENTRY);
+		rc = -1;
+	}
 	printf("%s %-18s %-16s M=%-4ld %d threads, grid %ux%u%s, %d outputs equal\n",
 	       rc ? "FAIL" : "ok  ", file, info.nphases > 1 ? "fused" : codegen_shape_name(info.shape),
 	       info.has_m ? M : 0, info.threads, gx, gy, info.cooperative ? " cooperative" : "", nout);
@@ -582,6 +608,128 @@ done:
 	if (ee)
 		LLVMDisposeExecutionEngine(ee);
 	cg_dispose(&g);
+	return rc;
+}
+
+/* The bulk entry of a delayed update (codegen/k_delayed.c) on BULK_ROWS
+ * layers with data of their own, two CTAs looping over them, against the
+ * interpreter run and committed (ir_interp_commit) per layer: every
+ * output, and every state buffer its update copies over. Row 1 commits
+ * nothing (its destinations are 0): its state must stay as it was. */
+enum { BULK_ROWS = 3 };
+
+static int
+check_bulk(const Func *f, const CodegenKernel *info, const char *file)
+{
+	int np = info->nparams, nout = 0, rc = -1, w;
+	void *raw[BULK_ROWS][32] = {{0}}, *orig[BULK_ROWS][32] = {{0}}, *pre[BULK_ROWS][32] = {{0}};
+	size_t bytes[32];
+	IrInterp *ip[BULK_ROWS] = {0};
+	uint64_t *table = NULL;
+	char err[512];
+
+	for (int i = 0; i < np; i++)
+		nout += ir_def_ins(f, info->param_value[i])->op != OP_param;
+	w = np + nout;
+	table = calloc((size_t)BULK_ROWS * (size_t)w, 8);
+	emu_reset();
+	for (int r = 0; r < BULK_ROWS; r++) {
+		IrInterpOpts io;
+		ir_interp_opts_init(&io);
+		io.m = M;
+		if (!(ip[r] = ir_interp_new(f, &io, err, sizeof err))) {
+			printf("FAIL %s: bulk: interpreter: %s\n", file, err);
+			goto done;
+		}
+		for (int i = 0; i < np; i++) {
+			int v = info->param_value[i];
+			const Type *ty = &f->val[v].type;
+			long rows = ty->rank == 2 ? extent(ty->dim[0]) : 1, cols = extent(ty->dim[ty->rank - 1]);
+			bytes[i] = (size_t)(rows * cols) * precc_interp_elem_bytes(ty->fmt);
+			const Ins *d = ir_def_ins(f, v);
+			if (posix_memalign(&raw[r][i], 64, bytes[i]) || posix_memalign(&orig[r][i], 64, bytes[i])
+			    || posix_memalign(&pre[r][i], 64, bytes[i]))
+				abort();
+			memset(raw[r][i], 0xa5, bytes[i]);
+			if (d->op == OP_param) {
+				Blocks bl = blocks_of(f, v, rows, cols);
+				fill(raw[r][i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, &bl);
+				memcpy(orig[r][i], raw[r][i], bytes[i]);
+				memcpy(pre[r][i], raw[r][i], bytes[i]);
+				if (ir_interp_bind(ip[r], f->val[v].name, orig[r][i], bytes[i])) {
+					printf("FAIL %s: bulk: bind: %s\n", file, ir_interp_error(ip[r]));
+					goto done;
+				}
+			}
+			table[(size_t)r * (size_t)w + (size_t)i] = (uint64_t)(uintptr_t)raw[r][i];
+		}
+		/* each output's destination: the state param an update pairs it
+		 * with (written in place, as the runtime's commit does) */
+		for (int i = 0, o = np; i < np; i++) {
+			int v = info->param_value[i];
+			if (ir_def_ins(f, v)->op == OP_param)
+				continue;
+			for (int n = 0; n < f->nins; n++)
+				if (f->ins[n].op == OP_update && f->ins[n].arg[1] == v && r != 1)
+					for (int q = 0; q < np; q++)
+						if (info->param_value[q] == f->ins[n].arg[0])
+							table[(size_t)r * (size_t)w + (size_t)o] =
+								(uint64_t)(uintptr_t)raw[r][q];
+			o++;
+		}
+		for (int i = 0; i < np; i++)
+			emu_region(raw[r][i], bytes[i], 1, f->val[info->param_value[i]].name);
+		if (ir_interp_run(ip[r]) || (r != 1 && ir_interp_commit(ip[r]))) {
+			printf("FAIL %s: bulk: interpreter: %s\n", file, ir_interp_error(ip[r]));
+			goto done;
+		}
+	}
+	emu_region(table, (size_t)BULK_ROWS * (size_t)w * 8, 0, "table");
+	int64_t rows = BULK_ROWS;
+	void *args[2] = {table, &rows};
+	if (emu_launch(jit_bulk, args, info->threads, 2, 1, 0)) {
+		printf("FAIL %s: bulk: the emulator cannot hold 2 CTAs\n", file);
+		goto done;
+	}
+	int nbad = emu_errors(err, sizeof err);
+	if (nbad) {
+		printf("FAIL %s: bulk: %d failed checks; the first: %s\n", file, nbad, err);
+		goto done;
+	}
+	rc = 0;
+	int changed = 0;
+	for (int r = 0; r < BULK_ROWS; r++)
+		for (int i = 0; i < np; i++) {
+			int v = info->param_value[i];
+			int is_out = ir_def_ins(f, v)->op != OP_param;
+			/* outputs: the interpreter's values; params: as committed
+			 * (row 1: untouched, as its destinations are 0) */
+			const void *want = is_out ? ir_interp_value(ip[r], v) : orig[r][i];
+			if (!is_out && r != 1)
+				changed += memcmp(pre[r][i], orig[r][i], bytes[i]) != 0;
+			if (memcmp(want, raw[r][i], bytes[i])) {
+				printf("FAIL %s: bulk: row %d: %%%s differs from the interpreter's%s\n", file,
+				       r, f->val[v].name, is_out ? "" : " committed state");
+				rc = -1;
+			}
+		}
+	if (rc == 0 && !changed) {
+		printf("FAIL %s: bulk: no commit changed any state: the check proves nothing\n", file);
+		rc = -1;
+	}
+	if (rc == 0)
+		printf("ok   %s bulk: %d layers on 2 CTAs, outputs and committed state (%d "
+		       "buffers changed) equal\n", file, BULK_ROWS, changed);
+done:
+	for (int r = 0; r < BULK_ROWS; r++) {
+		for (int i = 0; i < 32; i++) {
+			free(raw[r][i]);
+			free(orig[r][i]);
+			free(pre[r][i]);
+		}
+		ir_interp_free(ip[r]);
+	}
+	free(table);
 	return rc;
 }
 
