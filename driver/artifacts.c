@@ -165,6 +165,8 @@ kernel_json(Build *b, Job *j)
 	cJSON_AddStringToObject(k, "name", j->name);
 	cJSON_AddStringToObject(k, "shape", codegen_shape_name(in->shape));
 	cJSON_AddStringToObject(k, "entry", in->name);
+	if (in->bulk)         /* the update of many layers in one launch */
+		cJSON_AddStringToObject(k, "bulk_entry", CG_BULK_ENTRY);
 	cJSON_AddStringToObject(k, "target", b->tg[j->t]->name);
 	cJSON_AddStringToObject(k, "func", f->name);
 	cJSON_AddNumberToObject(k, "threads", in->threads);

@@ -357,6 +357,8 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 	    need_long(c, j, path, "threads", 1, RT_MAX_THREADS, &x))
 		return -1;
 	k->threads = (int)x;
+	if (json_get(j, "bulk_entry") && !(k->bulk_entry = need_str(c, j, path, "bulk_entry")))
+		return -1;
 	if (need_bool(c, j, path, "has_m", &k->has_m) ||
 	    need_bool(c, j, path, "has_seed", &k->has_seed))
 		return -1;
@@ -707,6 +709,13 @@ static int load_cuda(Ctx *c, precc_rt *rt, rt_artifact *a, const json *jk,
 		rt_error("out of memory");
 		return -1;
 	}
+	if (k->bulk_entry &&
+	    (!(k->kbulk = calloc(1, sizeof *k->kbulk)) ||
+	     rt_cuda_kernel(rt, k->cumod, k->bulk_entry, k->kbulk))) {
+		if (!k->kbulk)
+			rt_error("out of memory");
+		return -1;
+	}
 	if (rt_cuda_kernel(rt, k->cumod, k->entry, k->k) ||
 	    (k->smem && rt_cuda_kernel_reserve_smem(rt, k->k, k->smem)) ||
 	    rt_kernel_launchable(rt, k))
@@ -945,6 +954,7 @@ void rt_artifact_free(precc_rt *rt, rt_artifact *a)
 		if (k->cumod && rt->backend == PRECC_BACKEND_CUDA)
 			rt_cuda_module_unload(rt, k->cumod);
 		free(k->k);
+		free(k->kbulk);
 #endif
 		for (int p = 0; p < k->nparam; p++) {
 			free(k->param[p].name);
@@ -954,6 +964,7 @@ void rt_artifact_free(precc_rt *rt, rt_artifact *a)
 		free(k->name);
 		free(k->shape);
 		free(k->entry);
+		free(k->bulk_entry);
 		free(k->ir);
 		free(k->zero);
 		free(k->abi_value);

@@ -746,3 +746,77 @@ int precc_rt_model_state_init(precc_rt *rt, void *state)
 	}
 	return 0;
 }
+
+/* The commit of a layer as rows of a bulk-update table (commit_bulk.c):
+ * per commit step, its kernel and a row of its params bound to saved and
+ * state, then per output the state buffer that an update copies it over
+ * (NULL: none). The rows do the whole commit, steps and updates, or the
+ * layer is refused. rows NULL: only count (and size) them. */
+int rt_commit_rows(precc_rt *rt, int layer, long m, void *saved, void *state,
+                   rt_commit_row *rows, int max)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+	precc_layer_ptrs p = {0};
+	int n = 0, covered = 0;
+
+	if (!(s = need_split(rt, layer, &l)))
+		return -1;
+	if (!s->has_state)
+		return 0;
+	if (rows) {
+		if (rt_check_m(l, m, (void *const *)s->ptr) ||
+		    regions(l, s, m, saved, state, NULL, NULL))
+			return -1;
+		p.saved = saved;
+		p.state = state;
+		bind(l, s, m, &p, s->ptr);
+	}
+	for (int st = 0; st < l->nstep; st++) {
+		const rt_kdesc *k = &rt->art->kern[l->step[st].kernel];
+		int nout = 0, w;
+		if (s->phase[st] != PH_COMMIT)
+			continue;
+		for (int q = 0; q < k->nparam; q++)
+			nout += k->param[q].out;
+		w = k->nparam + nout;
+		if (n == max || w > RT_BULK_WIDTH) {
+			rt_error("plan: layer '%s': its commit is %s for one bulk update", l->fqn,
+			         n == max ? "too many steps" : "too wide");
+			return -1;
+		}
+		if (rows) {
+			if (rt_check_step(rt, l, st, m, s->ptr, NULL))
+				return -1;
+			rt_commit_row *r = &rows[n];
+			r->kernel = l->step[st].kernel;
+			r->width = w;
+			int o = k->nparam;
+			for (int q = 0; q < k->nparam; q++) {
+				int b = l->step[st].arg[q];
+				r->p[q] = s->ptr[b];
+				if (!k->param[q].out)
+					continue;
+				r->p[o] = NULL;
+				for (int u = 0; u < l->nupdate; u++)
+					if (l->update[u][1] == b) {
+						r->p[o] = s->ptr[l->update[u][0]];
+						covered++;
+					}
+				o++;
+			}
+		} else {
+			for (int q = 0; q < k->nparam; q++)
+				for (int u = 0; u < l->nupdate; u++)
+					covered += k->param[q].out && l->update[u][1] == l->step[st].arg[q];
+		}
+		n++;
+	}
+	if (covered != l->nupdate) {
+		rt_error("plan: layer '%s': %d of its %d state updates are not outputs of its "
+		         "commit steps, so no bulk update can do them", l->fqn,
+		         l->nupdate - covered, l->nupdate);
+		return -1;
+	}
+	return n;
+}

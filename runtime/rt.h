@@ -103,6 +103,8 @@ enum { RT_MAXTMAP = 4 };
 
 typedef struct rt_kdesc {
 	char *name, *shape, *entry, *ir;
+	char *bulk_entry;         /* optional: a delayed update's many-layer
+	                             entry (ptr table, i64 rows), or NULL */
 	int threads;
 	int tiled, data;          /* data: index into param */
 	long elems_per_cta, tile_rows, tile_cols, m_multiple;
@@ -125,6 +127,7 @@ typedef struct rt_kdesc {
 #ifdef PRECC_HAVE_CUDA_H
 	CUmodule cumod;
 	struct rt_kernel *k;
+	struct rt_kernel *kbulk;  /* bulk_entry's function, or NULL */
 	CUdeviceptr sync;         /* sync_words u32 of device memory */
 #endif
 } rt_kdesc;
@@ -171,6 +174,19 @@ const rt_layer *rt_need_layer(const precc_rt *rt, int layer);
 int rt_check_m(const rt_layer *l, long m, void *const *buffers);
 /* buffer b: not NULL, sizes[b] (when sizes) enough at M, aligned, the
  * backend's kind of memory */
+/* One row of a bulk delayed-update table (commit_bulk.c, layer.c): the
+ * commit step's kernel, its params bound, then per output the state buffer
+ * it commits to (NULL: none). */
+enum { RT_BULK_WIDTH = 48 };
+typedef struct rt_commit_row {
+	int kernel, width;
+	void *p[RT_BULK_WIDTH];
+} rt_commit_row;
+/* The rows of layer's commit at M (at most max; rows NULL: count only),
+ * their number (0: no state), -1 with the error set. */
+int rt_commit_rows(precc_rt *rt, int layer, long m, void *saved, void *state,
+                   rt_commit_row *rows, int max);
+
 int rt_check_buffer(precc_rt *rt, const rt_layer *l, long m,
                     void *const *buffers, const size_t *sizes, int b);
 int rt_check_step(precc_rt *rt, const rt_layer *l, int s, long m,

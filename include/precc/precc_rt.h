@@ -352,13 +352,36 @@ int precc_rt_layer_bind(const precc_rt *rt, int layer, long m,
  * region (amax histories, scales) end to end, each at a 256-byte aligned
  * offset, so a model's delayed-scaling state is one allocation, one copy
  * to checkpoint and one to restore. Pass state + precc_rt_model_state_offset
- * (rt, l) as layer l's state. (Each layer's update is still its own
- * kernel: one launch for all of them is not done.) Layers that cannot be
- * cut take no room. */
+ * (rt, l) as layer l's state. precc_rt_bulk_commit_* below commits all
+ * of them in one launch. Layers that cannot be cut take no room. */
 size_t precc_rt_model_state_bytes(const precc_rt *rt);
 size_t precc_rt_model_state_offset(const precc_rt *rt, int layer);
 /* precc_rt_layer_state_init for every layer of that buffer. 0 or -1. */
 int precc_rt_model_state_init(precc_rt *rt, void *state);
+
+/* The commit of many layers in one launch per distinct update kernel (one
+ * for the shipped delayed-scaling recipes), where precc_rt_commit costs a
+ * launch per layer and a copy per state buffer: every layer's update runs
+ * in a CTA of its own and copies its results over its state (TE's bulk
+ * amax_and_scale_update). The table holds each layer's pointers: device
+ * memory of precc_rt_bulk_commit_table_bytes on cuda (host memory on
+ * cpu), written once by _new (a synchronous copy), so that the saved and
+ * state regions of each layer must stay where they were. _run only
+ * launches (cpu: runs precc_rt_commit per layer, skipped steps included):
+ * no allocation, no host sync, capturable in a CUDA graph. Layers without
+ * state are left out. */
+typedef struct precc_rt_bulk_commit precc_rt_bulk_commit;
+size_t precc_rt_bulk_commit_table_bytes(precc_rt *rt, int nlayers, const int *layers);
+precc_rt_bulk_commit *precc_rt_bulk_commit_new(precc_rt *rt, int nlayers, const int *layers,
+                                               long m, void *const *saved,
+                                               void *const *state, void *table,
+                                               size_t table_bytes);
+/* 0, or -1 with the error set. */
+int precc_rt_bulk_commit_run(precc_rt *rt, precc_rt_bulk_commit *bc, void *stream);
+/* The launches one _run makes on cuda, and the layers it commits. */
+int precc_rt_bulk_commit_launches(const precc_rt_bulk_commit *bc);
+int precc_rt_bulk_commit_layers(const precc_rt_bulk_commit *bc);
+void precc_rt_bulk_commit_free(precc_rt_bulk_commit *bc);
 
 /* The phase precc_rt_forward/backward/commit runs step `step` of layer
  * in: 0 forward, 1 backward, 2 commit; -1 when out of range or the layer

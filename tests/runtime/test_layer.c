@@ -216,6 +216,85 @@ static void test_one_layer(precc_rt *rt, int l, long m, int delayed)
 	free(bufB);
 }
 
+/* The bulk commit (runtime/commit_bulk.c) of every layer with state,
+ * after forward + backward of each on its own saved region, against
+ * precc_rt_commit per layer on a copy of the same state: the model's
+ * state equal byte for byte, one launch per distinct update kernel, every
+ * table row pointing into its layer's regions; and what bad arguments get. */
+static void test_bulk_commit(precc_rt *rt)
+{
+	int n = precc_rt_layer_count(rt), *layers = calloc((size_t)n, sizeof *layers);
+	void **sv = calloc((size_t)n, sizeof *sv), **st1 = calloc((size_t)n, sizeof *st1);
+	void **st2 = calloc((size_t)n, sizeof *st2);
+	size_t total = precc_rt_model_state_bytes(rt);
+	char *all1 = zalloc(total), *all2 = zalloc(total);
+	long m = 64;
+	int nl = 0;
+
+	CHECK(precc_rt_model_state_init(rt, all1) == 0);
+	for (int l = 0; l < n; l++) {
+		precc_layer_sizes sz;
+		if (precc_rt_layer_sizes(rt, l, m, &sz) || !sz.has_state)
+			continue;
+		void *x = fill(sz.x_format, m * sz.k, 1.0f + (float)l);
+		void *w = fill(sz.w_format, sz.n * sz.k, 0.25f);
+		void *dy = fill(sz.dy_format, m * sz.n, 0.01f * (float)(l + 1));
+		void *y = zalloc((size_t)m * sz.n * 4), *dx = zalloc((size_t)m * sz.k * 4);
+		void *dw = zalloc((size_t)sz.n * sz.k * 4), *wk = zalloc(sz.workspace_bytes);
+		layers[nl] = l;
+		sv[nl] = zalloc(sz.saved_bytes);
+		st1[nl] = all1 + precc_rt_model_state_offset(rt, l);
+		st2[nl] = all2 + precc_rt_model_state_offset(rt, l);
+		CHECK(precc_rt_forward(rt, l, m, x, w, NULL, y, sv[nl], st1[nl], wk, 1, NULL) == 0);
+		CHECK(precc_rt_backward(rt, l, m, x, w, dy, dx, dw, NULL, sv[nl], st1[nl], wk, 1,
+		                        NULL) == 0);
+		nl++;
+		free(x); free(w); free(dy); free(y); free(dx); free(dw); free(wk);
+	}
+	memcpy(all2, all1, total);
+	size_t tb = precc_rt_bulk_commit_table_bytes(rt, nl, layers);
+	void *table = zalloc(tb);
+	CHECK(nl > 2 && tb > 0);
+	/* bad input: a table too small, none, misaligned */
+	CHECK(precc_rt_bulk_commit_new(rt, nl, layers, m, sv, st2, table, tb - 8) == NULL);
+	CHECK(strstr(precc_rt_last_error(), "needs") != NULL);
+	CHECK(precc_rt_bulk_commit_new(rt, nl, layers, m, sv, st2, NULL, tb) == NULL);
+	CHECK(precc_rt_bulk_commit_new(rt, nl, layers, m, sv, st2, (char *)table + 8, tb) == NULL);
+	CHECK(strstr(precc_rt_last_error(), "aligned") != NULL);
+	precc_rt_bulk_commit *bc = precc_rt_bulk_commit_new(rt, nl, layers, m, sv, st2, table, tb);
+	if (!bc)
+		fprintf(stderr, "bulk: %s\n", precc_rt_last_error());
+	CHECK(bc != NULL);
+	if (bc) {
+		CHECK(precc_rt_bulk_commit_layers(bc) == nl);
+		CHECK(precc_rt_bulk_commit_launches(bc) == 1);   /* tiny: one update kernel */
+		/* every pointer of the table in the layers' saved or state regions */
+		const uint64_t *t = table;
+		int inside = 0, words = (int)(tb / 8);
+		for (int i = 0; i < words; i++)
+			for (int j = 0; j < nl; j++) {
+				precc_layer_sizes sz;
+				precc_rt_layer_sizes(rt, layers[j], m, &sz);
+				uintptr_t p = (uintptr_t)t[i], a = (uintptr_t)sv[j], b = (uintptr_t)st2[j];
+				if ((p >= a && p < a + sz.saved_bytes) || (p >= b && p < b + sz.state_bytes)) {
+					inside++;
+					break;
+				}
+			}
+		CHECK(inside == words);
+		for (int i = 0; i < nl; i++)
+			CHECK(precc_rt_commit(rt, layers[i], m, sv[i], st1[i], NULL) == 0);
+		CHECK(precc_rt_bulk_commit_run(rt, bc, NULL) == 0);
+		CHECK(memcmp(all1, all2, total) == 0);
+		printf("bulk commit: %d layers, %zu table bytes, %d launch; state equal to "
+		       "per-layer commits\n", nl, tb, precc_rt_bulk_commit_launches(bc));
+		precc_rt_bulk_commit_free(bc);
+	}
+	for (int i = 0; i < nl; i++)
+		free(sv[i]);
+	free(sv); free(st1); free(st2); free(all1); free(all2); free(table); free(layers);
+}
+
 /* Inputs/plan's layers are quantize steps only: two outputs of the
  * forward, no weight, so they are refused (run_layer still runs them). */
 static int test_refuse(const char *inputs)
@@ -290,6 +369,50 @@ static int test_fake(const char *dir, const char *lib)
 		void *b[] = {st, sv, wk, x, w, y, dy, dx, dw};
 		for (int i = 0; i < 9; i++)
 			precc_rt_free(rt, b[i]);
+	}
+	/* the bulk commit of both layers: one launch of the bulk entry, a CTA
+	 * per layer, its params the table and the row count; nothing blocks */
+	{
+		const unsigned *(*last)(void) = (const unsigned *(*)(void))dlsym(h, "fake_cuda_last_launch");
+		void (*record)(int) = (void (*)(int))dlsym(h, "fake_cuda_record_params");
+		const uint64_t *(*params)(void) = (const uint64_t *(*)(void))dlsym(h, "fake_cuda_last_params");
+		int layers[2] = {0, 1};
+		void *sv[2], *st[2], *mem[16];
+		int nm = 0;
+		long m = 128;
+		CHECK(last && record && params);
+		for (int l = 0; l < 2 && last; l++) {
+			precc_layer_sizes sz;
+			CHECK(precc_rt_layer_sizes(rt, l, m, &sz) == 0);
+			mem[nm++] = st[l] = precc_rt_malloc(rt, sz.state_bytes);
+			mem[nm++] = sv[l] = precc_rt_malloc(rt, sz.saved_bytes);
+			void *wk = mem[nm++] = precc_rt_malloc(rt, sz.workspace_bytes);
+			void *x = mem[nm++] = precc_rt_malloc(rt, (size_t)(m * sz.k) * 4);
+			void *w = mem[nm++] = precc_rt_malloc(rt, (size_t)(sz.n * sz.k) * 4);
+			void *y = mem[nm++] = precc_rt_malloc(rt, (size_t)(m * sz.n) * 4);
+			CHECK(precc_rt_layer_state_init(rt, l, st[l]) == 0);
+			CHECK(precc_rt_forward(rt, l, m, x, w, NULL, y, sv[l], st[l], wk, 1, NULL) == 0);
+		}
+		size_t tb = precc_rt_bulk_commit_table_bytes(rt, 2, layers);
+		void *table = mem[nm++] = precc_rt_malloc(rt, tb);
+		precc_rt_bulk_commit *bc = last ? precc_rt_bulk_commit_new(rt, 2, layers, m, sv, st,
+		                                                            table, tb) : NULL;
+		if (!bc)
+			fprintf(stderr, "bulk: %s\n", precc_rt_last_error());
+		CHECK(bc != NULL);
+		if (bc) {
+			record(2);
+			reset();
+			CHECK(precc_rt_bulk_commit_run(rt, bc, NULL) == 0);
+			printf("bulk commit of 2 layers on cuda: %ld launch (grid %u, %u threads), %ld "
+			       "blocking calls\n", launches(), last()[0], last()[3], blocking());
+			CHECK(launches() == 1 && blocking() == 0 && last()[0] == 2);
+			CHECK(params()[0] == (uint64_t)(uintptr_t)table && params()[1] == 2);
+			precc_rt_bulk_commit_free(bc);
+			record(0);
+		}
+		for (int i = 0; i < nm; i++)
+			precc_rt_free(rt, mem[i]);
 	}
 	precc_rt_close(rt);
 	return finish("runtime.layer.fake");
@@ -433,6 +556,8 @@ int main(int argc, char **argv)
 			test_one_layer(rt, l, mm > 64 ? mm : 64, argc > 2 &&
 			               strcmp(argv[2], "delayed") == 0);
 	}
+	if (argc > 2 && strcmp(argv[2], "delayed") == 0)
+		test_bulk_commit(rt);
 	/* the model's state in one buffer: the layers' regions end to end */
 	{
 		size_t total = precc_rt_model_state_bytes(rt), off = 0;
