@@ -250,12 +250,32 @@ int run_open(Run *r, const char *name, const char *dir, precc_backend be,
 		r->y2 = bmalloc(r, BATCH * DOUT * esize(b->sz.y_format));
 		r->dy2 = bmalloc(r, BATCH * DOUT * esize(b->sz.dy_format));
 		r->dx2 = bmalloc(r, BATCH * HID * esize(b->sz.dx_format));
+		int ls[2] = {a->l, b->l};
+		void *sv[2] = {a->saved, b->saved}, *st[2] = {a->state, b->state};
+		size_t tb = precc_rt_bulk_commit_table_bytes(r->rt, 2, ls);
+		if (!tb && (a->sz.has_state || b->sz.has_state)) {
+			snprintf(err, errsz, "%s: %s", r->dir, precc_rt_last_error());
+			return -1;
+		}
+		if (tb) {
+			r->commit_table = bmalloc(r, tb);
+			r->commit = precc_rt_bulk_commit_new(r->rt, 2, ls, BATCH, sv, st,
+			                                     r->commit_table, tb);
+			if (!r->commit) {
+				snprintf(err, errsz, "%s: %s", r->dir, precc_rt_last_error());
+				return -1;
+			}
+		}
 	}
 	return 0;
 }
 
 void run_close(Run *r)
 {
+	precc_rt_bulk_commit_free(r->commit);
+	r->commit = NULL;
+	if (r->rt && r->commit_table)
+		bfree(r, r->commit_table);
 	for (int i = 0; i < 2; i++) {
 		Linear *L = &r->L[i];
 		if (r->rt) {
@@ -370,11 +390,10 @@ static int grads_precc(Run *r, const float *x, const float *t, double *loss,
 		if (get(r, L->grad, L->sz.dw_format, L->dw, L->n * L->k))
 			return rt_fail(err, errsz, "dW download");
 	}
-	/* delayed scaling: this step's amaxes into the histories, new scales */
-	for (int i = 0; i < 2; i++)
-		if (precc_rt_commit(r->rt, r->L[i].l, BATCH, r->L[i].saved,
-		                    r->L[i].state, NULL) < 0)
-			return rt_fail(err, errsz, "commit");
+	/* delayed scaling: this step's amaxes into the histories, new scales,
+	 * for both layers in one launch (cpu: precc_rt_commit per layer) */
+	if (r->commit && precc_rt_bulk_commit_run(r->rt, r->commit, NULL))
+		return rt_fail(err, errsz, "commit");
 	return 0;
 }
 

@@ -63,6 +63,9 @@ typedef struct Run {
 	Linear L[2];
 	/* backend activations */
 	void *x1, *y1, *x2, *y2, *dy2, *dx2, *dy1;
+	/* delayed scaling's commit of both layers in one launch */
+	void *commit_table;
+	precc_rt_bulk_commit *commit;
 	float *loss;              /* per step, cap entries */
 	long cap, steps;          /* steps done */
 	long nonfinite;           /* steps whose gradients had inf/NaN */
