@@ -5,9 +5,9 @@
 # bandwidth benchmark with a plain C compiler and cuda.h only (no cmake,
 # LLVM or Lua: GPU boxes may lack them), runs the tests, then
 # `precc-run --check` (cuda vs cpu, bit for bit) over every carried
-# artifact directory, then bench_quant_bw, and prints a summary. On a
-# machine with an NVIDIA GPU a skipped GPU test counts as a failure: there
-# it must really run.
+# artifact directory, then bench_quant_bw and bench_commit, and prints a
+# summary. On a machine with an NVIDIA GPU a skipped GPU test counts as a
+# failure: there it must really run.
 #
 #   sh tests/gpu/prepare.sh          first, on a machine with precc built:
 #                                    the artifacts, into tests/gpu/artifacts/
@@ -91,8 +91,10 @@ build_tools() {
 	$CC $CFLAGS runtime/precc_run.c -o "$OUT/precc-run" \
 		"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build precc-run
 	[ -n "$CUDA_INC" ] || return 0
-	$CC $CFLAGS bench/bench_quant_bw.c -o "$OUT/bench_quant_bw" \
-		"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build bench_quant_bw
+	for b in bench_quant_bw bench_commit; do
+		$CC $CFLAGS bench/$b.c -o "$OUT/$b" \
+			"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build $b
+	done
 }
 
 build_runtime_tests() {
@@ -190,6 +192,8 @@ fi
 # the bandwidth benchmark (prints its figures: copy, tensorwise, blockwise)
 if [ -n "$CUDA_INC" ]; then
 	run bench.quant_bw --gpu "$OUT/bench_quant_bw" "$ART/bench"
+	# delayed scaling's commit of llama-3-8b's 225 layers: per layer vs bulk
+	run bench.commit --gpu "$OUT/bench_commit" "$ART/llama-3-8b/te_delayed_hybrid"
 fi
 
 echo "summary: $passed passed, $failed failed, $skipped skipped${failures:+ (failed:$failures)}"
