@@ -88,7 +88,7 @@ barrier(E *e)
 	intrin(e, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
 }
 
-static LLVMValueRef
+LLVMValueRef
 shfl_xor(E *e, LLVMValueRef v, int lanemask)
 {
 	LLVMValueRef a[4] = {c32(e, 0xffffffff), v, c32(e, (unsigned)lanemask), c32(e, 0x1f)};

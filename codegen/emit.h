@@ -61,6 +61,7 @@ void store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC]);
 LLVMValueRef load_elem(E *e, int v, LLVMValueRef idx);
 LLVMValueRef fptr(E *e, int v, LLVMValueRef i);
 LLVMValueRef vec_amax_bits(E *e, LLVMValueRef *x, int n);
+LLVMValueRef shfl_xor(E *e, LLVMValueRef v, int lanemask);   /* shfl.sync.bfly, all lanes */
 LLVMValueRef group_max(E *e, LLVMValueRef m, int lanes);
 LLVMValueRef cta_max(E *e, LLVMValueRef m);
 LLVMValueRef gid64(E *e);

@@ -35,7 +35,9 @@ margin_sign|codegen/emit_scale.c|codegen.emu|LLVMConstReal(e->g->f64, ldexp(1.0,
 e2m1_tie|codegen/swcvt.c|codegen.swcvt\|codegen.emu|OP2(SW_AND, OP2(SW_EQ, rem, half), OP2(SW_AND, k, K(1)))|OP2(SW_EQ, rem, half)
 bulk_no_commit|codegen/k_delayed.c|codegen.emu|begin_if(&e, LLVMBuildIsNotNull(b, dst, ""));|begin_if(&e, LLVMConstInt(g->i1, 0, 0));
 bulk_row_stride|codegen/k_delayed.c|codegen.emu|c64(&e, (uint64_t)width * 8)|c64(&e, (uint64_t)width * 4)
-bulk_one_cta|codegen/k_delayed.c|codegen.emu|	if (!e->bulk)     /* the per-layer kernel: one CTA does it */|	if (1)'
+bulk_one_cta|codegen/k_delayed.c|codegen.emu|	if (!e->bulk)     /* the per-layer kernel: one CTA does it */|	if (1)
+reduce_tie_last|codegen/k_delayed.c|codegen.emu|LLVMBuildICmp(b, LLVMIntULT, oi, idx, "")|LLVMBuildICmp(b, LLVMIntUGT, oi, idx, "")
+reduce_nan_lane|codegen/k_delayed.c|codegen.emu|		nn = LLVMBuildOr(b, nn, shfl_xor(e, nn, o), "");|		(void)0;'
 
 survivors=0
 stale=0

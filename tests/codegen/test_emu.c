@@ -615,7 +615,9 @@ done:
  * layers with data of their own, two CTAs looping over them, against the
  * interpreter run and committed (ir_interp_commit) per layer: every
  * output, and every state buffer its update copies over. Row 1 commits
- * nothing (its destinations are 0): its state must stay as it was. */
+ * nothing (its destinations are 0): its state must stay as it was. Rows 1
+ * and 2 hold the histories the warp's reduction could get wrong: signed
+ * zeros only, and NaNs. */
 enum { BULK_ROWS = 3 };
 
 static int
@@ -654,6 +656,20 @@ check_bulk(const Func *f, const CodegenKernel *info, const char *file)
 			if (d->op == OP_param) {
 				Blocks bl = blocks_of(f, v, rows, cols);
 				fill(raw[r][i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, &bl);
+				/* edge histories: row 1 zeros, -0 first and +0 after it,
+				 * with an amax of -0 (a zero max has the first zero's
+				 * sign: -0, where a plain max says +0); row 2 two NaNs,
+				 * one in lane 5's 17th entry */
+				float *hv = raw[r][i];
+				if (ty->fmt == PRECC_FP32 && ty->rank == 1 && cols >= 2 && r == 1)
+					for (long q = 0; q < cols; q++)
+						hv[q] = q == 0 ? -0.0f : 0.0f;
+				if (ty->fmt == PRECC_FP32 && ty->rank == 1 && cols >= 2 && r == 2) {
+					hv[3] = NAN;
+					hv[(16 * 32 + 5) % cols] = NAN;
+				}
+				if (r == 1 && strstr(f->val[v].name, "amax") && bytes[i] == 4)
+					hv[0] = -0.0f;
 				memcpy(orig[r][i], raw[r][i], bytes[i]);
 				memcpy(pre[r][i], raw[r][i], bytes[i]);
 				if (ir_interp_bind(ip[r], f->val[v].name, orig[r][i], bytes[i])) {
