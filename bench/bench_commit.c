@@ -20,7 +20,6 @@
  * by tests/gpu/run.sh, and by CMake when cuda.h exists.
  */
 #include <cuda.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,25 +27,15 @@
 #include "precc/precc_rt.h"
 
 #define M 128
+#define BENCH "bench_commit"
 #define REPS 20
 #define WARMUP 3
 
 #define FUNCS(X) X(cuInit) X(cuDeviceGet) X(cuDeviceGetName) \
 	X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuEventCreate) \
 	X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName)
-#define SYM_(f) #f
-#define SYM(f) SYM_(f)
-static struct {
-#define FIELD(f) __typeof__(&f) f;
-	FUNCS(FIELD)
-#undef FIELD
-} drv;
+#include "gpu.h"
 
-static CUevent ev[REPS + 1];
-
-#define CK(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { const char *s_ = "?"; \
-	drv.cuGetErrorName(r_, &s_); fprintf(stderr, "bench_commit: %s: %s\n", #call, s_); \
-	exit(1); } } while (0)
 #define RT(call) do { if ((call) < 0) { fprintf(stderr, "bench_commit: %s: %s\n", #call, \
 	precc_rt_last_error()); exit(1); } } while (0)
 
@@ -59,68 +48,28 @@ typedef struct Model {
 	precc_rt_bulk_commit *bulk;
 } Model;
 
-static int cmpf(const void *a, const void *b)
+static void per_layer(void *arg)
 {
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
-
-static void per_layer(Model *md)
-{
+	Model *md = arg;
 	for (int i = 0; i < md->n; i++)
 		RT(precc_rt_commit(md->rt, md->layer[i], M, md->saved[i], md->state[i], NULL));
 }
 
-static void bulk(Model *md)
+static void bulk(void *arg)
 {
+	Model *md = arg;
 	RT(precc_rt_bulk_commit_run(md->rt, md->bulk, NULL));
-}
-
-static float timed(void (*what)(Model *), Model *md)
-{
-	float ms[REPS];
-
-	for (int i = 0; i < WARMUP; i++)
-		what(md);
-	CK(drv.cuEventRecord(ev[0], NULL));
-	for (int i = 0; i < REPS; i++) {
-		what(md);
-		CK(drv.cuEventRecord(ev[i + 1], NULL));
-	}
-	CK(drv.cuEventSynchronize(ev[REPS]));
-	for (int i = 0; i < REPS; i++)
-		CK(drv.cuEventElapsedTime(&ms[i], ev[i], ev[i + 1]));
-	qsort(ms, REPS, sizeof *ms, cmpf);
-	return (ms[REPS / 2 - 1] + ms[REPS / 2]) / 2;
 }
 
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "tests/gpu/artifacts/llama-3-8b/te_delayed_hybrid";
-	const char *lib = getenv("PRECC_LIBCUDA");
-	void *h = dlopen(lib && *lib ? lib : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	char name[256], why[4096];
-	CUdevice dev;
-	CUcontext ctx;
 	Model md = {0};
-
-	if (!h) {
-		printf("bench_commit: SKIP: no CUDA driver (%s)\n", dlerror());
-		return 77;
-	}
-#define RESOLVE(f) if (!(*(void **)&drv.f = dlsym(h, SYM(f)))) { \
-	printf("bench_commit: SKIP: the driver has no %s\n", SYM(f)); return 77; }
-	FUNCS(RESOLVE)
-#undef RESOLVE
-	if (drv.cuInit(0) != CUDA_SUCCESS || drv.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) {
-		printf("bench_commit: SKIP: cuInit or cuDeviceGet failed: no usable GPU\n");
-		return 77;
-	}
-	CK(drv.cuDeviceGetName(name, sizeof name, dev));
-	CK(drv.cuDevicePrimaryCtxRetain(&ctx, dev));
-	CK(drv.cuCtxSetCurrent(ctx));
-	for (int i = 0; i <= REPS; i++)
-		CK(drv.cuEventCreate(&ev[i], CU_EVENT_DEFAULT));
+	CUdevice dev;
+	int rc = gpu_open(&dev, name, sizeof name);
+	if (rc)
+		return rc;
 	if (!(md.rt = precc_rt_open(dir, PRECC_BACKEND_CUDA, why, sizeof why))) {
 		fprintf(stderr, "bench_commit: %s (run tests/gpu/prepare.sh)\n", why);
 		return 1;

@@ -22,7 +22,6 @@
  * by tests/gpu/run.sh, and by CMake when cuda.h exists.
  */
 #include <cuda.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +31,7 @@
 #include "precc/precc_rt.h"
 
 #define M 8192
+#define BENCH "bench_quant_bw"
 #define REPS 20
 #define WARMUP 3
 
@@ -40,50 +40,8 @@
 	X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) \
 	X(cuEventElapsedTime) X(cuEventDestroy) X(cuMemcpyDtoDAsync) \
 	X(cuGetErrorName)
-#define SYM_(f) #f
-#define SYM(f) SYM_(f)
-static struct {
-#define FIELD(f) __typeof__(&f) f;
-	FUNCS(FIELD)
-#undef FIELD
-} drv;
+#include "gpu.h"
 
-static CUevent ev[REPS + 1];
-
-static const char *ename(CUresult r)
-{
-	const char *s = NULL;
-	drv.cuGetErrorName(r, &s);
-	return s ? s : "?";
-}
-
-#define CK(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { \
-	fprintf(stderr, "bench_quant_bw: %s: %s\n", #call, ename(r_)); exit(1); } } while (0)
-
-static int cmp(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
-
-/* Median milliseconds of one repetition of what(arg). */
-static float timed(void (*what)(void *), void *arg)
-{
-	float ms[REPS];
-
-	for (int i = 0; i < WARMUP; i++)
-		what(arg);
-	CK(drv.cuEventRecord(ev[0], NULL));
-	for (int i = 0; i < REPS; i++) {
-		what(arg);
-		CK(drv.cuEventRecord(ev[i + 1], NULL));
-	}
-	CK(drv.cuEventSynchronize(ev[REPS]));
-	for (int i = 0; i < REPS; i++)
-		CK(drv.cuEventElapsedTime(&ms[i], ev[i], ev[i + 1]));
-	qsort(ms, REPS, sizeof *ms, cmp);
-	return (ms[REPS / 2 - 1] + ms[REPS / 2]) / 2;
-}
 
 typedef struct Copy { CUdeviceptr dst, src; size_t bytes; } Copy;
 
@@ -192,36 +150,18 @@ static void quant_close(Quant *q)
 int main(int argc, char **argv)
 {
 	const char *root = argc > 1 ? argv[1] : "tests/gpu/artifacts/bench";
-	const char *lib = getenv("PRECC_LIBCUDA");
 	static const struct { const char *recipe, *what; double target; } cfg[] = {
 		{"current_tensorwise", "tensorwise current + transpose", 0.85},
 		{"deepseek_v3", "blockwise 1x128, single pass", 0.90},
 	};
-	void *h = dlopen(lib && *lib ? lib : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	CUdevice dev;
-	CUcontext ctx;
 	char name[256];
 	Copy c;
 	float copy_ms;
 	int below = 0, measured = 0;
-
-	if (!h) {
-		printf("bench_quant_bw: SKIP: no CUDA driver (%s)\n", dlerror());
-		return 77;
-	}
-#define RESOLVE(f) if (!(*(void **)&drv.f = dlsym(h, SYM(f)))) { \
-	printf("bench_quant_bw: SKIP: the driver has no %s\n", SYM(f)); return 77; }
-	FUNCS(RESOLVE)
-#undef RESOLVE
-	if (drv.cuInit(0) != CUDA_SUCCESS || drv.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) {
-		printf("bench_quant_bw: SKIP: cuInit or cuDeviceGet failed: no usable GPU\n");
-		return 77;
-	}
-	CK(drv.cuDeviceGetName(name, sizeof name, dev));
-	CK(drv.cuDevicePrimaryCtxRetain(&ctx, dev));
-	CK(drv.cuCtxSetCurrent(ctx));     /* precc_rt reuses the current context */
-	for (int i = 0; i <= REPS; i++)
-		CK(drv.cuEventCreate(&ev[i], CU_EVENT_DEFAULT));
+	CUdevice dev;
+	int rc = gpu_open(&dev, name, sizeof name);
+	if (rc)
+		return rc;
 
 	printf("bench_quant_bw: %s, bf16 x [%d, %d], median of %d, artifacts %s\n",
 	       name, M, M, REPS, root);
