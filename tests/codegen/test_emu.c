@@ -378,7 +378,7 @@ check_kernel(const Func *f, const char *file)
 		return -1;
 	}
 	if ((extra_run && !info.has_m) || (info.has_m && M % info.m_multiple)
-	    || (coop_small && !info.cooperative)) {
+	    || (coop_small && !info.cooperative && !info.persistent)) {
 		cg_dispose(&g);
 		return 1;     /* this M is not one the kernel takes */
 	}
@@ -493,12 +493,14 @@ check_kernel(const Func *f, const char *file)
 		emu_region(sync, (size_t)info.sync_words * 4, 1, "sync");
 	for (int i = 0; i < nconst_glob; i++)
 		emu_region(const_glob[i].p, const_glob[i].bytes, 0, const_glob[i].name);
-	if (info.cooperative) {
-		/* as the runtime launches it: a 1-D grid of at most the CTAs that
-		 * are resident at once, here the emulator's 64, or 3 (coop_small)
-		 * so that each CTA loops over several tiles */
-		unsigned nv = gx * gy, most = coop_small ? 3 : 64;
-		gx = nv < most ? nv : most;
+	if (info.cooperative || info.persistent) {
+		/* as the runtime launches it (precc/grid.h): a 1-D grid of at most
+		 * the CTAs that are resident at once, here the emulator's 64, or 3
+		 * (coop_small) so that each CTA loops over several tiles; a
+		 * persistent kernel (one CTA at a time here) 2 or 3 CTAs */
+		unsigned g3[3] = {gx, gy, 1};
+		precc_grid_loop(g3, coop_small ? 3 : info.persistent ? 2 : 64);
+		gx = g3[0];
 		gy = 1;
 	}
 	if (emu_launch(entry, args, info.threads, gx, gy, info.cooperative)) {
@@ -969,9 +971,15 @@ main(int argc, char **argv)
 				}
 				M = m0;
 				extra_run = 0;
+				/* again on 3 CTAs (cooperative and persistent kernels);
+				 * the wgmma family's on the data the next files would
+				 * have had, so that they keep theirs */
+				uint64_t rng0 = rng;
 				coop_small = 1;
 				fails += check_kernel(m->fn[k], names[i]) < 0;
 				coop_small = 0;
+				if (emu_sm == CG_SM90A)
+					rng = rng0;
 			}
 		}
 		sched_fn = NULL;
