@@ -375,14 +375,16 @@ producer_tile(E *e, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb, LLVMVal
 /* The consumers' main loop over one tile's K: the chunk's wgmmas into
  * inner, promoted into outer every P (g->P > 0) */
 static void
-consumer_tile(E *e, const G *g, const Frag90 *fr, LLVMValueRef sm, LLVMValueRef inner,
-              LLVMValueRef outer, LLVMValueRef it0, LLVMValueRef cw, LLVMValueRef lane0, long nkt,
-              long bke)
+consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRef outer,
+              LLVMValueRef it0, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
+              LLVMValueRef M, LLVMValueRef N, long nkt, long bke)
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
 	precc_format fa = g->op[0].fmt, fb = g->op[1].fmt;
 	Loop l;
+	LLVMValueRef cw = LLVMBuildSub(b, LLVMBuildUDiv(b, tid, c64(e, WG), ""), c64(e, 1), "");
+	LLVMValueRef lane0 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, tid, c64(e, 32), ""), c64(e, 0), "");
 	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nkt));
 	LLVMValueRef s, ph;
 	ring_at(e, add64(e, it0, kt), &s, &ph);
@@ -419,7 +421,12 @@ consumer_tile(E *e, const G *g, const Frag90 *fr, LLVMValueRef sm, LLVMValueRef 
 		LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, kt, c64(e, (uint64_t)nkt - 1), "");
 		LLVMBasicBlockRef pc = begin_if(e, LLVMBuildOr(b, at_p, last, ""));
 		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
-		promote90(e, g, fr, inner, outer, kstart, NULL);
+		/* the fragment's rows and columns (for the scales) computed here
+		 * from opaque bases: not hoisted and held across the K loop
+		 * beside 128 accumulators */
+		Frag90 fr;
+		frag90(e, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
+		promote90(e, g, &fr, inner, outer, kstart, NULL);
 		end_if(e, pc);
 	}
 	loop_end(e, &l);
@@ -539,8 +546,6 @@ emit_gemm_sm90(E *e)
 	/* the consumers: the same tiles in the same order */
 	LLVMPositionBuilderAtEnd(b, cons);
 	asm90_setmaxnreg(cg, 1, CONSUMER_REGS);
-	LLVMValueRef cw = LLVMBuildSub(b, wg, c64(e, 1), "");
-	LLVMValueRef lane0 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, tid, c64(e, 32), ""), c64(e, 0), "");
 	ti = tiles_begin(e, &tl, ntiles, &tile);
 	tile_at(e, tile, nmb, nnb, &row0, &col0);
 	for (int i = 0; i < NACC; i++) {
@@ -548,9 +553,9 @@ emit_gemm_sm90(E *e)
 		if (outer)
 			LLVMBuildStore(b, cf(e, 0), slot(e, outer, i));
 	}
+	consumer_tile(e, &g, sm, inner, outer, mul64(e, ti, (uint64_t)nkt), tid, row0, col0, M, N, nkt, bke);
 	Frag90 fr;
 	frag90(e, &fr, tid, row0, col0, M, N);
-	consumer_tile(e, &g, &fr, sm, inner, outer, mul64(e, ti, (uint64_t)nkt), cw, lane0, nkt, bke);
 	/* the output amax's bits, carried across the CTA's tiles in mslot */
 	LLVMValueRef mbits = LLVMBuildLoad2(b, cg->i32, mslot, "");
 	if (epilogue_tile(e, &g, &fr, inner, outer, M, N, &mbits))
