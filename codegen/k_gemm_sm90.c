@@ -327,6 +327,15 @@ tiles_begin(E *e, TileLoop *tl, LLVMValueRef ntiles, LLVMValueRef *tile)
 	return ti;
 }
 
+/* The CTA's running K-iteration count at the start of its ti-th tile: the
+ * ring's stages and parities go on across tiles, as the producer's and
+ * the consumers' barriers do */
+static LLVMValueRef
+ring_base(E *e, LLVMValueRef ti, long nkt)
+{
+	return mul64(e, ti, (uint64_t)nkt);
+}
+
 /* The ring position of the CTA's it-th K iteration (it counts on across
  * tiles): stage it % STAGES in round it / STAGES, parity of the round. */
 static void
@@ -538,7 +547,7 @@ emit_gemm_sm90(E *e)
 	LLVMValueRef tile, row0, col0;
 	LLVMValueRef ti = tiles_begin(e, &tl, ntiles, &tile);
 	tile_at(e, tile, nmb, nnb, &row0, &col0);
-	producer_tile(e, sm, tma, tmb, mul64(e, ti, (uint64_t)nkt), row0, col0, nkt, bke);
+	producer_tile(e, sm, tma, tmb, ring_base(e, ti, nkt), row0, col0, nkt, bke);
 	loop_end(e, &tl.l);
 	end_if(e, one);
 	LLVMBuildBr(b, join);
@@ -553,7 +562,7 @@ emit_gemm_sm90(E *e)
 		if (outer)
 			LLVMBuildStore(b, cf(e, 0), slot(e, outer, i));
 	}
-	consumer_tile(e, &g, sm, inner, outer, mul64(e, ti, (uint64_t)nkt), tid, row0, col0, M, N, nkt, bke);
+	consumer_tile(e, &g, sm, inner, outer, ring_base(e, ti, nkt), tid, row0, col0, M, N, nkt, bke);
 	Frag90 fr;
 	frag90(e, &fr, tid, row0, col0, M, N);
 	/* the output amax's bits, carried across the CTA's tiles in mslot */

@@ -32,7 +32,13 @@ fp8_decode_fmt|codegen/ptx_asm.c|codegen.emu|f == PRECC_E4M3 ? CVT_F16X2_E4M3X2 
 cvt_bf16x2_swap|codegen/ptx_asm.c|codegen.emu|#define CVT_BF16X2_F32 "cvt.rn.bf16x2.f32 $0, $2, $1;"|#define CVT_BF16X2_F32 "cvt.rn.bf16x2.f32 $0, $1, $2;"
 barrier_dropped|codegen/emit.c|codegen.emu|	intrin(e, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);|	(void)e;
 margin_sign|codegen/emit_scale.c|codegen.emu|LLVMConstReal(e->g->f64, ldexp(1.0, -margin))|LLVMConstReal(e->g->f64, ldexp(1.0, margin))
-e2m1_tie|codegen/swcvt.c|codegen.swcvt\|codegen.emu|OP2(SW_AND, OP2(SW_EQ, rem, half), OP2(SW_AND, k, K(1)))|OP2(SW_EQ, rem, half)'
+e2m1_tie|codegen/swcvt.c|codegen.swcvt\|codegen.emu|OP2(SW_AND, OP2(SW_EQ, rem, half), OP2(SW_AND, k, K(1)))|OP2(SW_EQ, rem, half)
+persist_stride_ctaid|codegen/k_gemm_sm90.c|codegen.emu_sm90a|*tile = add64(e, tl->cta, LLVMBuildMul(b, ti, tl->ncta, "tile"));|*tile = add64(e, tl->cta, LLVMBuildMul(b, ti, tl->cta, "tile"));
+persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return mul64(e, ti, (uint64_t)nkt);|	return mul64(e, ti, 0);
+persist_group_16|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	GROUP_N = 8,  |	GROUP_N = 16,  
+persist_group_clamp|codegen/k_gemm_sm90.c|codegen.emu_sm90a|LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));|LLVMValueRef nin = c64(e, GROUP_N);
+persist_grid_runtime|runtime/plan.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
+persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)'
 
 survivors=0
 stale=0
