@@ -114,6 +114,10 @@ typedef struct CodegenKernel {
 	int cooperative;      /* amax_scheme=grid: a grid-wide barrier inside;
 	                         launch with cuLaunchCooperativeKernel (every
 	                         CTA resident) and pass the sync scratch */
+	int persistent;       /* loops over its tiles on a 1-D grid of G CTAs
+	                         (tile += nctaid.x), no grid-wide barrier:
+	                         launch min(tiles, resident CTAs x SMs) of them
+	                         (precc_grid_persistent) with cuLaunchKernel */
 	int sync_words;       /* u32 words of the zeroed sync scratch, 0 none */
 	unsigned atomic_params; /* bit i: pointer param i is the target of an
 	                         atomic (read-modify-write) in the code, so

@@ -60,6 +60,7 @@ enum {
 	NACC = BN / 2,                /* f32 accumulators per thread */
 	CONSUMER_WARPS = 8,           /* arrivals that free a stage */
 	PRODUCER_REGS = 40, CONSUMER_REGS = 232,   /* 128 x 40 + 256 x 232 <= 64 Ki */
+	GROUP_N = 8,                  /* n-blocks per rasterization group (tile_at) */
 };
 
 /* Whether the family takes the kernel: 1 yes, 0 no (why says), -1 the
@@ -154,6 +155,7 @@ gemm_sm90_classify(Kern *k)
 		return kfail(k, "tile=%s: the wgmma GEMM family has 128x128 tiles only", tile);
 	k->shape = CG_GEMM;
 	k->wgmma = 1;
+	k->persistent = 1;
 	k->x = g.out;
 	k->threads = THREADS;
 	k->tiled = 1;
@@ -282,105 +284,128 @@ promote90(E *e, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueRef o
 	}
 }
 
-/* the producer: one thread feeds the ring */
+/* Grouped rasterization for L2: tile t -> (m-block, n-block), DeepGEMM's
+ * get_swizzled_block_idx (deepseek-ai/DeepGEMM deep_gemm/include/
+ * deep_gemm/scheduler.cuh, as carried in microsoft/onnxruntime 043246f6
+ * onnxruntime/contrib_ops/cuda/llm/deep_gemm/scheduler.cuh:49-62): groups
+ * of GROUP_N n-blocks (N is static but for wgrad), each group all the m-blocks, the
+ * n-block fastest within it, so that a wave of CTAs reads GROUP_N blocks
+ * of B's rows from L2 while it walks down A; the last group is narrower. */
 static void
-producer(E *e, const G *g, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb, LLVMValueRef tid,
-         LLVMValueRef row0, LLVMValueRef col0, long nkt, long bke)
+tile_at(E *e, LLVMValueRef t, LLVMValueRef nmb, LLVMValueRef nnb, LLVMValueRef *row0, LLVMValueRef *col0)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef per_group = mul64(e, nmb, GROUP_N);
+	LLVMValueRef first_n = mul64(e, LLVMBuildUDiv(b, t, per_group, ""), GROUP_N);
+	LLVMValueRef left = LLVMBuildSub(b, nnb, first_n, "");
+	LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));
+	LLVMValueRef in = LLVMBuildURem(b, t, per_group, "");
+	*row0 = mul64(e, LLVMBuildUDiv(b, in, nin, ""), BM);
+	*col0 = mul64(e, add64(e, first_n, LLVMBuildURem(b, in, nin, "")), BN);
+}
+
+/* The tile loop both roles walk: for (tile = ctaid.x; tile < ntiles; tile
+ * += nctaid.x), DeepGEMM's NormalScheduler::get_next_block (next_block_idx
+ * = current_iter * gridDim.x + blockIdx.x). Returns the CTA's running
+ * tile count ti (from 0) and sets *tile. */
+typedef struct TileLoop {
+	Loop l;
+	LLVMValueRef cta, ncta;
+} TileLoop;
+
+static LLVMValueRef
+tiles_begin(E *e, TileLoop *tl, LLVMValueRef ntiles, LLVMValueRef *tile)
+{
+	LLVMBuilderRef b = e->b;
+	tl->cta = LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, "");
+	tl->ncta = LLVMBuildZExt(b, sreg(e, "nctaid.x"), e->g->i64, "");
+	/* the CTA's tiles: ceil((ntiles - cta) / ncta), 0 when cta >= ntiles */
+	LLVMValueRef mine = LLVMBuildUDiv(b, LLVMBuildSub(b, add64(e, ntiles, LLVMBuildSub(b, tl->ncta, c64(e, 1), "")),
+	                                                   tl->cta, ""), tl->ncta, "");
+	LLVMValueRef ti = loop_begin(e, &tl->l, c64(e, 0), mine);
+	*tile = add64(e, tl->cta, LLVMBuildMul(b, ti, tl->ncta, "tile"));
+	return ti;
+}
+
+/* The CTA's running K-iteration count at the start of its ti-th tile: the
+ * ring's stages and parities go on across tiles, as the producer's and
+ * the consumers' barriers do */
+static LLVMValueRef
+ring_base(E *e, LLVMValueRef ti, long nkt)
+{
+	return mul64(e, ti, (uint64_t)nkt);
+}
+
+/* The ring position of the CTA's it-th K iteration (it counts on across
+ * tiles): stage it % STAGES in round it / STAGES, parity of the round. */
+static void
+ring_at(E *e, LLVMValueRef it, LLVMValueRef *s, LLVMValueRef *ph)
+{
+	LLVMBuilderRef b = e->b;
+	*s = LLVMBuildURem(b, it, c64(e, STAGES), "");
+	*ph = LLVMBuildTrunc(b, LLVMBuildAnd(b, LLVMBuildUDiv(b, it, c64(e, STAGES), ""), c64(e, 1), ""),
+	                     e->g->i32, "");
+}
+
+static LLVMValueRef
+full_bar(E *e, LLVMValueRef sm, LLVMValueRef s)
+{
+	return gep(e, sm, add64(e, c64(e, BAR_OFF), mul64(e, s, 8)));
+}
+
+static LLVMValueRef
+empty_bar(E *e, LLVMValueRef sm, LLVMValueRef s)
+{
+	return gep(e, sm, add64(e, c64(e, BAR_OFF + 8 * STAGES), mul64(e, s, 8)));
+}
+
+/* The producer's tile: K tiles it0 + kt of the ring, A's rows at row0,
+ * B's at col0 */
+static void
+producer_tile(E *e, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb, LLVMValueRef it0,
+              LLVMValueRef row0, LLVMValueRef col0, long nkt, long bke)
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
-
-	(void)g;
-	asm90_setmaxnreg(cg, 0, PRODUCER_REGS);
-	LLVMBasicBlockRef one = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
 	Loop l;
 	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nkt));
-	LLVMValueRef s = LLVMBuildURem(b, kt, c64(e, STAGES), "");
-	LLVMValueRef ph = LLVMBuildTrunc(b, LLVMBuildAnd(b, LLVMBuildUDiv(b, kt, c64(e, STAGES), ""),
-	                                                 c64(e, 1), ""), cg->i32, "");
-	LLVMValueRef full = gep(e, sm, add64(e, c64(e, BAR_OFF), mul64(e, s, 8)));
-	LLVMValueRef empty = gep(e, sm, add64(e, c64(e, BAR_OFF + 8 * STAGES), mul64(e, s, 8)));
-	asm90_mbar_wait(cg, empty, LLVMBuildXor(b, ph, c32(e, 1), ""));
+	LLVMValueRef s, ph;
+	ring_at(e, add64(e, it0, kt), &s, &ph);
+	LLVMValueRef full = full_bar(e, sm, s);
+	asm90_mbar_wait(cg, empty_bar(e, sm, s), LLVMBuildXor(b, ph, c32(e, 1), ""));
 	asm90_mbar_arrive_expect_tx(cg, full, STAGE_BYTES);
 	LLVMValueRef st = gep(e, sm, mul64(e, s, STAGE_BYTES));
 	LLVMValueRef k0 = LLVMBuildTrunc(b, mul64(e, kt, (uint64_t)bke), cg->i32, "");
 	asm90_tma_load_2d(cg, st, tma, k0, LLVMBuildTrunc(b, row0, cg->i32, ""), full);
 	asm90_tma_load_2d(cg, gep(e, st, c64(e, A_BYTES)), tmb, k0, LLVMBuildTrunc(b, col0, cg->i32, ""), full);
 	loop_end(e, &l);
-	end_if(e, one);
 }
 
-int
-emit_gemm_sm90(E *e)
+/* The consumers' main loop over one tile's K: the chunk's wgmmas into
+ * inner, promoted into outer every P (g->P > 0) */
+static void
+consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRef outer,
+              LLVMValueRef it0, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
+              LLVMValueRef M, LLVMValueRef N, long nkt, long bke)
 {
-	Kern *k = e->k;
-	Cg *cg = e->g;
 	LLVMBuilderRef b = e->b;
-	G g;
-
-	if (gemm_plan(k, &g))
-		return -1;
-	precc_format fa = g.op[0].fmt, fb = g.op[1].fmt;
-	long bke = KB / gemm_ebytes(fa), nkt = (g.K + bke - 1) / bke;
-	unsigned np = LLVMCountParams(cg->fn);
-	LLVMValueRef tma = LLVMGetParam(cg->fn, np - 2), tmb = LLVMGetParam(cg->fn, np - 1);
-	LLVMTypeRef at = LLVMArrayType2(cg->f32, NACC);
-	LLVMValueRef inner = LLVMBuildAlloca(b, at, "inner");
-	LLVMValueRef outer = g.P ? LLVMBuildAlloca(b, at, "outer") : NULL;
-	LLVMValueRef mslot = LLVMBuildAlloca(b, cg->i32, "amax");
-	LLVMBuildStore(b, c32(e, 0), mslot);
-	LLVMValueRef sm = smem_base(e);
-	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), cg->i64, "");
-	LLVMValueRef wg = LLVMBuildUDiv(b, tid, c64(e, WG), "");
-	LLVMValueRef row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), cg->i64, ""), BM);
-	LLVMValueRef col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), cg->i64, ""), BN);
-	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
-
-	/* the barriers, before anyone uses them */
-	LLVMBasicBlockRef init = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
-	for (int s = 0; s < STAGES; s++) {
-		asm90_mbar_init(cg, gep(e, sm, c64(e, BAR_OFF + 8 * s)), 1);
-		asm90_mbar_init(cg, gep(e, sm, c64(e, BAR_OFF + 8 * (STAGES + s))), CONSUMER_WARPS);
-	}
-	asm90_fence_mbar_init(cg);
-	end_if(e, init);
-	barrier(e);
-
-	LLVMBasicBlockRef prod = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "producer");
-	LLVMBasicBlockRef cons = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "consumer");
-	LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "join");
-	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, wg, c64(e, 0), ""), prod, cons);
-	LLVMPositionBuilderAtEnd(b, prod);
-	producer(e, &g, sm, tma, tmb, tid, row0, col0, nkt, bke);
-	LLVMBuildBr(b, join);
-
-	/* the consumers */
-	LLVMPositionBuilderAtEnd(b, cons);
-	asm90_setmaxnreg(cg, 1, CONSUMER_REGS);
-	LLVMValueRef cw = LLVMBuildSub(b, wg, c64(e, 1), "");
-	LLVMValueRef lane0 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, tid, c64(e, 32), ""), c64(e, 0), "");
-	for (int i = 0; i < NACC; i++) {
-		LLVMBuildStore(b, cf(e, 0), slot(e, inner, i));
-		if (outer)
-			LLVMBuildStore(b, cf(e, 0), slot(e, outer, i));
-	}
-	Frag90 fr;
-	if (g.P)
-		frag90(e, &fr, tid, row0, col0, M, N);
+	Cg *cg = e->g;
+	precc_format fa = g->op[0].fmt, fb = g->op[1].fmt;
 	Loop l;
+	LLVMValueRef cw = LLVMBuildSub(b, LLVMBuildUDiv(b, tid, c64(e, WG), ""), c64(e, 1), "");
+	LLVMValueRef lane0 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, tid, c64(e, 32), ""), c64(e, 0), "");
 	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nkt));
-	LLVMValueRef s = LLVMBuildURem(b, kt, c64(e, STAGES), "");
-	LLVMValueRef ph = LLVMBuildTrunc(b, LLVMBuildAnd(b, LLVMBuildUDiv(b, kt, c64(e, STAGES), ""),
-	                                                 c64(e, 1), ""), cg->i32, "");
-	asm90_mbar_wait(cg, gep(e, sm, add64(e, c64(e, BAR_OFF), mul64(e, s, 8))), ph);
+	LLVMValueRef s, ph;
+	ring_at(e, add64(e, it0, kt), &s, &ph);
+	asm90_mbar_wait(cg, full_bar(e, sm, s), ph);
 	LLVMValueRef st = mul64(e, s, STAGE_BYTES);
 	LLVMValueRef da = asm90_desc_k128(cg, gep(e, sm, add64(e, st, mul64(e, cw, 64 * KB))));
 	LLVMValueRef db = asm90_desc_k128(cg, gep(e, sm, add64(e, st, c64(e, A_BYTES))));
 	LLVMValueRef kel = mul64(e, kt, (uint64_t)bke);
 	/* the first wgmma of a chunk (of all of K when P = 0) starts from 0 */
-	LLVMValueRef first = g.P ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kel, c64(e, (uint64_t)g.P), ""),
-	                                         c64(e, 0), "")
-	                         : LLVMBuildICmp(b, LLVMIntEQ, kt, c64(e, 0), "");
+	LLVMValueRef first = g->P ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kel, c64(e, (uint64_t)g->P), ""),
+	                                          c64(e, 0), "")
+	                          : LLVMBuildICmp(b, LLVMIntEQ, kt, c64(e, 0), "");
 	LLVMValueRef d[NACC];
 	for (int i = 0; i < NACC; i++)
 		d[i] = LLVMBuildLoad2(b, cg->f32, slot(e, inner, i), "");
@@ -396,67 +421,156 @@ emit_gemm_sm90(E *e)
 		LLVMBuildStore(b, d[i], slot(e, inner, i));
 	/* the stage is read: free it (one arrival per warp) */
 	LLVMBasicBlockRef fr_ = begin_if(e, lane0);
-	asm90_mbar_arrive(cg, gep(e, sm, add64(e, c64(e, BAR_OFF + 8 * STAGES), mul64(e, s, 8))));
+	asm90_mbar_arrive(cg, empty_bar(e, sm, s));
 	end_if(e, fr_);
-	if (g.P) {
+	if (g->P) {
 		LLVMValueRef kend = add64(e, kel, c64(e, (uint64_t)bke));
-		LLVMValueRef at_p = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kend, c64(e, (uint64_t)g.P), ""),
+		LLVMValueRef at_p = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kend, c64(e, (uint64_t)g->P), ""),
 		                                  c64(e, 0), "");
 		LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, kt, c64(e, (uint64_t)nkt - 1), "");
 		LLVMBasicBlockRef pc = begin_if(e, LLVMBuildOr(b, at_p, last, ""));
-		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g.P), ""), (uint64_t)g.P);
-		promote90(e, &g, &fr, inner, outer, kstart, NULL);
+		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
+		/* the fragment's rows and columns (for the scales) computed here
+		 * from opaque bases: not hoisted and held across the K loop
+		 * beside 128 accumulators */
+		Frag90 fr;
+		frag90(e, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
+		promote90(e, g, &fr, inner, outer, kstart, NULL);
 		end_if(e, pc);
 	}
 	loop_end(e, &l);
+}
 
-	/* epilogue (k_gemm.c's, over the wgmma fragment) */
-	if (!g.P)
-		frag90(e, &fr, tid, row0, col0, M, N);
+/* The tile's epilogue (k_gemm.c's, over the wgmma fragment); the output
+ * amax's bits max into *mbits. */
+static int
+epilogue_tile(E *e, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueRef outer,
+              LLVMValueRef M, LLVMValueRef N, LLVMValueRef *mbits)
+{
+	Kern *k = e->k;
+	Cg *cg = e->g;
+	LLVMBuilderRef b = e->b;
 	LLVMValueRef acc[NACC];
-	if (!g.P)
-		promote90(e, &g, &fr, inner, NULL, c64(e, 0), acc);
+
+	if (!g->P)
+		promote90(e, g, fr, inner, NULL, c64(e, 0), acc);
 	else
 		for (int i = 0; i < NACC; i++)
 			acc[i] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, i), "");
-	precc_format of = g.cast >= 0 ? k->f->ins[g.cast].type.fmt : PRECC_FP32;
+	precc_format of = g->cast >= 0 ? k->f->ins[g->cast].type.fmt : PRECC_FP32;
 	int oeb = gemm_ebytes(of);
-	LLVMValueRef NS = g.slice ? c64(e, (uint64_t)g.slice) : N;
-	LLVMValueRef mbits = c32(e, 0);
+	LLVMValueRef NS = g->slice ? c64(e, (uint64_t)g->slice) : N;
 	for (int ni = 0; ni < NACC / 4; ni++)
 		for (int h = 0; h < 2; h++) {
-			LLVMValueRef y[2], r = fr.rowv[h];
+			LLVMValueRef y[2], r = fr->rowv[h];
 			for (int c = 0; c < 2; c++) {
 				int i = ni * 4 + 2 * h + c;
 				y[c] = acc[i];
-				if (g.bias >= 0) {
-					LLVMValueRef bx = epi_bias(e, &g, fr.colv[ni][c]);
+				if (g->bias >= 0) {
+					LLVMValueRef bx = epi_bias(e, g, fr->colv[ni][c]);
 					if (!bx)
 						return -1;
 					y[c] = fadd_rn(e, y[c], bx);
 				}
-				if (g.amax >= 0) {
-					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, fr.colv[ni][c], N), "");
-					LLVMValueRef v = g.amax_arg == k->f->ins[k->gm].res ? acc[i] : y[c];
-					mbits = umax(e, mbits, sel(e, ok, vec_amax_bits(e, &v, 1), c32(e, 0)));
+				if (g->amax >= 0) {
+					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, fr->colv[ni][c], N), "");
+					LLVMValueRef v = g->amax_arg == k->f->ins[k->gm].res ? acc[i] : y[c];
+					*mbits = umax(e, *mbits, sel(e, ok, vec_amax_bits(e, &v, 1), c32(e, 0)));
 				}
 			}
 			LLVMValueRef pair = oeb == 2 ? asm_cvt_16x2(cg, of, y[0], y[1]) : NULL;
 			for (int c = 0; c < 2; c++) {
-				LLVMValueRef col = fr.colv[ni][c];
+				LLVMValueRef col = fr->colv[ni][c];
 				LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, NS), "");
 				LLVMBasicBlockRef cont = begin_if(e, ok);
 				LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, r, NS, ""), col), (uint64_t)oeb);
-				LLVMValueRef p = gep(e, e->ptr[g.out], off);
+				LLVMValueRef p = gep(e, e->ptr[g->out], off);
 				if (oeb == 2)
 					store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,
 					                           cg->i16, ""), p, 2);
 				else
-					store_al(e, epi_accumulate(e, &g, off, y[c]), p, 4);
+					store_al(e, epi_accumulate(e, g, off, y[c]), p, 4);
 				end_if(e, cont);
 			}
 		}
+	return 0;
+}
+
+int
+emit_gemm_sm90(E *e)
+{
+	Kern *k = e->k;
+	Cg *cg = e->g;
+	LLVMBuilderRef b = e->b;
+	G g;
+
+	if (gemm_plan(k, &g))
+		return -1;
+	long bke = KB / gemm_ebytes(g.op[0].fmt), nkt = (g.K + bke - 1) / bke;
+	unsigned np = LLVMCountParams(cg->fn);
+	LLVMValueRef tma = LLVMGetParam(cg->fn, np - 2), tmb = LLVMGetParam(cg->fn, np - 1);
+	LLVMTypeRef at = LLVMArrayType2(cg->f32, NACC);
+	LLVMValueRef inner = LLVMBuildAlloca(b, at, "inner");
+	LLVMValueRef outer = g.P ? LLVMBuildAlloca(b, at, "outer") : NULL;
+	LLVMValueRef mslot = LLVMBuildAlloca(b, cg->i32, "amax");
+	LLVMBuildStore(b, c32(e, 0), mslot);
+	LLVMValueRef sm = smem_base(e);
+	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), cg->i64, "");
+	LLVMValueRef wg = LLVMBuildUDiv(b, tid, c64(e, WG), "");
+	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
+	/* the tiles: ceil(M / BM) m-blocks x ceil(N / BN) n-blocks (either
+	 * may be the launch's M) */
+	LLVMValueRef nmb = LLVMBuildUDiv(b, add64(e, M, c64(e, BM - 1)), c64(e, BM), "");
+	LLVMValueRef nnb = LLVMBuildUDiv(b, add64(e, N, c64(e, BN - 1)), c64(e, BN), "");
+	LLVMValueRef ntiles = LLVMBuildMul(b, nmb, nnb, "ntiles");
+
+	/* the barriers, before anyone uses them */
+	LLVMBasicBlockRef init = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
+	for (int s = 0; s < STAGES; s++) {
+		asm90_mbar_init(cg, gep(e, sm, c64(e, BAR_OFF + 8 * s)), 1);
+		asm90_mbar_init(cg, gep(e, sm, c64(e, BAR_OFF + 8 * (STAGES + s))), CONSUMER_WARPS);
+	}
+	asm90_fence_mbar_init(cg);
+	end_if(e, init);
+	barrier(e);
+
+	LLVMBasicBlockRef prod = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "producer");
+	LLVMBasicBlockRef cons = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "consumer");
+	LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "join");
+	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, wg, c64(e, 0), ""), prod, cons);
+
+	/* the producer: one thread feeds the ring, tile after tile */
+	LLVMPositionBuilderAtEnd(b, prod);
+	asm90_setmaxnreg(cg, 0, PRODUCER_REGS);
+	LLVMBasicBlockRef one = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
+	TileLoop tl;
+	LLVMValueRef tile, row0, col0;
+	LLVMValueRef ti = tiles_begin(e, &tl, ntiles, &tile);
+	tile_at(e, tile, nmb, nnb, &row0, &col0);
+	producer_tile(e, sm, tma, tmb, ring_base(e, ti, nkt), row0, col0, nkt, bke);
+	loop_end(e, &tl.l);
+	end_if(e, one);
+	LLVMBuildBr(b, join);
+
+	/* the consumers: the same tiles in the same order */
+	LLVMPositionBuilderAtEnd(b, cons);
+	asm90_setmaxnreg(cg, 1, CONSUMER_REGS);
+	ti = tiles_begin(e, &tl, ntiles, &tile);
+	tile_at(e, tile, nmb, nnb, &row0, &col0);
+	for (int i = 0; i < NACC; i++) {
+		LLVMBuildStore(b, cf(e, 0), slot(e, inner, i));
+		if (outer)
+			LLVMBuildStore(b, cf(e, 0), slot(e, outer, i));
+	}
+	consumer_tile(e, &g, sm, inner, outer, ring_base(e, ti, nkt), tid, row0, col0, M, N, nkt, bke);
+	Frag90 fr;
+	frag90(e, &fr, tid, row0, col0, M, N);
+	/* the output amax's bits, carried across the CTA's tiles in mslot */
+	LLVMValueRef mbits = LLVMBuildLoad2(b, cg->i32, mslot, "");
+	if (epilogue_tile(e, &g, &fr, inner, outer, M, N, &mbits))
+		return -1;
 	LLVMBuildStore(b, mbits, mslot);
+	loop_end(e, &tl.l);
 	LLVMBuildBr(b, join);
 	LLVMPositionBuilderAtEnd(b, join);
 	if (g.amax >= 0) {

@@ -38,6 +38,7 @@ struct Kern {
 	int has_m, has_seed;
 	int gridamax;             /* value of an amax_scheme=grid amax, -1 */
 	int has_sync;             /* a grid-sync scratch param (cooperative) */
+	int persistent;           /* loops over its tiles (the sm_90a GEMM) */
 	int gm;                   /* CG_GEMM: index of the gemm Ins */
 	CodegenSm sm;             /* the target */
 	int wgmma;                /* CG_GEMM of the wgmma family (k_gemm_sm90.c) */

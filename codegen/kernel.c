@@ -411,6 +411,7 @@ fill_info(const Kern *k, CodegenKernel *info)
 	info->has_m = k->has_m;
 	info->has_seed = k->has_seed;
 	info->cooperative = k->has_sync;
+	info->persistent = k->persistent;
 	info->sync_words = k->has_sync ? 2 * (k->nphase ? k->nphase : 1) : 0;
 	info->nphases = k->nphase ? k->nphase : 1;
 	info->smem = k->smem;

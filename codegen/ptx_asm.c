@@ -61,7 +61,7 @@ const AsmEntry asm_table[] = {
 	{"async copy", CP_WAIT(2), "~{memory}", "sm_80"},
 	{"ldmatrix", LDSM_X4, "=r,=r,=r,=r,r,~{memory}", "sm_75"},
 	{"ldmatrix", LDSM_X4_T, "=r,=r,=r,=r,r,~{memory}", "sm_75"},
-	{"opaque pointer", MOV_B64, "=l,l", "sm_70"},       /* asm_opaque_ptr */
+	{"opaque pointer", MOV_B64, "=l,l", "sm_70"},       /* asm_opaque_ptr, asm_opaque_u64 */
 	/* not emitted on sm_89/sm_90/sm_90a: software in swcvt.c */
 	{"fp4 encode", "cvt.rn.satfinite.e2m1x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
 	{"e8m0 encode", "cvt.rp.satfinite.ue8m0x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
@@ -158,6 +158,17 @@ asm_opaque_ptr(Cg *g, LLVMValueRef p)
 		return p;
 	LLVMValueRef i = LLVMBuildPtrToInt(g->b, p, g->i64, "");
 	return LLVMBuildIntToPtr(g->b, call_asm(g, g->i64, MOV_B64, "=l,l", &i, 1), LLVMTypeOf(p), "");
+}
+
+/* v (i64), hidden from LLVM the same way: what is computed from it inside
+ * a loop stays there (LICM cannot hoist it and keep it live, and spilled,
+ * across the loop). The host: v itself. */
+LLVMValueRef
+asm_opaque_u64(Cg *g, LLVMValueRef v)
+{
+	if (g->host)
+		return v;
+	return call_asm(g, g->i64, MOV_B64, "=l,l", &v, 1);
 }
 
 /* The asm_table row of the MMA for operand formats fa x fb, -1 if none:

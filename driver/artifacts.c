@@ -184,6 +184,8 @@ kernel_json(Build *b, Job *j)
 	}
 	if (in->cooperative)
 		cJSON_AddStringToObject(k, "launch", "cooperative");
+	else if (in->persistent)
+		cJSON_AddStringToObject(k, "launch", "persistent");
 	if (in->sync_words > 0)
 		cJSON_AddNumberToObject(k, "sync_words", in->sync_words);
 	if (in->smem > 0)     /* dynamic shared bytes (the sm_90a GEMM's ring) */
@@ -768,16 +770,25 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 	fprintf(h, "#endif\n\n"
 	           "#define PRECC_KERNELS_RECIPE_HASH 0x%016llxull\n"
 	           "#define PRECC_KERNELS_MODEL_HASH 0x%016llxull\n"
-	           "#define PRECC_LAUNCH_COOPERATIVE 1u\n\n"
+	           "#define PRECC_LAUNCH_COOPERATIVE 1u\n"
+	           "#define PRECC_LAUNCH_PERSISTENT 2u\n\n"
 	           "typedef struct precc_kernels_hooks {\n"
 	           "\tvoid *ctx;\n"
 	           "\t/* Launch kernel `name` (manifest \"name\"; `entry` is its PTX entry)\n"
 	           "\t * on a grid[0] x grid[1] x grid[2] grid of `threads`-thread CTAs. args[i]\n"
 	           "\t * points at kernel parameter i (cuLaunchKernel's kernelParams); stream\n"
-	           "\t * is a CUstream. flags: PRECC_LAUNCH_COOPERATIVE. Returns 0 or an error. */\n"
+	           "\t * is a CUstream. flags: PRECC_LAUNCH_COOPERATIVE (cuLaunchCooperativeKernel),\n"
+	           "\t * PRECC_LAUNCH_PERSISTENT (cuLaunchKernel; the kernel loops over its tiles).\n"
+	           "\t * Returns 0 or an error. */\n"
 	           "\tint (*launch)(void *ctx, const char *name, const char *entry,\n"
 	           "\t              const unsigned grid[3], unsigned threads, unsigned flags,\n"
 	           "\t              void **args, void *stream);\n"
+	           "\t/* Optional: how many `threads`-thread CTAs of kernel `name` the device\n"
+	           "\t * holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor x SMs), for\n"
+	           "\t * the grid of a kernel that loops over its tiles; absent or < 1: one CTA\n"
+	           "\t * per tile. */\n"
+	           "\tlong long (*resident)(void *ctx, const char *name, const char *entry,\n"
+	           "\t                      unsigned threads);\n"
 	           "\t/* Zero `bytes` bytes at device pointer ptr on stream (an atomic amax\n"
 	           "\t * output, before its launch). Returns 0 or an error. */\n"
 	           "\tint (*zero)(void *ctx, void *ptr, size_t bytes, void *stream);\n"
@@ -789,12 +800,13 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 	           "#include \"precc_kernels.h\"\n\n"
 	           "static precc_kernels_hooks hooks;\n\n"
 	           "void\nprecc_kernels_set_hooks(const precc_kernels_hooks *h)\n{\n"
-	           "\tif (h)\n\t\thooks = *h;\n\telse\n\t\thooks.launch = 0, hooks.zero = 0, hooks.ctx = 0;\n}\n",
+	           "\tif (h)\n\t\thooks = *h;\n\telse\n\t\thooks.launch = 0, hooks.zero = 0, hooks.resident = 0, hooks.ctx = 0;\n}\n",
 	        PRECC_VERSION);
 	/* the runtime's and the emulator's grid function, verbatim (the file
 	 * must compile without precc's headers) */
-	fprintf(c, "\n/* precc/grid.h: a kernel's grid from its phases */\n%s\n%s\n",
-	        PRECC_GRID_STR(PRECC_GRID_PHASE_TYPE), PRECC_GRID_STR(PRECC_GRID_FN(precc_kernels_grid)));
+	fprintf(c, "\n/* precc/grid.h: a kernel's grid from its phases */\n%s\n%s\n%s\n",
+	        PRECC_GRID_STR(PRECC_GRID_PHASE_TYPE), PRECC_GRID_STR(PRECC_GRID_FN(precc_kernels_grid)),
+	        PRECC_GRID_STR(PRECC_GRID_LOOP_FN(precc_kernels_grid_loop)));
 	for (int k = 0; k < b->njobs; k++) {
 		const Job *j = &b->jobs[k];
 		const CodegenKernel *in = &j->e.info;
@@ -826,11 +838,12 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 		}
 		fprintf(c, "\t(void)rows, (void)cols;\n"
 		           "\tif (precc_kernels_grid(ph, %d, grid))\n\t\treturn -2;\n", nphases(j));
-		/* a cooperative kernel takes a 1-D grid of its tiles and loops over
-		 * them on however many CTAs the launch hook can make resident */
-		if (in->cooperative)
-			fprintf(c, "\tgrid[0] *= grid[1], grid[1] = 1;\n");
 		fprintf(c, "\tif (!hooks.launch)\n\t\treturn -1;\n");
+		/* a kernel that loops over its tiles (cooperative, persistent) takes
+		 * a 1-D grid of min(tiles, the CTAs the device holds), as the runtime */
+		if (in->cooperative || in->persistent)
+			fprintf(c, "\tprecc_kernels_grid_loop(grid, hooks.resident ? hooks.resident(hooks.ctx, "
+			           "\"%s\", \"%s\", %du) : 0);\n", j->name, in->name, in->threads);
 		for (int i = nin; i < in->nparams; i++) {
 			int v = in->param_value[i];
 			if (!zero_output(in, i))
@@ -864,7 +877,8 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 		fprintf(c, "};\n\treturn hooks.launch(hooks.ctx, \"%s\", \"%s\", grid, %du, %s, args, "
 		           "stream);\n}\n",
 		        j->name, in->name, in->threads,
-		        in->cooperative ? "PRECC_LAUNCH_COOPERATIVE" : "0u");
+		        in->cooperative ? "PRECC_LAUNCH_COOPERATIVE"
+		        : in->persistent ? "PRECC_LAUNCH_PERSISTENT" : "0u");
 	}
 	fprintf(h, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
 	fclose(h);

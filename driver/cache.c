@@ -7,7 +7,7 @@
  * Kernel entries (cache_get/cache_put) and build entries (raw payloads,
  * cache_get_blob/cache_put_blob) share the header.
  *
- *	header   "PRECCKC1"  u32 version (2)  u32 0  u64 key  u64 payload length
+ *	header   "PRECCKC1"  u32 version (3)  u32 0  u64 key  u64 payload length
  *	         HMAC-SHA256 (32 bytes) of the header's first 32 bytes and
  *	         the payload, keyed by the key file (cache_key.c)
  *	payload  u32 sizeof(CodegenKernel)  CodegenKernel  i32 regs  i32 spills
@@ -26,7 +26,7 @@
 #include "recipe.h"
 
 #define MAGIC "PRECCKC1"
-#define VERSION 2u        /* 1: FNV-1a 64 seal, no key */
+#define VERSION 3u        /* 1: FNV-1a 64 seal, no key; 2: CodegenKernel without persistent */
 #define MACAT 32          /* the MAC's offset in the header */
 #define HDR (MACAT + CACHE_MAC_BYTES)
 

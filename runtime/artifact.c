@@ -364,9 +364,12 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 		return -1;
 	if ((v = json_get(j, "launch"))) {
 		if (v->kind != JSON_STR || (strcmp(v->str, "cooperative") &&
+		                            strcmp(v->str, "persistent") &&
 		                            strcmp(v->str, "normal")))
-			return bad(c, v, "%s: 'launch' is not \"cooperative\"", path);
+			return bad(c, v, "%s: 'launch' is not \"normal\", \"cooperative\" "
+			           "or \"persistent\"", path);
 		k->cooperative = strcmp(v->str, "cooperative") == 0;
+		k->persistent = strcmp(v->str, "persistent") == 0;
 	}
 	if (json_get(j, "sync_words") &&
 	    need_long(c, j, path, "sync_words", 0, RT_MAX_SYNC_WORDS, &k->sync_words))

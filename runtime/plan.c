@@ -436,16 +436,14 @@ static int kernel_grid(const rt_kdesc *k, long m, unsigned grid[3])
 	return precc_grid(ph, np, grid);
 }
 
-/* A cooperative kernel's CTAs must all be resident at once: it is launched
- * on a 1-D grid of min(its tiles, CTAs per SM x SMs) and loops over the
- * tiles (codegen/kemit.c), so any device that holds one CTA runs it. */
-static void coop_grid(const precc_rt *rt, const rt_kdesc *k, unsigned grid[3])
+/* A kernel that loops over its tiles runs on a 1-D grid of min(its tiles,
+ * CTAs per SM x SMs) (precc/grid.h): a cooperative one because its CTAs
+ * must all be resident at once (codegen/kemit.c), a persistent one (the
+ * sm_90a GEMM, tile += nctaid.x) so that each SM keeps its CTAs and their
+ * pipelines for the whole GEMM. Any device that holds one CTA runs it. */
+static void loop_grid(const precc_rt *rt, const rt_kdesc *k, unsigned grid[3])
 {
-	double n = (double)grid[0] * grid[1] * grid[2];
-	double most = (double)k->k->resident * rt->sm_count;
-
-	grid[0] = (unsigned)(n < most ? n : most);
-	grid[1] = grid[2] = 1;
+	precc_grid_loop(grid, (int64_t)k->k->resident * rt->sm_count);
 }
 
 /* Whether the device can run k at all, checked when the plan is loaded:
@@ -481,8 +479,8 @@ static int run_cuda(precc_rt *rt, const rt_layer *l, const rt_step *st,
 		         "than CUDA allows", l->fqn, k->name, m);
 		return -1;
 	}
-	if (k->cooperative)
-		coop_grid(rt, k, grid);
+	if (k->cooperative || k->persistent)
+		loop_grid(rt, k, grid);
 	if (k->sync_words &&
 	    rt_cuda_memset8_async(rt, k->sync, 0, (size_t)k->sync_words * 4, stream))
 		return -1;

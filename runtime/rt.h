@@ -110,6 +110,7 @@ typedef struct rt_kdesc {
 	long elems_per_cta, tile_rows, tile_cols, m_multiple;
 	rt_geom phase[RT_MAXPHASE]; int nphase;  /* fused: grid = sum of phases */
 	int cooperative;          /* "launch": "cooperative" */
+	int persistent;           /* "launch": "persistent" */
 	long sync_words;          /* u32 sync scratch, zeroed per launch */
 	unsigned smem;            /* optional "smem": dynamic shared bytes */
 	rt_tmap tmap[RT_MAXTMAP]; int ntmap;  /* optional "tmaps", params after the scalars */

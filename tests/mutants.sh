@@ -37,7 +37,13 @@ bulk_no_commit|codegen/k_delayed.c|codegen.emu|begin_if(&e, LLVMBuildIsNotNull(b
 bulk_row_stride|codegen/k_delayed.c|codegen.emu|c64(&e, (uint64_t)width * 8)|c64(&e, (uint64_t)width * 4)
 bulk_one_cta|codegen/k_delayed.c|codegen.emu|	if (!e->bulk)     /* the per-layer kernel: one CTA does it */|	if (1)
 reduce_tie_last|codegen/k_delayed.c|codegen.emu|LLVMBuildICmp(b, LLVMIntULT, oi, idx, "")|LLVMBuildICmp(b, LLVMIntUGT, oi, idx, "")
-reduce_nan_lane|codegen/k_delayed.c|codegen.emu|		nn = LLVMBuildOr(b, nn, shfl_xor(e, nn, o), "");|		(void)0;'
+reduce_nan_lane|codegen/k_delayed.c|codegen.emu|		nn = LLVMBuildOr(b, nn, shfl_xor(e, nn, o), "");|		(void)0;
+persist_stride_ctaid|codegen/k_gemm_sm90.c|codegen.emu_sm90a|*tile = add64(e, tl->cta, LLVMBuildMul(b, ti, tl->ncta, "tile"));|*tile = add64(e, tl->cta, LLVMBuildMul(b, ti, tl->cta, "tile"));
+persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return mul64(e, ti, (uint64_t)nkt);|	return mul64(e, ti, 0);
+persist_group_16|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	GROUP_N = 8,  |	GROUP_N = 16,  
+persist_group_clamp|codegen/k_gemm_sm90.c|codegen.emu_sm90a|LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));|LLVMValueRef nin = c64(e, GROUP_N);
+persist_grid_runtime|runtime/plan.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
+persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)'
 
 survivors=0
 stale=0

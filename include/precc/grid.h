@@ -10,6 +10,12 @@
  * tile_rows); flat: gx = ceil(rows * cols / elems_per_cta), gy = 1; grid =
  * (gx, gy, 1). Several phases (a fused kernel): grid = (sum of gx_p * gy_p,
  * 1, 1). rows and cols are those of the phase's data value at M.
+ *
+ * A kernel that loops over its tiles (a persistent one, tile += nctaid.x,
+ * or a cooperative one) is launched on a 1-D grid of min(tiles, resident)
+ * CTAs, resident = CTAs per SM x SMs of the device (cuOccupancyMax-
+ * ActiveBlocksPerMultiprocessor x CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+ * by PRECC_GRID_LOOP_FN; resident < 1 (unknown): one CTA per tile.
  */
 #ifndef PRECC_GRID_H
 #define PRECC_GRID_H
@@ -56,8 +62,19 @@ static inline int NAME(const precc_grid_phase *ph, int nphase, unsigned grid[3])
 	return 0; \
 }
 
+/* void NAME(grid, resident): grid (from PRECC_GRID_FN) becomes the 1-D
+ * grid of a kernel that loops over its tiles */
+#define PRECC_GRID_LOOP_FN(NAME) \
+static inline void NAME(unsigned grid[3], int64_t resident) \
+{ \
+	int64_t n = (int64_t)grid[0] * grid[1] * grid[2]; \
+	grid[0] = (unsigned)(resident >= 1 && resident < n ? resident : n); \
+	grid[1] = grid[2] = 1; \
+}
+
 PRECC_GRID_PHASE_TYPE
 PRECC_GRID_FN(precc_grid)
+PRECC_GRID_LOOP_FN(precc_grid_loop)
 
 #define PRECC_GRID_STR_(...) #__VA_ARGS__
 #define PRECC_GRID_STR(...) PRECC_GRID_STR_(__VA_ARGS__)

@@ -248,6 +248,12 @@ slot_destroy(unsigned s, int threads)
 /* ---- the intrinsics ------------------------------------------------------ */
 static unsigned launch_gx;   /* nctaid.x */
 
+unsigned
+emu_ctaid_x(void)
+{
+	return my_cx;
+}
+
 /* tid.x, ctaid.x, ctaid.y, nctaid.x (codegen/emit.c's order) */
 uint32_t
 precc_emu_sreg(uint32_t which)

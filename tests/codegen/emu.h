@@ -40,6 +40,17 @@ void emu_region(const void *p, size_t bytes, int writable, const char *name);
  * CTAs at once. -1 if the emulator cannot hold the grid. */
 int emu_launch(void (*entry)(void **), void **args, int threads, unsigned gx, unsigned gy,
                int coop);
+/* The TMA loads since emu_tma_log_reset, in the order each CTA issued them
+ * (a persistent GEMM's tile order): the CTA, the tensor map, the box's
+ * coordinates (c0 along K, c1 along rows). */
+typedef struct EmuTmaLoad {
+	unsigned cta;
+	const void *tmap;
+	int32_t c0, c1;
+} EmuTmaLoad;
+void emu_tma_log_reset(void);
+int emu_tma_loads(const EmuTmaLoad **loads);
+
 /* Check failures since emu_reset: their number and the first's message. */
 int emu_errors(char *msg, size_t n);
 /* ldmatrix phases (8 rows of one matrix) since emu_reset whose rows do not

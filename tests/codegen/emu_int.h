@@ -48,6 +48,7 @@ void *precc_emu_shared(uint32_t id, uint64_t bytes);
 
 /* threads of the running CTA */
 int emu_cta_threads(void);
+unsigned emu_ctaid_x(void);   /* the running thread's CTA */
 /* bytes [p, p+n) of this CTA's shared memory were written by the async
  * proxy (TMA): racecheck's shadow of them starts clean */
 void emu_shared_async(void *p, uint64_t n);

@@ -42,6 +42,7 @@
  * the data it reads is then the 0xa5 of fresh shared memory or an older
  * stage, which the comparison with the interpreter catches.
  */
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -373,9 +374,30 @@ box_row(const Tmap *t, int32_t c0, int32_t c1, uint32_t r, int64_t *lo, int64_t 
 	return precc_emu_check(g, (uint64_t)(*hi - *lo) * t->ebytes, 1, (uint32_t)store) == g ? g : NULL;
 }
 
+enum { TMA_LOG = 1 << 16 };
+static EmuTmaLoad tma_log[TMA_LOG];
+static atomic_int ntma_log;
+
+void
+emu_tma_log_reset(void)
+{
+	atomic_store(&ntma_log, 0);
+}
+
+int
+emu_tma_loads(const EmuTmaLoad **loads)
+{
+	int n = atomic_load(&ntma_log);
+	*loads = tma_log;
+	return n < TMA_LOG ? n : TMA_LOG;
+}
+
 void
 precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void *bar)
 {
+	int li = atomic_fetch_add(&ntma_log, 1);
+	if (li < TMA_LOG)
+		tma_log[li] = (EmuTmaLoad){emu_ctaid_x(), tmap, c0, c1};
 	const Tmap *t = tmap_of(tmap);
 	uint64_t bytes = t ? box_check(t, dst, "load") : 0;
 	uint8_t *d = dst;

@@ -371,6 +371,53 @@ fail:
 
 static int check_bulk(const Func *f, const CodegenKernel *info, const char *file);
 
+/* A persistent GEMM's tile order: CTA cta of ncta walks tiles t = cta,
+ * cta + ncta, ... < nm x nn, each at (m-block, n-block) by DeepGEMM's
+ * get_swizzled_block_idx with 8 n-blocks per group (deepseek-ai/DeepGEMM
+ * deep_gemm/include/deep_gemm/scheduler.cuh; as carried in
+ * microsoft/onnxruntime 043246f6 onnxruntime/contrib_ops/cuda/llm/
+ * deep_gemm/scheduler.cuh:49-62, NormalScheduler::get_next_block). Its TMA
+ * loads of K column 0 (the first stage of each tile) must name A's rows
+ * 128 m and B's rows 128 n in that order, tile after tile. */
+static int
+check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, long M, unsigned ncta,
+                 const char *file)
+{
+	enum { GROUP_N = 8 };
+	long rows[2];
+	for (int o = 0; o < 2; o++)
+		rows[o] = info->tmap[o].rows < 0 ? M : info->tmap[o].rows;
+	long nm = (rows[0] + 127) / 128, nn = (rows[1] + 127) / 128, ntiles = nm * nn;
+	const EmuTmaLoad *ld;
+	int nld = emu_tma_loads(&ld);
+	for (unsigned cta = 0; cta < ncta; cta++) {
+		int i = 0;
+		for (long t = cta; t < ntiles; t += ncta) {
+			long per_group = nm * GROUP_N, first_n = t / per_group * GROUP_N;
+			long nin = nn - first_n < GROUP_N ? nn - first_n : GROUP_N;
+			long mb = t % per_group / nin, nb = first_n + t % per_group % nin;
+			long want[2] = {128 * mb, 128 * nb};
+			for (int o = 0; o < 2; o++) {
+				while (i < nld && (ld[i].cta != cta || ld[i].c0 != 0))
+					i++;
+				if (i == nld || ld[i].tmap != (o ? tmb : tma) || ld[i].c1 != want[o]) {
+					printf("FAIL %s: CTA %u of %u, tile %ld: want its %s load at row %ld, got %s %ld\n",
+					       file, cta, ncta, t, o ? "B" : "A", want[o],
+					       i == nld ? "none" : ld[i].tmap == tma ? "A" : "B", i == nld ? -1L : (long)ld[i].c1);
+					return -1;
+				}
+				i++;
+			}
+		}
+		for (; i < nld; i++)
+			if (ld[i].cta == cta && ld[i].c0 == 0) {
+				printf("FAIL %s: CTA %u of %u loads a tile past its last\n", file, cta, ncta);
+				return -1;
+			}
+	}
+	return 0;
+}
+
 /* Run one kernel on the host and against the interpreter; 0 if equal. */
 /* the target the kernels are generated for: sm_90, or --target sm_90a
  * (tests/codegen/kernels_sm90a: the wgmma family) */
@@ -398,7 +445,7 @@ check_kernel(const Func *f, const char *file)
 		return -1;
 	}
 	if ((extra_run && !info.has_m) || (info.has_m && M % info.m_multiple)
-	    || (coop_small && !info.cooperative)) {
+	    || (coop_small && !info.cooperative && !info.persistent)) {
 		cg_dispose(&g);
 		return 1;     /* this M is not one the kernel takes */
 	}
@@ -513,14 +560,17 @@ check_kernel(const Func *f, const char *file)
 		emu_region(sync, (size_t)info.sync_words * 4, 1, "sync");
 	for (int i = 0; i < nconst_glob; i++)
 		emu_region(const_glob[i].p, const_glob[i].bytes, 0, const_glob[i].name);
-	if (info.cooperative) {
-		/* as the runtime launches it: a 1-D grid of at most the CTAs that
-		 * are resident at once, here the emulator's 64, or 3 (coop_small)
-		 * so that each CTA loops over several tiles */
-		unsigned nv = gx * gy, most = coop_small ? 3 : 64;
-		gx = nv < most ? nv : most;
+	if (info.cooperative || info.persistent) {
+		/* as the runtime launches it (precc/grid.h): a 1-D grid of at most
+		 * the CTAs that are resident at once, here the emulator's 64, or 3
+		 * (coop_small) so that each CTA loops over several tiles; a
+		 * persistent kernel (one CTA at a time here) 2 or 3 CTAs */
+		unsigned g3[3] = {gx, gy, 1};
+		precc_grid_loop(g3, coop_small ? 3 : info.persistent ? 2 : 64);
+		gx = g3[0];
 		gy = 1;
 	}
+	emu_tma_log_reset();
 	if (emu_launch(entry, args, info.threads, gx, gy, info.cooperative)) {
 		printf("FAIL %s: a %s grid of %ux%u CTAs of %d threads is more than the emulator holds\n",
 		       file, info.cooperative ? "cooperative" : "", gx, gy, info.threads);
@@ -535,6 +585,8 @@ check_kernel(const Func *f, const char *file)
 		goto done;
 	}
 	free(sync);
+	if (info.persistent && info.ntmap == 2 && check_tile_order(&info, tmaps[0], tmaps[1], M, gx, file))
+		goto done;
 	if (info.shape == CG_GEMM && emu_ldsm_conflicts()) {
 		printf("FAIL %s: %ld ldmatrix phases with shared-memory bank conflicts\n", file,
 		       emu_ldsm_conflicts());
@@ -1133,9 +1185,15 @@ main(int argc, char **argv)
 				}
 				M = m0;
 				extra_run = 0;
+				/* again on 3 CTAs (cooperative and persistent kernels);
+				 * the wgmma family's on the data the next files would
+				 * have had, so that they keep theirs */
+				uint64_t rng0 = rng;
 				coop_small = 1;
 				fails += check_kernel(m->fn[k], names[i]) < 0;
 				coop_small = 0;
+				if (emu_sm == CG_SM90A)
+					rng = rng0;
 			}
 		}
 		sched_fn = NULL;

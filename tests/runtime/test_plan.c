@@ -709,6 +709,59 @@ static void test_fake(const char *inputs, const char *lib)
 		unsetenv("FAKE_CUDA_SMS");
 		unsetenv("FAKE_CUDA_REGS");
 	}
+	/* a persistent kernel (the sm_90a GEMM's "launch": "persistent", here
+	 * on Inputs/fused's kernel): cuLaunchKernel, not the cooperative one,
+	 * on a 1-D grid of min(tiles, resident CTAs x SMs): its 18 tiles at
+	 * M=256 on the one CTA that one SM at 255 registers holds, and all 18
+	 * on the default 132 SMs */
+	{
+		char d2[] = "/tmp/precc_test_plan_pXXXXXX", src[4200], dst[4200];
+		const char *names[] = {"manifest.json", "k_00000000000000e1.sm_90a.ptx"};
+		int (*coop)(void) = h ? (int (*)(void))dlsym(h, "fake_cuda_cooperative_launches") : NULL;
+		mkdtemp(d2);
+		for (int i = 0; i < 2; i++) {
+			snprintf(src, sizeof src, "%s/fused/%s", inputs, names[i]);
+			snprintf(dst, sizeof dst, "%s/%s", d2, names[i]);
+			char *t = slurp(src), *t2 = i ? NULL : replace(t, "\"launch\": \"cooperative\"",
+			                                               "\"launch\": \"persistent\"");
+			CHECK(i || (t2 && strcmp(t, t2)));
+			spit(dst, t2 ? t2 : t);
+			free(t);
+			free(t2);
+		}
+		for (int run = 0; run < 2 && coop && last; run++) {
+			if (run == 0) {
+				setenv("FAKE_CUDA_SMS", "1", 1);
+				setenv("FAKE_CUDA_REGS", "255", 1);
+			}
+			rt = precc_rt_open(d2, PRECC_BACKEND_CUDA, why, sizeof why);
+			CHECK(rt != NULL);
+			if (rt) {
+				void *d[5];
+				int before = coop();
+				for (int i = 0; i < 5; i++) {
+					precc_buffer_info bi;
+					precc_rt_buffer_info(rt, 0, i, 256, &bi);
+					d[i] = precc_rt_malloc(rt, bi.bytes);
+				}
+				CHECK(precc_rt_run_layer(rt, 0, 256, d, 0, NULL) == 0);
+				CHECK(coop() == before);
+				CHECK(last()[0] == (run ? 18u : 1u) && last()[1] == 1 && last()[2] == 1);
+				for (int i = 0; i < 5; i++)
+					precc_rt_free(rt, d[i]);
+			} else
+				fprintf(stderr, "%s\n", why);
+			precc_rt_close(rt);
+			unsetenv("FAKE_CUDA_SMS");
+			unsetenv("FAKE_CUDA_REGS");
+		}
+		CHECK(coop && last);
+		for (int i = 0; i < 2; i++) {
+			snprintf(dst, sizeof dst, "%s/%s", d2, names[i]);
+			unlink(dst);
+		}
+		rmdir(d2);
+	}
 	/* a PTX that fails to JIT: the error carries the driver's log */
 	{
 		char d2[] = "/tmp/precc_test_plan_fXXXXXX", src[4200], dst[4200];
