@@ -3,7 +3,7 @@
  *
  * One file per key under $PRECC_CACHE_DIR (else $XDG_CACHE_HOME/precc,
  * else ~/.cache/precc): kernels/<16 hex>.pkc, a 64-byte header (magic
- * "PRECCKC1", format version 2, key, payload length, HMAC-SHA256 of the
+ * "PRECCKC1", format version 3, key, payload length, HMAC-SHA256 of the
  * rest of the header and the payload) and the payload (launch info,
  * registers, PTX, cubin). The MAC's key is the secret in the key file
  * (cache_key.c: $PRECC_CACHE_KEY, else ~/.config/precc/cache.key, made on

@@ -1,15 +1,19 @@
 #!/bin/sh
 # tests/gpu/prepare.sh — build, on this (CPU) machine, the artifacts that
 # tests/gpu/run.sh checks on a GPU machine: `precc build` for every shipped
-# recipe x {tiny, llama-3-8b} (targets sm_90a,sm_89), and the bandwidth
-# benchmark's 8192 x 8192 layer (tests/gpu/bw8192.lua) for the two recipes
-# bench/bench_quant_bw.c measures. The artifacts are build output: never
+# recipe x {tiny, llama-3-8b} (targets sm_90a,sm_89), every recipe x tiny
+# for sm_90 alone (tiny-sm_90: the mma.sync GEMMs on a Hopper), the
+# bandwidth benchmark's 8192 x 8192 layer (tests/gpu/bw8192.lua) for the
+# two recipes bench/bench_quant_bw.c measures, and bench/gemm/shapes.lua
+# for bench/bench_gemm_gpu.c (gemm/: sm_90a; gemm-sm_90/: sm_90). The artifacts are build output: never
 # commit them (tests/gpu/.gitignore).
 #
 #   sh tests/gpu/prepare.sh                 into tests/gpu/artifacts/
 #   PRECC=build/precc PRECC_GPU_ARTIFACTS=/tmp/a sh tests/gpu/prepare.sh
+#   PRECC_GPU_SLIM=1 sh tests/gpu/prepare.sh   only what an sm_90 GPU loads
 #
-# Layout: ARTIFACTS/<model>/<recipe>/manifest.json, ARTIFACTS/bench/<recipe>/.
+# Layout: ARTIFACTS/<model>/<recipe>/manifest.json, ARTIFACTS/bench/<recipe>/,
+# ARTIFACTS/gemm/<recipe>/, ARTIFACTS/gemm-sm_90/<recipe>/.
 # A recipe that does not build is listed in ARTIFACTS/FAILED (with the
 # error), which run.sh reports as failures; when it builds for the first
 # target alone (sm_90a, the H200's), that build is kept for the GPU check.
@@ -27,9 +31,9 @@ rm -rf "$OUT" && mkdir -p "$OUT" || exit 1
 : >"$OUT/FAILED"
 built=0 failed=0
 
-build() {  # build NAME RECIPE MODEL DIR
+build() {  # build NAME RECIPE MODEL DIR [TARGETS]
 	log="$OUT/build.log"
-	if "$PRECC" build "$2" --model "$3" --target "$TARGETS" -o "$4" >"$log" 2>&1; then
+	if "$PRECC" build "$2" --model "$3" --target "${5:-$TARGETS}" -o "$4" >"$log" 2>&1; then
 		built=$((built + 1))
 		echo "built  $1"
 		return
@@ -60,7 +64,26 @@ done
 for rname in current_tensorwise deepseek_v3; do
 	build "bench/$rname" "recipes/$rname.lua" tests/gpu/bw8192.lua "$OUT/bench/$rname"
 done
+# the sm_89 family (mma.sync) on a Hopper: plans built for sm_90 alone
+# (the runtime picks sm_90a's wgmma kernels whenever a plan has them)
+for r in recipes/*.lua; do
+	rname=$(basename "$r" .lua)
+	build "tiny-sm_90/$rname" "$r" recipes/models/tiny.lua "$OUT/tiny-sm_90/$rname" sm_90
+done
+# bench_gemm_gpu's shapes: the wgmma family, and the mma.sync one on sm_90
+for rname in bf16 current_tensorwise deepseek_v3; do
+	build "gemm/$rname" "recipes/$rname.lua" bench/gemm/shapes.lua "$OUT/gemm/$rname" sm_90a
+done
+for rname in current_tensorwise deepseek_v3; do
+	build "gemm-sm_90/$rname" "recipes/$rname.lua" bench/gemm/shapes.lua \
+		"$OUT/gemm-sm_90/$rname" sm_90
+done
 rm -f "$OUT/build.log"
+# PRECC_GPU_SLIM=1: only what an sm_90 GPU loads (a lease carries at most
+# 64 MiB; tests/gpu/slim.py)
+if [ "${PRECC_GPU_SLIM:-0}" = 1 ]; then
+	python3 tests/gpu/slim.py "$OUT" || exit 1
+fi
 echo "prepare.sh: $built built, $failed failed, into $OUT ($(du -sh "$OUT" | cut -f1));"
 echo "  git ignores it: carry it to the GPU machine with the tree, then sh tests/gpu/run.sh"
 [ $failed -eq 0 ]

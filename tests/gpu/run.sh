@@ -5,7 +5,8 @@
 # bandwidth benchmark with a plain C compiler and cuda.h only (no cmake,
 # LLVM or Lua: GPU boxes may lack them), runs the tests, then
 # `precc-run --check` (cuda vs cpu, bit for bit) over every carried
-# artifact directory, then bench_quant_bw and bench_commit, and prints a
+# artifact directory, then bench_quant_bw, bench_commit, bench_gemm_gpu
+# and bench/gemm/torch_ref.py (cuBLASLt at the same shapes), and prints a
 # summary. On a machine with an NVIDIA GPU a skipped GPU test counts as a
 # failure: there it must really run.
 #
@@ -18,6 +19,11 @@
 #   PRECC_GPU_OUT=/tmp/g PRECC_GPU_ARTIFACTS=/tmp/a sh tests/gpu/run.sh
 #   PRECC_GPU_FULL=1 sh tests/gpu/run.sh   every llama-3-8b layer, not only
 #                                    layer 0's (the cpu side is slow)
+#   PRECC_GPU_CHECKS='tiny*' ...     only the checks whose model.recipe name
+#                                    matches; PRECC_GPU_BENCH=0: no benches
+#   PRECC_GPU_M=128 ...              precc-run --check's M (default its own)
+#   tests/gpu/lease.sh               all of it, ordered and time-boxed for
+#                                    one device lease
 #
 # To extend: add a build_* function and call it under "build", and add
 # `run NAME COMMAND...` lines under "run".
@@ -91,7 +97,7 @@ build_tools() {
 	$CC $CFLAGS runtime/precc_run.c -o "$OUT/precc-run" \
 		"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build precc-run
 	[ -n "$CUDA_INC" ] || return 0
-	for b in bench_quant_bw bench_commit; do
+	for b in bench_quant_bw bench_commit bench_gemm_gpu; do
 		$CC $CFLAGS bench/$b.c -o "$OUT/$b" \
 			"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build $b
 	done
@@ -180,20 +186,36 @@ else
 	for dir in "$ART"/*/*/; do
 		[ -f "$dir/manifest.json" ] || continue
 		name=$(basename "$(dirname "$dir")").$(basename "$dir")
-		case $name in bench.*) continue ;; esac
+		case $name in bench.*|gemm.*|gemm-*) continue ;; esac
+		# shellcheck disable=SC2254
+		case $name in ${PRECC_GPU_CHECKS:-*}) ;; *) continue ;; esac
 		layer=
 		case $name in llama-3-8b.*)
 			[ "${PRECC_GPU_FULL:-0}" = 1 ] || layer="--layer model.layers.0." ;;
 		esac
-		run "check.$name" --gpu "$OUT/precc-run" "$dir" --check $layer
+		run "check.$name" --gpu "$OUT/precc-run" "$dir" --check $layer \
+			${PRECC_GPU_M:+--m $PRECC_GPU_M}
 	done
 fi
 
 # the bandwidth benchmark (prints its figures: copy, tensorwise, blockwise)
-if [ -n "$CUDA_INC" ]; then
+if [ -n "$CUDA_INC" ] && [ "${PRECC_GPU_BENCH:-1}" = 1 ]; then
 	run bench.quant_bw --gpu "$OUT/bench_quant_bw" "$ART/bench"
 	# delayed scaling's commit of llama-3-8b's 225 layers: per layer vs bulk
 	run bench.commit --gpu "$OUT/bench_commit" "$ART/llama-3-8b/te_delayed_hybrid"
+	# the GEMMs at bench/gemm/shapes.lua (each output checked, then timed),
+	# then cuBLASLt and torch.matmul at the same shapes and the ratios
+	run bench.gemm --gpu "$OUT/bench_gemm_gpu" "$ART/gemm" "$OUT/gemm.jsonl" \
+		bf16:0.02 current_tensorwise:0.2 deepseek_v3:0.2
+	run bench.gemm.sm_90 --gpu env PRECC_BENCH_MAX_MNK="${PRECC_BENCH_MAX_MNK_SM90:-1e12}" \
+		"$OUT/bench_gemm_gpu" "$ART/gemm-sm_90" \
+		"$OUT/gemm-sm_90.jsonl" current_tensorwise:0.2 deepseek_v3:0.2
+	if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+		run bench.gemm.torch --gpu python3 bench/gemm/torch_ref.py "$OUT/gemm.jsonl" \
+			--json "$OUT/gemm_torch.json"
+	else
+		echo "SKIP  bench.gemm.torch: python3 has no torch with a CUDA device"
+	fi
 fi
 
 echo "summary: $passed passed, $failed failed, $skipped skipped${failures:+ (failed:$failures)}"

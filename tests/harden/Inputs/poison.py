@@ -62,7 +62,7 @@ key = open(sys.argv[3], "rb").read() if len(sys.argv) > 3 else None
 done = 0
 for path, hdr, p in entries(cache):
     if mode == "verify":
-        assert hdr[:8] == b"PRECCKC1" and struct.unpack_from("<I", hdr, 8)[0] == 2, path
+        assert hdr[:8] == b"PRECCKC1" and struct.unpack_from("<I", hdr, 8)[0] == 3, path
         assert struct.unpack_from("<Q", hdr, 24)[0] == len(p), path
         if hmac.compare_digest(mac(key, hdr, p), bytes(hdr[MACAT:HDR])):
             done += 1

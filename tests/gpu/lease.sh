@@ -1,0 +1,81 @@
+#!/bin/sh
+# tests/gpu/lease.sh — what one device lease runs (15 minutes of device
+# time, one command of at most 10), in order of what it tells us, each part
+# boxed in time so that a slow one cannot take the rest with it:
+#
+#   A  tests/gpu/run.sh on the tiny plans (both families: sm_90a's wgmma,
+#      tiny-sm_90's mma.sync) and every bench: quant bandwidth, bulk commit,
+#      the GEMMs (bench_gemm_gpu, then cuBLASLt at the same shapes)
+#   S  compute-sanitizer memcheck, racecheck and synccheck over precc-run
+#      on tiny plans with GEMMs of each family
+#   B  precc-run --check on llama-3-8b's layer 0 for every recipe, in
+#      parallel (the interpreter's side is the slow one)
+#
+# Logs: one tarball in $OUT (the device tool's folder), else /tmp/precc-lease.
+# Before it, here: sh tests/gpu/prepare.sh with PRECC_GPU_SLIM=1 (the lease
+# carries tests/gpu/artifacts; 64 MiB in all).
+#
+#   sh tests/gpu/lease.sh [SECONDS [A_SECONDS [B_SECONDS]]]
+#        the whole budget (default 540), part A's box (330), B's least (40)
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT" || exit 1
+BUDGET=${1:-540} TA=${2:-330} TB=${3:-40}
+T0=$(date +%s)
+O=${OUT:-/tmp/precc-lease}
+LOG=/tmp/precc-lease-logs
+B=/tmp/precc-build-gpu
+ART=$ROOT/tests/gpu/artifacts
+rm -rf "$LOG" && mkdir -p "$O" "$LOG" || exit 1
+left() { echo $((BUDGET - ($(date +%s) - T0))); }
+
+{
+	date -u
+	nvidia-smi
+	nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
+	command -v compute-sanitizer ncu nvcc python3
+	python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.is_available())'
+} >"$LOG/machine.txt" 2>&1
+head -20 "$LOG/machine.txt"
+
+echo "== A: run.sh, tiny plans and benches ($(left) s left)"
+PRECC_GPU_OUT=$B PRECC_GPU_CHECKS='tiny*' timeout "$TA" sh tests/gpu/run.sh >"$LOG/A.log" 2>&1
+echo "A exit $?"
+grep -E '^(PASS|FAIL|SKIP|summary)' "$LOG/A.log"
+cp "$B"/*.log "$B"/*.jsonl "$B"/*.json "$LOG/" 2>/dev/null
+
+echo "== S: compute-sanitizer ($(left) s left)"
+if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$B/precc-run" ]; then
+	for tp in memcheck:tiny/deepseek_v3 memcheck:tiny-sm_90/deepseek_v3 \
+	          racecheck:tiny/deepseek_v3 synccheck:tiny/deepseek_v3 \
+	          memcheck:tiny/current_tensorwise racecheck:tiny-sm_90/deepseek_v3; do
+		t=${tp%%:*} p=${tp#*:}
+		[ "$(left)" -gt $((TB + 30)) ] || { echo "sanitizer: out of time"; break; }
+		n=$t.$(echo "$p" | tr / .)
+		timeout 25 compute-sanitizer --tool $t --error-exitcode 9 \
+				"$B/precc-run" "$ART/$p" --backend cuda >"$LOG/san.$n.log" 2>&1
+		echo "sanitizer $t $p: exit $? ($(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/san.$n.log"))"
+	done
+else
+	echo "no compute-sanitizer, or no precc-run"
+fi
+
+echo "== B: llama-3-8b layer 0, every recipe, in parallel ($(left) s left)"
+tb=$(($(left) - 15))
+if [ "$tb" -ge "$TB" ] && [ -x "$B/precc-run" ]; then
+	for d in "$ART"/llama-3-8b/*/; do
+		r=$(basename "$d")
+		( timeout "$tb" "$B/precc-run" "$d" --check --layer model.layers.0. --m 128 \
+			>"$LOG/B.$r.log" 2>&1; echo "check.llama-3-8b.$r: exit $?" >>"$LOG/B.$r.log" ) &
+	done
+	wait
+	for f in "$LOG"/B.*.log; do tail -1 "$f"; grep -m3 -E 'differ|MISMATCH|error' "$f"; done
+else
+	echo "skipped: $tb s"
+fi
+
+tar -C "$LOG" -czf "$O/logs.tgz" . 2>/dev/null
+cp "$LOG/A.log" "$O/A.log" 2>/dev/null
+echo "== the GEMMs against the references ($(left) s left)"
+sed -n '/^precc against/,$p' "$LOG/bench.gemm.torch.log" 2>/dev/null
+grep -E 'BAD|not finite|run failed|cannot' "$LOG"/bench.gemm*.log 2>/dev/null | head -20
