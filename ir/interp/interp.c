@@ -1046,6 +1046,31 @@ out:
 	return e;
 }
 
+/* The ops whose f32 results come out of the GPU's fp32 arithmetic (div,
+ * mul, add, fma) give its canonical NaN 0x7fffffff whatever NaN went in,
+ * where C on the host keeps the input's payload or makes 0xffc00000 (an
+ * H200 gave 0x7fffffff for a scale_inv of a NaN amax: tests/gpu/lease.sh,
+ * 2026-12-04; test_emu's emulator models the same, emu_gpu_nan). Ops that
+ * move bits (transpose, pad, slice, casts) or compare them (amax, the
+ * history) keep them. */
+static void
+gpu_nans(IrInterp *ip, const Ins *i)
+{
+	switch (i->op) {
+	case OP_scale: case OP_block_scale: case OP_recip: case OP_dequantize:
+	case OP_hadamard: case OP_gemm: case OP_bias: case OP_accumulate:
+		break;
+	default:
+		return;
+	}
+	if (i->res < 0 || vtype(ip, i->res)->fmt != PRECC_FP32 || !ip->buf[i->res])
+		return;
+	uint32_t *u = ip->buf[i->res];
+	for (long e = 0, n = nelem(ip, i->res); e < n; e++)
+		if ((u[e] & 0x7f800000u) == 0x7f800000u && (u[e] & 0x007fffffu))
+			u[e] = 0x7fffffffu;
+}
+
 int
 ir_interp_run(IrInterp *ip)
 {
@@ -1106,6 +1131,7 @@ ir_interp_run(IrInterp *ip)
 		}
 		if (r)
 			return -1;
+		gpu_nans(ip, i);
 	}
 	return fail(ip, NULL, "no ret");
 }

@@ -903,6 +903,47 @@ emu_instrument(LLVMModuleRef mod, LLVMValueRef fn)
 	LLVMDisposeBuilder(b);
 }
 
+/* The GPU's NaN: fp32 arithmetic (add, sub, mul, div, fma, sqrt, and the
+ * f64 -> f32 cvt) returns the canonical NaN 0x7fffffff whatever NaN went
+ * in, where x86 keeps the input's payload (or makes 0xffc00000): seen on
+ * an H200 (tests/gpu/lease.sh, 2026-12-04), where a scale_inv of a NaN
+ * amax came back 0x7fffffff against the host's 0x7fc00000. Every such f32
+ * result of fn gets select(isnan(r), 0x7fffffff, r). */
+void
+emu_gpu_nan(LLVMModuleRef mod, LLVMValueRef fn)
+{
+	LLVMContextRef cx = LLVMGetModuleContext(mod);
+	LLVMTypeRef f32 = LLVMFloatTypeInContext(cx), i32 = LLVMInt32TypeInContext(cx);
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(cx);
+	LLVMValueRef canon = LLVMConstBitCast(LLVMConstInt(i32, 0x7fffffff, 0), f32);
+
+	for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
+		for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) {
+			LLVMOpcode op = LLVMGetInstructionOpcode(in);
+			int arith = op == LLVMFAdd || op == LLVMFSub || op == LLVMFMul || op == LLVMFDiv ||
+			            op == LLVMFRem || op == LLVMFPTrunc;
+			if (op == LLVMCall) {
+				LLVMValueRef callee = LLVMGetCalledValue(in);
+				size_t n;
+				const char *nm = callee ? LLVMGetValueName2(callee, &n) : "";
+				arith = !strncmp(nm, "llvm.fma.", 9) || !strncmp(nm, "llvm.fmuladd.", 13) ||
+				        !strncmp(nm, "llvm.sqrt.", 10);
+			}
+			if (!arith || LLVMTypeOf(in) != f32)
+				continue;
+			LLVMValueRef next = LLVMGetNextInstruction(in);
+			LLVMPositionBuilderBefore(b, next);
+			LLVMValueRef isn = LLVMBuildFCmp(b, LLVMRealUNO, in, in, "");
+			LLVMValueRef sel = LLVMBuildSelect(b, isn, canon, in, "");
+			LLVMReplaceAllUsesWith(in, sel);
+			LLVMSetOperand(isn, 0, in);
+			LLVMSetOperand(isn, 1, in);
+			LLVMSetOperand(sel, 2, in);
+			in = sel;
+		}
+	LLVMDisposeBuilder(b);
+}
+
 /* ---- launches -------------------------------------------------------------- */
 static void (*entry)(void **);
 static void **entry_args;

@@ -33,6 +33,8 @@ void emu_init(void);
  * its own stack; the access then goes to the pointer it returns (a sink
  * when the access is bad, so that the run goes on and reports). */
 void emu_instrument(LLVMModuleRef, LLVMValueRef fn);
+/* fn's f32 arithmetic returns the GPU's canonical NaN 0x7fffffff */
+void emu_gpu_nan(LLVMModuleRef, LLVMValueRef fn);
 /* The global buffers of the next launch (forget all with emu_reset). */
 void emu_reset(void);
 void emu_region(const void *p, size_t bytes, int writable, const char *name);

@@ -309,6 +309,9 @@ static void (*jit(LLVMModuleRef mod, LLVMValueRef kfn, LLVMExecutionEngineRef *e
 			goto fail;
 		}
 	}
+	for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn))
+		if (!LLVMIsDeclaration(fn))
+			emu_gpu_nan(mod, fn);
 	emu_instrument(mod, kfn);
 	wrap_entry(mod, b, kfn, "precc_emu_entry");
 	LLVMValueRef bulk = LLVMGetNamedFunction(mod, CG_BULK_ENTRY);
