@@ -365,9 +365,13 @@ static int compare_gemm(const char *layer, const char *set, const precc_buffer_i
 	if (!print)
 		return d.over > 0;
 	fprintf(hout, "  gemm %s (%s inputs) '%s' %s (kernel %s): %ld of %ld elements differ; max abs "
-	       "%.3g, max rel %.3g, max %.3g ulps; at most %.3g of the bound: %s\n", layer, set,
+	       "%.3g, max rel %.3g, max %.3g ulps; at most %.3g of the bound: %s", layer, set,
 	       bi->name, bi->type, kernel, d.differ, d.n, d.max_abs, d.max_rel, d.max_ulps,
 	       d.max_ratio, d.over ? "BEYOND THE BOUND" : "within");
+	if (d.unbounded)
+		fprintf(hout, " (%ld differ where finite products overflow fp32: no bound)",
+		        d.unbounded);
+	fputc('\n', hout);
 	if (d.over) {
 		uint32_t cx = 0, cy = 0;
 		memcpy(&cx, (const char *)a + (size_t)d.first_over * es, es);

@@ -226,6 +226,7 @@ int rt_gemm_tolerance(const Func *f, long m, int nparam, const char *const *pnam
                       int mma_bits, float *tol, size_t ntol, char *err, size_t errsz);
 typedef struct rt_gemm_diff {
 	long n, differ, over, first_over;
+	long unbounded;           /* elements whose finite products overflow fp32: no bound */
 	double max_abs, max_rel, max_ulps, max_ratio;   /* ratio: |diff| / tol */
 } rt_gemm_diff;
 void rt_gemm_compare(precc_format f, const void *a, const void *b, const float *tol,

@@ -232,6 +232,70 @@ static void run_case(const Case *c)
 	ir_module_free(mod);
 }
 
+/* Row 0 of A: finite bf16 values whose products with B's row overflow
+ * fp32 partway (+big first, then -big), so the cpu's running sum goes +inf
+ * then NaN while a wider-range sum (the H200's tensor cores) gives a
+ * finite value or -inf: that element has no bound (tol NaN) and any GPU
+ * value passes there. Row 1 holds a real inf input: its class (inf) must
+ * still match, and row 2, all small, keeps its finite bound. */
+static void overflow_case(void)
+{
+	static const char ir[] =
+		"kernel @y.gemm {\n"
+		"  %a = param buf : bf16[M,4]\n"
+		"  %b = param buf : bf16[2,4]\n"
+		"  %y.acc = gemm %a, %b accum=fp32 : f32[M,2]\n"
+		"  %y = cast %y.acc : bf16[M,2]\n"
+		"  ret %y\n"
+		"}\n";
+	const float a[3][4] = {{3e38f, 3e38f, -3e38f, -3e38f}, {INFINITY, 1, 1, 1}, {1, 2, 3, 4}};
+	const float b[2][4] = {{2, 2, 2, 2}, {1, 1, 1, 1}};
+	uint16_t A[12], B[8], cpu[6], gpu[6];
+	char err[1024];
+	Module *mod = ir_parse(ir, "overflow", err, sizeof err);
+	CHECK(mod != NULL);
+	if (!mod)
+		return;
+	const Func *f = mod->fn[0];
+	for (int i = 0; i < 12; i++)
+		A[i] = (uint16_t)precc_encode(PRECC_BF16, a[i / 4][i % 4], PRECC_RNE, false, 0);
+	for (int i = 0; i < 8; i++)
+		B[i] = (uint16_t)precc_encode(PRECC_BF16, b[i / 4][i % 4], PRECC_RNE, false, 0);
+	const char *names[2] = {"a", "b"};
+	const void *data[2] = {A, B};
+	size_t bytes[2] = {sizeof A, sizeof B};
+	IrInterpOpts o;
+	ir_interp_opts_init(&o);
+	o.m = 3;
+	IrInterp *ip = ir_interp_new(f, &o, err, sizeof err);
+	CHECK(ip != NULL);
+	if (!ip)
+		return;
+	CHECK(ir_interp_bind(ip, "a", A, sizeof A) == 0 && ir_interp_bind(ip, "b", B, sizeof B) == 0);
+	CHECK(ir_interp_run(ip) == 0);
+	int yv = ir_interp_result(ip, 0);
+	memcpy(cpu, ir_interp_value(ip, yv), sizeof cpu);
+	float tol[6];
+	CHECK(rt_gemm_tolerance(f, 3, 2, names, data, bytes, yv, 23, tol, 6, err, sizeof err) == 0);
+	/* (0, 0): 6e38 overflows in fp32 whatever the order */
+	CHECK(isnan(tol[0]) && isnan(tol[1]));
+	CHECK(isinf(precc_decode(PRECC_BF16, cpu[2])) && !isnan(tol[2]));
+	CHECK(!isnan(tol[4]) && isfinite(tol[4]));
+	rt_gemm_diff d;
+	memcpy(gpu, cpu, sizeof gpu);
+	gpu[0] = (uint16_t)precc_encode(PRECC_BF16, -INFINITY, PRECC_RNE, false, 0);
+	gpu[1] = (uint16_t)precc_encode(PRECC_BF16, 0.0f, PRECC_RNE, false, 0);
+	rt_gemm_compare(PRECC_BF16, gpu, cpu, tol, 6, &d);
+	printf("overflow: cpu (0,0) %g, gpu -inf: %ld differ, %ld unbounded, %ld beyond\n",
+	       precc_decode(PRECC_BF16, cpu[0]), d.differ, d.unbounded, d.over);
+	CHECK(d.over == 0 && d.unbounded == 2);
+	gpu[2] = (uint16_t)precc_encode(PRECC_BF16, NAN, PRECC_RNE, false, 0);   /* inf input: still inf */
+	rt_gemm_compare(PRECC_BF16, gpu, cpu, tol, 6, &d);
+	CHECK(d.over == 1 && d.first_over == 2);
+	ir_interp_free(ip);
+	ir_module_free(mod);
+}
+
 int main(void)
 {
 	/* γ_n = nu / (1 - nu) (Higham, Accuracy and Stability, Lemma 3.1) */
@@ -251,5 +315,6 @@ int main(void)
 	      rt_ulp(PRECC_FP32, 0) == 0x1p-149 && rt_ulp(PRECC_FP16, 65504) == 32);
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
 		run_case(&cases[i]);
+	overflow_case();
 	return finish("runtime.gemm_check");
 }
