@@ -87,8 +87,12 @@ def measure(m, n, k, dev):
     # 1x128 activations, 128x128 weights (DeepSeek-V3's recipe)
     ba = x.float().reshape(m, k // 128, 128).abs().amax(-1).clamp(min=1e-12) / E4M3_MAX
     xb = (x.float().reshape(m, k // 128, 128) / ba[..., None]).reshape(m, k)
-    bb = w.float().reshape(n // 128, 128, k // 128, 128).abs().amax((1, 3)).clamp(min=1e-12) / E4M3_MAX
-    wb = (w.float().reshape(n // 128, 128, k // 128, 128) / bb[:, None, :, None]).reshape(n, k)
+    # 128x128 tiles of w: N need not be a multiple of 128 (2112): pad, then cut
+    npad = -(-n // 128) * 128
+    wp = torch.nn.functional.pad(w.float(), (0, 0, 0, npad - n))
+    bb = wp.reshape(npad // 128, 128, k // 128, 128).abs().amax((1, 3)).clamp(min=1e-12) / E4M3_MAX
+    wb = (wp.reshape(npad // 128, 128, k // 128, 128) / bb[:, None, :, None]).reshape(npad, k)[:n]
+    del wp
     xb, wb = xb.to(torch.float8_e4m3fn), wb.to(torch.float8_e4m3fn)
     # cuBLASLt wants the 1x128 scales M-major (outer stride 1)
     ba_t = ba.t().contiguous().t()

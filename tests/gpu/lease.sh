@@ -17,6 +17,12 @@
 #
 #   sh tests/gpu/lease.sh [SECONDS [A_SECONDS [B_SECONDS]]]
 #        the whole budget (default 540), part A's box (330), B's least (40)
+#   PRECC_LEASE_SAN=0        no part S
+#   PRECC_LEASE_B='deepseek_v3 nvfp4'   B for these recipes only
+#   PRECC_LEASE_B_FIRST=1    B starts first, beside A (it is CPU-bound, A
+#                            GPU-bound), boxed to the budget less 30 s
+# Whatever else run.sh reads passes through (PRECC_BENCH_MAX_MNK_SM90=1:
+# no mma.sync GEMM bench).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
@@ -38,6 +44,30 @@ left() { echo $((BUDGET - ($(date +%s) - T0))); }
 } >"$LOG/machine.txt" 2>&1
 head -20 "$LOG/machine.txt"
 
+b_start() {  # b_start SECONDS: part B's checks, in the background
+	for d in "$ART"/llama-3-8b/*/; do
+		r=$(basename "$d")
+		case " ${PRECC_LEASE_B:-$r} " in *" $r "*) ;; *) continue ;; esac
+		( timeout "$1" "$B/precc-run" "$d" --check --layer model.layers.0. --m 128 \
+			>"$LOG/B.$r.log" 2>&1; echo "check.llama-3-8b.$r: exit $?" >>"$LOG/B.$r.log" ) &
+	done
+}
+b_report() {
+	for f in "$LOG"/B.*.log; do
+		[ -f "$f" ] || continue
+		tail -1 "$f"
+		grep -m3 -E 'BEYOND|MISMATCH|error' "$f"
+	done
+}
+
+if [ "${PRECC_LEASE_B_FIRST:-0}" = 1 ]; then
+	# run.sh builds precc-run; for B beside A, build it first (run.sh
+	# rebuilds the same objects)
+	PRECC_GPU_OUT=$B PRECC_GPU_CHECKS=none PRECC_GPU_BENCH=0 sh tests/gpu/run.sh \
+		>"$LOG/build.log" 2>&1
+	echo "== B: started beside A ($(left) s left)"
+	b_start $((BUDGET - 30))
+fi
 echo "== A: run.sh, tiny plans and benches ($(left) s left)"
 PRECC_GPU_OUT=$B PRECC_GPU_CHECKS='tiny*' timeout "$TA" sh tests/gpu/run.sh >"$LOG/A.log" 2>&1
 echo "A exit $?"
@@ -45,7 +75,9 @@ grep -E '^(PASS|FAIL|SKIP|summary)' "$LOG/A.log"
 cp "$B"/*.log "$B"/*.jsonl "$B"/*.json "$LOG/" 2>/dev/null
 
 echo "== S: compute-sanitizer ($(left) s left)"
-if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$B/precc-run" ]; then
+if [ "${PRECC_LEASE_SAN:-1}" = 0 ]; then
+	echo "skipped (PRECC_LEASE_SAN=0)"
+elif command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$B/precc-run" ]; then
 	for tp in memcheck:tiny/deepseek_v3 memcheck:tiny-sm_90/deepseek_v3 \
 	          racecheck:tiny/deepseek_v3 synccheck:tiny/deepseek_v3 \
 	          memcheck:tiny/current_tensorwise racecheck:tiny-sm_90/deepseek_v3; do
@@ -60,18 +92,19 @@ else
 	echo "no compute-sanitizer, or no precc-run"
 fi
 
-echo "== B: llama-3-8b layer 0, every recipe, in parallel ($(left) s left)"
-tb=$(($(left) - 15))
-if [ "$tb" -ge "$TB" ] && [ -x "$B/precc-run" ]; then
-	for d in "$ART"/llama-3-8b/*/; do
-		r=$(basename "$d")
-		( timeout "$tb" "$B/precc-run" "$d" --check --layer model.layers.0. --m 128 \
-			>"$LOG/B.$r.log" 2>&1; echo "check.llama-3-8b.$r: exit $?" >>"$LOG/B.$r.log" ) &
-	done
+echo "== B: llama-3-8b layer 0, in parallel ($(left) s left)"
+if [ "${PRECC_LEASE_B_FIRST:-0}" = 1 ]; then
 	wait
-	for f in "$LOG"/B.*.log; do tail -1 "$f"; grep -m3 -E 'differ|MISMATCH|error' "$f"; done
+	b_report
 else
-	echo "skipped: $tb s"
+	tb=$(($(left) - 15))
+	if [ "$tb" -ge "$TB" ] && [ -x "$B/precc-run" ]; then
+		b_start "$tb"
+		wait
+		b_report
+	else
+		echo "skipped: $tb s"
+	fi
 fi
 
 tar -C "$LOG" -czf "$O/logs.tgz" . 2>/dev/null

@@ -85,6 +85,8 @@ static const char bad_ptx[] =
 static CUresult (*ctx_get_current)(CUcontext *);
 static CUresult (*stream_create)(CUstream *, unsigned);
 static CUresult (*stream_destroy)(CUstream);
+static CUresult (*ctx_push)(CUcontext);
+static CUresult (*ctx_pop)(CUcontext *);
 
 static void own_driver(void)
 {
@@ -100,6 +102,26 @@ static void own_driver(void)
 	memcpy(&stream_create, &s, sizeof s);
 	s = dlsym(h, "cuStreamDestroy_v2");
 	memcpy(&stream_destroy, &s, sizeof s);
+	s = dlsym(h, "cuCtxPushCurrent_v2");
+	memcpy(&ctx_push, &s, sizeof s);
+	s = dlsym(h, "cuCtxPopCurrent_v2");
+	memcpy(&ctx_pop, &s, sizeof s);
+}
+
+/* The caller's stream, made as a trainer makes one: in the runtime's
+ * context, current for the call only (none is current on this thread:
+ * the runtime leaves none, and cuStreamCreate needs one; the first GPU
+ * run, on an H200, 2026-12-04, failed here with no context current). */
+static CUresult own_stream(precc_rt *rt, CUstream *st, int destroy)
+{
+	CUcontext c;
+	CUresult r;
+
+	if (!ctx_push || !ctx_pop || ctx_push(rt->ctx) != CUDA_SUCCESS)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = destroy ? stream_destroy(*st) : stream_create(st, 1 /* non-blocking */);
+	ctx_pop(&c);
+	return r;
 }
 
 static int no_context_current(void)
@@ -127,7 +149,7 @@ int main(void)
 	}
 	printf("opened %s\n", why);
 	own_driver();
-	CHECK(ctx_get_current && stream_create && stream_destroy);
+	CHECK(ctx_get_current && stream_create && stream_destroy && ctx_push && ctx_pop);
 	CHECK(no_context_current());
 
 	/* bad PTX: the driver's JIT log comes with the error */
@@ -167,7 +189,8 @@ int main(void)
 	printf("host pointer reports: %s\n", precc_rt_last_error());
 	CHECK(rt_cuda_htod(rt, din, in, sizeof in) == 0);
 	CHECK(rt_cuda_memset8(rt, dout, 0xff, sizeof out) == 0);
-	CHECK(stream_create && stream_create(&stream, 1 /* non-blocking */) == 0);
+	CHECK(own_stream(rt, &stream, 0) == CUDA_SUCCESS && stream);
+	CHECK(no_context_current());
 	{
 		void *params[] = {&dout, &din, &n};
 		unsigned grid[3] = {(N + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
@@ -209,7 +232,7 @@ int main(void)
 	CHECK(no_context_current());
 out:
 	if (stream)
-		stream_destroy(stream);
+		CHECK(own_stream(rt, &stream, 1) == CUDA_SUCCESS);
 	if (din)
 		rt_cuda_free(rt, din);
 	if (dout)
