@@ -294,6 +294,20 @@ static void overflow_case(void)
 	CHECK(d.over == 1 && d.first_over == 2);
 	ir_interp_free(ip);
 	ir_module_free(mod);
+	/* an output cast that overflowed on one side only: f16 inf (the cpu,
+	 * pre-cast >= 65520) against 65504 (the GPU, pre-cast < 65520) is 16
+	 * apart, within a bound of 1000; 60000 is not; nor is any finite value
+	 * where the bound is inf (an inf input: inf is the only answer) */
+	uint16_t h[3], hinf = (uint16_t)precc_encode(PRECC_FP16, INFINITY, PRECC_RNE, false, 0);
+	float ht[3] = {1000, 1000, INFINITY};
+	uint16_t hc[3] = {hinf, hinf, hinf};
+	h[0] = (uint16_t)precc_encode(PRECC_FP16, 65504, PRECC_RNE, false, 0);
+	h[1] = (uint16_t)precc_encode(PRECC_FP16, 60000, PRECC_RNE, false, 0);
+	h[2] = h[0];
+	rt_gemm_compare(PRECC_FP16, h, hc, ht, 3, &d);
+	printf("f16 overflow on one side: %ld differ, %ld beyond (first %ld)\n", d.differ, d.over,
+	       d.first_over);
+	CHECK(d.differ == 3 && d.over == 2 && d.first_over == 1);
 }
 
 int main(void)
