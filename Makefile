@@ -56,15 +56,21 @@ FUZZ_TIME ?= 60
 FUZZ_SMOKE_TIME ?= 12
 FUZZ_RUNS ?=
 
+# clang alone is not enough: libFuzzer and the sanitizers' runtimes are in
+# libclang-rt-19-dev, which a machine with clang-19 may lack (a fresh one
+# did: "cannot find libclang_rt.asan_static.a"), so the probe links a fuzzer
 fuzz-deps:
-	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { \
+	@mkdir -p $(BUILD) && printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >$(BUILD)/fuzz-probe.c
+	@$(FUZZ_CC) -fsanitize=fuzzer,address,undefined $(BUILD)/fuzz-probe.c -o $(BUILD)/fuzz-probe \
+	  >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "precc: installing clang-19 for the fuzzers"; \
+	    echo "precc: installing clang-19 and its runtimes (libclang-rt-19-dev) for the fuzzers"; \
 	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang-19; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      clang-19 libclang-rt-19-dev; \
 	  else \
-	    echo "precc: make fuzz needs clang. Run as root:" >&2; \
-	    echo "  apt-get update && apt-get install -y --no-install-recommends clang-19" >&2; \
+	    echo "precc: make fuzz needs clang-19 with libFuzzer. Run as root:" >&2; \
+	    echo "  apt-get update && apt-get install -y --no-install-recommends clang-19 libclang-rt-19-dev" >&2; \
 	    exit 1; \
 	  fi; }
 
