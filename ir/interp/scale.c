@@ -5,24 +5,9 @@
  */
 #include <float.h>
 #include <math.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "util.h"
-
-/* A NaN result as the GPU's fp32 arithmetic makes it: the canonical NaN
- * 0x7fffffff, whatever NaN went in (the host keeps the input's payload;
- * an H200 gave 0x7fffffff for the scale_inv of a NaN amax, tests/gpu,
- * 2026-12-04). Other values unchanged. */
-static float
-gpu_nan(float x)
-{
-	uint32_t u = 0x7fffffffu;
-
-	if (isnan(x))
-		memcpy(&x, &u, 4);
-	return x;
-}
 
 /* The scale formula for an inf/NaN amax with no special case. */
 static float
@@ -81,9 +66,9 @@ precc_scales(const float *amax, long n, const precc_scale_params *p,
 		} else if (p->amax_over_fmax && a != 0.0f) {
 			si = a / p->fmax;    /* the sf DeepSeek multiplies back by */
 		}
-		scale[i] = gpu_nan(s);
+		scale[i] = s;
 		if (scale_inv)
-			scale_inv[i] = gpu_nan(si);
+			scale_inv[i] = si;
 	}
 	if (n_nonfinite)
 		*n_nonfinite = bad;
