@@ -572,8 +572,17 @@ static void
 layers_write(FILE *o, Build *b, const Classes *c, int t, int kd)
 {
 	const Module *m = b->mods[t];
+	const Model *md = b->model;
 	int n = 0, d = kd + 2;
+	NameTab at, built;   /* fqn -> index of the model's linear; layers built */
 
+	ir_names_init(&at, md ? (size_t)md->nlinears : 0);
+	for (int i = 0; md && i < md->nlinears; i++)
+		ir_names_put(&at, md->linears[i].fqn, i);
+	ir_names_init(&built, (size_t)m->nfn);
+	for (int i = 0; i < m->nfn; i++)
+		if (!m->fn[i]->kernel)
+			ir_names_put(&built, m->fn[i]->name, i);
 	putc_unlocked('[', o);
 	for (int i = 0; i < m->nfn; i++) {
 		if (m->fn[i]->kernel)
@@ -586,9 +595,19 @@ layers_write(FILE *o, Build *b, const Classes *c, int t, int kd)
 		fputs_unlocked(",\n", o);
 		js_key(o, d, "class");
 		fprintf(o, "%d", c->of[t][i]);
+		int li = md ? ir_names_get(&at, m->fn[i]->name) : -1;
+		int root = li >= 0 ? model_input_root(md, li) : -1;
+		if (root >= 0 && ir_names_get(&built, md->linears[root].fqn) >= 0) {
+			/* the layer reads the input tensor of that one */
+			fputs_unlocked(",\n", o);
+			js_key(o, d, "shares_input");
+			js_str(o, md->linears[root].fqn);
+		}
 		js_close(o, d);
 	}
 	putc_unlocked(']', o);
+	ir_names_free(&at);
+	ir_names_free(&built);
 }
 
 char *

@@ -243,7 +243,7 @@ model_identity(const Model *md)
 
 	for (int i = 0; i < md->nlinears; i++) {
 		const Linear *l = &md->linears[i];
-		long v[4] = {l->in_features, l->out_features, l->tied, l->bias};
+		long v[5] = {l->in_features, l->out_features, l->tied, l->bias, l->shares_input};
 		h = ir_hash_str(h, l->fqn);
 		h = ir_hash_bytes(h, v, sizeof v);
 	}
@@ -1001,6 +1001,7 @@ cmd_build(int argc, char **argv)
 	b.recipe_hash = file_identity(recipe->path ? recipe->path : b.recipe_path);
 	b.model_hash = model_identity(model);
 	b.training = &recipe->training;
+	b.model = model;
 	b.nlayers = plan->nlayers;
 	double tp = now_ms();
 	b.ms_front = tp - t0;

@@ -44,6 +44,7 @@ typedef struct Build {
 	int next, done, progress;
 	uint64_t recipe_hash, model_hash;
 	const struct TrainingPolicy *training;   /* the recipe's, for the manifest */
+	const struct Model *model;  /* the layers' shares_input, for the manifest */
 	double ms_front, ms_passes, ms_compile, ms_write;   /* --time phases */
 	int nlayers, nclass;        /* driver/group.c's classes (0: off) */
 	long stats_m;               /* --stats at this M; 0: off */

@@ -259,38 +259,209 @@ find_kernel(cJSON *ks, const char *name)
 	return NULL;
 }
 
-/* Each layer class's "stats": the sum over its steps' kernels. */
-static void
-class_stats(cJSON *classes, cJSON *ks, long m)
+/* ---- a training step against its minimum --------------------------------
+ * Per kernel the minimum is its own params once; per step it is stricter:
+ * each tensor read once and written once by the quantize side of the step
+ * (every non-GEMM kernel), however many of its kernels touch it, and a
+ * tensor that several linears read (q/k/v's X, the manifest's
+ * shares_input) once for all of them. A GEMM's operands and result count
+ * as the GEMM moves them (each GEMM must read its own): what the step
+ * figure judges is the traffic around the GEMMs. */
+
+typedef struct Buf {
+	const char *name;
+	double bytes;
+	int rd, wr;             /* read / written by a non-GEMM step */
+} Buf;
+
+typedef struct Body {
+	const cJSON *cls;       /* layer_classes[i] */
+	Buf *b; int nb;
+	double rd, wr;          /* every step: what it moves */
+	double gemm;            /* GEMM steps: their params once */
+	double local;           /* the layer's own minimum */
+} Body;
+
+static int
+buf_at(const Body *y, const char *name)
 {
-	cJSON *l;
-	cJSON_ArrayForEach(l, classes) {
-		double t[3] = {0, 0, 0};
-		const cJSON *st;
-		cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(l, "steps")) {
-			cJSON *ks_ = find_kernel(ks, str(st, "kernel"));
-			const cJSON *s = ks_ ? cJSON_GetObjectItemCaseSensitive(ks_, "stats") : NULL;
-			t[0] += (double)num(s, "read_bytes", 0);
-			t[1] += (double)num(s, "write_bytes", 0);
-			t[2] += (double)num(s, "min_bytes", 0);
-		}
-		cJSON_DeleteItemFromObjectCaseSensitive(l, "stats");
-		add_totals(cJSON_AddObjectToObject(l, "stats"), m, t[0], t[1], t[2]);
-	}
+	for (int i = 0; i < y->nb; i++)
+		if (!strcmp(y->b[i].name, name))
+			return i;
+	return -1;
 }
 
-/* The step's totals: the layers' classes' stats, summed. */
+static const cJSON *
+param_at(const cJSON *k, int i)
+{
+	return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(k, "params"), i);
+}
+
+static int
+is_gemm(const cJSON *k)
+{
+	return !strcmp(str(k, "shape"), "gemm");
+}
+
+/* The class's buffers and totals, and its "stats". */
+static int
+body_stats(Body *y, cJSON *cls, cJSON *ks, long m)
+{
+	const cJSON *b, *st;
+
+	y->cls = cls;
+	y->nb = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cls, "buffers"));
+	y->b = calloc((size_t)y->nb + 1, sizeof *y->b);
+	if (!y->b)
+		return -1;
+	int n = 0;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(cls, "buffers")) {
+		long sz = type_bytes(str(b, "type"), m);
+		if (sz < 0)
+			return -1;
+		y->b[n].name = str(b, "name");
+		y->b[n++].bytes = (double)sz;
+	}
+	cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(cls, "steps")) {
+		cJSON *k = find_kernel(ks, str(st, "kernel"));
+		const cJSON *s = k ? cJSON_GetObjectItemCaseSensitive(k, "stats") : NULL;
+		y->rd += (double)num(s, "read_bytes", 0);
+		y->wr += (double)num(s, "write_bytes", 0);
+		if (k && is_gemm(k)) {
+			y->gemm += (double)num(s, "min_bytes", 0);
+			continue;
+		}
+		const cJSON *a;
+		int i = 0;
+		cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(st, "args")) {
+			int bi = cJSON_IsString(a) ? buf_at(y, a->valuestring) : -1;
+			if (bi >= 0 && k) {
+				if (!strcmp(str(param_at(k, i), "dir"), "out"))
+					y->b[bi].wr = 1;
+				else
+					y->b[bi].rd = 1;
+			}
+			i++;
+		}
+	}
+	y->local = y->gemm;
+	for (int i = 0; i < y->nb; i++)
+		y->local += y->b[i].bytes * (y->b[i].rd + y->b[i].wr);
+	cJSON_DeleteItemFromObjectCaseSensitive(cls, "stats");
+	add_totals(cJSON_AddObjectToObject(cls, "stats"), m, y->rd, y->wr, y->local);
+	return 0;
+}
+
+/* What a layer of body l that reads the input of a layer of body r need
+ * not move itself: the input, and what its non-GEMM steps make from
+ * shared tensors alone, where r runs the same kernel on the same tensors
+ * (then they are the same bytes). */
+static double
+shared_credit(const Body *l, const Body *r, cJSON *ks)
+{
+	const char **map = calloc((size_t)l->nb + 1, sizeof *map);   /* l's buffer -> r's */
+	double credit = 0;
+	const cJSON *b, *rb, *st, *rst, *a;
+	int i = 0;
+
+	if (!map)
+		return 0;
+	/* the input, and its delayed-scaling state ("x.scale", "x.amax_history"):
+	 * one tensor has one history, whoever reads it */
+	const char *x = NULL;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(l->cls, "buffers"))
+		if (!strcmp(str(b, "role"), "input"))
+			x = str(b, "name");
+	size_t nx = x ? strlen(x) : 0;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(l->cls, "buffers")) {
+		const char *nm = str(b, "name"), *role = str(b, "role");
+		int mine = x && (!strcmp(role, "input") || (!strcmp(role, "state") && !strncmp(nm, x, nx)
+		                                           && nm[nx] == '.'));
+		if (mine)
+			cJSON_ArrayForEach(rb, cJSON_GetObjectItemCaseSensitive(r->cls, "buffers"))
+				if (!strcmp(str(rb, "role"), role) && !strcmp(str(rb, "type"), str(b, "type"))
+				    && (!strcmp(role, "input") || !strcmp(str(rb, "name"), nm)))
+					map[i] = str(rb, "name");
+		i++;
+	}
+	cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(l->cls, "steps")) {
+		const cJSON *k = find_kernel(ks, str(st, "kernel"));
+		const cJSON *args = cJSON_GetObjectItemCaseSensitive(st, "args");
+		int n = cJSON_GetArraySize(args), ok = k && !is_gemm(k) && n <= 64;
+		const char *want[64];
+		for (i = 0; ok && i < n; i++) {
+			a = cJSON_GetArrayItem(args, i);
+			int bi = cJSON_IsString(a) ? buf_at(l, a->valuestring) : -1;
+			int in = strcmp(str(param_at(k, i), "dir"), "out") != 0;
+			want[i] = bi >= 0 && in ? map[bi] : NULL;
+			ok = bi >= 0 && (!in || want[i]);
+		}
+		if (!ok)
+			continue;
+		cJSON_ArrayForEach(rst, cJSON_GetObjectItemCaseSensitive(r->cls, "steps")) {
+			const cJSON *ra = cJSON_GetObjectItemCaseSensitive(rst, "args");
+			int same = !strcmp(str(rst, "kernel"), str(st, "kernel")) && cJSON_GetArraySize(ra) == n;
+			for (i = 0; same && i < n; i++) {
+				const cJSON *x = cJSON_GetArrayItem(ra, i);
+				same = cJSON_IsString(x) && (!want[i] || !strcmp(want[i], x->valuestring));
+			}
+			if (!same)
+				continue;
+			for (i = 0; i < n; i++)   /* its outputs are r's */
+				if (!want[i])
+					map[buf_at(l, cJSON_GetArrayItem(args, i)->valuestring)] =
+						cJSON_GetArrayItem(ra, i)->valuestring;
+			break;
+		}
+	}
+	for (i = 0; i < l->nb; i++)
+		if (map[i])
+			credit += l->b[i].bytes * (l->b[i].rd + l->b[i].wr);
+	free(map);
+	return credit;
+}
+
+typedef struct Pair { int l, r; double credit; } Pair;
+
+/* The step's totals over `layers` (with their classes' bodies), the
+ * credit of the layers that share an input with an earlier one. */
 static void
-layer_totals(const cJSON *layers, cJSON *classes, double tot[3])
+step_totals(const cJSON *layers, Body *body, int nbody, cJSON *ks, double tot[5])
 {
 	const cJSON *l;
+	NameTab at;
+	Pair *pr = NULL;
+	int npr = 0, n = 0;
+
+	ir_names_init(&at, (size_t)cJSON_GetArraySize(layers));
+	cJSON_ArrayForEach(l, layers)
+		ir_names_put(&at, str(l, "fqn"), (int)num(l, "class", -1)), n++;
 	cJSON_ArrayForEach(l, layers) {
-		const cJSON *c = cJSON_GetArrayItem(classes, (int)num(l, "class", -1));
-		const cJSON *s = c ? cJSON_GetObjectItemCaseSensitive(c, "stats") : NULL;
-		tot[0] += (double)num(s, "read_bytes", 0);
-		tot[1] += (double)num(s, "write_bytes", 0);
-		tot[2] += (double)num(s, "min_bytes", 0);
+		int c = (int)num(l, "class", -1);
+		if (c < 0 || c >= nbody)
+			continue;
+		tot[0] += body[c].rd;
+		tot[1] += body[c].wr;
+		tot[2] += body[c].local;
+		tot[4] += body[c].gemm;
+		const char *sh = str(l, "shares_input");
+		int rc = *sh ? ir_names_get(&at, sh) : -1;
+		if (rc < 0 || rc >= nbody)
+			continue;
+		int p = 0;
+		while (p < npr && (pr[p].l != c || pr[p].r != rc))
+			p++;
+		if (p == npr) {   /* a few distinct pairs, however many layers */
+			Pair *q = realloc(pr, (size_t)(npr + 1) * sizeof *pr);
+			if (!q)
+				continue;
+			pr = q;
+			pr[npr++] = (Pair){c, rc, shared_credit(&body[c], &body[rc], ks)};
+		}
+		tot[3] += pr[p].credit;
 	}
+	free(pr);
+	ir_names_free(&at);
 }
 
 char *
@@ -309,20 +480,54 @@ stats_manifest(const char *text, const char *dir, long m, FILE *out)
 			cJSON_Delete(root);
 			return NULL;
 		}
-	double tot[3] = {0, 0, 0};
-	cJSON *cls = cJSON_GetObjectItemCaseSensitive(root, "layer_classes");
-	class_stats(cls, ks, m);
-	layer_totals(cJSON_GetObjectItemCaseSensitive(root, "layers"), cls, tot);
+	cJSON *cls = cJSON_GetObjectItemCaseSensitive(root, "layer_classes"), *c;
+	int nbody = cJSON_GetArraySize(cls), i = 0, bad = 0;
+	Body *body = calloc((size_t)nbody + 1, sizeof *body);
+	/* read, write, the layers' own minimum, shared inputs, GEMMs */
+	double tot[5] = {0, 0, 0, 0, 0}, kmin = 0;
+	cJSON_ArrayForEach(c, cls)
+		bad |= !body || body_stats(&body[i++], c, ks, m);
+	const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers"), *l;
+	if (!bad)
+		step_totals(layers, body, nbody, ks, tot);
+	cJSON_ArrayForEach(l, layers) {
+		int ci = (int)num(l, "class", -1);
+		const cJSON *st = ci >= 0 && ci < nbody ? cJSON_GetObjectItemCaseSensitive(body[ci].cls, "steps") : NULL, *x;
+		cJSON_ArrayForEach(x, st) {
+			const cJSON *kk = find_kernel(ks, str(x, "kernel"));
+			kmin += (double)num(kk ? cJSON_GetObjectItemCaseSensitive(kk, "stats") : NULL, "min_bytes", 0);
+		}
+	}
+	for (i = 0; body && i < nbody; i++)
+		free(body[i].b);
+	free(body);
+	if (bad) {
+		fprintf(stderr, "precc build: error: --stats: cannot size the layers' buffers\n");
+		cJSON_Delete(root);
+		return NULL;
+	}
+	double mv = tot[0] + tot[1], mn = tot[2] - tot[3], g = tot[4];
 	cJSON_DeleteItemFromObjectCaseSensitive(root, "stats");
 	cJSON *s = cJSON_AddObjectToObject(root, "stats");
-	add_totals(s, m, tot[0], tot[1], tot[2]);
+	add_totals(s, m, tot[0], tot[1], mn);
+	cJSON_AddNumberToObject(s, "kernel_min_bytes", kmin);
+	cJSON_AddNumberToObject(s, "shared_input_bytes", tot[3]);
+	cJSON_AddNumberToObject(s, "gemm_bytes", g);
+	double qr = mn - g > 0 ? ratio3(mv - g, mn - g) : 1;   /* bf16: nothing to quantize */
+	cJSON_AddNumberToObject(s, "quantize_ratio", qr);
 	const cJSON *tg = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "targets"), 0);
 	fprintf(out, "stats: %s on %s, %s, M=%ld: %.3f MB per training step (read %.3f + write %.3f) "
 	        "vs minimum %.3f MB, ratio %.3f\n",
 	        str(cJSON_GetObjectItemCaseSensitive(root, "recipe"), "name"),
 	        str(cJSON_GetObjectItemCaseSensitive(root, "model"), "name"),
-	        cJSON_IsString(tg) ? tg->valuestring : "?", m, (tot[0] + tot[1]) / 1e6, tot[0] / 1e6,
-	        tot[1] / 1e6, tot[2] / 1e6, ratio3(tot[0] + tot[1], tot[2]));
+	        cJSON_IsString(tg) ? tg->valuestring : "?", m, mv / 1e6, tot[0] / 1e6,
+	        tot[1] / 1e6, mn / 1e6, ratio3(mv, mn));
+	fprintf(out, "stats: without the GEMMs (%.3f MB, at their minimum): %.3f MB vs %.3f MB, "
+	        "ratio %.3f\n", g / 1e6, (mv - g) / 1e6, (mn - g) / 1e6, qr);
+	fprintf(out, "stats: above the minimum: %.3f MB inside kernels (a fused kernel's phases "
+	        "each reading their source), %.3f MB across a layer's kernels (a tensor read by "
+	        "several), %.3f MB by linears that share an input (each quantizing it again)\n",
+	        (mv - kmin) / 1e6, (kmin - tot[2]) / 1e6, tot[3] / 1e6);
 	char *res = cJSON_PrintBuffered(root, 1 << 20, 1);
 	cJSON_Delete(root);
 	if (res) {

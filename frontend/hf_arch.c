@@ -293,7 +293,8 @@ typedef struct Dims {
 	long q_lora, kv_lora, rope_dim, nope_dim, v_dim;
 } Dims;
 
-static void
+/* Adds one linear; returns its index. */
+static int
 add(Json *j, Dims *d, const char *pre, long i, const char *part, long in, long out, bool b)
 {
 	char fqn[160];
@@ -304,21 +305,25 @@ add(Json *j, Dims *d, const char *pre, long i, const char *part, long in, long o
 	snprintf(fqn, sizeof fqn, "%slayers.%ld.%s", pre, i, part);
 	model_add_linear(j->m, fqn, in, out, false, b);
 	(void)d;
+	return j->m->nlinears - 1;
 }
 
+/* gate and up read the MLP's input; so does `with` (the MoE router that
+ * feeds a shared expert the same hidden state), unless -1 */
 static void
-add_mlp(Json *j, Dims *d, const char *pre, long i, const char *mod, long inter, bool gate_up)
+add_mlp(Json *j, Dims *d, const char *pre, long i, const char *mod, long inter, bool gate_up,
+        int with)
 {
 	char p[96];
+	int g;
 
-	if (gate_up) {
-		snprintf(p, sizeof p, "%s.gate_up_proj", mod);
-		add(j, d, pre, i, p, d->hidden, 2 * inter, d->mlp_bias);
-	} else {
-		snprintf(p, sizeof p, "%s.gate_proj", mod);
-		add(j, d, pre, i, p, d->hidden, inter, d->mlp_bias);
+	snprintf(p, sizeof p, "%s.%s", mod, gate_up ? "gate_up_proj" : "gate_proj");
+	g = add(j, d, pre, i, p, d->hidden, gate_up ? 2 * inter : inter, d->mlp_bias);
+	if (with >= 0)
+		model_share_input(j->m, g, with);
+	if (!gate_up) {
 		snprintf(p, sizeof p, "%s.up_proj", mod);
-		add(j, d, pre, i, p, d->hidden, inter, d->mlp_bias);
+		model_share_input(j->m, add(j, d, pre, i, p, d->hidden, inter, d->mlp_bias), g);
 	}
 	snprintf(p, sizeof p, "%s.down_proj", mod);
 	add(j, d, pre, i, p, inter, d->hidden, d->mlp_bias);
@@ -330,25 +335,27 @@ add_attn(Json *j, Dims *d, const Arch *a, const char *pre, long i)
 	long hd = d->head_dim, q = d->heads * hd, kv = d->kv * hd;
 
 	switch (a->attn) {
-	case ATTN_GQA:
-		add(j, d, pre, i, "self_attn.q_proj", d->hidden, q, d->qkv_bias);
-		add(j, d, pre, i, "self_attn.k_proj", d->hidden, kv, d->qkv_bias);
-		add(j, d, pre, i, "self_attn.v_proj", d->hidden, kv, d->qkv_bias);
+	case ATTN_GQA: {  /* q, k and v read the same normed hidden state */
+		int qi = add(j, d, pre, i, "self_attn.q_proj", d->hidden, q, d->qkv_bias);
+		model_share_input(j->m, add(j, d, pre, i, "self_attn.k_proj", d->hidden, kv, d->qkv_bias), qi);
+		model_share_input(j->m, add(j, d, pre, i, "self_attn.v_proj", d->hidden, kv, d->qkv_bias), qi);
 		add(j, d, pre, i, "self_attn.o_proj", q, d->hidden, d->o_bias);
 		break;
+	}
 	case ATTN_QKV:    /* Phi3Attention: op_size = q + 2 kv */
 		add(j, d, pre, i, "self_attn.qkv_proj", d->hidden, q + 2 * kv, false);
 		add(j, d, pre, i, "self_attn.o_proj", q, d->hidden, false);
 		break;
 	case ATTN_MLA: {  /* DeepseekV2Attention */
 		long qk = d->nope_dim + d->rope_dim;
+		int qi;   /* q_a (or q) and kv_a read the hidden state */
 		if (d->q_lora) {
-			add(j, d, pre, i, "self_attn.q_a_proj", d->hidden, d->q_lora, d->o_bias);
+			qi = add(j, d, pre, i, "self_attn.q_a_proj", d->hidden, d->q_lora, d->o_bias);
 			add(j, d, pre, i, "self_attn.q_b_proj", d->q_lora, d->heads * qk, false);
 		} else
-			add(j, d, pre, i, "self_attn.q_proj", d->hidden, d->heads * qk, false);
-		add(j, d, pre, i, "self_attn.kv_a_proj_with_mqa", d->hidden, d->kv_lora + d->rope_dim,
-		    d->o_bias);
+			qi = add(j, d, pre, i, "self_attn.q_proj", d->hidden, d->heads * qk, false);
+		model_share_input(j->m, add(j, d, pre, i, "self_attn.kv_a_proj_with_mqa", d->hidden,
+		                            d->kv_lora + d->rope_dim, d->o_bias), qi);
 		add(j, d, pre, i, "self_attn.kv_b_proj", d->kv_lora,
 		    d->heads * (d->nope_dim + d->v_dim), false);
 		add(j, d, pre, i, "self_attn.o_proj", d->heads * d->v_dim, d->hidden, d->o_bias);
@@ -365,14 +372,14 @@ add_experts(Json *j, Dims *d, const char *pre, long i, const char *mod, bool mix
 	for (long e = 0; e < d->experts; e++)
 		if (mixtral) {   /* MixtralBlockSparseTop2MLP: w1 gate, w2 down, w3 up */
 			snprintf(p, sizeof p, "%s.experts.%ld.w1", mod, e);
-			add(j, d, pre, i, p, d->hidden, d->moe_inter, false);
+			int w1 = add(j, d, pre, i, p, d->hidden, d->moe_inter, false);
 			snprintf(p, sizeof p, "%s.experts.%ld.w2", mod, e);
 			add(j, d, pre, i, p, d->moe_inter, d->hidden, false);
 			snprintf(p, sizeof p, "%s.experts.%ld.w3", mod, e);
-			add(j, d, pre, i, p, d->hidden, d->moe_inter, false);
-		} else {
+			model_share_input(j->m, add(j, d, pre, i, p, d->hidden, d->moe_inter, false), w1);
+		} else {   /* each expert its own routed tokens: no sharing across experts */
 			snprintf(p, sizeof p, "%s.experts.%ld", mod, e);
-			add_mlp(j, d, pre, i, p, d->moe_inter, false);
+			add_mlp(j, d, pre, i, p, d->moe_inter, false, -1);
 		}
 }
 
@@ -542,7 +549,7 @@ hf_load(Model *m, char *text)
 		const char *pre = a->prefix;
 		add_attn(&j, &d, a, pre, i);
 		if (!moe_layer(&j, a, &d, i)) {
-			add_mlp(&j, &d, pre, i, "mlp", d.inter, a->mlp == MLP_GATE_UP);
+			add_mlp(&j, &d, pre, i, "mlp", d.inter, a->mlp == MLP_GATE_UP, -1);
 			continue;
 		}
 		switch (a->moe) {
@@ -552,18 +559,23 @@ hf_load(Model *m, char *text)
 			break;
 		case MOE_QWEN2:     /* gate, experts, shared_expert, shared_expert_gate */
 		case MOE_QWEN3:
-			add(&j, &d, pre, i, "mlp.gate", d.hidden, d.experts, false);
+		{	/* the router, the shared expert and its gate read the whole hidden state */
+			int r = add(&j, &d, pre, i, "mlp.gate", d.hidden, d.experts, false);
 			add_experts(&j, &d, pre, i, "mlp", false);
 			if (d.shared_inter) {
-				add_mlp(&j, &d, pre, i, "mlp.shared_expert", d.shared_inter, false);
-				add(&j, &d, pre, i, "mlp.shared_expert_gate", d.hidden, 1, false);
+				add_mlp(&j, &d, pre, i, "mlp.shared_expert", d.shared_inter, false, r);
+				model_share_input(m, add(&j, &d, pre, i, "mlp.shared_expert_gate", d.hidden, 1,
+				                         false), r);
 			}
+		}
 			break;
 		case MOE_DEEPSEEK:  /* DeepseekV2Moe: experts, gate, shared_experts */
+		{
 			add_experts(&j, &d, pre, i, "mlp", false);
-			add(&j, &d, pre, i, "mlp.gate", d.hidden, d.experts, false);
+			int r = add(&j, &d, pre, i, "mlp.gate", d.hidden, d.experts, false);
 			if (d.n_shared)
-				add_mlp(&j, &d, pre, i, "mlp.shared_experts", d.moe_inter * d.n_shared, false);
+				add_mlp(&j, &d, pre, i, "mlp.shared_experts", d.moe_inter * d.n_shared, false, r);
+		}
 			break;
 		case MOE_NONE:
 			break;

@@ -27,6 +27,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <lualib.h>
+#include "ir.h"
 #include "recipe.h"
 #include "sandbox.h"
 
@@ -47,6 +48,20 @@ model_add_linear(Model *m, const char *fqn, long in, long out, bool tied, bool b
 		.fqn = xstrdup(fqn), .in_features = in, .out_features = out,
 		.tied = tied, .bias = bias,
 	};
+}
+
+void
+model_share_input(Model *m, int later, int first)
+{
+	int r = model_input_root(m, first);
+
+	m->linears[later].shares_input = 1 + (r >= 0 ? r : first);
+}
+
+int
+model_input_root(const Model *m, int i)
+{
+	return m->linears[i].shares_input - 1;
 }
 
 /* The number after "key." in fqn (key preceded by '.' or at the start),
@@ -173,6 +188,7 @@ model_fail(Model *m, const char *file, int line, const char *fmt, ...)
 typedef struct LuaModel {
 	Model *m;
 	int *line;              /* source line of each linear, for duplicates */
+	char **share;           /* each linear's shares_input name, or NULL */
 	bool named;
 } LuaModel;
 
@@ -201,14 +217,16 @@ check_features(lua_State *L, int arg, const char *what)
 	return (long)v;
 }
 
-static const char *const linear_opts[] = {"tied", "bias"};
+static const char *const linear_opts[] = {"tied", "bias", "shares_input"};
 
-/* linear(fqn, in_features, out_features [, {tied = bool, bias = bool}]) */
+/* linear(fqn, in_features, out_features [, {tied = bool, bias = bool,
+ * shares_input = "fqn of an earlier linear that reads the same tensor"}]) */
 static int
 l_linear(lua_State *L)
 {
 	LuaModel *lm = getlm(L);
 	bool flag[2] = {false, false};
+	const char *share = NULL;
 	int line = sandbox_caller_line(L);
 
 	if (lua_type(L, 1) != LUA_TSTRING)
@@ -230,9 +248,19 @@ l_linear(lua_State *L)
 			if (lua_type(L, -2) != LUA_TSTRING)
 				return sandbox_raise(L, line, "linear: option names must be strings");
 			const char *k = lua_tostring(L, -2);
-			int i = !strcmp(k, "tied") ? 0 : !strcmp(k, "bias") ? 1 : -1;
+			int i = !strcmp(k, "tied") ? 0 : !strcmp(k, "bias") ? 1
+			        : !strcmp(k, "shares_input") ? 2 : -1;
+			if (i == 2) {
+				if (lua_type(L, -1) != LUA_TSTRING)
+					return sandbox_raise(L, line, "linear: option 'shares_input' must be "
+					                     "the name of an earlier linear, got %s",
+					                     luaL_typename(L, -1));
+				share = lua_tostring(L, -1);
+				lua_pop(L, 1);
+				continue;
+			}
 			if (i < 0) {
-				const char *sg = suggest(k, linear_opts, 2);
+				const char *sg = suggest(k, linear_opts, 3);
 				return sandbox_raise(L, line, "linear: unknown option '%s'%s%s%s", k,
 				                     sg ? " (did you mean '" : "", sg ? sg : "",
 				                     sg ? "'?)" : "");
@@ -246,9 +274,12 @@ l_linear(lua_State *L)
 	}
 	if (lm->m->nlinears >= MAX_LINEARS)
 		return sandbox_raise(L, line, "too many linear layers (limit %d)", MAX_LINEARS);
-	if (lm->m->nlinears % 64 == 0)
+	if (lm->m->nlinears % 64 == 0) {
 		lm->line = xrealloc(lm->line, (lm->m->nlinears + 64) * sizeof *lm->line);
+		lm->share = xrealloc(lm->share, (lm->m->nlinears + 64) * sizeof *lm->share);
+	}
 	lm->line[lm->m->nlinears] = line;
+	lm->share[lm->m->nlinears] = share ? xstrdup(share) : NULL;
 	model_add_linear(lm->m, fqn, in, out, flag[0], flag[1]);
 	return 0;
 }
@@ -275,6 +306,49 @@ l_model(lua_State *L)
 }
 
 static const Model *sort_model;
+
+static void
+lm_free(LuaModel *lm)
+{
+	for (int i = 0; lm->share && i < lm->m->nlinears; i++)
+		free(lm->share[i]);
+	free(lm->share);
+	free(lm->line);
+}
+
+/* shares_input names -> indices: an earlier linear with the same
+ * in_features (the same tensor has one width). */
+static void
+resolve_shares(Model *m, LuaModel *lm)
+{
+	NameTab at;
+	char what[700];
+	int bad = -1;
+
+	ir_names_init(&at, (size_t)m->nlinears);
+	for (int i = 0; i < m->nlinears && bad < 0; i++) {
+		const char *s = lm->share[i];
+		int j = s ? ir_names_get(&at, s) : -1;
+		if (s && j < 0) {
+			snprintf(what, sizeof what, "linear '%s': shares_input '%.200s' is not an earlier "
+			         "linear", m->linears[i].fqn, s);
+			bad = i;
+		} else if (s && m->linears[j].in_features != m->linears[i].in_features) {
+			snprintf(what, sizeof what, "linear '%s' (in_features %ld) cannot share its input "
+			         "with '%s' (in_features %ld)", m->linears[i].fqn, m->linears[i].in_features,
+			         m->linears[j].fqn, m->linears[j].in_features);
+			bad = i;
+		} else if (s)
+			model_share_input(m, i, j);
+		ir_names_put(&at, m->linears[i].fqn, i);
+	}
+	ir_names_free(&at);
+	if (bad >= 0) {
+		int line = lm->line[bad];
+		lm_free(lm);
+		model_fail(m, m->path, line, "%s", what);
+	}
+}
 
 static int
 cmp_idx(const void *a, const void *b)
@@ -317,11 +391,11 @@ load_lua(Model *m)
 	sandbox_free(sb);
 	free(text);
 	if (!ok) {
-		free(lm.line);
+		lm_free(&lm);
 		model_fail(m, err.file, err.line, "%s", err.msg);
 	}
 	if (m->nlinears == 0) {
-		free(lm.line);
+		lm_free(&lm);
 		model_fail(m, m->path, 0, "the model declares no linear layers "
 		                          "(write linear(\"name\", in_features, out_features))");
 	}
@@ -338,11 +412,12 @@ load_lua(Model *m)
 			         m->linears[idx[i]].fqn, lm.line[idx[i - 1]]);
 			int line = lm.line[idx[i]];
 			free(idx);
-			free(lm.line);
+			lm_free(&lm);
 			model_fail(m, m->path, line, "%s", what);
 		}
 	free(idx);
-	free(lm.line);
+	resolve_shares(m, &lm);
+	lm_free(&lm);
 }
 
 static char *

@@ -538,15 +538,20 @@ gemm_json(const GemmPolicy *p, const char *reason)
 }
 
 static cJSON *
-layer_json(const LayerPlan *lp)
+layer_json(const Plan *plan, const LayerPlan *lp)
 {
 	cJSON *o = cJSON_CreateObject();
+	int root = model_input_root(plan->model, (int)(lp->linear - plan->model->linears));
 
 	cJSON_AddStringToObject(o, "fqn", lp->linear->fqn);
 	cJSON_AddNumberToObject(o, "in_features", lp->linear->in_features);
 	cJSON_AddNumberToObject(o, "out_features", lp->linear->out_features);
 	cJSON_AddBoolToObject(o, "tied", lp->linear->tied);
 	cJSON_AddBoolToObject(o, "bias", lp->linear->bias);
+	if (root >= 0)
+		cJSON_AddStringToObject(o, "shares_input", plan->model->linears[root].fqn);
+	else
+		cJSON_AddNullToObject(o, "shares_input");
 	if (lp->rule)
 		cJSON_AddStringToObject(o, "rule", lp->rule);
 	else
@@ -621,7 +626,7 @@ plan_print_json(const Plan *plan, FILE *f)
 
 	fputs("\"layers\": [\n", f);
 	for (int i = 0; i < plan->nlayers; i++) {
-		cJSON *l = layer_json(&plan->layers[i]);
+		cJSON *l = layer_json(plan, &plan->layers[i]);
 		char *txt = cJSON_PrintUnformatted(l);
 		fprintf(f, "%s%s\n", txt, i + 1 < plan->nlayers ? "," : "");
 		free(txt);

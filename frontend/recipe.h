@@ -236,6 +236,9 @@ typedef struct Linear {
 	                             mlp.gate_up expert.up expert.down
 	                             shared_expert.up shared_expert.down router
 	                             lm_head other (static strings) */
+	int shares_input;         /* 1 + the index of the first linear that reads
+	                             the same input tensor (q for k and v, gate for
+	                             up), 0 none (so zero-initialised is none) */
 } Linear;
 
 typedef struct Model {
@@ -308,6 +311,11 @@ void knobs_layer(Knobs *dst, const Knobs *src);   /* what src wrote wins */
 Model *model_load(const char *path);   /* by extension: .lua or .json */
 void model_free(Model *);
 void model_add_linear(Model *, const char *fqn, long in, long out, bool tied, bool bias);
+/* Linear `later` reads the same input tensor as linear `first` (an earlier
+ * one; its own root if it shares too). */
+void model_share_input(Model *, int later, int first);
+/* The index of the first linear reading linear i's input, or -1 (none). */
+int model_input_root(const Model *, int i);
 _Noreturn void model_fail(Model *, const char *file, int line, const char *fmt, ...);
 void model_classify(Model *);          /* block, expert, kind of each linear */
 

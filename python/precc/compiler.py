@@ -29,19 +29,22 @@ class Linear:
 
 
 def model_lua(name, linears):
-    """A Lua model file: `model "NAME"` and one linear() per layer. precc's
-    model files have no key for a shared input; it is written as a comment
-    (an input shared by q/k/v is quantized once per layer today)."""
+    """A Lua model file: `model "NAME"` and one linear() per layer; a layer
+    that reads the same tensor as an earlier one of the file says so
+    (shares_input), so that `precc build --stats` counts that tensor once."""
     out = ["-- written by precc.torch from a module tree", 'model "%s"' % name]
+    seen = set()
     for l in linears:
         opts = []
         if l.tied:
             opts.append("tied = true")
         if l.bias:
             opts.append("bias = true")
+        if l.shares_input in seen:
+            opts.append('shares_input = "%s"' % l.shares_input)
         o = ", {%s}" % ", ".join(opts) if opts else ""
-        c = "  -- shares its input with %s" % l.shares_input if l.shares_input else ""
-        out.append('linear("%s", %d, %d%s)%s' % (l.fqn, l.in_features, l.out_features, o, c))
+        seen.add(l.fqn)
+        out.append('linear("%s", %d, %d%s)' % (l.fqn, l.in_features, l.out_features, o))
     return "\n".join(out) + "\n"
 
 

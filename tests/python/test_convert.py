@@ -58,7 +58,7 @@ def test_swap_and_report():
     desc = open(os.path.join(net.precc_group.artifacts, compiler.MODEL_FILE)).read()
     assert 'linear("head", 128, 256, {tied = true})' in desc
     assert 'linear("up", 128, 256, {bias = true})' in desc
-    assert 'linear("k", 128, 128)  -- shares its input with q' in desc
+    assert 'linear("k", 128, 128, {shares_input = "q"})' in desc
     assert "odd" not in desc
 
 

@@ -1,0 +1,2 @@
+linear("q", 64, 64)
+linear("k", 64, 32, {shares_input = true})
