@@ -64,6 +64,9 @@ typedef enum CgShape {
 	                       tiled over C (k_gemm.c) */
 	CG_HADAMARD,        /* NVFP4's RHT of x or of transpose(x): a thread
 	                       per 16-element block (k_hadamard.c) */
+	CG_QUANT_ROWCOL,    /* 1xB blocks of x and 1xB' blocks of transpose(x)
+	                       from one read: 128x128 tiles through shared
+	                       memory (k_rowcol.c) */
 	NCGSHAPE
 } CgShape;
 

@@ -189,12 +189,23 @@ load_vec(E *e, int v, LLVMValueRef idx, LLVMValueRef out[VEC])
 		}
 		return;
 	}
+	LLVMValueRef w[VEC / 8];
 	for (int j = 0; j < VEC / 8; j++) {
 		LLVMValueRef off = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, idx, c64(e, 8 * j), ""),
 		                                c64(e, 2), "");
-		LLVMValueRef w = load_al(e, v4i, gep(e, base, off), 16);
+		w[j] = load_al(e, v4i, gep(e, base, off), 16);
+	}
+	unpack16(e, f, w, out);
+}
+
+/* The VEC 16-bit elements (bf16 or f16) of two <4 x i32> -> floats, in
+ * order (the low half of each word first). */
+void
+unpack16(E *e, precc_format f, LLVMValueRef w[VEC / 8], LLVMValueRef out[VEC])
+{
+	for (int j = 0; j < VEC / 8; j++)
 		for (int i = 0; i < 4; i++) {
-			LLVMValueRef u = LLVMBuildExtractElement(e->b, w, c32(e, i), "");
+			LLVMValueRef u = LLVMBuildExtractElement(e->b, w[j], c32(e, i), "");
 			LLVMValueRef lo, hi;
 			if (f == PRECC_BF16) {
 				lo = LLVMBuildShl(e->b, u, c32(e, 16), "");
@@ -210,7 +221,6 @@ load_vec(E *e, int v, LLVMValueRef idx, LLVMValueRef out[VEC])
 			out[8 * j + 2 * i] = lo;
 			out[8 * j + 2 * i + 1] = hi;
 		}
-	}
 }
 
 /* Store VEC 8-bit codes (i32 each) at element index idx of value v. */

@@ -57,6 +57,7 @@ LLVMValueRef shared_array(E *e, const char *name, int id, LLVMTypeRef at, unsign
 LLVMValueRef load_al(E *e, LLVMTypeRef t, LLVMValueRef p, unsigned align);
 void store_al(E *e, LLVMValueRef v, LLVMValueRef p, unsigned align);
 void load_vec(E *e, int v, LLVMValueRef idx, LLVMValueRef out[VEC]);
+void unpack16(E *e, precc_format f, LLVMValueRef w[VEC / 8], LLVMValueRef out[VEC]);
 void store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC]);
 LLVMValueRef load_elem(E *e, int v, LLVMValueRef idx);
 LLVMValueRef fptr(E *e, int v, LLVMValueRef i);
@@ -99,6 +100,9 @@ int emit_tile(E *e);
 /* ---- k_colblock.c ------------------------------------------------------ */
 int emit_colblock(E *e);
 int emit_amax_cols(E *e);
+
+/* ---- k_rowcol.c -------------------------------------------------------- */
+int emit_rowcol(E *e);
 
 /* ---- k_dequant.c ------------------------------------------------------- */
 int emit_dequant(E *e);

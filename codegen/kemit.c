@@ -281,6 +281,8 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 	}
 	if (k->has_sync)
 		rc = emit_coop(&e);
+	else if (k->shape == CG_QUANT_ROWCOL)
+		rc = emit_rowcol(&e);
 	else if (k->nphase)
 		rc = emit_phases(&e);
 	else

@@ -59,6 +59,9 @@ kin(const Kern *k, int i)
 }
 
 int kfail(Kern *, const char *fmt, ...);
+/* k_rowcol.c: whether quant_rowcol takes the row phase and the column
+ * phase of a fused kernel */
+int rowcol_takes(const Kern *rowk, const Kern *colk);
 /* k_gemm.c: a kernel holding a gemm (called by classify) */
 int gemm_classify(Kern *);
 /* k_gemm_sm90.c: the same for a gemm with mma=wgmma on sm_90a */

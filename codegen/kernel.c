@@ -16,7 +16,7 @@ static const char *const shape_names[NCGSHAPE] = {
 	[CG_QUANT_ROWBLOCK] = "quant_rowblock", [CG_QUANT_TILE] = "quant_tile",
 	[CG_QUANT_COLBLOCK] = "quant_colblock",
 	[CG_DELAYED_UPDATE] = "delayed_update", [CG_DEQUANT] = "dequant", [CG_GEMM] = "gemm",
-	[CG_HADAMARD] = "hadamard",
+	[CG_HADAMARD] = "hadamard", [CG_QUANT_ROWCOL] = "quant_rowcol",
 };
 
 const char *
@@ -412,15 +412,16 @@ fill_info(const Kern *k, CodegenKernel *info)
 	info->has_seed = k->has_seed;
 	info->cooperative = k->has_sync;
 	info->persistent = k->persistent;
+	int multi = k->nphase && k->shape != CG_QUANT_ROWCOL;   /* one grid: a launch of phases */
 	info->sync_words = k->has_sync ? 2 * (k->nphase ? k->nphase : 1) : 0;
-	info->nphases = k->nphase ? k->nphase : 1;
+	info->nphases = multi ? k->nphase : 1;
 	info->smem = k->smem;
 	info->bulk = k->shape == CG_DELAYED_UPDATE && !k->nphase;
 	info->ntmap = k->ntmap;
 	for (int i = 0; i < k->ntmap; i++)
 		info->tmap[i] = k->tmap[i];
 	for (int p = 0; p < info->nphases && p < CG_MAXPHASE; p++) {
-		const Kern *ph = k->nphase ? &k->phase[p] : k;
+		const Kern *ph = multi ? &k->phase[p] : k;
 		info->phase[p].shape = ph->shape;
 		info->phase[p].data = ph->x;
 		info->phase[p].tiled = ph->tiled;
@@ -443,6 +444,35 @@ mark_back(const Func *f, int i, unsigned char *mask)
 		if (d)
 			mark_back(f, (int)(d - f->ins), mask);
 	}
+}
+
+/* x and transpose(x) in blocks along their rows, from one read of x:
+ * quant_rowcol (k_rowcol.c) instead of two phases that each read x. */
+static int
+rowcol(Kern *top)
+{
+	if (top->nphase != 2)
+		return 0;
+	if (top->phase[0].shape == CG_QUANT_COLBLOCK) {
+		Kern t = top->phase[0];
+		top->phase[0] = top->phase[1];
+		top->phase[1] = t;
+	}
+	const Func *f = top->f;
+	for (int i = 0; i < f->nins; i++)      /* a tensorwise amax: a CTA reduction */
+		if (f->ins[i].op == OP_amax && is_tensorwise(&f->ins[i].type))
+			return 0;
+	if (!rowcol_takes(&top->phase[0], &top->phase[1]))
+		return 0;
+	top->shape = CG_QUANT_ROWCOL;
+	top->x = top->phase[0].x;
+	top->rows = top->phase[0].rows;
+	top->cols = top->phase[0].cols;
+	top->threads = 256;
+	top->tiled = 1;
+	top->tile_rows = top->tile_cols = 128;
+	top->elems_per_cta = 128 * 128;
+	return 0;
 }
 
 /* Several quantizes: one phase per quantize, holding what it needs and
@@ -564,7 +594,7 @@ split_phases(Kern *top, const CodegenTarget *t)
 	top->threads = ph[0].threads;
 	top->shape = ph[0].shape;
 	top->x = ph[0].x;
-	return 0;
+	return rowcol(top);
 }
 
 /* The pointer param an address comes from (through GEPs, casts, selects
@@ -665,7 +695,7 @@ cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *in
 		}
 		for (int p = 0; p < k.nphase; p++)
 			k.phase[p].has_sync = k.has_sync;
-		snprintf(k.name, sizeof k.name, "precc_%s", k.nphase ? "fused"
+		snprintf(k.name, sizeof k.name, "precc_%s", k.nphase && k.shape != CG_QUANT_ROWCOL ? "fused"
 		         : codegen_shape_name(k.shape));
 		rc = kemit(g, &k, err, errsz);
 	}

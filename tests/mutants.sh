@@ -43,7 +43,11 @@ persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return mul64(e, ti, 
 persist_group_16|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	GROUP_N = 8,  |	GROUP_N = 16,  
 persist_group_clamp|codegen/k_gemm_sm90.c|codegen.emu_sm90a|LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));|LLVMValueRef nin = c64(e, GROUP_N);
 persist_grid_runtime|runtime/plan.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
-persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)'
+persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)
+rowcol_bank_order|codegen/k_rowcol.c|codegen.emu|LLVMValueRef up = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, t, c64(e, 4), ""), c64(e, 0), "");|LLVMValueRef up = LLVMConstInt(e->g->i1, 0, 0);
+rowcol_one_group|codegen/k_rowcol.c|codegen.emu|		int ng = (int)(Bc / RT);|		int ng = 1;
+rowcol_no_barrier|codegen/k_rowcol.c|codegen.emu|			barrier(&e);      /* the whole tile is in */|			(void)0;
+rowcol_pair_order|codegen/k_rowcol.c|codegen.emu|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, u, e->g->i16, ""),|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, LLVMBuildLShr(b, u, c32(e, 16), ""), e->g->i16, ""),'
 
 survivors=0
 stale=0

@@ -29,7 +29,14 @@
  * be 16-byte aligned and inside the CTA's shared array; the warp's 32 rows
  * are gathered as the PTX ISA's "ldmatrix" fragment says (and .trans), and
  * each 8-row phase whose rows do not fall in 8 different 16-byte bank
- * groups counts as a bank conflict (emu_ldsm_conflicts).
+ * groups counts as a bank conflict (emu_ldsm_conflicts). Every other shared
+ * load and store is logged by (warp, access site, the thread's count of
+ * that site): one warp instruction. When its CTA ends, each instruction's
+ * wavefronts are counted as the hardware serves them: 32 banks of 4 bytes,
+ * the lanes in phases (all 32 for accesses of up to 4 bytes, 16 for 8,
+ * 8 for 16), a phase taking as many wavefronts as the most distinct words
+ * any one bank holds; emu_smem_stats gives the wavefronts over one per
+ * phase (bank conflicts).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -55,6 +62,8 @@ static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
 static int nerr;
 static char first_err[512];
 static long ldsm_conflicts;     /* ldmatrix phases with bank conflicts */
+/* shared accesses of the CTAs run (emu_smem_stats) */
+static long smem_instrs, smem_waves, smem_extra, smem_conflicted;
 
 __thread unsigned my_tid, my_slot;
 static __thread unsigned my_cx, my_cy, my_epoch;
@@ -235,9 +244,139 @@ slot_reset(unsigned s, int threads)
 	}
 }
 
+/* ---- shared-memory bank conflicts ------------------------------------------ */
+/* One thread's shared access: its site (emu_instrument's count of the
+ * access instructions), the how-many-th time the thread ran it, the byte
+ * in the CTA's shared memory and the size. */
+typedef struct SAcc {
+	uint32_t tid, site, inst;
+	uint32_t off;
+	uint8_t size;
+} SAcc;
+enum { MAXSITE = 4096 };
+static __thread uint32_t site_n[MAXSITE];
+static __thread SAcc *tlog;
+static __thread size_t tlog_n, tlog_cap;
+static SAcc *slog[NSLOT];
+static size_t slog_n[NSLOT], slog_cap[NSLOT];
+static pthread_mutex_t slog_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+smem_log(uint32_t site, uint64_t off, uint64_t size)
+{
+	if (site >= MAXSITE || size > 16)
+		return;
+	if (tlog_n == tlog_cap) {
+		tlog_cap = tlog_cap ? 2 * tlog_cap : 1024;
+		tlog = realloc(tlog, tlog_cap * sizeof *tlog);
+		if (!tlog)
+			abort();
+	}
+	tlog[tlog_n++] = (SAcc){my_tid, site, site_n[site]++, (uint32_t)off, (uint8_t)size};
+}
+
+/* The thread is done: its log joins its CTA's. */
+static void
+smem_log_flush(void)
+{
+	pthread_mutex_lock(&slog_mu);
+	size_t n = slog_n[my_slot] + tlog_n;
+	if (n > slog_cap[my_slot]) {
+		slog_cap[my_slot] = n + n / 2;
+		slog[my_slot] = realloc(slog[my_slot], slog_cap[my_slot] * sizeof *slog[0]);
+		if (!slog[my_slot])
+			abort();
+	}
+	if (tlog_n)
+		memcpy(slog[my_slot] + slog_n[my_slot], tlog, tlog_n * sizeof *tlog);
+	slog_n[my_slot] = n;
+	pthread_mutex_unlock(&slog_mu);
+	tlog_n = 0;
+	memset(site_n, 0, sizeof site_n);
+}
+
+static int
+sacc_cmp(const void *a, const void *b)
+{
+	const SAcc *x = a, *y = b;
+	uint32_t wx = x->tid / 32, wy = y->tid / 32;
+
+	if (wx != wy)
+		return wx < wy ? -1 : 1;
+	if (x->site != y->site)
+		return x->site < y->site ? -1 : 1;
+	if (x->inst != y->inst)
+		return x->inst < y->inst ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+/* The wavefronts of one warp instruction: per phase, the most distinct
+ * 4-byte words in any one bank. */
+static void
+smem_instr(const SAcc *a, size_t n)
+{
+	int lanes = a[0].size <= 4 ? 32 : a[0].size == 8 ? 16 : 8;
+	long waves = 0, phases = 0;
+
+	for (int ph = 0; ph < 32 / lanes; ph++) {
+		uint32_t word[32][32];
+		int nw[32] = {0}, any = 0, most = 0;
+		for (size_t i = 0; i < n; i++) {
+			int lane = (int)(a[i].tid % 32);
+			if (lane / lanes != ph)
+				continue;
+			any = 1;
+			for (uint32_t w = a[i].off / 4; w <= (a[i].off + a[i].size - 1) / 4; w++) {
+				int bk = (int)(w % 32), seen = 0;
+				for (int j = 0; j < nw[bk]; j++)
+					seen |= word[bk][j] == w;
+				if (!seen && nw[bk] < 32)
+					word[bk][nw[bk]++] = w;
+			}
+		}
+		for (int bk = 0; bk < 32; bk++)
+			most = nw[bk] > most ? nw[bk] : most;
+		waves += most;
+		phases += any;
+	}
+	__atomic_add_fetch(&smem_instrs, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&smem_waves, waves, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&smem_extra, waves - phases, __ATOMIC_RELAXED);
+	if (waves > phases)
+		__atomic_add_fetch(&smem_conflicted, 1, __ATOMIC_RELAXED);
+}
+
+static void
+smem_analyse(unsigned s)
+{
+	SAcc *a = slog[s];
+	size_t n = slog_n[s];
+
+	qsort(a, n, sizeof *a, sacc_cmp);
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		while (j < n && a[j].tid / 32 == a[i].tid / 32 && a[j].site == a[i].site
+		       && a[j].inst == a[i].inst)
+			j++;
+		smem_instr(a + i, j - i);
+		i = j;
+	}
+	slog_n[s] = 0;
+}
+
+void
+emu_smem_stats(long *instrs, long *waves, long *extra, long *conflicted)
+{
+	*instrs = __atomic_load_n(&smem_instrs, __ATOMIC_RELAXED);
+	*waves = __atomic_load_n(&smem_waves, __ATOMIC_RELAXED);
+	*extra = __atomic_load_n(&smem_extra, __ATOMIC_RELAXED);
+	*conflicted = __atomic_load_n(&smem_conflicted, __ATOMIC_RELAXED);
+}
+
 static void
 slot_destroy(unsigned s, int threads)
 {
+	smem_analyse(s);
 	bar_destroy(&cta_bar[s]);
 	for (int w = 0; w < threads / 32; w++)
 		bar_destroy(&warp_bar[s][w]);
@@ -506,6 +645,7 @@ emu_reset(void)
 	nregion = 0;
 	dyn_smem = 0;
 	__atomic_store_n(&ldsm_conflicts, 0, __ATOMIC_RELAXED);
+	smem_instrs = smem_waves = smem_extra = smem_conflicted = 0;
 	pthread_mutex_lock(&err_mu);
 	nerr = 0;
 	first_err[0] = 0;
@@ -519,7 +659,7 @@ emu_region(const void *p, size_t bytes, int writable, const char *name)
 		region[nregion++] = (Region){(uintptr_t)p, (uintptr_t)p + bytes, writable, name};
 }
 
-enum { CK_STORE = 1, CK_ATOMIC = 2 };
+enum { CK_STORE = 1, CK_ATOMIC = 2, CK_SITE_SHIFT = 8 /* the access site above */ };
 
 static void
 race(unsigned s, unsigned id, uint64_t off, uint64_t size, int store)
@@ -592,8 +732,10 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 				         (unsigned long long)i, INFL(s, id)[i] - 1u);
 				return sink;
 			}
-		if (!(flags & CK_ATOMIC))
+		if (!(flags & CK_ATOMIC)) {
 			race(s, id, off, size, flags & CK_STORE);
+			smem_log(flags >> CK_SITE_SHIFT, (uint64_t)(u - s0) % SLOT_BYTES, size);
+		}
 		return p;
 	}
 	for (int i = 0; i < nregion; i++) {
@@ -869,6 +1011,7 @@ emu_instrument(LLVMModuleRef mod, LLVMValueRef fn)
 	LLVMTypeRef ft = LLVMFunctionType(pt, (LLVMTypeRef[]){pt, i64, i32, i32}, 4, 0);
 	LLVMValueRef ck = LLVMGetNamedFunction(mod, "precc_emu_check");
 	LLVMBuilderRef b = LLVMCreateBuilderInContext(cx);
+	unsigned site = 0;
 
 	if (!ck)
 		ck = LLVMAddFunction(mod, "precc_emu_check", ft);
@@ -896,6 +1039,7 @@ emu_instrument(LLVMModuleRef mod, LLVMValueRef fn)
 			if (flags & CK_ATOMIC)
 				align = (unsigned)size;     /* atomics are naturally aligned */
 			LLVMPositionBuilderBefore(b, in);
+			flags |= site++ << CK_SITE_SHIFT;    /* which instruction, for bank conflicts */
 			LLVMValueRef a[4] = {p, LLVMConstInt(i64, size, 0), LLVMConstInt(i32, align, 0),
 			                     LLVMConstInt(i32, flags, 0)};
 			LLVMSetOperand(in, pi, LLVMBuildCall2(b, ft, ck, a, 4, ""));
@@ -970,11 +1114,16 @@ worker(void *arg)
 	my_slot = SEQ;
 	for (;;) {
 		pthread_barrier_wait(&start_bar);
-		if (quit)
+		if (quit) {
+			free(tlog);
+			tlog = NULL;
+			tlog_cap = 0;
 			return NULL;
+		}
 		my_cx = cur_cx, my_cy = cur_cy, my_epoch = 0;
 		entry(entry_args);
 		leave();
+		smem_log_flush();
 		pthread_barrier_wait(&end_bar);
 	}
 }
@@ -994,6 +1143,10 @@ coop_worker(void *arg)
 	my_epoch = 0;
 	entry(entry_args);
 	leave();
+	smem_log_flush();
+	free(tlog);
+	tlog = NULL;
+	tlog_cap = 0;
 	return NULL;
 }
 

@@ -58,6 +58,10 @@ int emu_errors(char *msg, size_t n);
 /* ldmatrix phases (8 rows of one matrix) since emu_reset whose rows do not
  * fall in 8 different 16-byte bank groups. */
 long emu_ldsm_conflicts(void);
+/* Shared loads and stores (not ldmatrix, cp.async, TMA) since emu_reset:
+ * warp instructions, their wavefronts, the wavefronts over one per phase
+ * (bank conflicts), and the instructions with any. */
+void emu_smem_stats(long *instrs, long *waves, long *extra, long *conflicted);
 
 /* sm_89 and sm_90 give a CTA at most 48 KiB of static shared memory
  * (.shared globals; more needs dynamic shared memory and an opt-in). */

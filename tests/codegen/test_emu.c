@@ -653,9 +653,22 @@ check_kernel(const Func *f, const char *file)
 			       CG_BULK_ENTRY);
 		rc = -1;
 	}
-	printf("%s %-18s %-16s M=%-4ld %d threads, grid %ux%u%s, %d outputs equal\n",
+	/* shared memory: the wavefronts over one a phase (bank conflicts);
+	 * the one-read row + column kernel must have none */
+	long si, sw, sx, sc;
+	char smem[96] = "";
+	emu_smem_stats(&si, &sw, &sx, &sc);
+	if (si)
+		snprintf(smem, sizeof smem, "; smem %ld accesses, %ld extra wavefronts", si, sx);
+	if (sx && info.shape == CG_QUANT_ROWCOL) {
+		printf("FAIL %s: %ld of %ld shared accesses bank-conflicted (%ld extra wavefronts)\n",
+		       file, sc, si, sx);
+		rc = -1;
+	}
+	printf("%s %-18s %-16s M=%-4ld %d threads, grid %ux%u%s, %d outputs equal%s\n",
 	       rc ? "FAIL" : "ok  ", file, info.nphases > 1 ? "fused" : codegen_shape_name(info.shape),
-	       info.has_m ? M : 0, info.threads, gx, gy, info.cooperative ? " cooperative" : "", nout);
+	       info.has_m ? M : 0, info.threads, gx, gy, info.cooperative ? " cooperative" : "", nout,
+	       smem);
 done:
 	for (int i = 0; i < 64; i++)
 		free(raw[i]);
@@ -848,7 +861,7 @@ self_test(const char *dir, const char *file, int brk, long m, const char *what)
 /* ---- the sanitizer's self-tests: small broken kernels it must catch ---- */
 enum { ST_OOB, ST_MISALIGNED, ST_INPUT_STORE, ST_RACE, ST_NO_RACE, ST_PARTIAL_BARRIER,
        ST_TWO_BARRIERS, ST_SMEM, ST_UNKNOWN, ST_CP_NO_WAIT, ST_CP_WAIT, ST_CP_WAIT_WEAK, ST_CP_WAIT_OFF1,
-       ST_LDSM_MISALIGNED, ST_LDSM, ST_LDSM_CONFLICT };
+       ST_LDSM_MISALIGNED, ST_LDSM, ST_LDSM_CONFLICT, ST_BANKS };
 enum { ST_THREADS = 64 };
 
 static LLVMValueRef
@@ -1056,6 +1069,25 @@ sanitizer_self_test(int kind, const char *what, const char *expect)
 		out_bytes = 32 * ST_THREADS;
 		break;
 	}
+	case ST_BANKS: {
+		/* bank conflicts, counted: 4-byte stores 8 bytes apart (lanes t and
+		 * t + 16 share a bank: 2 wavefronts, 1 extra a warp), a barrier,
+		 * then 16-byte loads of consecutive chunks (4 phases of 8 lanes,
+		 * 128 bytes each: none) */
+		LLVMValueRef a[2] = {zero, LLVMConstInt(i64, 16 * ST_THREADS, 0)};
+		LLVMValueRef sm = st_call(mod, b, "precc_emu_shared", pt, a, 2);
+		LLVMValueRef o8 = LLVMBuildMul(b, t64, LLVMConstInt(i64, 8, 0), "");
+		LLVMSetAlignment(LLVMBuildStore(b, tid, LLVMBuildGEP2(b, i8, sm, &o8, 1, "")), 4);
+		LLVMValueRef site = LLVMConstInt(i32, 1, 0);
+		st_call(mod, b, "precc_emu_barrier", vd, &site, 1);
+		LLVMValueRef o16 = LLVMBuildMul(b, t64, LLVMConstInt(i64, 16, 0), "");
+		LLVMTypeRef v4 = LLVMVectorType(i32, 4);
+		LLVMValueRef ld = LLVMBuildLoad2(b, v4, LLVMBuildGEP2(b, i8, sm, &o16, 1, ""), "");
+		LLVMSetAlignment(ld, 16);
+		LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildExtractElement(b, ld, LLVMConstInt(i32, 0, 0), ""),
+		                                LLVMBuildGEP2(b, i8, out, &off4, 1, "")), 4);
+		break;
+	}
 	case ST_SMEM: {         /* 64 KiB of static shared memory */
 		LLVMValueRef a[2] = {zero, LLVMConstInt(i64, 65536, 0)};
 		LLVMValueRef sm = st_call(mod, b, "precc_emu_shared", pt, a, 2);
@@ -1100,6 +1132,14 @@ sanitizer_self_test(int kind, const char *what, const char *expect)
 			printf("self-test, ldmatrix rows 64 bytes apart: %ld conflicted phases%s\n",
 			       emu_ldsm_conflicts(), emu_ldsm_conflicts() ? "" : " -- FAIL: not caught");
 			missed = missed || emu_ldsm_conflicts() == 0;
+		}
+		if (kind == ST_BANKS) {
+			long si, sw, sx, sc;
+			emu_smem_stats(&si, &sw, &sx, &sc);
+			printf("self-test, stores 8 bytes apart, 16-byte loads in a row: %ld warp accesses, "
+			       "%ld wavefronts, %ld extra%s\n", si, sw, sx,
+			       si == 4 && sw == 2 * 2 + 2 * 4 && sx == 2 ? "" : " -- FAIL: want 4, 12, 2");
+			missed = missed || si != 4 || sw != 12 || sx != 2;
 		}
 		if (kind == ST_CP_WAIT && !missed)
 			for (int t = 0; t < ST_THREADS && !missed; t++)
@@ -1240,6 +1280,7 @@ main(int argc, char **argv)
 	                             "misaligned ldmatrix row");
 	fails += sanitizer_self_test(ST_LDSM, "ldmatrix x4 and x4.trans of known rows", NULL);
 	fails += sanitizer_self_test(ST_LDSM_CONFLICT, "ldmatrix rows 64 bytes apart", NULL);
+	fails += sanitizer_self_test(ST_BANKS, "shared-memory bank conflicts", NULL);
 	fails += self_test_says(dir, "gemm_e4m3_tensor.ir", 4, 100, "GEMM with one ldmatrix row misaligned",
 	                        "misaligned ldmatrix row");
 	printf("%d kernel files, %d failures; schedule's grid equal to codegen's in %d runs "

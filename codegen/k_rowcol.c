@@ -1,0 +1,284 @@
+/*
+ * k_rowcol.c — quant_rowcol: x quantized in 1xB blocks along its rows and,
+ * from the same read, transpose(x) in 1xB' blocks (B' rows of one column
+ * of x), as DeepSeek's 1x128 activations and gradients, MX's 1x32 and
+ * 32x1, and rowwise's transposed copy need for fprop and wgrad. TE's
+ * quantize_transpose_vector_blockwise and torchao's dim0/dim1 MX kernel
+ * read the source once the same way: a CTA stages a TR x TC tile of x in
+ * shared memory once, quantizes its rows from registers on the way in,
+ * then its columns from the tile.
+ *
+ *   rows:    thread t holds 16 consecutive elements of row 32i + t/8 of
+ *            the tile (i = 0..3; 8 threads a row, TC = 128): two 16-byte
+ *            loads, B/16 lanes reduce a block's amax with shfl.sync.bfly,
+ *            one 16-byte store of its codes; the raw 16-bit values go to
+ *            the tile, lanes with bit 2 set storing their upper half
+ *            first, so that each quarter-warp's 16-byte stores hit 8
+ *            different bank groups.
+ *   columns: thread t holds the column pair 2(t % 64), +1 and rows
+ *            32(t / 64) .. +31: 4-byte shared loads (a warp reads 128
+ *            contiguous bytes of one row: no bank conflicts), a block of
+ *            B' > 32 rows combined over B'/32 threads through shared
+ *            memory, then 16 codes at a time stored as 16 contiguous
+ *            bytes of a row of the transpose.
+ *
+ * Only 16-bit sources (bf16, f16): the tile holds their bits (32 KiB); f32
+ * sources keep the two-phase kernel. Rows past M and columns past K are
+ * predicated off; blocks are whole (M % B' and K % B, as the plan and
+ * m_multiple ensure).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "emit.h"
+
+enum { TR = 128, TC = 128, THREADS = 256, TPITCH = TC * 2, RT = TR / 4 /* rows a column thread */ };
+
+int
+rowcol_takes(const Kern *rowk, const Kern *colk)
+{
+	precc_format f = rowk->f->val[rowk->x].type.fmt;
+	long B = rowk->bc, Bc = colk->bc;
+
+	return rowk->shape == CG_QUANT_ROWBLOCK && colk->shape == CG_QUANT_COLBLOCK
+	       && rowk->x == colk->x && (f == PRECC_BF16 || f == PRECC_FP16)
+	       && !rowk->rowcta && rowk->gridamax < 0 && colk->gridamax < 0
+	       && !colk->colwise && colk->had < 0
+	       && (B == 16 || B == 32 || B == 64 || B == 128)
+	       && (Bc == 16 || Bc == 32 || Bc == 64 || Bc == 128)
+	       && rowk->cols >= 0 && rowk->cols % 16 == 0;
+}
+
+/* A block's amax bits m become its amax values; its scalars are computed
+ * and stored under cond; returns the quantize's multiplier. */
+static LLVMValueRef
+block(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef bidx, LLVMValueRef cond)
+{
+	Kern *k = e->k;
+
+	memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);
+	for (int n = 0; n < k->f->nins; n++)
+		if (kin(k, n) && k->f->ins[n].op == OP_amax)
+			e->sc[k->f->ins[n].res] = LLVMBuildBitCast(e->b, m, e->g->f32, "");
+	LLVMValueRef mult = quant_multiplier(e, q, bidx);
+	for (int n = 0; n < k->nout; n++)
+		if (ir_def_ins(k->f, k->out[n])->op != OP_quantize)
+			scalar(e, k->out[n], bidx);
+	store_scalars(e, cond, bidx, NULL);
+	return mult;
+}
+
+static LLVMValueRef
+ult(E *e, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildICmp(e->b, LLVMIntULT, a, b, "");
+}
+
+static LLVMValueRef
+mul(E *e, LLVMValueRef a, uint64_t c)
+{
+	return LLVMBuildMul(e->b, a, c64(e, c), "");
+}
+
+static LLVMValueRef
+add(E *e, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildAdd(e->b, a, b, "");
+}
+
+/* The rows of the tile: quantize each row's blocks, and stage the raw
+ * 16-bit values in the tile. */
+static int
+rows_part(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRef R,
+          LLVMValueRef C)
+{
+	Kern *k = e->k;
+	const Ins *q = &k->f->ins[k->q];
+	LLVMBuilderRef b = e->b;
+	LLVMTypeRef v4i = LLVMVectorType(e->g->i32, 4);
+	LLVMValueRef t = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
+	LLVMValueRef v = LLVMBuildURem(b, t, c64(e, TC / VEC), "");      /* vector in the row */
+	LLVMValueRef rp = LLVMBuildUDiv(b, t, c64(e, TC / VEC), "");     /* row in a pass */
+	LLVMValueRef col = add(e, k0, mul(e, v, VEC));
+	LLVMValueRef colok = ult(e, col, C);
+	LLVMValueRef up = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, t, c64(e, 4), ""), c64(e, 0), "");
+	int lanes = (int)(k->bc / VEC);
+	LLVMValueRef leader = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, v, c64(e, (uint64_t)lanes), ""),
+	                                    c64(e, 0), "");
+
+	if (check_amax_ops(e, 0) || check_scalar_ops(e) || check_quantize(e, q))
+		return -1;
+	for (int pass = 0; pass < TR / (THREADS / (TC / VEC)); pass++) {
+		LLVMValueRef r = add(e, rp, c64(e, (uint64_t)pass * (THREADS / (TC / VEC))));
+		LLVMValueRef row = add(e, m0, r);
+		LLVMValueRef ok = LLVMBuildAnd(b, colok, ult(e, row, R), "");
+		LLVMValueRef idx = LLVMBuildSelect(b, ok, add(e, LLVMBuildMul(b, row, C, ""), col), c64(e, 0), "");
+		LLVMValueRef w[VEC / 8], x[VEC], code[VEC];
+		for (int j = 0; j < VEC / 8; j++) {
+			LLVMValueRef off = mul(e, add(e, idx, c64(e, 8 * j)), 2);
+			w[j] = load_al(e, v4i, gep(e, e->ptr[k->x], off), 16);
+			w[j] = LLVMBuildSelect(b, ok, w[j], LLVMConstNull(v4i), "");
+		}
+		/* the tile: row r, bytes 32v..32v+31, the upper half first where bit 2 */
+		LLVMValueRef soff = add(e, mul(e, r, TPITCH), mul(e, v, 2 * VEC));
+		for (int h = 0; h < 2; h++) {
+			LLVMValueRef hh = LLVMBuildSelect(b, up, c64(e, (uint64_t)(1 - h)), c64(e, (uint64_t)h), "");
+			LLVMValueRef o = add(e, soff, mul(e, hh, 16));
+			LLVMValueRef val = LLVMBuildSelect(b, up, w[1 - h], w[h], "");
+			store_al(e, val, LLVMBuildGEP2(b, e->g->i8, tile, &o, 1, ""), 16);
+		}
+		unpack16(e, e->k->f->val[k->x].type.fmt, w, x);
+		LLVMValueRef mbits = group_max(e, vec_amax_bits(e, x, VEC), lanes);
+		LLVMValueRef bidx = LLVMBuildUDiv(b, idx, c64(e, (uint64_t)k->bc), "");
+		LLVMValueRef mult = block(e, q, mbits, bidx, LLVMBuildAnd(b, ok, leader, ""));
+		quantize_vec(e, q, mult, x, idx, code);
+		if (is_out(e, q->res)) {
+			LLVMBasicBlockRef cont = begin_if(e, ok);
+			store_codes(e, q->res, idx, code);
+			end_if(e, cont);
+		}
+	}
+	return 0;
+}
+
+/* Rows r .. r+15 of the tile's column pair p (4-byte shared loads) ->
+ * x[0][i] (column 2p) and x[1][i] (2p + 1) as floats. */
+static void
+pair_rows(E *e, LLVMValueRef tile, precc_format f, LLVMValueRef r, LLVMValueRef p,
+          LLVMValueRef x[2][VEC])
+{
+	LLVMBuilderRef b = e->b;
+
+	for (int i = 0; i < VEC; i++) {
+		LLVMValueRef o = add(e, mul(e, add(e, r, c64(e, (uint64_t)i)), TPITCH), mul(e, p, 4));
+		LLVMValueRef u = load_al(e, e->g->i32, LLVMBuildGEP2(b, e->g->i8, tile, &o, 1, ""), 4);
+		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, u, e->g->i16, ""),
+		                      LLVMBuildTrunc(b, LLVMBuildLShr(b, u, c32(e, 16), ""), e->g->i16, "")};
+		for (int c = 0; c < 2; c++)
+			x[c][i] = f == PRECC_BF16
+			          ? LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildZExt(b, h2[c], e->g->i32, ""),
+			                                             c32(e, 16), ""), e->g->f32, "")
+			          : LLVMBuildFPExt(b, LLVMBuildBitCast(b, h2[c], e->g->f16, ""), e->g->f32, "");
+	}
+}
+
+/* The columns of the tile: quantize transpose(x)'s 1xB' blocks. */
+static int
+cols_part(E *e, LLVMValueRef tile, LLVMValueRef part, LLVMValueRef m0, LLVMValueRef k0,
+          LLVMValueRef R, LLVMValueRef C)
+{
+	Kern *k = e->k;
+	const Ins *q = &k->f->ins[k->q];
+	LLVMBuilderRef b = e->b;
+	long Bc = k->bc;
+	precc_format f = k->f->val[k->x].type.fmt;
+	LLVMValueRef t = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
+	LLVMValueRef p = LLVMBuildURem(b, t, c64(e, TC / 2), "");     /* column pair */
+	LLVMValueRef g = LLVMBuildUDiv(b, t, c64(e, TC / 2), "");      /* rows 32g.. */
+
+	if (check_amax_ops(e, 1) || check_scalar_ops(e) || check_quantize(e, q))
+		return -1;
+	/* pass 1 the amax bits, per column, per block of min(B', RT) rows of
+	 * this thread (rows past M are zeros in the tile: rows_part loaded
+	 * none); pass 2 reads the tile again, 16 rows at a time, to quantize:
+	 * 32 values live at most, not 64 */
+	int sub = Bc < RT ? (int)(RT / Bc) : 1, span = Bc < RT ? (int)Bc : RT;
+	LLVMValueRef mb[2][RT / 16], xv[2][VEC];
+	for (int s = 0; s < sub; s++) {
+		mb[0][s] = mb[1][s] = c32(e, 0);
+		for (int i = 0; i < span; i += VEC) {
+			pair_rows(e, tile, f, add(e, mul(e, g, RT), c64(e, (uint64_t)(s * span + i))), p, xv);
+			for (int c = 0; c < 2; c++)
+				mb[c][s] = umax(e, mb[c][s], vec_amax_bits(e, xv[c], VEC));
+		}
+	}
+	if (Bc > RT) {
+		/* B'/RT threads (rows groups g) hold one block: through shared memory */
+		LLVMTypeRef pt = LLVMArrayType2(e->g->i32, 4 * TC);
+		/* part[c][g][p]: a warp's 32 lanes store 32 consecutive words */
+		for (int c = 0; c < 2; c++) {
+			LLVMValueRef ix[2] = {c32(e, 0), LLVMBuildTrunc(b, add(e, mul(e, add(e, g, c64(e, 4 * (uint64_t)c)),
+			                      TC / 2), p), e->g->i32, "")};
+			store_al(e, mb[c][0], LLVMBuildGEP2(b, pt, part, ix, 2, ""), 4);
+		}
+		barrier(e);
+		int ng = (int)(Bc / RT);
+		LLVMValueRef g0 = mul(e, LLVMBuildUDiv(b, g, c64(e, (uint64_t)ng), ""), (uint64_t)ng);
+		for (int c = 0; c < 2; c++) {
+			LLVMValueRef m = c32(e, 0);
+			for (int j = 0; j < ng; j++) {
+				LLVMValueRef gj = add(e, g0, c64(e, (uint64_t)j + 4 * (uint64_t)c));
+				LLVMValueRef ix[2] = {c32(e, 0), LLVMBuildTrunc(b, add(e, mul(e, gj, TC / 2), p),
+				                      e->g->i32, "")};
+				m = umax(e, m, load_al(e, e->g->i32, LLVMBuildGEP2(b, pt, part, ix, 2, ""), 4));
+			}
+			mb[c][0] = m;
+		}
+	}
+	LLVMValueRef nrb = LLVMBuildUDiv(b, R, c64(e, (uint64_t)Bc), "");
+	LLVMValueRef leader = Bc > RT
+	                      ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, g, c64(e, (uint64_t)(Bc / RT)), ""),
+	                                      c64(e, 0), "")
+	                      : LLVMConstInt(e->g->i1, 1, 0);
+	LLVMValueRef mult[2][RT / 16], ok[2][RT / 16], col[2];
+	for (int c = 0; c < 2; c++) {
+		col[c] = add(e, k0, add(e, mul(e, p, 2), c64(e, (uint64_t)c)));
+		for (int s = 0; s < sub; s++) {
+			LLVMValueRef r0 = add(e, m0, add(e, mul(e, g, RT), c64(e, (uint64_t)s * (uint64_t)span)));
+			ok[c][s] = LLVMBuildAnd(b, ult(e, col[c], C), ult(e, r0, R), "");
+			LLVMValueRef rb = LLVMBuildUDiv(b, r0, c64(e, (uint64_t)Bc), "");
+			LLVMValueRef bidx = LLVMBuildSelect(b, ok[c][s], add(e, LLVMBuildMul(b, col[c], nrb, ""), rb),
+			                                    c64(e, 0), "");
+			mult[c][s] = block(e, q, mb[c][s], bidx, LLVMBuildAnd(b, ok[c][s], leader, ""));
+		}
+	}
+	if (!is_out(e, q->res))
+		return 0;
+	for (int i = 0; i < RT; i += VEC) {      /* 16 rows of both columns a step */
+		int s = i / span;
+		LLVMValueRef rj = add(e, m0, add(e, mul(e, g, RT), c64(e, (uint64_t)i)));
+		pair_rows(e, tile, f, add(e, mul(e, g, RT), c64(e, (uint64_t)i)), p, xv);
+		for (int c = 0; c < 2; c++) {
+			LLVMValueRef tidx = LLVMBuildSelect(b, ok[c][s], add(e, LLVMBuildMul(b, col[c], R, ""), rj),
+			                                    c64(e, 0), "");
+			LLVMValueRef code[VEC];
+			quantize_vec(e, q, mult[c][s], xv[c], tidx, code);
+			LLVMBasicBlockRef cont = begin_if(e, ok[c][s]);
+			store_codes(e, q->res, tidx, code);
+			end_if(e, cont);
+		}
+	}
+	return 0;
+}
+
+int
+emit_rowcol(E *base)
+{
+	Kern *top = base->k;
+	LLVMBuilderRef b = base->b;
+	LLVMValueRef tile = shared_array(base, "tile", 1, LLVMArrayType2(base->g->i8, TR * TPITCH), 16);
+	LLVMValueRef part = shared_array(base, "colmax", 2, LLVMArrayType2(base->g->i32, 4 * TC), 4);
+	LLVMValueRef k0 = mul(base, LLVMBuildZExt(b, sreg(base, "ctaid.x"), base->g->i64, ""), TC);
+	LLVMValueRef m0 = mul(base, LLVMBuildZExt(b, sreg(base, "ctaid.y"), base->g->i64, ""), TR);
+	int rc;
+
+	if (top->threads != THREADS)
+		return kfail(top, "quant_rowcol is generated for %d threads", THREADS);
+	for (int p = 0; p < 2; p++) {
+		E e = *base;
+		e.k = &top->phase[p];
+		e.sc = calloc((size_t)e.k->f->nval + 1, sizeof *e.sc);
+		if (!e.sc)
+			return kfail(top, "out of memory");
+		LLVMValueRef R = dimv(&e, e.k->rows), C = dimv(&e, e.k->cols);
+		if (p == 0)
+			rc = rows_part(&e, tile, m0, k0, R, C);
+		else {
+			barrier(&e);      /* the whole tile is in */
+			rc = cols_part(&e, tile, part, m0, k0, R, C);
+		}
+		free(e.sc);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
