@@ -357,7 +357,7 @@ body_stats(Body *y, cJSON *cls, cJSON *ks, long m)
  * shared tensors alone, where r runs the same kernel on the same tensors
  * (then they are the same bytes). */
 static double
-shared_credit(const Body *l, const Body *r, cJSON *ks)
+shared_credit(const Body *l, const Body *r, cJSON *ks, double skipped[3])
 {
 	const char **map = calloc((size_t)l->nb + 1, sizeof *map);   /* l's buffer -> r's */
 	double credit = 0;
@@ -411,6 +411,11 @@ shared_credit(const Body *l, const Body *r, cJSON *ks)
 				if (!want[i])
 					map[buf_at(l, cJSON_GetArrayItem(args, i)->valuestring)] =
 						cJSON_GetArrayItem(ra, i)->valuestring;
+			/* and precc_rt_forward_shared does not run it (runtime/share.c) */
+			const cJSON *ksx = cJSON_GetObjectItemCaseSensitive(k, "stats");
+			skipped[0] += (double)num(ksx, "read_bytes", 0);
+			skipped[1] += (double)num(ksx, "write_bytes", 0);
+			skipped[2] += (double)num(ksx, "min_bytes", 0);
 			break;
 		}
 	}
@@ -421,12 +426,12 @@ shared_credit(const Body *l, const Body *r, cJSON *ks)
 	return credit;
 }
 
-typedef struct Pair { int l, r; double credit; } Pair;
+typedef struct Pair { int l, r; double credit, skipped[3]; } Pair;
 
 /* The step's totals over `layers` (with their classes' bodies), the
  * credit of the layers that share an input with an earlier one. */
 static void
-step_totals(const cJSON *layers, Body *body, int nbody, cJSON *ks, double tot[5])
+step_totals(const cJSON *layers, Body *body, int nbody, cJSON *ks, double tot[8])
 {
 	const cJSON *l;
 	NameTab at;
@@ -456,9 +461,13 @@ step_totals(const cJSON *layers, Body *body, int nbody, cJSON *ks, double tot[5]
 			if (!q)
 				continue;
 			pr = q;
-			pr[npr++] = (Pair){c, rc, shared_credit(&body[c], &body[rc], ks)};
+			Pair np = {c, rc, 0, {0, 0, 0}};
+			np.credit = shared_credit(&body[c], &body[rc], ks, np.skipped);
+			pr[npr++] = np;
 		}
 		tot[3] += pr[p].credit;
+		for (int j = 0; j < 3; j++)
+			tot[5 + j] += pr[p].skipped[j];
 	}
 	free(pr);
 	ir_names_free(&at);
@@ -483,8 +492,9 @@ stats_manifest(const char *text, const char *dir, long m, FILE *out)
 	cJSON *cls = cJSON_GetObjectItemCaseSensitive(root, "layer_classes"), *c;
 	int nbody = cJSON_GetArraySize(cls), i = 0, bad = 0;
 	Body *body = calloc((size_t)nbody + 1, sizeof *body);
-	/* read, write, the layers' own minimum, shared inputs, GEMMs */
-	double tot[5] = {0, 0, 0, 0, 0}, kmin = 0;
+	/* read, write, the layers' own minimum, shared inputs, GEMMs, and what
+	 * shared forwards do not run: read, write, their kernels' minimum */
+	double tot[8] = {0}, kmin = 0;
 	cJSON_ArrayForEach(c, cls)
 		bad |= !body || body_stats(&body[i++], c, ks, m);
 	const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers"), *l;
@@ -506,12 +516,16 @@ stats_manifest(const char *text, const char *dir, long m, FILE *out)
 		cJSON_Delete(root);
 		return NULL;
 	}
-	double mv = tot[0] + tot[1], mn = tot[2] - tot[3], g = tot[4];
+	/* as a trainer runs the step that passes each shared layer its root's
+	 * saved region (precc_rt_forward_shared) */
+	double rd = tot[0] - tot[5], wr = tot[1] - tot[6], mv = rd + wr, mn = tot[2] - tot[3], g = tot[4];
+	double unshared = tot[0] + tot[1];
 	cJSON_DeleteItemFromObjectCaseSensitive(root, "stats");
 	cJSON *s = cJSON_AddObjectToObject(root, "stats");
-	add_totals(s, m, tot[0], tot[1], mn);
+	add_totals(s, m, rd, wr, mn);
 	cJSON_AddNumberToObject(s, "kernel_min_bytes", kmin);
 	cJSON_AddNumberToObject(s, "shared_input_bytes", tot[3]);
+	cJSON_AddNumberToObject(s, "unshared_bytes", unshared);
 	cJSON_AddNumberToObject(s, "gemm_bytes", g);
 	double qr = mn - g > 0 ? ratio3(mv - g, mn - g) : 1;   /* bf16: nothing to quantize */
 	cJSON_AddNumberToObject(s, "quantize_ratio", qr);
@@ -520,14 +534,16 @@ stats_manifest(const char *text, const char *dir, long m, FILE *out)
 	        "vs minimum %.3f MB, ratio %.3f\n",
 	        str(cJSON_GetObjectItemCaseSensitive(root, "recipe"), "name"),
 	        str(cJSON_GetObjectItemCaseSensitive(root, "model"), "name"),
-	        cJSON_IsString(tg) ? tg->valuestring : "?", m, mv / 1e6, tot[0] / 1e6,
-	        tot[1] / 1e6, mn / 1e6, ratio3(mv, mn));
+	        cJSON_IsString(tg) ? tg->valuestring : "?", m, mv / 1e6, rd / 1e6,
+	        wr / 1e6, mn / 1e6, ratio3(mv, mn));
 	fprintf(out, "stats: without the GEMMs (%.3f MB, at their minimum): %.3f MB vs %.3f MB, "
 	        "ratio %.3f\n", g / 1e6, (mv - g) / 1e6, (mn - g) / 1e6, qr);
+	fprintf(out, "stats: linears that share an input quantize it once (precc_rt_forward_shared): "
+	        "%.3f MB not moved; without that %.3f MB, ratio %.3f\n", (unshared - mv) / 1e6,
+	        unshared / 1e6, ratio3(unshared, mn));
 	fprintf(out, "stats: above the minimum: %.3f MB inside kernels (a fused kernel's phases "
-	        "each reading their source), %.3f MB across a layer's kernels (a tensor read by "
-	        "several), %.3f MB by linears that share an input (each quantizing it again)\n",
-	        (mv - kmin) / 1e6, (kmin - tot[2]) / 1e6, tot[3] / 1e6);
+	        "each reading their source), %.3f MB across kernels (a tensor read by several)\n",
+	        (mv - (kmin - tot[7])) / 1e6, (kmin - tot[7] - mn) / 1e6);
 	char *res = cJSON_PrintBuffered(root, 1 << 20, 1);
 	cJSON_Delete(root);
 	if (res) {

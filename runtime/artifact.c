@@ -533,6 +533,9 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 	if (!(l->fqn = need_str(c, j, path, "fqn")))
 		return -1;
 	snprintf(path, sizeof path, "layers[%d] '%.400s'", idx, l->fqn);
+	l->root = -1;
+	if (json_get(j, "shares_input") && !(l->shares_input = need_str(c, j, path, "shares_input")))
+		return -1;
 	if (json_get(j, "class")) {
 		long ci;
 		if (!classes)
@@ -929,6 +932,20 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 		for (int s = 0; s < a->layer[i].nstep; s++)
 			a->kern[a->layer[i].step[s].kernel].used = 1;
 	}
+	/* shares_input: an earlier layer that shares no input itself (the
+	 * first of those that read the tensor) */
+	for (int i = 0; i < a->nlayer; i++) {
+		rt_layer *l = &a->layer[i];
+		int r = l->shares_input ? ir_names_get(&fqns, l->shares_input) : -1;
+		if (l->shares_input && (r < 0 || r >= i || a->layer[r].shares_input)) {
+			bad(c, ls->item[i], "layers[%d] '%.400s': shares_input '%.400s' %s", i, l->fqn,
+			    l->shares_input, r < 0 ? "names no layer" : r >= i ? "is not an earlier layer"
+			    : "shares an input itself (name the first layer that reads it)");
+			ir_names_free(&fqns);
+			return -1;
+		}
+		l->root = r;
+	}
 	ir_names_free(&fqns);
 #ifdef PRECC_HAVE_CUDA_H
 	if (rt->backend == PRECC_BACKEND_CUDA)
@@ -988,7 +1005,9 @@ void rt_artifact_free(precc_rt *rt, rt_artifact *a)
 		free(l->step);
 		free(l->update);
 		free(l->fqn);
+		free(l->shares_input);
 		rt_split_free(l->split);
+		rt_share_free(l->share);
 	}
 	for (int i = 0; i < a->ntarget; i++)
 		free(a->target[i]);
@@ -1043,7 +1062,7 @@ int precc_rt_load_target(precc_rt *rt, const char *dir, const char *target)
 		rt_error("out of memory reading %s", file);
 		return -1;
 	}
-	if (read_manifest(&c, rt, a, m) || rt_layers_split(a)) {
+	if (read_manifest(&c, rt, a, m) || rt_layers_split(a) || rt_share_plan(a)) {
 		rt_artifact_free(rt, a);
 		json_free(m);
 		return -1;

@@ -15,29 +15,12 @@
 
 #include "rt.h"
 
-enum { PH_FWD, PH_BWD, PH_COMMIT, NPHASE };
+enum { PH_FWD = RT_PH_FWD, PH_BWD = RT_PH_BWD, PH_COMMIT = RT_PH_COMMIT, NPHASE };
 enum { IO_X, IO_W, IO_BIAS, IO_Y, IO_DY, IO_DX, IO_DW, NIO };
+_Static_assert(NIO == sizeof ((rt_split *)0)->io / sizeof(int), "rt.h's rt_split.io");
 
 #define REGION_ALIGN 256   /* each buffer's offset in a region */
 #define SAVED_HEADER 64    /* saved[0..4): the cpu backend's skip flag */
-
-typedef struct rt_split {
-	char *why;              /* not NULL: the layer cannot be cut, and why */
-	unsigned char *phase;   /* per step */
-	unsigned char *place;   /* per buffer: precc_place */
-	unsigned char *minv;    /* per buffer: its size does not depend on M */
-	size_t *state_off;      /* per buffer: offset in state (PLACE_STATE) */
-	size_t state_bytes;
-	int io[NIO];            /* buffer index of each caller tensor, or -1 */
-	int main_grad;          /* the main_grad param the wgrad kernel
-	                           accumulates dW into, or -1 (older plans: the
-	                           runtime adds dW on the host, cpu only) */
-	int reads_x, reads_w;   /* backward reads the caller's x / w */
-	int has_state;
-	unsigned char *amax;    /* per buffer: a saved f32 the commit reads (an
-	                           amax to reduce across data-parallel ranks) */
-	void **ptr;             /* nbuf pointers: the bound buffers of a call */
-} rt_split;
 
 static size_t align_up(size_t n) { return (n + REGION_ALIGN - 1) & ~(size_t)(REGION_ALIGN - 1); }
 
@@ -450,16 +433,16 @@ static int unwanted(const precc_rt *rt, const rt_layer *l, const rt_split *s,
  * *skipped (cpu) collects nonfinite=skip. */
 static int run_phase(precc_rt *rt, const rt_layer *l, const rt_split *s,
                      int ph, long m, void *const *buf, uint64_t seed,
-                     void *stream, int *skipped)
+                     void *stream, int *skipped, const unsigned char *skip)
 {
 	if (rt_check_m(l, m, buf))
 		return -1;
 	for (int st = 0; st < l->nstep; st++)
-		if (s->phase[st] == ph && !unwanted(rt, l, s, st, buf) &&
+		if (s->phase[st] == ph && !(skip && skip[st]) && !unwanted(rt, l, s, st, buf) &&
 		    rt_check_step(rt, l, st, m, buf, NULL))
 			return -1;
 	for (int st = 0; st < l->nstep; st++)
-		if (s->phase[st] == ph && !unwanted(rt, l, s, st, buf) &&
+		if (s->phase[st] == ph && !(skip && skip[st]) && !unwanted(rt, l, s, st, buf) &&
 		    rt_run_step_at(rt, l, st, m, buf, seed, stream, skipped))
 			return -1;
 	return 0;
@@ -506,10 +489,82 @@ static void skip_flag(precc_rt *rt, void *saved, int skipped, int or_in)
 	memcpy(saved, &v, 4);
 }
 
+/* ---- shared inputs (share.c) ------------------------------------------------ */
+
+int precc_rt_layer_input_root(const precc_rt *rt, int layer)
+{
+	const rt_layer *l = rt_need_layer(rt, layer);
+
+	return l ? l->root : -1;
+}
+
+int precc_rt_layer_shared_steps(const precc_rt *rt, int layer)
+{
+	const rt_layer *l = rt_need_layer(rt, layer);
+
+	return l && l->share ? l->share->nskip : 0;
+}
+
+/* The buffers a shared call reads in the root's saved region. */
+static int share_bind(precc_rt *rt, const rt_layer *l, long m, const void *root_saved,
+                      void **buf)
+{
+	const rt_share *sh = l->share;
+
+	if (!root_saved)
+		return 0;
+	if (!sh || !sh->nskip) {
+		rt_error("plan: layer '%s': root_saved given, but it shares nothing with %s "
+		         "(precc_rt_layer_shared_steps is 0)", l->fqn,
+		         l->root >= 0 ? rt->art->layer[l->root].fqn : "another layer");
+		return -1;
+	}
+	const rt_layer *r = &rt->art->layer[l->root];
+	if (need_region(l, "root_saved", root_saved, 1))
+		return -1;
+	for (int b = 0; b < l->nbuf; b++)
+		if (sh->alias[b] >= 0)
+			buf[b] = (char *)(uintptr_t)root_saved + place_offset(r, r->split, sh->alias[b], m);
+	return 0;
+}
+
+/* After a shared forward: what the commit reads, into the layer's own
+ * saved region (a device-to-device copy on the stream on cuda). */
+static int share_copy(precc_rt *rt, const rt_layer *l, long m, void *saved,
+                      void *const *buf, void *stream)
+{
+	for (int b = 0; b < l->nbuf; b++) {
+		if (!l->share->copy[b])
+			continue;
+		void *dst = (char *)saved + place_offset(l, l->split, b, m);
+		size_t n = rt_type_bytes(&l->buf[b].type, m, NULL, NULL);
+#ifdef PRECC_HAVE_CUDA_H
+		if (rt->backend == PRECC_BACKEND_CUDA) {
+			if (rt_cuda_dtod_async(rt, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)buf[b],
+			                       n, (CUstream)stream))
+				return -1;
+			continue;
+		}
+#endif
+		(void)stream;
+		memcpy(dst, buf[b], n);
+	}
+	return 0;
+}
+
 int precc_rt_forward(precc_rt *rt, int layer, long m, const void *x,
                      const void *w, const void *bias, void *y, void *saved,
                      void *state, void *workspace, uint64_t seed,
                      void *stream)
+{
+	return precc_rt_forward_shared(rt, layer, m, x, w, bias, y, saved, state, workspace, seed,
+	                               stream, NULL);
+}
+
+int precc_rt_forward_shared(precc_rt *rt, int layer, long m, const void *x,
+                            const void *w, const void *bias, void *y, void *saved,
+                            void *state, void *workspace, uint64_t seed,
+                            void *stream, const void *root_saved)
 {
 	const rt_layer *l = NULL;
 	const rt_split *s;
@@ -527,7 +582,10 @@ int precc_rt_forward(precc_rt *rt, int layer, long m, const void *x,
 		return -1;
 	}
 	bind(l, s, m, &p, s->ptr);
-	if (run_phase(rt, l, s, PH_FWD, m, s->ptr, seed, stream, &skipped))
+	if (share_bind(rt, l, m, root_saved, s->ptr) ||
+	    run_phase(rt, l, s, PH_FWD, m, s->ptr, seed, stream, &skipped,
+	              root_saved ? l->share->skip : NULL) ||
+	    (root_saved && share_copy(rt, l, m, saved, s->ptr, stream)))
 		return -1;
 	skip_flag(rt, saved, skipped, 0);
 	return 0;
@@ -561,6 +619,16 @@ int precc_rt_backward(precc_rt *rt, int layer, long m, const void *x,
                       const void *w, const void *dy, void *dx, void *dw,
                       float *main_grad, void *saved, void *state,
                       void *workspace, uint64_t seed, void *stream)
+{
+	return precc_rt_backward_shared(rt, layer, m, x, w, dy, dx, dw, main_grad, saved, state,
+	                                workspace, seed, stream, NULL);
+}
+
+int precc_rt_backward_shared(precc_rt *rt, int layer, long m, const void *x,
+                             const void *w, const void *dy, void *dx, void *dw,
+                             float *main_grad, void *saved, void *state,
+                             void *workspace, uint64_t seed, void *stream,
+                             const void *root_saved)
 {
 	const rt_layer *l = NULL;
 	const rt_split *s;
@@ -599,7 +667,8 @@ int precc_rt_backward(precc_rt *rt, int layer, long m, const void *x,
 			p.dw = (char *)workspace + dw_slot;
 	}
 	bind(l, s, m, &p, s->ptr);
-	if (run_phase(rt, l, s, PH_BWD, m, s->ptr, seed, stream, &skipped))
+	if (share_bind(rt, l, m, root_saved, s->ptr) ||
+	    run_phase(rt, l, s, PH_BWD, m, s->ptr, seed, stream, &skipped, NULL))
 		return -1;
 	if (main_grad && s->main_grad < 0)
 		add_main_grad(&l->buf[s->io[IO_DW]], m, p.dw, main_grad);
@@ -630,7 +699,7 @@ int precc_rt_commit(precc_rt *rt, int layer, long m, void *saved,
 	p.saved = saved;
 	p.state = state;
 	bind(l, s, m, &p, s->ptr);
-	if (run_phase(rt, l, s, PH_COMMIT, m, s->ptr, 0, stream, &dummy))
+	if (run_phase(rt, l, s, PH_COMMIT, m, s->ptr, 0, stream, &dummy, NULL))
 		return -1;
 	for (int u = 0; u < 2 * l->nupdate; u++)
 		if (rt_check_buffer(rt, l, m, s->ptr, NULL, l->update[u / 2][u % 2]))
@@ -646,7 +715,7 @@ int precc_rt_commit_buffers(precc_rt *rt, int layer, long m,
 	int dummy = 0;
 
 	if (!(s = need_split(rt, layer, &l)) ||
-	    run_phase(rt, l, s, PH_COMMIT, m, buffers, 0, stream, &dummy))
+	    run_phase(rt, l, s, PH_COMMIT, m, buffers, 0, stream, &dummy, NULL))
 		return -1;
 	for (int u = 0; u < 2 * l->nupdate; u++)
 		if (rt_check_buffer(rt, l, m, buffers, NULL, l->update[u / 2][u % 2]))

@@ -149,11 +149,15 @@ struct rt_split;
 
 typedef struct rt_layer {
 	char *fqn;
+	char *shares_input;       /* the manifest's, or NULL */
 	rt_buffer *buf; int nbuf;
 	rt_step *step; int nstep;
 	int (*update)[2]; int nupdate;  /* (state, next) buffers, after the steps */
 	long m_multiple;          /* lcm over its steps' kernels */
 	struct rt_split *split;   /* layer.c: the plan as forward/backward/commit */
+	int root;                 /* the layer whose input it reads (the
+	                             manifest's shares_input), -1 none */
+	struct rt_share *share;   /* share.c: what a shared forward skips */
 } rt_layer;
 
 typedef struct rt_artifact {
@@ -202,6 +206,42 @@ int rt_apply_updates(precc_rt *rt, const rt_layer *l, long m,
 
 /* layer.c — called by artifact.c once a manifest is read */
 int rt_layers_split(rt_artifact *a);     /* -1 only when out of memory */
+
+/* layer.c's cut of a layer, for share.c */
+enum { RT_PH_FWD, RT_PH_BWD, RT_PH_COMMIT };
+typedef struct rt_split {
+	char *why;              /* not NULL: the layer cannot be cut, and why */
+	unsigned char *phase;   /* per step */
+	unsigned char *place;   /* per buffer: precc_place */
+	unsigned char *minv;    /* per buffer: its size does not depend on M */
+	size_t *state_off;      /* per buffer: offset in state (PLACE_STATE) */
+	size_t state_bytes;
+	int io[7];              /* buffer index of each caller tensor (x, w,
+	                           bias, y, dy, dx, dw), or -1 */
+	int main_grad;          /* the main_grad param the wgrad kernel
+	                           accumulates dW into, or -1 (older plans: the
+	                           runtime adds dW on the host, cpu only) */
+	int reads_x, reads_w;   /* backward reads the caller's x / w */
+	int has_state;
+	unsigned char *amax;    /* per buffer: a saved f32 the commit reads (an
+	                           amax to reduce across data-parallel ranks) */
+	void **ptr;             /* nbuf pointers: the bound buffers of a call */
+} rt_split;
+
+/* share.c — linears that read one tensor (docs/runtime.md, "Shared
+ * inputs"): per layer with a root, the forward steps the root runs alike
+ * on the same tensors (same kernel, same inputs up to the shared x and its
+ * state), which a shared forward skips, reading their outputs in the
+ * root's saved region (the root keeps them there: promoted to saved). */
+typedef struct rt_share {
+	unsigned char *skip;    /* per step */
+	int *alias;             /* per buffer: the root's buffer read instead, -1 */
+	unsigned char *copy;    /* per buffer: copied from the root's after the
+	                           forward (its commit reads it) */
+	int nskip;
+} rt_share;
+int rt_share_plan(rt_artifact *a);       /* after rt_layers_split; -1: no memory */
+void rt_share_free(rt_share *);
 /* The amaxes layer's commit reads from saved: their offsets and f32
  * counts (at most max); returns how many there are, or -1. */
 int rt_commit_amaxes(const precc_rt *rt, int layer, long m, size_t *off,

@@ -47,7 +47,11 @@ persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in
 rowcol_bank_order|codegen/k_rowcol.c|codegen.emu|LLVMValueRef up = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, t, c64(e, 4), ""), c64(e, 0), "");|LLVMValueRef up = LLVMConstInt(e->g->i1, 0, 0);
 rowcol_one_group|codegen/k_rowcol.c|codegen.emu|		int ng = (int)(Bc / RT);|		int ng = 1;
 rowcol_no_barrier|codegen/k_rowcol.c|codegen.emu|			barrier(&e);      /* the whole tile is in */|			(void)0;
-rowcol_pair_order|codegen/k_rowcol.c|codegen.emu|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, u, e->g->i16, ""),|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, LLVMBuildLShr(b, u, c32(e, 16), ""), e->g->i16, ""),'
+rowcol_pair_order|codegen/k_rowcol.c|codegen.emu|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, u, e->g->i16, ""),|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, LLVMBuildLShr(b, u, c32(e, 16), ""), e->g->i16, ""),
+share_no_alias|runtime/layer.c|runtime.layer$|			buf[b] = (char *)(uintptr_t)root_saved + place_offset(r, r->split, sh->alias[b], m);|			(void)r;
+share_no_copy|runtime/layer.c|runtime.layer$|		memcpy(dst, buf[b], n);|		(void)dst;
+share_any_input|runtime/share.c|runtime.layer$|			ok = !is_in(k, p) \|\| eq[b] >= 0;|			ok = 1;
+share_no_promote|runtime/share.c|runtime.layer$|				r->split->place[s->alias[b]] = PRECC_PLACE_SAVED;|				(void)0;'
 
 survivors=0
 stale=0

@@ -324,6 +324,33 @@ int precc_rt_backward(precc_rt *rt, int layer, long m, const void *x,
                       float *main_grad, void *saved, void *state,
                       void *workspace, uint64_t seed, void *stream);
 
+/* Linears that read one tensor (the model's shares_input: q, k and v read
+ * the same X, gate and up theirs). precc_rt_layer_input_root: the layer
+ * whose input this one reads, its root (-1: none); precc_rt_layer_shared_
+ * steps: how many forward steps the root runs alike on that input (the
+ * same kernels on the same tensors: quantizing X, its transpose, scales,
+ * amaxes), 0 when the plans differ. After the root's forward on x, this
+ * layer's precc_rt_forward_shared on the same x at the same M skips those
+ * steps and reads their outputs in root_saved, the root's saved region of
+ * that forward (the root keeps them there: its saved_bytes count them);
+ * the ones its commit reads (delayed scaling's amax) are copied into this
+ * layer's saved region. Pass the same root_saved to its
+ * precc_rt_backward_shared and keep it until then. The results are the
+ * unshared calls' bit for bit: the skipped steps would write the same
+ * bytes (delayed scaling: the layers' x histories are equal, as they see
+ * the same amaxes). root_saved NULL: the plain calls. 0 or -1. */
+int precc_rt_layer_input_root(const precc_rt *rt, int layer);
+int precc_rt_layer_shared_steps(const precc_rt *rt, int layer);
+int precc_rt_forward_shared(precc_rt *rt, int layer, long m, const void *x,
+                            const void *w, const void *bias, void *y, void *saved,
+                            void *state, void *workspace, uint64_t seed,
+                            void *stream, const void *root_saved);
+int precc_rt_backward_shared(precc_rt *rt, int layer, long m, const void *x,
+                             const void *w, const void *dy, void *dx, void *dw,
+                             float *main_grad, void *saved, void *state,
+                             void *workspace, uint64_t seed, void *stream,
+                             const void *root_saved);
+
 /* Once per training step, after the backward: runs the layer's state
  * update steps (delayed scaling: amax histories and scales, from the
  * amaxes in saved) and copies their next values over the state, on

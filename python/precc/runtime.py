@@ -133,15 +133,32 @@ class Layer:
         with self.rt.lock:
             check(self.rt.lib.precc_rt_layer_state_init(self.rt.handle, self.index, state))
 
-    def forward(self, m, x, w, bias, y, saved, state, workspace, seed=0, stream=None):
+    def forward(self, m, x, w, bias, y, saved, state, workspace, seed=0, stream=None,
+                root_saved=None):
+        """precc_rt_forward, or with root_saved (the input root's saved region
+        of a forward on the same x) precc_rt_forward_shared."""
         with self.rt.lock:
-            check(self.rt.lib.precc_rt_forward(self.rt.handle, self.index, m, x, w, bias, y,
-                                               saved, state, workspace, seed, stream))
+            check(self.rt.lib.precc_rt_forward_shared(self.rt.handle, self.index, m, x, w, bias,
+                                                      y, saved, state, workspace, seed, stream,
+                                                      root_saved))
 
-    def backward(self, m, x, w, dy, dx, dw, saved, state, workspace, seed=0, stream=None):
+    def backward(self, m, x, w, dy, dx, dw, saved, state, workspace, seed=0, stream=None,
+                 root_saved=None):
         with self.rt.lock:
-            check(self.rt.lib.precc_rt_backward(self.rt.handle, self.index, m, x, w, dy, dx, dw,
-                                                None, saved, state, workspace, seed, stream))
+            check(self.rt.lib.precc_rt_backward_shared(self.rt.handle, self.index, m, x, w, dy,
+                                                       dx, dw, None, saved, state, workspace,
+                                                       seed, stream, root_saved))
+
+    @property
+    def input_root(self):
+        """The fqn of the layer whose input this one reads (shares_input), or None."""
+        r = self.rt.lib.precc_rt_layer_input_root(self.rt.handle, self.index)
+        return self.rt.layers[r].fqn if r >= 0 else None
+
+    @property
+    def shared_steps(self):
+        """Forward steps a shared forward skips (the root runs them alike)."""
+        return max(0, self.rt.lib.precc_rt_layer_shared_steps(self.rt.handle, self.index))
 
     def commit(self, m, saved, state, stream=None):
         """1 when the cpu backend skipped it (nonfinite=skip), else 0."""

@@ -221,6 +221,112 @@ static void test_one_layer(precc_rt *rt, int l, long m, int delayed)
  * precc_rt_commit per layer on a copy of the same state: the model's
  * state equal byte for byte, one launch per distinct update kernel, every
  * table row pointing into its layer's regions; and what bad arguments get. */
+/* Linears that read one tensor (tiny.lua's k shares q's input, up
+ * gate's): root forward, then the layer's forward on the same x either
+ * plain (A) or shared with the root's saved region (B), backward and
+ * commit, two steps: y, dx, dw of both layers, their state and the
+ * layer's saved amaxes bit for bit equal. B's own saved region of the
+ * layer starts poisoned where it aliases the root's: the shared forward
+ * must not need it. wants: whether the recipe quantizes x (then shares). */
+static void test_shared(precc_rt *rt, const char *root_name, const char *name, long m, int wants)
+{
+	int r = precc_rt_layer_find(rt, root_name), l = precc_rt_layer_find(rt, name);
+	precc_layer_sizes zr, zl;
+
+	CHECK(r >= 0 && l >= 0);
+	if (r < 0 || l < 0)
+		return;
+	CHECK(precc_rt_layer_input_root(rt, l) == r && precc_rt_layer_input_root(rt, r) == -1);
+	int nskip = precc_rt_layer_shared_steps(rt, l);
+	CHECK(wants ? nskip > 0 : nskip == 0);
+	if (precc_rt_layer_sizes(rt, r, m, &zr) || precc_rt_layer_sizes(rt, l, m, &zl)) {
+		fprintf(stderr, "%s\n", precc_rt_last_error());
+		CHECK(0);
+		return;
+	}
+	CHECK(zr.k == zl.k);
+	void *x = fill(zl.x_format, m * zl.k, 3.0f);
+	void *w[2] = {fill(zr.w_format, zr.n * zr.k, 0.25f), fill(zl.w_format, zl.n * zl.k, 0.25f)};
+	void *dy[2] = {fill(zr.dy_format, m * zr.n, 0.01f), fill(zl.dy_format, m * zl.n, 0.02f)};
+	const precc_layer_sizes *z[2] = {&zr, &zl};
+	int id[2] = {r, l};
+	void *st[2][2], *sv[2][2], *y[2][2], *dx[2][2], *dw[2][2];
+	size_t yb[2], dxb[2], dwb[2];
+	void *wk = zalloc(zr.workspace_bytes > zl.workspace_bytes ? zr.workspace_bytes
+	                                                          : zl.workspace_bytes);
+	for (int i = 0; i < 2; i++) {
+		yb[i] = (size_t)m * z[i]->n * precc_interp_elem_bytes(z[i]->y_format);
+		dxb[i] = (size_t)m * z[i]->k * precc_interp_elem_bytes(z[i]->dx_format);
+		dwb[i] = (size_t)z[i]->n * z[i]->k * precc_interp_elem_bytes(z[i]->dw_format);
+		for (int v = 0; v < 2; v++) {   /* v: A plain, B shared */
+			st[v][i] = zalloc(z[i]->state_bytes);
+			sv[v][i] = zalloc(z[i]->saved_bytes);
+			y[v][i] = zalloc(yb[i]);
+			dx[v][i] = zalloc(dxb[i]);
+			dw[v][i] = zalloc(dwb[i]);
+			CHECK(precc_rt_layer_state_init(rt, id[i], st[v][i]) == 0);
+		}
+	}
+	memset(sv[1][1], 0xa5, zl.saved_bytes);
+	if (!wants) {   /* nothing to share: a root_saved is refused with the reason */
+		CHECK(precc_rt_forward_shared(rt, l, m, x, w[1], NULL, y[1][1], sv[1][1], st[1][1], wk,
+		                              1, NULL, sv[1][0]) == -1);
+		CHECK(strstr(precc_rt_last_error(), "shares nothing") != NULL);
+	}
+	for (int step = 0; step < 2 && wants; step++) {
+		uint64_t seed = 31 + (uint64_t)step;
+		for (int v = 0; v < 2; v++) {
+			int rc = precc_rt_forward(rt, r, m, x, w[0], NULL, y[v][0], sv[v][0], st[v][0], wk,
+			                          seed, NULL);
+			rc |= precc_rt_forward_shared(rt, l, m, x, w[1], NULL, y[v][1], sv[v][1], st[v][1],
+			                              wk, seed, NULL, v ? sv[v][0] : NULL);
+			rc |= precc_rt_backward_shared(rt, l, m, zl.backward_reads_x ? x : NULL,
+			                               zl.backward_reads_w ? w[1] : NULL, dy[1], dx[v][1],
+			                               dw[v][1], NULL, sv[v][1], st[v][1], wk, seed, NULL,
+			                               v ? sv[v][0] : NULL);
+			rc |= precc_rt_backward(rt, r, m, zr.backward_reads_x ? x : NULL,
+			                        zr.backward_reads_w ? w[0] : NULL, dy[0], dx[v][0], dw[v][0],
+			                        NULL, sv[v][0], st[v][0], wk, seed, NULL);
+			rc |= precc_rt_commit(rt, l, m, sv[v][1], st[v][1], NULL) < 0;
+			rc |= precc_rt_commit(rt, r, m, sv[v][0], st[v][0], NULL) < 0;
+			if (rc)
+				fprintf(stderr, "%s: %s\n", name, precc_rt_last_error());
+			CHECK(rc == 0);
+		}
+		for (int i = 0; i < 2; i++) {
+			CHECK(memcmp(y[0][i], y[1][i], yb[i]) == 0);
+			CHECK(memcmp(dx[0][i], dx[1][i], dxb[i]) == 0);
+			CHECK(memcmp(dw[0][i], dw[1][i], dwb[i]) == 0);
+			CHECK(memcmp(st[0][i], st[1][i], z[i]->state_bytes) == 0);
+		}
+		/* the amaxes in the layer's own saved region, which its commit and
+		 * a data-parallel reduce read (copied there from the root's) */
+		for (int b = 0; b < precc_rt_buffer_count(rt, l); b++) {
+			precc_buffer_info bi;
+			precc_place pl;
+			size_t off;
+			size_t n = strlen(precc_rt_buffer_info(rt, l, b, m, &bi) ? "" : bi.name);
+			if (n < 4 || strcmp(bi.name + n - 4, "amax") ||
+			    precc_rt_buffer_place(rt, l, b, m, &pl, &off) || pl != PRECC_PLACE_SAVED)
+				continue;
+			CHECK(memcmp((char *)sv[0][1] + off, (char *)sv[1][1] + off, bi.bytes) == 0);
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		free(w[i]);
+		free(dy[i]);
+		for (int v = 0; v < 2; v++) {
+			free(st[v][i]);
+			free(sv[v][i]);
+			free(y[v][i]);
+			free(dx[v][i]);
+			free(dw[v][i]);
+		}
+	}
+	free(x);
+	free(wk);
+}
+
 static void test_bulk_commit(precc_rt *rt)
 {
 	int n = precc_rt_layer_count(rt), *layers = calloc((size_t)n, sizeof *layers);
@@ -558,6 +664,15 @@ int main(int argc, char **argv)
 	}
 	if (argc > 2 && strcmp(argv[2], "delayed") == 0)
 		test_bulk_commit(rt);
+	/* shared inputs: k reads q's x, up gate's; argv[3] "noshare": the
+	 * recipe quantizes no x (bf16), so nothing is shared */
+	{
+		int wants = !(argc > 2 && strcmp(argv[argc - 1], "noshare") == 0);
+		long mm = precc_rt_layer_m_multiple(rt, precc_rt_layer_find(rt, "model.layers.0.self_attn.k_proj"));
+		test_shared(rt, "model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+		            mm > 64 ? mm : 64, wants);
+		test_shared(rt, "model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj", 128, wants);
+	}
 	/* the model's state in one buffer: the layers' regions end to end */
 	{
 		size_t total = precc_rt_model_state_bytes(rt), off = 0;

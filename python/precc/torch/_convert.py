@@ -140,8 +140,15 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
     shared = _shared_inputs(model, cands, example_inputs) if example_inputs is not None else {}
 
     def desc(sel):
+        # linears that took one tensor share it with the first of them in
+        # the file (the runtime's root: q for k and v, whoever ran first)
+        root = {}
+        for f, _ in sel:
+            root.setdefault(shared.get(f, f), f)
         return [compiler.Linear(f, m.in_features, m.out_features, m.bias is not None,
-                                id(m.weight) in tied, shared.get(f)) for f, m in sel]
+                                id(m.weight) in tied,
+                                root[shared.get(f, f)] if root[shared.get(f, f)] != f else None)
+                for f, m in sel]
 
     name = "torch_" + type(model).__name__
     with tempfile.TemporaryDirectory(prefix="precc-convert-") as tmp:

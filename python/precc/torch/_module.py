@@ -31,10 +31,16 @@ class Linear(nn.Linear):
         new._precc_xdtype = _ops.torch_dtype(prog.x.format)
         new._precc_wdtype = _ops.torch_dtype(prog.w.format)
         new._precc_bdtype = _ops.torch_dtype(prog.bias.format) if prog.bias is not None else None
+        # q, k and v read one x: k and v take q's quantized copy of it
+        # (precc_rt_forward_shared) when q's last forward saw this very x
+        new._precc_root = getattr(prog, "input_root", None)
+        if new._precc_root is not None:
+            group.sharers[new._precc_root] = group.sharers.get(new._precc_root, 0) + 1
         new.training = mod.training
         return new
 
     def forward(self, x):
+        x_in = x   # what a sharer compares: the same tensor gives the same x2
         K, N = self._precc_K, self._precc_N
         if x.dim() < 1 or x.shape[-1] != K:
             raise Error("precc: %s: input of shape %s; the layer takes [..., %d]"
@@ -69,7 +75,15 @@ class Linear(nn.Linear):
         x2 = x.reshape(-1, K)
         needs_grad = torch.is_grad_enabled() and (x2.requires_grad or w.requires_grad or
                                                   (b is not None and b.requires_grad))
-        out = torch.ops.precc.linear(x2, w, b, self.precc_state, self._precc_key, needs_grad)
+        group, root_saved, share = self._precc_group, None, not torch.compiler.is_compiling()
+        if share:
+            mp = group.program(self.precc_fqn, x2.device).layer.padded_m(x2.shape[0])
+            if self._precc_root is not None:
+                root_saved = group.shared_input(self._precc_root, x_in, mp)
+        out = torch.ops.precc.linear(x2, w, b, self.precc_state, self._precc_key, needs_grad,
+                                     root_saved)
+        if share and len(out) == 2 and self.precc_fqn in group.sharers:
+            group.offer_input(self.precc_fqn, x_in, mp, out[1])
         return out[0].reshape(*lead, N)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,

@@ -174,6 +174,9 @@ class ApiPlan(_Plan):
         commit_in = {i for s in layer.steps if layer.phase(s) == 2 for i in s.ins}
         self.amax_bufs = [b for b in self.saved_bufs if b.index in commit_in and b.format == "f32"]
         self.has_state = bool(sz["has_state"])
+        # linears that read one tensor: the root whose saved region a shared
+        # forward reads instead of quantizing x again (runtime/share.c)
+        self.input_root = layer.input_root if layer.shared_steps else None
         self.phases = [[s for s in layer.steps if layer.phase(s) == p] for p in range(3)]
         for mm in (m, 3 * m):  # our reading of the region layout vs precc_rt's
             if self.saved_bytes(mm) != layer.sizes(mm)["saved_bytes"]:
@@ -192,16 +195,17 @@ class ApiPlan(_Plan):
     def saved_fake(self, x, mp):
         return [x.new_empty((self.saved_bytes(mp),), dtype=torch.uint8)]
 
-    def forward(self, x, w, bias, state, mp, seed):
+    def forward(self, x, w, bias, state, mp, seed, root_saved=None):
         l = self.layer
         ws = torch.empty(l.sizes(mp)["workspace_bytes"], dtype=torch.uint8, device=x.device)
         y = self.empty(self.y, mp, x)
         saved = torch.empty(self.saved_bytes(mp), dtype=torch.uint8, device=x.device)
         l.forward(mp, x.data_ptr(), w.data_ptr(), _ptr(bias), y.data_ptr(), saved.data_ptr(),
-                  _ptr(state) if self.layout.size else None, ws.data_ptr(), seed, _stream(x))
+                  _ptr(state) if self.layout.size else None, ws.data_ptr(), seed, _stream(x),
+                  root_saved=_ptr(root_saved))
         return y, [saved]
 
-    def backward(self, dy, state, kept, mp, seed):
+    def backward(self, dy, state, kept, mp, seed, root_saved=None):
         l = self.layer
         inputs = dict(zip(self.keep_inputs, kept))
         saved = kept[len(self.keep_inputs)]
@@ -212,7 +216,7 @@ class ApiPlan(_Plan):
             x = self.pad(x, mp)
         l.backward(mp, _ptr(x), _ptr(inputs.get("w")), dy.data_ptr(), dx.data_ptr(),
                    dw.data_ptr(), saved.data_ptr(), _ptr(state) if self.layout.size else None,
-                   ws.data_ptr(), seed, _stream(dy))
+                   ws.data_ptr(), seed, _stream(dy), root_saved=_ptr(root_saved))
         return dx, dw, (_ApiPending(self, saved, state, mp) if self.has_state else None)
 
 
@@ -284,7 +288,7 @@ class StepPlan(_Plan):
         for s in steps:
             self.layer.run_step(s.index, m, ptrs, seed, stream)
 
-    def forward(self, x, w, bias, state, mp, seed):
+    def forward(self, x, w, bias, state, mp, seed, root_saved=None):
         bufs = self.layout.views(state)
         bufs.update(x=x, w=w)
         if bias is not None:
@@ -294,7 +298,7 @@ class StepPlan(_Plan):
         self._run(self.phases[0], mp, bufs, seed, _stream(x))
         return bufs["y"], [bufs[b.name] for b in self.saved_bufs]
 
-    def backward(self, dy, state, kept, mp, seed):
+    def backward(self, dy, state, kept, mp, seed, root_saved=None):
         bufs = self.layout.views(state)
         names = self.keep_inputs + [b.name for b in self.saved_bufs]
         for n, t in zip(names, kept):
@@ -348,10 +352,38 @@ class Group:
         self.allreduce_calls = 0
         self.commits = 0
         self.calls = 0
+        self.sharers = {}        # root fqn -> converted layers that share its input
+        self.shared_inputs = {}  # root fqn -> [x, version, padded M, saved, uses left]
+        self.shared_forwards = 0
 
     def __deepcopy__(self, memo):
         # A copied module (an EMA, say) runs the same artifacts: share them.
         return self
+
+    def offer_input(self, fqn, x, mp, saved):
+        """A root's forward: its saved region, for the layers that read the
+        same x next (q's for k and v), until each has taken it."""
+        n = self.sharers.get(fqn, 0)
+        if n:
+            self.shared_inputs[fqn] = [x, x._version, mp, saved, n]
+
+    def shared_input(self, root, x, mp):
+        """The root's saved region if its last forward took this very x (the
+        same storage, shape, strides, dtype and version, at the same padded
+        M: an autocast copy of it is then the same bytes too)."""
+        e = self.shared_inputs.get(root)
+        if e is None:
+            return None
+        rx, ver, rmp, saved, _ = e
+        if (rx.data_ptr() != x.data_ptr() or rx.shape != x.shape or rx.stride() != x.stride()
+                or rx.dtype != x.dtype or rx.device != x.device or x._version != ver
+                or rmp != mp):
+            return None
+        e[4] -= 1
+        if e[4] == 0:   # every sharer took it: drop the reference to x
+            del self.shared_inputs[root]
+        self.shared_forwards += 1
+        return saved
 
     def runtime(self, device):
         key = (device.type, device.index)
@@ -402,6 +434,8 @@ class Group:
         with self.lock:
             pending, self.pending = self.pending, []
             self.forwards = self.backwards = 0
+            # the commit changes the scales a root's saved copy was made with
+            self.shared_inputs.clear()
             if not pending:
                 return
             amaxes = [a for p in pending for a in p.amaxes()]
@@ -453,7 +487,7 @@ def _padded(plan, m):
     return (m + k - 1) // k * k
 
 
-def _fwd_impl(x, w, bias, state, key, needs_grad):
+def _fwd_impl(x, w, bias, state, key, needs_grad, root_saved=None):
     group, fqn = lookup(key)
     plan = group.program(fqn, x.device)
     m = x.shape[0]
@@ -466,13 +500,13 @@ def _fwd_impl(x, w, bias, state, key, needs_grad):
             group.add_forward()
         y, saved = plan.forward(plan.pad(x, mp), _aligned(w),
                                 _aligned(bias) if bias is not None else None,
-                                state, mp, group.next_seed())
+                                state, mp, group.next_seed(), root_saved)
     if mp != m:
         y = y[:m].clone()
     return [y] + saved
 
 
-def _fwd_fake(x, w, bias, state, key, needs_grad):
+def _fwd_fake(x, w, bias, state, key, needs_grad, root_saved=None):
     group, fqn = lookup(key)
     plan = group.program(fqn, torch.device("cpu"))
     mp = _padded(plan, x.shape[0])
@@ -480,7 +514,7 @@ def _fwd_fake(x, w, bias, state, key, needs_grad):
         plan.saved_fake(x, mp)
 
 
-def _bwd_impl(dy, state, kept, key, m):
+def _bwd_impl(dy, state, kept, key, m, root_saved=None):
     group, fqn = lookup(key)
     plan = group.program(fqn, dy.device)
     mp = _padded(plan, m)
@@ -488,29 +522,33 @@ def _bwd_impl(dy, state, kept, key, m):
         return [dy.new_empty((0, plan.K), dtype=torch_dtype(plan.dx.format)),
                 dy.new_zeros((plan.N, plan.K), dtype=torch_dtype(plan.dw.format))]
     with group.lock:
-        dx, dw, pending = plan.backward(plan.pad(dy, mp), state, kept, mp, group.next_seed())
+        dx, dw, pending = plan.backward(plan.pad(dy, mp), state, kept, mp, group.next_seed(),
+                                        root_saved)
         group.add_backward(pending)
     if mp != m:
         dx = dx[:m].clone()
     return [dx, dw]
 
 
-def _bwd_fake(dy, state, kept, key, m):
+def _bwd_fake(dy, state, kept, key, m, root_saved=None):
     group, fqn = lookup(key)
     plan = group.program(fqn, torch.device("cpu"))
     return [dy.new_empty((m, plan.K), dtype=torch_dtype(plan.dx.format)),
             dy.new_empty((plan.N, plan.K), dtype=torch_dtype(plan.dw.format))]
 
 
-# precc::linear(x, w, bias, state, key, needs_grad) -> [y, saved...]
-# precc::linear_backward(dy, state, kept, key, m) -> [dx, dw]
+# precc::linear(x, w, bias, state, key, needs_grad, root_saved) -> [y, saved...]
+# precc::linear_backward(dy, state, kept, key, m, root_saved) -> [dx, dw]
+# root_saved: the input root's saved region of a forward on the same x
+# (precc_rt_forward_shared), or None.
 # The delayed-scaling state is read through `state` and written by the
 # deferred commit (Group.flush), inside the ops' implementations: no op
 # that torch.compile sees reads it in between.
 @torch.library.custom_op("precc::linear", mutates_args=())
 def linear_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor],
-              state: torch.Tensor, key: int, needs_grad: bool) -> List[torch.Tensor]:
-    return _fwd_impl(x, w, bias, state, key, needs_grad)
+              state: torch.Tensor, key: int, needs_grad: bool,
+              root_saved: Optional[torch.Tensor]) -> List[torch.Tensor]:
+    return _fwd_impl(x, w, bias, state, key, needs_grad, root_saved)
 
 
 linear_op.register_fake(_fwd_fake)
@@ -518,29 +556,32 @@ linear_op.register_fake(_fwd_fake)
 
 @torch.library.custom_op("precc::linear_backward", mutates_args=())
 def linear_backward_op(dy: torch.Tensor, state: torch.Tensor, kept: List[torch.Tensor],
-                       key: int, m: int) -> List[torch.Tensor]:
-    return _bwd_impl(dy, state, kept, key, m)
+                       key: int, m: int,
+                       root_saved: Optional[torch.Tensor]) -> List[torch.Tensor]:
+    return _bwd_impl(dy, state, kept, key, m, root_saved)
 
 
 linear_backward_op.register_fake(_bwd_fake)
 
 
 def _setup_context(ctx, inputs, output):
-    x, w, bias, state, key, needs_grad = inputs
+    x, w, bias, state, key, needs_grad, root_saved = inputs
     group, fqn = lookup(key)
     plan = group.program(fqn, x.device)
     kept = [{"x": x, "w": w}[n] for n in plan.keep_inputs] + list(output[1:])
-    ctx.save_for_backward(state, *kept)
+    ctx.shared = root_saved is not None     # kept until this layer's backward
+    ctx.save_for_backward(state, *kept, *([root_saved] if ctx.shared else []))
     ctx.key, ctx.m = key, x.shape[0]
     ctx.bias_dtype = bias.dtype if bias is not None else None
 
 
 def _backward(ctx, grads):
     state, *kept = ctx.saved_tensors
+    root_saved = kept.pop() if ctx.shared else None
     dy = grads[0].contiguous()
-    dx, dw = torch.ops.precc.linear_backward(dy, state, kept, ctx.key, ctx.m)
+    dx, dw = torch.ops.precc.linear_backward(dy, state, kept, ctx.key, ctx.m, root_saved)
     db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if ctx.bias_dtype is not None else None
-    return dx, dw, db, None, None, None
+    return dx, dw, db, None, None, None, None
 
 
 torch.library.register_autograd("precc::linear", _backward, setup_context=_setup_context)
