@@ -223,9 +223,10 @@ unpack16(E *e, precc_format f, LLVMValueRef w[VEC / 8], LLVMValueRef out[VEC])
 		}
 }
 
-/* Store VEC 8-bit codes (i32 each) at element index idx of value v. */
-void
-store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC])
+/* VEC 8-bit codes (i32 each) as the <4 x i32> of their 16 bytes, code 0
+ * in the lowest byte. */
+LLVMValueRef
+pack_codes(E *e, LLVMValueRef code[VEC])
 {
 	LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(e->g->i32, 4));
 
@@ -237,7 +238,14 @@ store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC])
 		}
 		vec = LLVMBuildInsertElement(e->b, vec, word, c32(e, w), "");
 	}
-	store_al(e, vec, gep(e, e->ptr[v], idx), 16);
+	return vec;
+}
+
+/* Store VEC 8-bit codes (i32 each) at element index idx of value v. */
+void
+store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC])
+{
+	store_al(e, pack_codes(e, code), gep(e, e->ptr[v], idx), 16);
 }
 
 /* Element (row, col) of x as f32 (a scalar load; the column kernel's

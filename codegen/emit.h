@@ -58,6 +58,7 @@ LLVMValueRef load_al(E *e, LLVMTypeRef t, LLVMValueRef p, unsigned align);
 void store_al(E *e, LLVMValueRef v, LLVMValueRef p, unsigned align);
 void load_vec(E *e, int v, LLVMValueRef idx, LLVMValueRef out[VEC]);
 void unpack16(E *e, precc_format f, LLVMValueRef w[VEC / 8], LLVMValueRef out[VEC]);
+LLVMValueRef pack_codes(E *e, LLVMValueRef code[VEC]);
 void store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC]);
 LLVMValueRef load_elem(E *e, int v, LLVMValueRef idx);
 LLVMValueRef fptr(E *e, int v, LLVMValueRef i);

@@ -10,63 +10,82 @@
 #include "emit.h"
 
 /* The tile's codes through shared memory to the transposed result
- * (rows of x % 16). 128x128: thread t writes transposed row t/2, source
- * rows (t%2)*64 .. +64 as four 16-byte stores; 16x16: lane l of a block
- * writes transposed row l of its block. */
+ * (rows of x % 16): each thread's 16 codes go in as one 16-byte store and
+ * come out as 4-byte loads of the words holding its column, byte col % 4,
+ * in a layout that keeps both sides free of bank conflicts (the emulator
+ * counts them):
+ *   128x128: rows of 128 bytes; row r's 16-byte chunk c at c ^ (r / 64), so
+ *   that the two 64-row halves a warp reads at once (thread t writes
+ *   transposed row t/2 from source rows (t%2)*64 + 16s .. +15, four
+ *   16-byte stores) are 16 bytes apart in the banks;
+ *   16x16: block b of 16 lanes at 256 b, lane l's row at chunk l ^ (b % 2),
+ *   so that the warp's two blocks differ in the banks; lane l writes
+ *   transposed row l of its block. */
 static void
 tile_transpose(E *e, const Ins *tr_ins, int big, LLVMValueRef code[4][VEC], LLVMValueRef tid,
                LLVMValueRef tr, LLVMValueRef tc, LLVMValueRef tcok, LLVMValueRef rows,
                LLVMValueRef cols)
 {
 	LLVMBuilderRef b = e->b;
-	enum { PITCH = 144 };   /* 128 + 16: rows land on different banks */
+	enum { PITCH = 128 };
 	long bytes = big ? 128 * PITCH : (long)e->k->threads * VEC;
 	LLVMTypeRef at = LLVMArrayType2(e->g->i8, (uint64_t)bytes);
 	LLVMValueRef sm = shared_array(e, "ttile", 2, at, 16);
 	int passes = big ? 4 : 1;
+	LLVMValueRef l16 = LLVMBuildURem(b, tid, c64(e, 16), "");
+	LLVMValueRef blk = LLVMBuildUDiv(b, tid, c64(e, 16), "");
+	LLVMValueRef bsw = LLVMBuildURem(b, blk, c64(e, 2), "");
 
 	for (int p = 0; p < passes; p++) {
 		LLVMValueRef off;
 		if (big) {
 			LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildUDiv(b, tid, c64(e, 8), ""), c64(e, 32 * p), "");
+			LLVMValueRef ch = LLVMBuildXor(b, LLVMBuildURem(b, tid, c64(e, 8), ""),
+			                               LLVMBuildUDiv(b, r, c64(e, 64), ""), "");
 			off = LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(e, PITCH), ""),
-			                   LLVMBuildMul(b, LLVMBuildURem(b, tid, c64(e, 8), ""), c64(e, VEC), ""), "");
+			                   LLVMBuildMul(b, ch, c64(e, VEC), ""), "");
 		} else {
-			off = LLVMBuildMul(b, tid, c64(e, VEC), "");
+			off = LLVMBuildAdd(b, LLVMBuildMul(b, blk, c64(e, 16 * VEC), ""),
+			                   LLVMBuildMul(b, LLVMBuildXor(b, l16, bsw, ""), c64(e, VEC), ""), "");
 		}
-		for (int i = 0; i < VEC; i++)
-			store_al(e, LLVMBuildTrunc(b, code[p][i], e->g->i8, ""),
-			         LLVMBuildGEP2(b, e->g->i8, sm, (LLVMValueRef[]){LLVMBuildAdd(b, off, c64(e, i), "")}, 1, ""), 1);
+		store_al(e, pack_codes(e, code[p]), LLVMBuildGEP2(b, e->g->i8, sm, &off, 1, ""), 16);
 	}
 	barrier(e);
 	for (int s = 0; s < (big ? 4 : 1); s++) {
-		LLVMValueRef t[VEC], orow, ocol, ok;
+		LLVMValueRef t[VEC], orow, ocol, ok, col, wbase;
 		if (big) {
 			LLVMValueRef j = LLVMBuildUDiv(b, tid, c64(e, 2), "");
 			LLVMValueRef r0 = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildURem(b, tid, c64(e, 2), ""),
 			                                               c64(e, 64), ""), c64(e, 16 * s), "");
-			for (int i = 0; i < VEC; i++) {
-				LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r0, c64(e, i), ""),
-				                                              c64(e, PITCH), ""), j, "");
-				t[i] = LLVMBuildZExt(b, load_al(e, e->g->i8, LLVMBuildGEP2(b, e->g->i8, sm, &o, 1, ""), 1),
-				                     e->g->i32, "");
-			}
+			/* byte j of a row: chunk j/16 (swizzled by the row's half), word j/4 */
+			LLVMValueRef ch = LLVMBuildXor(b, LLVMBuildUDiv(b, j, c64(e, 16), ""),
+			                               LLVMBuildUDiv(b, r0, c64(e, 64), ""), "");
+			col = j;
+			wbase = LLVMBuildAdd(b, LLVMBuildMul(b, r0, c64(e, PITCH), ""),
+			                     LLVMBuildAdd(b, LLVMBuildMul(b, ch, c64(e, VEC), ""),
+			                                  LLVMBuildMul(b, LLVMBuildUDiv(b, LLVMBuildURem(b, j, c64(e, 16), ""),
+			                                                                c64(e, 4), ""), c64(e, 4), ""), ""), "");
 			orow = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, 128), ""), j, "");
 			ocol = LLVMBuildAdd(b, LLVMBuildMul(b, tr, c64(e, 128), ""), r0, "");
 			ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, ocol, rows, ""),
 			                  LLVMBuildICmp(b, LLVMIntULT, orow, cols, ""), "");
 		} else {
-			LLVMValueRef l = LLVMBuildURem(b, tid, c64(e, 16), "");
-			LLVMValueRef g0 = LLVMBuildMul(b, LLVMBuildSub(b, tid, l, ""), c64(e, VEC), "");
-			for (int i = 0; i < VEC; i++) {
-				LLVMValueRef o = LLVMBuildAdd(b, g0, LLVMBuildAdd(b, LLVMBuildMul(b, c64(e, (uint64_t)i),
-				                              c64(e, VEC), ""), l, ""), "");
-				t[i] = LLVMBuildZExt(b, load_al(e, e->g->i8, LLVMBuildGEP2(b, e->g->i8, sm, &o, 1, ""), 1),
-				                     e->g->i32, "");
-			}
-			orow = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, 16), ""), l, "");
+			/* column l of the block: row i's chunk i ^ (b % 2), word l/4 */
+			col = l16;
+			wbase = LLVMBuildAdd(b, LLVMBuildMul(b, blk, c64(e, 16 * VEC), ""),
+			                     LLVMBuildMul(b, LLVMBuildUDiv(b, l16, c64(e, 4), ""), c64(e, 4), ""), "");
+			orow = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, 16), ""), l16, "");
 			ocol = LLVMBuildMul(b, tr, c64(e, 16), "");
 			ok = LLVMBuildAnd(b, tcok, LLVMBuildICmp(b, LLVMIntULT, ocol, rows, ""), "");
+		}
+		LLVMValueRef sh = LLVMBuildTrunc(b, LLVMBuildMul(b, LLVMBuildURem(b, col, c64(e, 4), ""),
+		                                                 c64(e, 8), ""), e->g->i32, "");
+		for (int i = 0; i < VEC; i++) {
+			LLVMValueRef o = big ? LLVMBuildAdd(b, wbase, c64(e, (uint64_t)i * PITCH), "")
+			                     : LLVMBuildAdd(b, wbase, LLVMBuildMul(b, LLVMBuildXor(b, c64(e, (uint64_t)i), bsw, ""),
+			                                                           c64(e, VEC), ""), "");
+			LLVMValueRef w = load_al(e, e->g->i32, LLVMBuildGEP2(b, e->g->i8, sm, &o, 1, ""), 4);
+			t[i] = LLVMBuildAnd(b, LLVMBuildLShr(b, w, sh, ""), c32(e, 0xff), "");
 		}
 		LLVMBasicBlockRef cont = begin_if(e, ok);
 		store_codes(e, tr_ins->res, LLVMBuildAdd(b, LLVMBuildMul(b, orow, rows, ""), ocol, ""), t);

@@ -11,13 +11,19 @@
 
 /* quant_tensor with a fused transpose: 64x64 tiles (partial at the edges:
  * rows and columns % 16), 256 threads, each one row segment of 16; the
- * codes go through shared memory. */
+ * codes go through shared memory: 64-byte rows whose 4-byte words are
+ * XOR-swizzled by the row's 16-row group (word j of row r at j ^ 2(r/16)),
+ * so that a thread's 16-byte store stays one aligned chunk and the
+ * transposed read, 16 4-byte loads of the words holding its column
+ * (lanes 4 apart read rows 16 apart), hits 8 different banks per load:
+ * no bank conflicts, where byte loads of an 80-byte pitch made 4-way ones
+ * (the emulator counts them). */
 int
 emit_transpose(E *e)
 {
 	Kern *k = e->k;
 	const Ins *q = &k->f->ins[k->q], *tr = &k->f->ins[k->tr];
-	enum { T = 64, PITCH = 80 };
+	enum { T = 64, PITCH = 64 };
 	LLVMBuilderRef b = e->b;
 
 	if (tr->arg[0] != q->res)
@@ -70,24 +76,37 @@ emit_transpose(E *e)
 		end_if(e, c0);
 	}
 	/* the tile in shared memory: row r, bytes seg..seg+15 */
-	LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(e->g->i32, 4));
-	for (int w = 0; w < 4; w++) {
-		LLVMValueRef word = c32(e, 0);
-		for (int i = 0; i < 4; i++)
-			word = LLVMBuildOr(b, word, LLVMBuildShl(b, LLVMBuildAnd(b, code[4 * w + i],
-			                   c32(e, 0xff), ""), c32(e, 8 * i), ""), "");
-		vec = LLVMBuildInsertElement(b, vec, word, c32(e, w), "");
-	}
-	LLVMValueRef soff = LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(e, PITCH), ""), seg, "");
-	store_al(e, vec, LLVMBuildGEP2(b, e->g->i8, tile, &soff, 1, ""), 16);
+	LLVMValueRef vec = pack_codes(e, code);
+	/* row r, words seg/4.. swizzled by x = 2(r/16): the chunk moves by x & 4
+	 * words and its word pairs swap by x & 2 */
+	LLVMValueRef sx = LLVMBuildShl(b, LLVMBuildAnd(b, LLVMBuildLShr(b, r, c64(e, 4), ""), c64(e, 3), ""),
+	                               c64(e, 1), "");
+	LLVMValueRef swap = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, sx, c64(e, 2), ""), c64(e, 0), "");
+	LLVMValueRef pv = LLVMGetUndef(LLVMVectorType(e->g->i32, 4));
+	for (int w = 0; w < 4; w++)
+		pv = LLVMBuildInsertElement(b, pv, LLVMBuildSelect(b, swap,
+		                            LLVMBuildExtractElement(b, vec, c32(e, (unsigned)(w ^ 2)), ""),
+		                            LLVMBuildExtractElement(b, vec, c32(e, (unsigned)w), ""), ""),
+		                            c32(e, (unsigned)w), "");
+	LLVMValueRef sword = LLVMBuildXor(b, LLVMBuildUDiv(b, seg, c64(e, 4), ""),
+	                                  LLVMBuildAnd(b, sx, c64(e, 4), ""), "");
+	LLVMValueRef soff = LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(e, PITCH), ""),
+	                                 LLVMBuildMul(b, sword, c64(e, 4), ""), "");
+	store_al(e, pv, LLVMBuildGEP2(b, e->g->i8, tile, &soff, 1, ""), 16);
 	barrier(e);
-	/* transposed: column c = tid/4 of the tile, rows seg..seg+15 */
+	/* transposed: column c = tid/4 of the tile, rows seg..seg+15 (one
+	 * 16-row group: one swizzle), byte c % 4 of word c / 4 */
 	LLVMValueRef tcode[VEC];
+	LLVMValueRef tw = LLVMBuildXor(b, LLVMBuildUDiv(b, r, c64(e, 4), ""),
+	                               LLVMBuildShl(b, LLVMBuildUDiv(b, seg, c64(e, 16), ""), c64(e, 1), ""), "");
+	LLVMValueRef sh = LLVMBuildTrunc(b, LLVMBuildMul(b, LLVMBuildURem(b, r, c64(e, 4), ""), c64(e, 8), ""),
+	                                 e->g->i32, "");
 	for (int i = 0; i < VEC; i++) {
 		LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, seg, c64(e, i), ""),
-		                                              c64(e, PITCH), ""), r, "");
-		tcode[i] = LLVMBuildZExt(b, load_al(e, e->g->i8, LLVMBuildGEP2(b, e->g->i8, tile, &o, 1, ""),
-		                                    1), e->g->i32, "");
+		                                              c64(e, PITCH), ""),
+		                              LLVMBuildMul(b, tw, c64(e, 4), ""), "");
+		LLVMValueRef word = load_al(e, e->g->i32, LLVMBuildGEP2(b, e->g->i8, tile, &o, 1, ""), 4);
+		tcode[i] = LLVMBuildAnd(b, LLVMBuildLShr(b, word, sh, ""), c32(e, 0xff), "");
 	}
 	LLVMValueRef trow = LLVMBuildAdd(b, LLVMBuildMul(b, tc, c64(e, T), ""), r, "");
 	LLVMValueRef tcol = LLVMBuildAdd(b, LLVMBuildMul(b, trw, c64(e, T), ""), seg, "");

@@ -51,7 +51,9 @@ rowcol_pair_order|codegen/k_rowcol.c|codegen.emu|		LLVMValueRef h2[2] = {LLVMBui
 share_no_alias|runtime/layer.c|runtime.layer$|			buf[b] = (char *)(uintptr_t)root_saved + place_offset(r, r->split, sh->alias[b], m);|			(void)r;
 share_no_copy|runtime/layer.c|runtime.layer$|		memcpy(dst, buf[b], n);|		(void)dst;
 share_any_input|runtime/share.c|runtime.layer$|			ok = !is_in(k, p) \|\| eq[b] >= 0;|			ok = 1;
-share_no_promote|runtime/share.c|runtime.layer$|				r->split->place[s->alias[b]] = PRECC_PLACE_SAVED;|				(void)0;'
+share_no_promote|runtime/share.c|runtime.layer$|				r->split->place[s->alias[b]] = PRECC_PLACE_SAVED;|				(void)0;
+transpose_no_swizzle|codegen/k_transpose.c|codegen.emu|	LLVMValueRef sx = LLVMBuildShl(b, LLVMBuildAnd(b, LLVMBuildLShr(b, r, c64(e, 4), ""), c64(e, 3), ""),|	LLVMValueRef sx = LLVMBuildShl(b, LLVMBuildAnd(b, LLVMBuildLShr(b, r, c64(e, 4), ""), c64(e, 0), ""),
+tile_half_swizzle|codegen/k_tile.c|codegen.emu|			LLVMValueRef ch = LLVMBuildXor(b, LLVMBuildURem(b, tid, c64(e, 8), ""),\n			                               LLVMBuildUDiv(b, r, c64(e, 64), ""), "");|			LLVMValueRef ch = LLVMBuildURem(b, tid, c64(e, 8), "");'
 
 survivors=0
 stale=0

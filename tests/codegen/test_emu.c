@@ -653,14 +653,14 @@ check_kernel(const Func *f, const char *file)
 			       CG_BULK_ENTRY);
 		rc = -1;
 	}
-	/* shared memory: the wavefronts over one a phase (bank conflicts);
-	 * the one-read row + column kernel must have none */
+	/* shared memory: the wavefronts over one a phase (bank conflicts):
+	 * every kernel's shared loads and stores must have none */
 	long si, sw, sx, sc;
 	char smem[96] = "";
 	emu_smem_stats(&si, &sw, &sx, &sc);
 	if (si)
 		snprintf(smem, sizeof smem, "; smem %ld accesses, %ld extra wavefronts", si, sx);
-	if (sx && info.shape == CG_QUANT_ROWCOL) {
+	if (sx) {
 		printf("FAIL %s: %ld of %ld shared accesses bank-conflicted (%ld extra wavefronts)\n",
 		       file, sc, si, sx);
 		rc = -1;
