@@ -63,6 +63,59 @@ sr_bits(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC])
 	}
 }
 
+/* e2m1 SR bits of elements idx .. idx+VEC-1 (idx a multiple of 8): 16 an
+ * element, half i & 1 of word (i >> 1) & 3 of Philox at counter i >> 3
+ * (precc_sr_bits16): one Philox call for 8 elements. */
+static void
+sr_bits16(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC])
+{
+	LLVMValueRef k0 = LLVMBuildTrunc(e->b, e->seed, e->g->i32, "");
+	LLVMValueRef k1 = LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, e->seed, c64(e, 32), ""),
+	                                 e->g->i32, "");
+
+	for (int j = 0; j < VEC / 8; j++) {
+		LLVMValueRef i = LLVMBuildAdd(e->b, idx, c64(e, 8 * j), "");
+		LLVMValueRef c[4] = {
+			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 3), ""), e->g->i32, ""),
+			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 35), ""), e->g->i32, ""),
+			c32(e, stream), c32(e, 0),
+		};
+		cg_philox(e->g, c, k0, k1);
+		for (int w = 0; w < 8; w++)
+			rb[8 * j + w] = w & 1 ? LLVMBuildLShr(e->b, c[w / 2], c32(e, 16), "")
+			              : LLVMBuildAnd(e->b, c[w / 2], c32(e, 0xffff), "");
+	}
+}
+
+/* precc_encode_sr(e2m1, x, sat, r, 16) from the fp32 bits x (i32) and 16
+ * random bits r: with a = min(|x| bits, 6.0's) (NaN and inf become 6),
+ * g = floor(|x| / step * 2^16), the code's magnitude and 16 bits of the
+ * fraction at once: floor(|x| * 2^17) below 1 (step 0.5), and from 1 on
+ * (a - bits(0.5)) >> 6, the exponent and mantissa bit over the top 16 of
+ * the 22 dropped bits. Then (g + r) >> 16 rounds up exactly when
+ * floor(D / 2^6) + r >= 2^16 (numerics.h). The sign is x's, none for NaN. */
+LLVMValueRef
+cg_e2m1_sr(Cg *g, LLVMValueRef x, LLVMValueRef r)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef abs = LLVMBuildAnd(b, x, LLVMConstInt(g->i32, 0x7fffffff, 0), "");
+	LLVMValueRef six = LLVMConstInt(g->i32, 0x40c00000, 0);
+	LLVMValueRef a = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, abs, six, ""), abs, six, "");
+	LLVMValueRef y = LLVMBuildFMul(b, LLVMBuildBitCast(b, a, g->f32, ""),
+	                               LLVMConstReal(g->f32, 131072.0), "");
+	LLVMValueRef gs = LLVMBuildFPToUI(b, y, g->i32, "");
+	LLVMValueRef gn = LLVMBuildLShr(b, LLVMBuildSub(b, a, LLVMConstInt(g->i32, 0x3f000000, 0), ""),
+	                                LLVMConstInt(g->i32, 6, 0), "");
+	LLVMValueRef sub = LLVMBuildICmp(b, LLVMIntULT, a, LLVMConstInt(g->i32, 0x3f800000, 0), "");
+	LLVMValueRef gg = LLVMBuildSelect(b, sub, gs, gn, "");
+	LLVMValueRef mag = LLVMBuildLShr(b, LLVMBuildAdd(b, gg, r, ""), LLVMConstInt(g->i32, 16, 0), "");
+	LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildLShr(b, x, LLVMConstInt(g->i32, 28, 0), ""),
+	                                 LLVMConstInt(g->i32, 8, 0), "");
+	LLVMValueRef nan = LLVMBuildICmp(b, LLVMIntUGT, abs, LLVMConstInt(g->i32, 0x7f800000, 0), "");
+	sign = LLVMBuildSelect(b, nan, LLVMConstInt(g->i32, 0, 0), sign, "");
+	return LLVMBuildOr(b, sign, mag, "");
+}
+
 int
 check_quantize(E *e, const Ins *q)
 {
@@ -119,6 +172,12 @@ quantize_vec(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef x[VEC], LLVMValueR
 			code[i] = p;
 			code[i + 1] = LLVMBuildLShr(e->b, p, c32(e, 8), "");
 		}
+		return;
+	}
+	if (qf == PRECC_E2M1 && q->round == PRECC_SR) {
+		sr_bits16(e, (uint32_t)q->stream, idx, rb);
+		for (int i = 0; i < VEC; i++)
+			code[i] = cg_e2m1_sr(e->g, LLVMBuildBitCast(e->b, y[i], e->g->i32, ""), rb[i]);
 		return;
 	}
 	SwProg p;
