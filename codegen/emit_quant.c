@@ -10,12 +10,16 @@
 #include "precc/interp.h"
 #include "emit.h"
 
+/* The high and low words of x * mconst: the low one a 32-bit multiply of
+ * its own, so that NVPTX selects mul.hi.u32 + mul.lo.u32 (two 32-bit
+ * instructions) where one 64-bit product gave mul.wide, shr.u64 and
+ * cvt.u32.u64 and kept the rounds' xors in 64 bits. */
 static LLVMValueRef
 mulhilo(Cg *g, uint32_t mconst, LLVMValueRef x, LLVMValueRef *lo)
 {
 	LLVMValueRef p = LLVMBuildMul(g->b, LLVMBuildZExt(g->b, x, g->i64, ""),
 	                              LLVMConstInt(g->i64, mconst, 0), "");
-	*lo = LLVMBuildTrunc(g->b, p, g->i32, "");
+	*lo = LLVMBuildMul(g->b, x, LLVMConstInt(g->i32, mconst, 0), "");
 	return LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, p, LLVMConstInt(g->i64, 32, 0), ""), g->i32, "");
 }
 
@@ -87,6 +91,20 @@ sr_bits16(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC])
 	}
 }
 
+/* The sign of an e2m1 code from the fp32 bits x (none for NaN, which
+ * encodes as +6), or'ed onto its magnitude. */
+static LLVMValueRef
+e2m1_signed(Cg *g, LLVMValueRef x, LLVMValueRef abs, LLVMValueRef mag)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildLShr(b, x, LLVMConstInt(g->i32, 28, 0), ""),
+	                                 LLVMConstInt(g->i32, 8, 0), "");
+	LLVMValueRef nan = LLVMBuildICmp(b, LLVMIntUGT, abs, LLVMConstInt(g->i32, 0x7f800000, 0), "");
+
+	sign = LLVMBuildSelect(b, nan, LLVMConstInt(g->i32, 0, 0), sign, "");
+	return LLVMBuildOr(b, sign, mag, "");
+}
+
 /* precc_encode_sr(e2m1, x, sat, r, 16) from the fp32 bits x (i32) and 16
  * random bits r: with a = min(|x| bits, 6.0's) (NaN and inf become 6),
  * g = floor(|x| / step * 2^16), the code's magnitude and 16 bits of the
@@ -109,11 +127,33 @@ cg_e2m1_sr(Cg *g, LLVMValueRef x, LLVMValueRef r)
 	LLVMValueRef sub = LLVMBuildICmp(b, LLVMIntULT, a, LLVMConstInt(g->i32, 0x3f800000, 0), "");
 	LLVMValueRef gg = LLVMBuildSelect(b, sub, gs, gn, "");
 	LLVMValueRef mag = LLVMBuildLShr(b, LLVMBuildAdd(b, gg, r, ""), LLVMConstInt(g->i32, 16, 0), "");
-	LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildLShr(b, x, LLVMConstInt(g->i32, 28, 0), ""),
-	                                 LLVMConstInt(g->i32, 8, 0), "");
-	LLVMValueRef nan = LLVMBuildICmp(b, LLVMIntUGT, abs, LLVMConstInt(g->i32, 0x7f800000, 0), "");
-	sign = LLVMBuildSelect(b, nan, LLVMConstInt(g->i32, 0, 0), sign, "");
-	return LLVMBuildOr(b, sign, mag, "");
+	return e2m1_signed(g, x, abs, mag);
+}
+
+/* precc_encode(e2m1, x, RNE, sat): with a = min(|x| bits, 6.0's), below 1
+ * the code is 2|x| rounded to the nearest even integer (exact in fp32:
+ * cvt.rni), from 1 on it is g = a - bits(0.5) (the exponent and mantissa
+ * bit over 22 dropped bits) rounded to even at bit 22. */
+LLVMValueRef
+cg_e2m1_rne(Cg *g, LLVMValueRef x)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef abs = LLVMBuildAnd(b, x, LLVMConstInt(g->i32, 0x7fffffff, 0), "");
+	LLVMValueRef six = LLVMConstInt(g->i32, 0x40c00000, 0);
+	LLVMValueRef a = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, abs, six, ""), abs, six, "");
+	LLVMValueRef y2 = LLVMBuildFMul(b, LLVMBuildBitCast(b, a, g->f32, ""), LLVMConstReal(g->f32, 2.0), "");
+	LLVMTypeRef ft = g->f32;
+	unsigned id = LLVMLookupIntrinsicID("llvm.roundeven", 14);
+	LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, &ft, 1);
+	LLVMValueRef cs = LLVMBuildFPToUI(b, LLVMBuildCall2(b, LLVMIntrinsicGetType(g->ctx, id, &ft, 1), fn,
+	                                                    &y2, 1, ""), g->i32, "");
+	LLVMValueRef gn = LLVMBuildSub(b, a, LLVMConstInt(g->i32, 0x3f000000, 0), "");
+	LLVMValueRef odd = LLVMBuildAnd(b, LLVMBuildLShr(b, gn, LLVMConstInt(g->i32, 22, 0), ""),
+	                                LLVMConstInt(g->i32, 1, 0), "");
+	LLVMValueRef cn = LLVMBuildLShr(b, LLVMBuildAdd(b, LLVMBuildAdd(b, gn, LLVMConstInt(g->i32, 0x1fffff, 0), ""),
+	                                                odd, ""), LLVMConstInt(g->i32, 22, 0), "");
+	LLVMValueRef sub = LLVMBuildICmp(b, LLVMIntULT, a, LLVMConstInt(g->i32, 0x3f800000, 0), "");
+	return e2m1_signed(g, x, abs, LLVMBuildSelect(b, sub, cs, cn, ""));
 }
 
 int
@@ -172,6 +212,11 @@ quantize_vec(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef x[VEC], LLVMValueR
 			code[i] = p;
 			code[i + 1] = LLVMBuildLShr(e->b, p, c32(e, 8), "");
 		}
+		return;
+	}
+	if (qf == PRECC_E2M1 && q->round == PRECC_RNE) {
+		for (int i = 0; i < VEC; i++)
+			code[i] = cg_e2m1_rne(e->g, LLVMBuildBitCast(e->b, y[i], e->g->i32, ""));
 		return;
 	}
 	if (qf == PRECC_E2M1 && q->round == PRECC_SR) {

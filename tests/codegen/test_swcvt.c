@@ -67,7 +67,7 @@ static EncFn jit[NPROG];
 static LLVMExecutionEngineRef ee;
 static Cg g;
 static PhiloxFn jit_philox;
-static EncFn jit_e2m1_sr;
+static EncFn jit_e2m1_sr, jit_e2m1_rne;
 
 /* One host function per program, plus Philox; MCJIT owns the module. */
 static int
@@ -91,6 +91,9 @@ jit_build(void)
 	LLVMValueRef sr = LLVMAddFunction(g.mod, "e2m1_sr", LLVMFunctionType(g.i32, at, 2, 0));
 	LLVMPositionBuilderAtEnd(g.b, LLVMAppendBasicBlockInContext(g.ctx, sr, "entry"));
 	LLVMBuildRet(g.b, cg_e2m1_sr(&g, LLVMGetParam(sr, 0), LLVMGetParam(sr, 1)));
+	LLVMValueRef rn = LLVMAddFunction(g.mod, "e2m1_rne", LLVMFunctionType(g.i32, at, 2, 0));
+	LLVMPositionBuilderAtEnd(g.b, LLVMAppendBasicBlockInContext(g.ctx, rn, "entry"));
+	LLVMBuildRet(g.b, cg_e2m1_rne(&g, LLVMGetParam(rn, 0)));
 	LLVMTypeRef pt[3] = {LLVMPointerTypeInContext(g.ctx, 0), LLVMPointerTypeInContext(g.ctx, 0),
 	                     LLVMPointerTypeInContext(g.ctx, 0)};
 	LLVMValueRef fn = LLVMAddFunction(g.mod, "philox", LLVMFunctionType(g.vd, pt, 3, 0));
@@ -125,6 +128,7 @@ jit_build(void)
 	}
 	jit_philox = (PhiloxFn)(uintptr_t)LLVMGetFunctionAddress(ee, "philox");
 	jit_e2m1_sr = (EncFn)(uintptr_t)LLVMGetFunctionAddress(ee, "e2m1_sr");
+	jit_e2m1_rne = (EncFn)(uintptr_t)LLVMGetFunctionAddress(ee, "e2m1_rne");
 	return 0;
 }
 
@@ -253,9 +257,15 @@ main(void)
 			if (got != want && jfails++ < 5)
 				printf("FAIL jit e2m1 sr x=0x%08x r=0x%04x: jit 0x%x, precc_encode_sr 0x%x\n",
 				       u, r, got, want);
+			/* and RNE (cg_e2m1_rne) */
+			want = precc_encode(PRECC_E2M1, x, PRECC_RNE, true, 0);
+			got = jit_e2m1_rne(u, 0);
+			jchecks++;
+			if (got != want && jfails++ < 5)
+				printf("FAIL jit e2m1 rne x=0x%08x: jit 0x%x, precc_encode 0x%x\n", u, got, want);
 		}
 	if (j == 0)
-		printf("LLVM IR (JIT): %d programs + Philox + e2m1 SR, %ld checks, %ld failures\n", nprog,
+		printf("LLVM IR (JIT): %d programs + Philox + e2m1 SR and RNE, %ld checks, %ld failures\n", nprog,
 		       jchecks, jfails);
 	jit_free();
 	fails += jfails;
