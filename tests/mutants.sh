@@ -43,7 +43,11 @@ persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return mul64(e, ti, 
 persist_group_16|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	GROUP_N = 8,  |	GROUP_N = 16,  
 persist_group_clamp|codegen/k_gemm_sm90.c|codegen.emu_sm90a|LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));|LLVMValueRef nin = c64(e, GROUP_N);
 persist_grid_runtime|runtime/plan.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
-persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)'
+persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)
+e2m1_nibble_interp|ir/interp/quant.c|refsem.test_fp4_pack|			unsigned sh = 4 * (j & 1);|			unsigned sh = 4 * (~j & 1);
+e2m1_nibble_store|codegen/emit.c|codegen.emu|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * i), ""), "");|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * (i ^ 1)), ""), "");
+e2m1_nibble_upcast|codegen/k_gemm.c|codegen.emu|c32(e, (uint64_t)(4 * (j % 8))), "");|c32(e, (uint64_t)(4 * ((j ^ 1) % 8))), "");
+e2m1_sr_halves|codegen/emit_quant.c|codegen.emu|			rb[8 * j + w] = w & 1 ? LLVMBuildLShr|			rb[8 * j + w] = !(w & 1) ? LLVMBuildLShr'
 
 survivors=0
 stale=0
