@@ -46,7 +46,7 @@ persist_grid_runtime|runtime/plan.c|runtime.plan|	if (k->cooperative \|\| k->per
 persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)
 e2m1_nibble_interp|ir/interp/quant.c|refsem.test_fp4_pack|			unsigned sh = 4 * (j & 1);|			unsigned sh = 4 * (~j & 1);
 e2m1_nibble_store|codegen/emit.c|codegen.emu|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * i), ""), "");|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * (i ^ 1)), ""), "");
-e2m1_nibble_upcast|codegen/k_gemm.c|codegen.emu|c32(e, (uint64_t)(4 * (j % 8))), "");|c32(e, (uint64_t)(4 * ((j ^ 1) % 8))), "");
+e2m1_upcast_bytes|codegen/k_gemm.c|codegen.emu|sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");|sel(e, ok, gk, c64(e, 0))), c64(e, 0), "");
 e2m1_sr_halves|codegen/emit_quant.c|codegen.emu|			rb[8 * j + w] = w & 1 ? LLVMBuildLShr|			rb[8 * j + w] = !(w & 1) ? LLVMBuildLShr'
 
 survivors=0
