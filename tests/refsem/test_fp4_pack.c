@@ -169,6 +169,21 @@ main(void)
 	             "  %q = quantize %x, %s sat : e2m1[2,17]\n  ret %q\n}\n", "o.ir", err, sizeof err);
 	CHECK(m && ir_verify(m, err, sizeof err) && strstr(err, "even"), "verify e2m1[2,17]: %s", err);
 	ir_module_free(m);
+	/* an e2m1 last dim M: an odd M is refused when the interpreter sizes it */
+	m = ir_parse("func @m {\n  %x = param in : f32[4,M]\n  %s = param state : f32[1,1]{*x*}\n"
+	             "  %q = quantize %x, %s sat : e2m1[4,M]\n  ret %q\n}\n", "m.ir", err, sizeof err);
+	IrInterpOpts io;
+	ir_interp_opts_init(&io);
+	io.m = 7;
+	ip = m ? ir_interp_new(m->fn[0], &io, err, sizeof err) : NULL;
+	CHECK(m && !ip && strstr(err, "even"), "e2m1[4,M] at M=7: %s", ip ? "accepted" : err);
+	ir_interp_free(ip);
+	io.m = 8;
+	ip = m ? ir_interp_new(m->fn[0], &io, err, sizeof err) : NULL;
+	CHECK(ip && ir_interp_value_bytes(ip, ir_find_value(m->fn[0], "q"), NULL, NULL) == 16,
+	      "e2m1[4,M] at M=8 is 16 bytes");
+	ir_interp_free(ip);
+	ir_module_free(m);
 
 	/* an odd last dim is refused, not packed across rows */
 	CHECK(precc_quantize(x, PRECC_FP32, 2, 17, &o, q) == PRECC_IESHAPE,
