@@ -122,7 +122,7 @@ static float at(const Fill *f, long i) { return f->v[i % P]; }
 static double gemm_error(Layer *l, int out, const Fill *x, const Fill *w, const Fill *dy)
 {
 	const precc_buffer_info *b = &l->bi[out];
-	size_t es = precc_interp_elem_bytes(b->format_id), ne = b->bytes / es;
+	size_t es = precc_interp_elem_bytes(b->format_id), ne = es ? b->bytes / es : 0;
 	unsigned char *h = malloc(b->bytes);
 	double num = 0, den = 0;
 	long m = l->m, n = l->n, k = l->k;

@@ -98,16 +98,16 @@ static int quant_open(const char *dir, Quant *q)
 		}
 		if (!bi.written || strcmp(bi.role, "state") == 0) {
 			/* inputs: seeded values of magnitudes 2^-8 .. 2^8; state: 1 */
-			size_t es = precc_interp_elem_bytes(bi.format_id);
 			unsigned char *h = malloc(bi.bytes);
 			uint64_t s = 0x9e3779b97f4a7c15ULL;
-			for (size_t e = 0; e < bi.bytes / es; e++) {
+			/* element by element: e2m1 holds two codes a byte */
+			for (size_t e = 0; e < (size_t)bi.rows * (size_t)bi.cols; e++) {
 				s = s * 6364136223846793005ULL + 1442695040888963407ULL;
 				float v = ((float)(s >> 40) / 16777216.0f - 0.5f) *
 				          (float)(1 << ((s >> 20) % 17)) / 256.0f;
 				uint32_t c = precc_encode(bi.format_id, strcmp(bi.role,
 				             "state") ? v : 1.0f, PRECC_RNE, true, 0);
-				memcpy(h + e * es, &c, es);   /* little-endian */
+				precc_interp_set_code(h, bi.format_id, e, c);
 			}
 			precc_rt_upload(q->rt, q->buf[i], h, bi.bytes);
 			free(h);

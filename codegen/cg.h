@@ -150,6 +150,11 @@ LLVMValueRef sw_emit(Cg *, const SwProg *, LLVMValueRef arg0, LLVMValueRef arg1)
 /* Philox-4x32-10 rounds on i32 values, in place (tests JIT it on the host
  * against ir/interp/philox.c). */
 void cg_philox(Cg *, LLVMValueRef c[4], LLVMValueRef k0, LLVMValueRef k1);
+/* precc_encode_sr(e2m1, x, true, r, 16): fp32 bits x and 16 random bits r
+ * (i32 each) -> the 4-bit code (tests JIT it against numerics.c). */
+LLVMValueRef cg_e2m1_sr(Cg *, LLVMValueRef x, LLVMValueRef r);
+/* precc_encode(e2m1, x, RNE, true, 0) from the fp32 bits x (i32). */
+LLVMValueRef cg_e2m1_rne(Cg *, LLVMValueRef x);
 
 /* ---- kernel.c / kemit.c: recognising and emitting kernels ------------- */
 typedef struct Kern Kern;

@@ -241,10 +241,25 @@ pack_codes(E *e, LLVMValueRef code[VEC])
 	return vec;
 }
 
-/* Store VEC 8-bit codes (i32 each) at element index idx of value v. */
+/* Store VEC codes (i32 each) at element index idx of value v: one
+ * 16-byte store of 8-bit codes, or for e2m1 one 8-byte store of packed
+ * ones (code 2i in the low nibble of byte i; idx is a multiple of VEC). */
 void
 store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC])
 {
+	if (e->k->f->val[v].type.fmt == PRECC_E2M1) {
+		LLVMValueRef v2 = LLVMGetUndef(LLVMVectorType(e->g->i32, 2));
+		for (int w = 0; w < 2; w++) {
+			LLVMValueRef word = c32(e, 0);
+			for (int i = 0; i < 8; i++) {
+				LLVMValueRef c = LLVMBuildAnd(e->b, code[8 * w + i], c32(e, 0xf), "");
+				word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * i), ""), "");
+			}
+			v2 = LLVMBuildInsertElement(e->b, v2, word, c32(e, w), "");
+		}
+		store_al(e, v2, gep(e, e->ptr[v], LLVMBuildLShr(e->b, idx, c64(e, 1), "")), 8);
+		return;
+	}
 	store_al(e, pack_codes(e, code), gep(e, e->ptr[v], idx), 16);
 }
 

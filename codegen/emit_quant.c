@@ -10,12 +10,16 @@
 #include "precc/interp.h"
 #include "emit.h"
 
+/* The high and low words of x * mconst: the low one a 32-bit multiply of
+ * its own, so that NVPTX selects mul.hi.u32 + mul.lo.u32 (two 32-bit
+ * instructions) where one 64-bit product gave mul.wide, shr.u64 and
+ * cvt.u32.u64 and kept the rounds' xors in 64 bits. */
 static LLVMValueRef
 mulhilo(Cg *g, uint32_t mconst, LLVMValueRef x, LLVMValueRef *lo)
 {
 	LLVMValueRef p = LLVMBuildMul(g->b, LLVMBuildZExt(g->b, x, g->i64, ""),
 	                              LLVMConstInt(g->i64, mconst, 0), "");
-	*lo = LLVMBuildTrunc(g->b, p, g->i32, "");
+	*lo = LLVMBuildMul(g->b, x, LLVMConstInt(g->i32, mconst, 0), "");
 	return LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, p, LLVMConstInt(g->i64, 32, 0), ""), g->i32, "");
 }
 
@@ -61,6 +65,95 @@ sr_bits(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC])
 		for (int w = 0; w < 4; w++)
 			rb[4 * j + w] = c[w];
 	}
+}
+
+/* e2m1 SR bits of elements idx .. idx+VEC-1 (idx a multiple of 8): 16 an
+ * element, half i & 1 of word (i >> 1) & 3 of Philox at counter i >> 3
+ * (precc_sr_bits16): one Philox call for 8 elements. */
+static void
+sr_bits16(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC])
+{
+	LLVMValueRef k0 = LLVMBuildTrunc(e->b, e->seed, e->g->i32, "");
+	LLVMValueRef k1 = LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, e->seed, c64(e, 32), ""),
+	                                 e->g->i32, "");
+
+	for (int j = 0; j < VEC / 8; j++) {
+		LLVMValueRef i = LLVMBuildAdd(e->b, idx, c64(e, 8 * j), "");
+		LLVMValueRef c[4] = {
+			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 3), ""), e->g->i32, ""),
+			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 35), ""), e->g->i32, ""),
+			c32(e, stream), c32(e, 0),
+		};
+		cg_philox(e->g, c, k0, k1);
+		for (int w = 0; w < 8; w++)
+			rb[8 * j + w] = w & 1 ? LLVMBuildLShr(e->b, c[w / 2], c32(e, 16), "")
+			              : LLVMBuildAnd(e->b, c[w / 2], c32(e, 0xffff), "");
+	}
+}
+
+/* The sign of an e2m1 code from the fp32 bits x (none for NaN, which
+ * encodes as +6), or'ed onto its magnitude. */
+static LLVMValueRef
+e2m1_signed(Cg *g, LLVMValueRef x, LLVMValueRef abs, LLVMValueRef mag)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildLShr(b, x, LLVMConstInt(g->i32, 28, 0), ""),
+	                                 LLVMConstInt(g->i32, 8, 0), "");
+	LLVMValueRef nan = LLVMBuildICmp(b, LLVMIntUGT, abs, LLVMConstInt(g->i32, 0x7f800000, 0), "");
+
+	sign = LLVMBuildSelect(b, nan, LLVMConstInt(g->i32, 0, 0), sign, "");
+	return LLVMBuildOr(b, sign, mag, "");
+}
+
+/* precc_encode_sr(e2m1, x, sat, r, 16) from the fp32 bits x (i32) and 16
+ * random bits r: with a = min(|x| bits, 6.0's) (NaN and inf become 6),
+ * g = floor(|x| / step * 2^16), the code's magnitude and 16 bits of the
+ * fraction at once: floor(|x| * 2^17) below 1 (step 0.5), and from 1 on
+ * (a - bits(0.5)) >> 6, the exponent and mantissa bit over the top 16 of
+ * the 22 dropped bits. Then (g + r) >> 16 rounds up exactly when
+ * floor(D / 2^6) + r >= 2^16 (numerics.h). The sign is x's, none for NaN. */
+LLVMValueRef
+cg_e2m1_sr(Cg *g, LLVMValueRef x, LLVMValueRef r)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef abs = LLVMBuildAnd(b, x, LLVMConstInt(g->i32, 0x7fffffff, 0), "");
+	LLVMValueRef six = LLVMConstInt(g->i32, 0x40c00000, 0);
+	LLVMValueRef a = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, abs, six, ""), abs, six, "");
+	LLVMValueRef y = LLVMBuildFMul(b, LLVMBuildBitCast(b, a, g->f32, ""),
+	                               LLVMConstReal(g->f32, 131072.0), "");
+	LLVMValueRef gs = LLVMBuildFPToUI(b, y, g->i32, "");
+	LLVMValueRef gn = LLVMBuildLShr(b, LLVMBuildSub(b, a, LLVMConstInt(g->i32, 0x3f000000, 0), ""),
+	                                LLVMConstInt(g->i32, 6, 0), "");
+	LLVMValueRef sub = LLVMBuildICmp(b, LLVMIntULT, a, LLVMConstInt(g->i32, 0x3f800000, 0), "");
+	LLVMValueRef gg = LLVMBuildSelect(b, sub, gs, gn, "");
+	LLVMValueRef mag = LLVMBuildLShr(b, LLVMBuildAdd(b, gg, r, ""), LLVMConstInt(g->i32, 16, 0), "");
+	return e2m1_signed(g, x, abs, mag);
+}
+
+/* precc_encode(e2m1, x, RNE, sat): with a = min(|x| bits, 6.0's), below 1
+ * the code is 2|x| rounded to the nearest even integer (exact in fp32:
+ * cvt.rni), from 1 on it is g = a - bits(0.5) (the exponent and mantissa
+ * bit over 22 dropped bits) rounded to even at bit 22. */
+LLVMValueRef
+cg_e2m1_rne(Cg *g, LLVMValueRef x)
+{
+	LLVMBuilderRef b = g->b;
+	LLVMValueRef abs = LLVMBuildAnd(b, x, LLVMConstInt(g->i32, 0x7fffffff, 0), "");
+	LLVMValueRef six = LLVMConstInt(g->i32, 0x40c00000, 0);
+	LLVMValueRef a = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, abs, six, ""), abs, six, "");
+	LLVMValueRef y2 = LLVMBuildFMul(b, LLVMBuildBitCast(b, a, g->f32, ""), LLVMConstReal(g->f32, 2.0), "");
+	LLVMTypeRef ft = g->f32;
+	unsigned id = LLVMLookupIntrinsicID("llvm.roundeven", 14);
+	LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, &ft, 1);
+	LLVMValueRef cs = LLVMBuildFPToUI(b, LLVMBuildCall2(b, LLVMIntrinsicGetType(g->ctx, id, &ft, 1), fn,
+	                                                    &y2, 1, ""), g->i32, "");
+	LLVMValueRef gn = LLVMBuildSub(b, a, LLVMConstInt(g->i32, 0x3f000000, 0), "");
+	LLVMValueRef odd = LLVMBuildAnd(b, LLVMBuildLShr(b, gn, LLVMConstInt(g->i32, 22, 0), ""),
+	                                LLVMConstInt(g->i32, 1, 0), "");
+	LLVMValueRef cn = LLVMBuildLShr(b, LLVMBuildAdd(b, LLVMBuildAdd(b, gn, LLVMConstInt(g->i32, 0x1fffff, 0), ""),
+	                                                odd, ""), LLVMConstInt(g->i32, 22, 0), "");
+	LLVMValueRef sub = LLVMBuildICmp(b, LLVMIntULT, a, LLVMConstInt(g->i32, 0x3f800000, 0), "");
+	return e2m1_signed(g, x, abs, LLVMBuildSelect(b, sub, cs, cn, ""));
 }
 
 int
@@ -119,6 +212,17 @@ quantize_vec(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef x[VEC], LLVMValueR
 			code[i] = p;
 			code[i + 1] = LLVMBuildLShr(e->b, p, c32(e, 8), "");
 		}
+		return;
+	}
+	if (qf == PRECC_E2M1 && q->round == PRECC_RNE) {
+		for (int i = 0; i < VEC; i++)
+			code[i] = cg_e2m1_rne(e->g, LLVMBuildBitCast(e->b, y[i], e->g->i32, ""));
+		return;
+	}
+	if (qf == PRECC_E2M1 && q->round == PRECC_SR) {
+		sr_bits16(e, (uint32_t)q->stream, idx, rb);
+		for (int i = 0; i < VEC; i++)
+			code[i] = cg_e2m1_sr(e->g, LLVMBuildBitCast(e->b, y[i], e->g->i32, ""), rb[i]);
 		return;
 	}
 	SwProg p;

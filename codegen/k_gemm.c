@@ -372,6 +372,53 @@ e2m1_to_bf16(E *e, LLVMValueRef c)
 	return LLVMBuildOr(b, v, LLVMBuildShl(b, LLVMBuildAnd(b, c, c32(e, 8), ""), c32(e, 12), ""), "");
 }
 
+/* 16 e2m1 codes of row gr, K elements gk.. (packed: code 2i in the low
+ * nibble of byte i), widened to 16 bf16 (32 bytes) into chunk cb of the
+ * stage: one 8-byte load where K % 16 == 0 (then gk % 16 == 0 and the
+ * bytes are 8-aligned), else each code's byte on its own, zero past K. */
+static void
+upcast_chunk(E *e, const GOp *op, LLVMValueRef base, LLVMValueRef sm, LLVMValueRef r,
+             LLVMValueRef cb, LLVMValueRef gr, LLVMValueRef gk, LLVMValueRef ok, LLVMValueRef K,
+             LLVMValueRef R)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMTypeRef v2 = LLVMVectorType(e->g->i32, 2), v4 = LLVMVectorType(e->g->i32, 4);
+	LLVMValueRef code[16];
+
+	if (!op->narrow) {
+		LLVMValueRef off = LLVMBuildLShr(b, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
+		                                          sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");
+		LLVMValueRef v = sel(e, ok, load_al(e, v2, gep(e, base, off), 8), LLVMConstNull(v2));
+		for (int j = 0; j < 16; j++)
+			code[j] = LLVMBuildLShr(b, LLVMBuildExtractElement(b, v, c32(e, (uint64_t)(j / 8)), ""),
+			                        c32(e, (uint64_t)(4 * (j % 8))), "");
+	} else {
+		LLVMValueRef okr = ult(e, gr, R);
+		for (int j = 0; j < 16; j++) {
+			LLVMValueRef kj = add64(e, gk, c64(e, (uint64_t)j));
+			LLVMValueRef okj = LLVMBuildAnd(b, okr, ult(e, kj, K), "");
+			LLVMValueRef el = add64(e, LLVMBuildMul(b, sel(e, okj, gr, c64(e, 0)), K, ""),
+			                        sel(e, okj, kj, c64(e, 0)));
+			LLVMValueRef byte = LLVMBuildZExt(b, load_al(e, e->g->i8, gep(e, base, LLVMBuildLShr(b, el, c64(e, 1), "")), 1),
+			                                  e->g->i32, "");
+			LLVMValueRef sh = LLVMBuildTrunc(b, LLVMBuildShl(b, LLVMBuildAnd(b, el, c64(e, 1), ""), c64(e, 2), ""),
+			                                 e->g->i32, "");
+			code[j] = sel(e, okj, LLVMBuildLShr(b, byte, sh, ""), c32(e, 0));
+		}
+	}
+	for (int h = 0; h < 2; h++) {
+		LLVMValueRef w = LLVMGetUndef(v4);
+		for (int q = 0; q < 4; q++) {
+			LLVMValueRef pr = c32(e, 0);
+			for (int z = 0; z < 2; z++)
+				pr = LLVMBuildOr(b, pr, LLVMBuildShl(b, e2m1_to_bf16(e, code[8 * h + 2 * q + z]),
+				                                     c32(e, (uint64_t)(16 * z)), ""), "");
+			w = LLVMBuildInsertElement(b, w, pr, c32(e, (uint64_t)q), "");
+		}
+		store_al(e, w, gep(e, sm, tile_off(e, r, add64(e, mul64(e, cb, 32), c64(e, (uint64_t)(16 * h))))), 16);
+	}
+}
+
 /* One operand's K tile (rows r0.., K elements k0..) into the shared
  * stage at sm: row r of the tile at 64 r (16-byte chunks swizzled,
  * mma_frag.h's gemm_smem_off), in the mma's element
@@ -434,7 +481,11 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 		LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
 		                                  sel(e, ok, gk, c64(e, 0))), (uint64_t)eb);
 		LLVMValueRef v;
-		if (!op->narrow && !op->up) {
+		if (op->up) {
+			upcast_chunk(e, op, base, sm, r, cb, gr, gk, ok, K, R);
+			continue;
+		}
+		if (!op->narrow) {
 			LLVMValueRef dst = tile_off(e, r, mul64(e, cb, 16));
 			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
 			continue;
@@ -456,27 +507,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			}
 			v = LLVMBuildBitCast(b, x, v4, "");
 		}
-		if (!op->up) {
-			store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, cb, 16))), 16);
-			continue;
-		}
-		/* 16 e2m1 codes -> 16 bf16 (32 bytes) */
-		for (int h = 0; h < 2; h++) {
-			LLVMValueRef w = LLVMGetUndef(v4);
-			for (int q = 0; q < 4; q++) {
-				LLVMValueRef word = LLVMBuildExtractElement(b, v, c32(e, (uint64_t)(2 * h + q / 2)), "");
-				LLVMValueRef pr = c32(e, 0);
-				for (int z = 0; z < 2; z++) {
-					int byte = (q % 2) * 2 + z;
-					LLVMValueRef code = LLVMBuildAnd(b, LLVMBuildLShr(b, word, c32(e, (uint64_t)(8 * byte)), ""),
-					                                 c32(e, 0xff), "");
-					pr = LLVMBuildOr(b, pr, LLVMBuildShl(b, e2m1_to_bf16(e, code),
-					                                     c32(e, (uint64_t)(16 * z)), ""), "");
-				}
-				w = LLVMBuildInsertElement(b, w, pr, c32(e, (uint64_t)q), "");
-			}
-			store_al(e, w, gep(e, sm, tile_off(e, r, add64(e, mul64(e, cb, 32), c64(e, (uint64_t)(16 * h))))), 16);
-		}
+		store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, cb, 16))), 16);
 	}
 }
 

@@ -23,7 +23,7 @@
  *            bytes of a row of the transpose.
  *
  * Only 16-bit sources (bf16, f16): the tile holds their bits (32 KiB); f32
- * sources keep the two-phase kernel. Rows past M and columns past K are
+ * sources, and stochastic rounding, keep the two-phase kernel. Rows past M and columns past K are
  * predicated off; blocks are whole (M % B' and K % B, as the plan and
  * m_multiple ensure).
  */
@@ -39,6 +39,12 @@ rowcol_takes(const Kern *rowk, const Kern *colk)
 	precc_format f = rowk->f->val[rowk->x].type.fmt;
 	long B = rowk->bc, Bc = colk->bc;
 
+	/* stochastic rounding keeps the two phases: its Philox next to a
+	 * column pair's 32 values spilled on sm_89 (no shipped recipe fuses
+	 * an SR x with its transpose in 1xB blocks) */
+	for (int i = 0; i < rowk->f->nins; i++)
+		if (rowk->f->ins[i].op == OP_quantize && rowk->f->ins[i].round == PRECC_SR)
+			return 0;
 	return rowk->shape == CG_QUANT_ROWBLOCK && colk->shape == CG_QUANT_COLBLOCK
 	       && rowk->x == colk->x && (f == PRECC_BF16 || f == PRECC_FP16)
 	       && !rowk->rowcta && rowk->gridamax < 0 && colk->gridamax < 0

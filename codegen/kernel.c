@@ -403,6 +403,13 @@ fill_info(const Kern *k, CodegenKernel *info)
 	info->tile_rows = k->tile_rows;
 	info->tile_cols = k->tile_cols;
 	info->m_multiple = k->m_multiple;
+	/* e2m1 buffers hold two codes a byte along the last dim: an M there
+	 * must be even */
+	for (int i = 0; i < k->nin + k->nout; i++) {
+		const Type *t = &k->f->val[i < k->nin ? k->in[i] : k->out[i - k->nin]].type;
+		if (t->fmt == PRECC_E2M1 && t->dim[t->rank - 1] == DIM_M && info->m_multiple % 2)
+			info->m_multiple *= 2;
+	}
 	info->nparams = k->nin + k->nout;
 	for (int i = 0; i < k->nin; i++)
 		info->param_value[i] = k->in[i];

@@ -703,6 +703,8 @@ c_ident(char *dst, size_t n, const char *name)
 	dst[k] = 0;
 }
 
+/* Bytes per element of the launchers' pointer types: e2m1 is uint8_t, a
+ * byte of two codes (c_bytes sizes it). */
 static long
 elem_bytes(precc_format f)
 {
@@ -773,7 +775,8 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 	           " * Plain C, no CUDA header: each launcher computes its grid as the manifest\n"
 	           " * says and calls the launch hook, which precc_rt (or the caller) installs\n"
 	           " * with precc_kernels_set_hooks. Device pointers are typed by element\n"
-	           " * format (one byte per element for 8-bit and narrower formats). Each\n"
+	           " * format (one byte per element for 8- and 6-bit formats; precc_e2m1 is a\n"
+	           " * byte of two e2m1 codes, element 2i in the low nibble). Each\n"
 	           " * launcher returns 0, -1 when no hooks are set, -2 when m is not a multiple\n"
 	           " * of the kernel's m_multiple (or negative), else the hook's nonzero result.\n */\n"
 	           "#ifndef PRECC_KERNELS_H\n#define PRECC_KERNELS_H\n\n"
@@ -872,8 +875,8 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 			fprintf(c, "\t{\n\t\tif (!hooks.zero)\n\t\t\treturn -1;\n");
 			c_extent(c, "\t\t", t, "zr", "zc");
 			fprintf(c, "\t\tint rc = hooks.zero(hooks.ctx, (void *)%s, "
-			           "(size_t)(zr * zc * %ld), stream);\n\t\tif (rc)\n\t\t\treturn rc;\n\t}\n",
-			        id, elem_bytes(t->fmt));
+			           "(size_t)(zr * zc * %ld%s), stream);\n\t\tif (rc)\n\t\t\treturn rc;\n\t}\n",
+			        id, elem_bytes(t->fmt), t->fmt == PRECC_E2M1 ? " / 2" : "");
 		}
 		if (in->sync_words > 0)
 			fprintf(c, "\t{\n\t\tif (!hooks.zero || !sync)\n\t\t\treturn -1;\n"

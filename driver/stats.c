@@ -41,8 +41,9 @@ round_up(long v, long u)
 }
 
 /* Bytes of a manifest type "bf16[M,4096]", "f32[1,1]{*x*}" at M: one byte
- * per element for 8-bit and narrower formats (the buffer layout,
- * codegen.h); a dim is a number, M or M/B; -1 if the type does not parse. */
+ * per element for 8- and 6-bit formats, half a byte for e2m1 (two codes a
+ * byte: the buffer layout, codegen.h); a dim is a number, M or M/B; -1 if
+ * the type does not parse. */
 static long
 type_bytes(const char *t, long m)
 {
@@ -76,7 +77,7 @@ type_bytes(const char *t, long m)
 		}
 		n *= d;
 		if (*end == ']')
-			return n;
+			return f == PRECC_E2M1 ? n / 2 : n;
 		if (*end != ',')
 			return -1;
 		p = end + 1;

@@ -107,9 +107,9 @@ precc_round_by_name(const char *name)
 }
 
 /* Whether to add one to the truncated magnitude `code`, given the s
- * dropped bits `rem` (s >= 1). */
+ * dropped bits `rem` (s >= 1); SR with nb (1..32) random bits. */
 static int
-round_up(precc_round r, uint64_t rem, int s, uint32_t code, bool neg, uint32_t rbits)
+round_up(precc_round r, uint64_t rem, int s, uint32_t code, bool neg, uint32_t rbits, int nb)
 {
 	uint64_t half = (uint64_t)1 << (s - 1);
 
@@ -118,15 +118,15 @@ round_up(precc_round r, uint64_t rem, int s, uint32_t code, bool neg, uint32_t r
 	case PRECC_RNA: return rem >= half;
 	case PRECC_RU:  return rem != 0 && !neg;
 	case PRECC_SR:
-		if (s <= 32)
+		if (s <= nb)
 			return (rem + (rbits & (uint32_t)(((uint64_t)1 << s) - 1))) >> s != 0;
-		return ((rem >> (s - 32)) + rbits) >> 32 != 0;
+		return ((rem >> (s - nb)) + (rbits & (uint32_t)(((uint64_t)1 << nb) - 1))) >> nb != 0;
 	default:        return 0;     /* RZ */
 	}
 }
 
 static uint32_t
-encode_e8m0(float x, precc_round r, bool saturate, uint32_t rbits)
+encode_e8m0(float x, precc_round r, bool saturate, uint32_t rbits, int nb)
 {
 	uint32_t a = f2u(x) & 0x7fffffff, code;
 
@@ -139,18 +139,18 @@ encode_e8m0(float x, precc_round r, bool saturate, uint32_t rbits)
 		if (a <= 0x00400000)
 			return 0;
 		uint64_t rem = a - 0x00400000;     /* 22 bits past 2^-127 */
-		code = (uint32_t)round_up(r, rem, 22, 0, false, rbits);
+		code = (uint32_t)round_up(r, rem, 22, 0, false, rbits, nb);
 	} else {
 		code = a >> 23;
-		code += (uint32_t)round_up(r, a & 0x7fffff, 23, code, false, rbits);
+		code += (uint32_t)round_up(r, a & 0x7fffff, 23, code, false, rbits, nb);
 	}
 	if (code == 0xff && saturate)
 		code = 0xfe;
 	return code;
 }
 
-uint32_t
-precc_encode(precc_format f, float x, precc_round r, bool saturate, uint32_t rbits)
+static uint32_t
+encode(precc_format f, float x, precc_round r, bool saturate, uint32_t rbits, int nb)
 {
 	uint32_t u = f2u(x), a = u & 0x7fffffff;
 	bool neg = u >> 31;
@@ -161,7 +161,7 @@ precc_encode(precc_format f, float x, precc_round r, bool saturate, uint32_t rbi
 		return u;
 	}
 	if (f == PRECC_E8M0)
-		return encode_e8m0(x, r, saturate, rbits);
+		return encode_e8m0(x, r, saturate, rbits, nb);
 	if ((unsigned)f >= PRECC_NFORMAT)
 		return 0;
 
@@ -190,7 +190,7 @@ precc_encode(precc_format f, float x, precc_round r, bool saturate, uint32_t rbi
 		/* code = ((et + bias - 1) << mbits) + k, in 64 bits: et may be
 		 * far above the format's range. */
 		int64_t c = ((int64_t)(et + e->bias - 1) << e->mbits) + (int64_t)k;
-		c += round_up(r, rem, s, (uint32_t)k, neg, rbits);
+		c += round_up(r, rem, s, (uint32_t)k, neg, rbits, nb);
 		code = c > (int64_t)e->maxcode ? e->maxcode + 1 : (uint32_t)c;
 	}
 	if (code > e->maxcode) {
@@ -202,6 +202,18 @@ precc_encode(precc_format f, float x, precc_round r, bool saturate, uint32_t rbi
 			return sign | e->nancode; /* e4m3: no inf; NaN keeps x's sign */
 	}
 	return sign | code << e->code_shift;
+}
+
+uint32_t
+precc_encode(precc_format f, float x, precc_round r, bool saturate, uint32_t rbits)
+{
+	return encode(f, x, r, saturate, rbits, 32);
+}
+
+uint32_t
+precc_encode_sr(precc_format f, float x, bool saturate, uint32_t rbits, int nbits)
+{
+	return encode(f, x, PRECC_SR, saturate, rbits, nbits < 1 ? 1 : nbits > 32 ? 32 : nbits);
 }
 
 /* Decode from the bit fields; precc_decode serves the narrow formats from

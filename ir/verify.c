@@ -531,7 +531,7 @@ check_op(Ctx *c)
 }
 
 /* Well-formed types: rank 1 or 2, positive static dims, M/B and blocks
- * only on scale tensors, which are rank 2. */
+ * only on scale tensors, which are rank 2; e2m1's last dim even. */
 static bool
 type_ok(Ctx *c, const Type *t)
 {
@@ -549,6 +549,10 @@ type_ok(Ctx *c, const Type *t)
 	}
 	if (t->is_scale && t->rank != 2)
 		return bad(c, "result type %s: scale tensors are rank 2", tstr(t));
+	/* two codes a byte, row by row (an M last dim is checked at run time) */
+	if (t->fmt == PRECC_E2M1 && t->dim[t->rank - 1] > 0 && t->dim[t->rank - 1] % 2)
+		return bad(c, "result type %s: e2m1 is stored two codes per byte along the last "
+		           "dim, which must be even", tstr(t));
 	return true;
 }
 

@@ -216,9 +216,8 @@ size_t rt_type_bytes(const rt_type *t, long m, long *rows, long *cols)
 		*rows = r;
 	if (cols)
 		*cols = c;
-	if (r <= 0 || c <= 0 ||
-	    __builtin_mul_overflow((size_t)r, (size_t)c, &n) ||
-	    __builtin_mul_overflow(n, precc_interp_elem_bytes(t->fmt), &n))
+	/* e2m1: two codes a byte, an odd last dim (an odd M) has no layout */
+	if (r <= 0 || c <= 0 || !(n = precc_interp_tensor_bytes(t->fmt, r, c)))
 		return 0;
 	return n;
 }
@@ -625,6 +624,12 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 			return bad(c, s, "%s: the layer's M multiple (the lcm of its steps' "
 			           "m_multiple) exceeds %ld", sp, RT_MAX_LAYER_M_MULTIPLE);
 		l->m_multiple = lcm;
+	}
+	/* e2m1 is two codes a byte along the last dim: an M there must be even */
+	for (int b = 0; b < l->nbuf; b++) {
+		const rt_type *t = &l->buf[b].type;
+		if (t->fmt == PRECC_E2M1 && t->dim[t->rank - 1] == -1 && l->m_multiple % 2)
+			l->m_multiple *= 2;
 	}
 	if ((ups = json_get(j, "updates"))) {
 		if (ups->kind != JSON_ARR)

@@ -132,23 +132,21 @@ static void *abs_copy(const void *src, size_t bytes, precc_format f, int zero_no
 {
 	unsigned char *d = malloc(bytes ? bytes : 1);
 	size_t es = precc_interp_elem_bytes(f);
+	/* e2m1: two codes a byte */
+	size_t n = f == PRECC_E2M1 ? 2 * bytes : es ? bytes / es : 0;
 
 	if (!d)
 		return NULL;
 	memcpy(d, src, bytes);
-	if (f == PRECC_E8M0 || !es)
+	if (f == PRECC_E8M0)
 		return d;
-	for (size_t i = 0; i + es <= bytes; i += es) {
-		uint32_t c = 0;
-		memcpy(&c, d + i, es);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t c = precc_interp_code(d, f, i);
 		float v = precc_decode(f, c);
-		if (zero_nonfinite && !isfinite(v)) {
-			c = precc_encode(f, 0.0f, PRECC_RNE, false, 0);
-			memcpy(d + i, &c, es);
-		} else if (v < 0 || (v == 0 && signbit(v))) {
-			c = precc_encode(f, fabsf(v), PRECC_RNE, false, 0);
-			memcpy(d + i, &c, es);
-		}
+		if (zero_nonfinite && !isfinite(v))
+			precc_interp_set_code(d, f, i, precc_encode(f, 0.0f, PRECC_RNE, false, 0));
+		else if (v < 0 || (v == 0 && signbit(v)))
+			precc_interp_set_code(d, f, i, precc_encode(f, fabsf(v), PRECC_RNE, false, 0));
 	}
 	return d;
 }
@@ -355,9 +353,10 @@ int rt_layer_gemm_tols(precc_rt *rt, int layer, long m, int nbuf, const size_t *
 		}
 		for (int p = 0; p < k->nparam; p++) {
 			int b = l->step[st].arg[p];
-			size_t n = bytes[b] / precc_interp_elem_bytes((precc_format)fmt[b]);
 			if (!k->param[p].out || b >= nbuf || tol[b])
 				continue;
+			/* a GEMM's outputs are f32, 16-bit or fp8: whole bytes */
+			size_t n = bytes[b] / precc_interp_elem_bytes((precc_format)fmt[b]);
 			char e2[768];
 			if (!(tol[b] = malloc((n + 1) * sizeof(float)))) {
 				snprintf(err, errsz, "out of memory");

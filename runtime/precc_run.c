@@ -149,18 +149,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-static void put(void *buf, size_t es, size_t i, uint32_t code)
-{
-	unsigned char *b = (unsigned char *)buf + i * es;
-	if (es == 4)
-		memcpy(b, &code, 4);
-	else if (es == 2) {
-		uint16_t c = (uint16_t)code;
-		memcpy(b, &c, 2);
-	} else
-		*b = (unsigned char)code;
-}
-
 /* Fills a buffer of format f: state buffers with positive values in
  * [0.25, 4) (amax histories and scales a previous step could have left),
  * everything else with values of magnitude 2^-12 .. 2^12 and, at spread
@@ -169,7 +157,6 @@ static void fill(void *buf, precc_format f, size_t n, int state, int set,
                  uint64_t seed)
 {
 	const precc_format_info *fi = precc_format_get(f);
-	size_t es = precc_interp_elem_bytes(f);
 	float edge[10];
 	int nedge = 0;
 
@@ -185,7 +172,7 @@ static void fill(void *buf, precc_format f, size_t n, int state, int set,
 		}
 		if (f == PRECC_E8M0)
 			x = ldexpf(1.0f, (int)((r >> 8) % 17) - 8);
-		put(buf, es, i, precc_encode(f, x, PRECC_RNE, true, 0));
+		precc_interp_set_code(buf, f, i, precc_encode(f, x, PRECC_RNE, true, 0));
 	}
 	if (state || set == 0)
 		return;
@@ -205,7 +192,7 @@ static void fill(void *buf, precc_format f, size_t n, int state, int set,
 		float v = edge[j];
 		if (fi->min_subnormal == fi->min_normal && j == 3)
 			v = -fi->min_normal;   /* no subnormals: the smallest normal */
-		put(buf, es, at < n ? at : n - 1, precc_encode(f, v, PRECC_RNE, false, 0));
+		precc_interp_set_code(buf, f, at < n ? at : n - 1, precc_encode(f, v, PRECC_RNE, false, 0));
 	}
 }
 
@@ -249,8 +236,7 @@ static int bufs_make(precc_rt *rt, int layer, long m, int set,
 		if (bi->written && strcmp(bi->role, "state") != 0)
 			memset(b->host[i], 0xa5, bi->bytes);  /* a missed write shows */
 		else
-			fill(b->host[i], (precc_format)bi->format_id,
-			     bi->bytes / precc_interp_elem_bytes((precc_format)bi->format_id),
+			fill(b->host[i], (precc_format)bi->format_id, (size_t)bi->rows * (size_t)bi->cols,
 			     strcmp(bi->role, "state") == 0, set,
 			     fnv(seed * 3 + (uint64_t)set, bi->name, strlen(bi->name)));
 	}
@@ -300,19 +286,6 @@ out:
 	return rc;
 }
 
-static double element_value(precc_format f, const unsigned char *p, size_t es)
-{
-	uint32_t c = 0;
-	if (es == 4)
-		memcpy(&c, p, 4);
-	else if (es == 2) {
-		uint16_t h;
-		memcpy(&h, p, 2);
-		c = h;
-	} else
-		c = *p;
-	return precc_decode(f, c);
-}
 
 /* Per buffer: the tolerance of a GEMM kernel's output (NULL: bit for
  * bit), from the cpu side's buffers after the run (cpu). */
@@ -396,8 +369,8 @@ static int compare(const char *layer, const char *set, const Bufs *in,
 	for (int i = 0; i < in->n; i++) {
 		const precc_buffer_info *bi = &in->info[i];
 		precc_format f = (precc_format)bi->format_id;
-		size_t es = precc_interp_elem_bytes(f), n = bi->bytes / es, diff = 0,
-		       first = 0;
+		/* element by element: e2m1 holds two a byte */
+		size_t n = (size_t)bi->rows * (size_t)bi->cols, diff = 0, first = 0;
 		if (!bi->written)
 			continue;
 		if (tols && tols->tol && tols->tol[i]) {
@@ -406,25 +379,22 @@ static int compare(const char *layer, const char *set, const Bufs *in,
 			continue;
 		}
 		for (size_t e = 0; e < n; e++)
-			if (memcmp((char *)a[i] + e * es, (char *)b[i] + e * es, es)) {
+			if (precc_interp_code(a[i], f, e) != precc_interp_code(b[i], f, e)) {
 				if (!diff++)
 					first = e;
 			}
 		if (diff && !print)
 			bad++;
 		else if (diff) {
-			const unsigned char *x = (unsigned char *)a[i] + first * es,
-			                    *y = (unsigned char *)b[i] + first * es;
-			uint32_t cx = 0, cy = 0;
-			memcpy(&cx, x, es);
-			memcpy(&cy, y, es);
+			uint32_t cx = precc_interp_code(a[i], f, first),
+			         cy = precc_interp_code(b[i], f, first);
+			int w = f == PRECC_E2M1 ? 1 : (int)precc_interp_elem_bytes(f) * 2;
 			fprintf(hout, "  MISMATCH %s (%s inputs) buffer '%s' %s: %zu of %zu "
 			       "elements differ; first [%ld, %ld] (element %zu): cuda "
 			       "0x%0*x (%g), cpu 0x%0*x (%g)\n", layer, set, bi->name,
 			       bi->type, diff, n, (long)(first / (size_t)bi->cols),
-			       (long)(first % (size_t)bi->cols), first, (int)es * 2, cx,
-			       element_value(f, x, es), (int)es * 2, cy,
-			       element_value(f, y, es));
+			       (long)(first % (size_t)bi->cols), first, w, cx,
+			       (double)precc_decode(f, cx), w, cy, (double)precc_decode(f, cy));
 			bad++;
 		}
 	}

@@ -10,9 +10,12 @@
  *
  * Conventions
  *   - Tensors are row-major [rows, cols]; element (r, c) is at r*cols + c.
- *   - Storage of a format (precc_interp_elem_bytes): fp32/tf32 in 4 bytes
- *     (float), fp16/bf16 in 2 bytes (uint16_t code), every 8-bit-or-less
- *     format one code per byte (uint8_t, low bits; fp4/fp6 unpacked).
+ *   - Storage of a format (precc_interp_tensor_bytes): fp32/tf32 in 4 bytes
+ *     (float), fp16/bf16 in 2 bytes (uint16_t code), e4m3/e5m2/e8m0 and the
+ *     fp6 formats one code per byte (uint8_t, low bits), and e2m1 two codes
+ *     per byte: element 2i in the low nibble of byte i, 2i+1 in the high
+ *     one, row-major along the last dim, which must be even (the layout of
+ *     torch.float4_e2m1fn_x2, Transformer Engine and cuBLASLt).
  *   - A granularity is a block (br, bc) of data elements sharing one scale
  *     or amax; 0 means the whole extent. Tensorwise {0,0}, rowwise {1,0},
  *     columnwise {0,1}, 1x128 tiles {1,128}, 128x128 blocks {128,128},
@@ -50,8 +53,28 @@ typedef enum precc_istatus {
 /* The message of the last failing call on this thread ("" if none). */
 const char *precc_interp_error(void);
 
-/* Bytes per element in interpreter buffers (see Conventions); 0 if bad. */
+/* Bytes per element in interpreter buffers (see Conventions); 0 if bad,
+ * and 0 for e2m1, whose elements share bytes: size tensors with
+ * precc_interp_tensor_bytes. */
 size_t precc_interp_elem_bytes(precc_format f);
+
+/* Codes per byte: 2 for e2m1 (packed), 1 for every other format. */
+int precc_interp_codes_per_byte(precc_format f);
+
+/* Bytes of a row-major [rows, cols] tensor of format f; 0 if f has no
+ * layout, a size is negative, e2m1's cols is odd, or the count overflows. */
+size_t precc_interp_tensor_bytes(precc_format f, long rows, long cols);
+
+/* e2m1 codes (low 4 bits of each byte) <-> packed bytes: code i is nibble
+ * i & 1 of packed[i / 2], the low nibble first. An odd n leaves the last
+ * byte's high nibble 0 (pack) or unread (unpack). */
+void precc_e2m1_pack(const uint8_t *codes, size_t n, uint8_t *packed);
+void precc_e2m1_unpack(const uint8_t *packed, size_t n, uint8_t *codes);
+
+/* The code of element i (row-major) of a buffer of format f (fp32/tf32:
+ * its bits), and its store; the other elements are left as they are. */
+uint32_t precc_interp_code(const void *buf, precc_format f, size_t i);
+void precc_interp_set_code(void *buf, precc_format f, size_t i, uint32_t code);
 
 /* Number of worker threads `threads` means (0 = all online cores). */
 int precc_interp_threads(int threads);
@@ -213,12 +236,18 @@ int precc_history_update_te(precc_amax_history *h, const float *amax,
 /* ---- quantize / dequantize --------------------------------------------
  * q[i] = precc_encode(qf, x[i] * scale[b(i)], round, saturate, rbits(i))
  * with x decoded to fp32 first and the product in fp32. scale NULL = 1.
+ * q (and x, for dequantize) is stored per the Conventions: e2m1 packed,
+ * cols even.
  *
  * SR random bits: rbits(i) for linear element index i = r*cols + c is
  * word (i & 3) of philox4x32_10(counter, key) with
  *   counter = { (uint32)(i >> 2), (uint32)(i >> 34), stream, 0 }
  *   key     = { (uint32)seed, (uint32)(seed >> 32) }
- * so one Philox call serves 4 consecutive elements. */
+ * so one Philox call serves 4 consecutive elements. e2m1 takes 16 bits an
+ * element, half (i & 1) (the low half first) of word ((i >> 1) & 3) with
+ *   counter = { (uint32)(i >> 3), (uint32)(i >> 35), stream, 0 },
+ * one Philox call for 8 elements (4 packed bytes), and rounds with
+ * precc_encode_sr(e2m1, y, saturate, bits, 16). */
 typedef struct precc_quant_opts {
 	precc_format qf;
 	precc_round round;     /* any precc_round: RNE, RZ, RU, RNA, SR */
@@ -258,6 +287,8 @@ void precc_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
                          uint32_t out[4]);
 /* The SR bits of element i under (seed, stream), as documented above. */
 uint32_t precc_sr_bits(uint64_t seed, uint32_t stream, uint64_t i);
+/* The 16 SR bits of element i of an e2m1 tensor (see quantize). */
+uint32_t precc_sr_bits16(uint64_t seed, uint32_t stream, uint64_t i);
 
 /* ---- transpose ---------------------------------------------------------
  * y[c*rows + r] = x[r*cols + c] for elements of elem_bytes (1, 2, 4 or 8)
@@ -269,7 +300,8 @@ int precc_transpose(const void *x, size_t elem_bytes, long rows, long cols,
  * C[M,N] = epilogue(A[M,K] . B[N,K]^T)   (TN: both operands K-contiguous)
  *
  * Operands: fp32, tf32 (as fp32), bf16, fp16, e4m3, e5m2, e2m1, e3m2,
- * e2m3; decoded exactly to fp32 (8-bit codes through 256-entry tables).
+ * e2m3; decoded exactly to fp32 (8-bit codes through 256-entry tables;
+ * e2m1 packed, K even, unpacked to codes first).
  * scale_inv: per-block dequant factors over the operand's own [rows, K]
  * shape with granularity blk (NULL = 1.0). Two-level NVFP4 folds the
  * global scale in: pass precc_nvfp4_scales' scale_inv.

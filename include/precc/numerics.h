@@ -116,6 +116,14 @@ int precc_round_by_name(const char *name);
 uint32_t precc_encode(precc_format f, float x, precc_round r, bool saturate,
                       uint32_t rbits);
 
+/* Stochastic rounding with nbits (1..32) random bits, the low nbits of
+ * rbits: the rule above with nbits for 32, i.e. rounds away iff
+ * D + (rbits mod 2^s) >= 2^s when s <= nbits, else iff
+ * floor(D / 2^(s - nbits)) + (rbits mod 2^nbits) >= 2^nbits (bias below
+ * 2^-nbits of a step). precc_encode(f, x, PRECC_SR, sat, r) is
+ * precc_encode_sr(f, x, sat, r, 32); e2m1 quantizes with 16 (interp.h). */
+uint32_t precc_encode_sr(precc_format f, float x, bool saturate, uint32_t rbits, int nbits);
+
 /* Decode a code of format f back to fp32; exact, since every format here
  * embeds in fp32. Bits above the format's width are ignored. fp32 and tf32
  * return the bits as a float; bf16 is code << 16 (NaN payload kept); every

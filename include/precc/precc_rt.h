@@ -130,7 +130,8 @@ typedef struct precc_buffer_info {
 	const char *format;     /* "bf16", "e4m3", "f32" (the IR spelling) */
 	int format_id;          /* precc_format (precc/numerics.h) */
 	long rows, cols;        /* at M (rank 1: 1 x n) */
-	size_t bytes;           /* rows x cols x element storage (interp.h) */
+	size_t bytes;           /* its storage (interp.h: rows x cols x element
+	                           bytes; e2m1 two codes a byte) */
 	int written;            /* some step writes it (output or state) */
 } precc_buffer_info;
 int precc_rt_buffer_count(const precc_rt *rt, int layer);

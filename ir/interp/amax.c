@@ -127,8 +127,7 @@ precc_amax_policy(const void *x, precc_format xf, long rows, long cols,
 		return interp_fail(PRECC_IEINVAL, "amax: NULL buffer");
 	if (!interp_input_format(xf))
 		return interp_fail(PRECC_IEINVAL, "amax: unsupported input format");
-	if ((e = interp_check_tensor("amax", rows, cols,
-	                             precc_interp_elem_bytes(xf))) != 0)
+	if ((e = interp_check_fmt("amax", xf, rows, cols)) != 0)
 		return e;
 	if ((e = interp_block("amax", rows, cols, blk, &k.br, &k.bc)) != 0)
 		return e;

@@ -748,8 +748,57 @@ precc_gemm_desc_init(precc_gemm_desc *d)
 	d->a.fmt = d->b.fmt = PRECC_FP32;
 }
 
+static int gemm_run(const precc_gemm_desc *d);
+
+/* An e2m1 operand (two codes a byte) is re-encoded as e4m3 codes, one a
+ * byte, for the decode tables: every e2m1 value is an e4m3 value, so the
+ * products, and the result, are the same. */
+static uint8_t *
+e2m1_as_e4m3(const precc_gemm_operand *op, long rows, long k, precc_gemm_operand *w)
+{
+	size_t n = (size_t)rows * (size_t)k;
+	uint8_t *c = malloc(n), lut[16];
+	const float *t = precc_decode_table8(PRECC_E2M1);
+
+	if (!c)
+		return NULL;
+	for (int i = 0; i < 16; i++)
+		lut[i] = (uint8_t)precc_encode(PRECC_E4M3, t[i], PRECC_RNE, true, 0);
+	precc_e2m1_unpack(op->data, n, c);
+	for (size_t i = 0; i < n; i++)
+		c[i] = lut[c[i]];
+	*w = *op;
+	w->data = c, w->fmt = PRECC_E4M3;
+	return c;
+}
+
 int
 precc_gemm(const precc_gemm_desc *d)
+{
+	precc_gemm_desc w;
+	uint8_t *ca = NULL, *cb = NULL;
+	int e;
+
+	if (!d || !d->a.data || !d->b.data || !d->c)
+		return interp_fail(PRECC_IEINVAL, "gemm: NULL operand");
+	if (d->a.fmt != PRECC_E2M1 && d->b.fmt != PRECC_E2M1)
+		return gemm_run(d);
+	if ((e = interp_check_fmt("gemm A", d->a.fmt, d->m, d->k)) != 0
+	    || (e = interp_check_fmt("gemm B", d->b.fmt, d->n, d->k)) != 0)
+		return e;
+	w = *d;
+	if ((d->a.fmt == PRECC_E2M1 && !(ca = e2m1_as_e4m3(&d->a, d->m, d->k, &w.a)))
+	    || (d->b.fmt == PRECC_E2M1 && !(cb = e2m1_as_e4m3(&d->b, d->n, d->k, &w.b)))) {
+		free(ca);
+		return interp_fail(PRECC_IENOMEM, "gemm: out of memory unpacking e2m1");
+	}
+	e = gemm_run(&w);
+	free(ca), free(cb);
+	return e;
+}
+
+static int
+gemm_run(const precc_gemm_desc *d)
 {
 	Gemm g;
 	Worker *w;
@@ -767,10 +816,8 @@ precc_gemm(const precc_gemm_desc *d)
 		                   "e2m3");
 	if (precc_interp_elem_bytes(d->out_fmt) == 0)
 		return interp_fail(PRECC_IEINVAL, "gemm: bad output format");
-	if ((e = interp_check_tensor("gemm A", d->m, d->k,
-	                             precc_interp_elem_bytes(d->a.fmt))) != 0
-	    || (e = interp_check_tensor("gemm B", d->n, d->k,
-	                                precc_interp_elem_bytes(d->b.fmt))) != 0
+	if ((e = interp_check_fmt("gemm A", d->a.fmt, d->m, d->k)) != 0
+	    || (e = interp_check_fmt("gemm B", d->b.fmt, d->n, d->k)) != 0
 	    || (e = interp_check_tensor("gemm C", d->m, d->n,
 	                                precc_interp_elem_bytes(d->out_fmt))) != 0)
 		return e;
@@ -831,12 +878,9 @@ precc_gemm(const precc_gemm_desc *d)
 	      * sizeof(float);
 	/* operands + output + scratch must fit in physical memory (each
 	 * product was checked for overflow above) */
-	size_t ops = (size_t)d->m * (size_t)d->k
-	             * precc_interp_elem_bytes(d->a.fmt)
-	             + (size_t)d->n * (size_t)d->k
-	             * precc_interp_elem_bytes(d->b.fmt)
-	             + (size_t)d->m * (size_t)d->n
-	             * precc_interp_elem_bytes(d->out_fmt);
+	size_t ops = precc_interp_tensor_bytes(d->a.fmt, d->m, d->k)
+	             + precc_interp_tensor_bytes(d->b.fmt, d->n, d->k)
+	             + precc_interp_tensor_bytes(d->out_fmt, d->m, d->n);
 	if (interp_mul(per, (size_t)nt, &total) != 0 || total > SIZE_MAX - ops
 	    || total + ops > interp_phys_bytes())
 		return interp_fail(PRECC_IETOOBIG, "gemm: %ldx%ldx%ld needs %zu "

@@ -2,8 +2,9 @@
  * interp/interp.c — run a Func on host buffers: the IR-walking interpreter.
  *
  * A value table holds one buffer per SSA value, sized from its type with
- * the dynamic dim M bound at run time (storage per precc_interp_elem_bytes:
- * f32 4 bytes, bf16/f16 2, every 8-bit-or-less format one code a byte).
+ * the dynamic dim M bound at run time (storage per precc_interp_tensor_bytes:
+ * f32 4 bytes, bf16/f16 2, 8- and 6-bit formats one code a byte, e2m1 two
+ * a byte, low nibble first, so its last dim must be even).
  * Params are bound by the caller; every other value is allocated once,
  * after the total has been checked against available memory. Each op maps
  * onto one buffer kernel of precc/interp.h (docs/interpreter.md has the
@@ -212,7 +213,7 @@ ir_interp_new(const Func *f, const IrInterpOpts *opts, char *err, size_t errsz)
 	/* size every value at M */
 	for (int v = 0; v < f->nval; v++) {
 		const Type *t = &f->val[v].type;
-		size_t es = esize(t->fmt), n;
+		size_t es = t->fmt == PRECC_E2M1 ? 1 : esize(t->fmt), n;
 		long r = 1, c;
 		if (f->val[v].def < 0) {
 			fail(ip, NULL, "%%%s is never defined", f->val[v].name);
@@ -235,12 +236,20 @@ ir_interp_new(const Func *f, const IrInterpOpts *opts, char *err, size_t errsz)
 			     ir_fmt_name(t->fmt));
 			goto bad;
 		}
+		if (t->fmt == PRECC_E2M1 && c % 2) {
+			fail(ip, &f->ins[f->val[v].def], "e2m1 is stored two codes per byte along the "
+			     "last dim, which must be even: %%%s is [%ld, %ld] at M=%ld", f->val[v].name,
+			     r, c, m);
+			goto bad;
+		}
 		if (interp_mul((size_t)r, (size_t)c, &n) != 0 || interp_mul(n, es, &n) != 0
 		    || n > SIZE_MAX / 4 || total + n < total) {
 			fail(ip, &f->ins[f->val[v].def], "[%ld, %ld] at M=%ld overflows the address space",
 			     r, c, m);
 			goto bad;
 		}
+		if (t->fmt == PRECC_E2M1)
+			n /= 2;
 		ip->shape[v][0] = r, ip->shape[v][1] = c;
 		ip->bytes[v] = n;
 		if (f->ins[f->val[v].def].op != OP_param)
@@ -674,7 +683,9 @@ quant_stats(IrInterp *ip, const Ins *i, int x, const float *scale, precc_block b
 					st->saturated++;
 				if (v == 0.0f)
 					continue;
-				if (qes == 1)
+				if (qf == PRECC_E2M1)
+					code = ((const uint8_t *)ip->buf[q])[(off + j) / 2] >> (4 * ((off + j) & 1));
+				else if (qes == 1)
 					code = ((const uint8_t *)ip->buf[q])[off + j];
 				else if (qes == 2)
 					code = ((const uint16_t *)ip->buf[q])[off + j];
@@ -801,13 +812,27 @@ op_transpose(IrInterp *ip, const Ins *i)
 {
 	int x = i->arg[0], e;
 	size_t es = esize(vtype(ip, x)->fmt);
+	long r = ip->shape[x][0], c = ip->shape[x][1];
 
-	if (vtype(ip, x)->fmt != vtype(ip, i->res)->fmt || ip->shape[x][0] != ip->shape[i->res][1]
-	    || ip->shape[x][1] != ip->shape[i->res][0])
+	if (vtype(ip, x)->fmt != vtype(ip, i->res)->fmt || r != ip->shape[i->res][1]
+	    || c != ip->shape[i->res][0])
 		return fail(ip, i, "result [%ld, %ld] is not the transpose of [%ld, %ld]",
-		            ip->shape[i->res][0], ip->shape[i->res][1], ip->shape[x][0],
-		            ip->shape[x][1]);
-	e = precc_transpose(ip->buf[x], es, ip->shape[x][0], ip->shape[x][1], ip->buf[i->res]);
+		            ip->shape[i->res][0], ip->shape[i->res][1], r, c);
+	if (vtype(ip, x)->fmt == PRECC_E2M1) {
+		/* packed codes: unpack, transpose the bytes, pack (both dims are
+		 * last dims of one of the two, so both are even) */
+		size_t n = (size_t)r * (size_t)c;
+		uint8_t *u = malloc(2 * n);
+		if (!u)
+			return fail(ip, i, "out of memory");
+		precc_e2m1_unpack(ip->buf[x], n, u);
+		e = precc_transpose(u, 1, r, c, u + n);
+		if (!e)
+			precc_e2m1_pack(u + n, n, ip->buf[i->res]);
+		free(u);
+		return e ? kfail(ip, i, e) : 0;
+	}
+	e = precc_transpose(ip->buf[x], es, r, c, ip->buf[i->res]);
 	return e ? kfail(ip, i, e) : 0;
 }
 
@@ -837,6 +862,10 @@ op_pad_slice(IrInterp *ip, const Ins *i)
 	                                                   : (yr > xr || yc > xc)))
 		return fail(ip, i, "cannot %s [%ld, %ld] to [%ld, %ld]", pad ? "pad" : "slice", xr, xc,
 		            yr, yc);
+	if (vtype(ip, x)->fmt == PRECC_E2M1) {
+		/* rows of packed codes: every row starts a byte (even last dims) */
+		es = 1, xc /= 2, yc /= 2, c /= 2;
+	}
 	if (pad)
 		memset(ip->buf[y], 0, ip->bytes[y]);
 	for (long k = 0; k < r; k++)
@@ -852,16 +881,18 @@ widen_to_e4m3(IrInterp *ip, const Ins *i, int v)
 {
 	long n = nelem(ip, v);
 	uint8_t *w = malloc((size_t)n);
-	const float *tab = precc_decode_table8(vtype(ip, v)->fmt);
+	float row[256];
 
-	if (!w || !tab) {
-		free(w);
+	if (!w) {
 		fail(ip, i, "out of memory");
 		return NULL;
 	}
-	for (long k = 0; k < n; k++)
-		w[k] = (uint8_t)precc_encode(PRECC_E4M3, tab[((const uint8_t *)ip->buf[v])[k]],
-		                             PRECC_RNE, true, 0);
+	for (long k0 = 0; k0 < n; k0 += 256) {
+		long c = n - k0 < 256 ? n - k0 : 256;
+		interp_load(ip->buf[v], vtype(ip, v)->fmt, (size_t)k0, c, row);
+		for (long k = 0; k < c; k++)
+			w[k0 + k] = (uint8_t)precc_encode(PRECC_E4M3, row[k], PRECC_RNE, true, 0);
+	}
 	return w;
 }
 

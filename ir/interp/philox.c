@@ -59,3 +59,14 @@ precc_sr_bits(uint64_t seed, uint32_t stream, uint64_t i)
 	precc_philox4x32_10(ctr, key, out);
 	return out[i & 3];
 }
+
+uint32_t
+precc_sr_bits16(uint64_t seed, uint32_t stream, uint64_t i)
+{
+	uint32_t ctr[4] = { (uint32_t)(i >> 3), (uint32_t)(i >> 35), stream, 0 };
+	uint32_t key[2] = { (uint32_t)seed, (uint32_t)(seed >> 32) };
+	uint32_t out[4];
+
+	precc_philox4x32_10(ctr, key, out);
+	return out[(i >> 1) & 3] >> (16 * (i & 1)) & 0xffff;
+}

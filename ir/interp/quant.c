@@ -9,12 +9,21 @@
 
 enum { CHUNK = 512 };
 
+/* codes of elements off .. off+n-1; esize 0: e2m1, two a byte (a row
+ * starts a byte: cols is even, and CHUNK too) */
 static void
 store(void *q, size_t esize, size_t off, long n, const uint32_t *codes)
 {
 	long i;
 
-	if (esize == 1) {
+	if (esize == 0) {
+		uint8_t *d = q;
+		for (i = 0; i < n; i++) {
+			size_t j = off + (size_t)i;
+			unsigned sh = 4 * (j & 1);
+			d[j / 2] = (uint8_t)((d[j / 2] & ~(0xfu << sh)) | (codes[i] & 0xf) << sh);
+		}
+	} else if (esize == 1) {
 		uint8_t *d = (uint8_t *)q + off;
 		for (i = 0; i < n; i++)
 			d[i] = (uint8_t)codes[i];
@@ -45,6 +54,27 @@ sr_bits(uint64_t seed, uint32_t stream, uint64_t i0, long n, uint32_t *rb)
 			precc_philox4x32_10(ctr, key, out);
 		}
 		rb[j] = out[i & 3];
+	}
+}
+
+/* The 16-bit e2m1 bits of elements [i0, i0+n) (see precc_sr_bits16). */
+static void
+sr_bits16(uint64_t seed, uint32_t stream, uint64_t i0, long n, uint32_t *rb)
+{
+	uint32_t key[2] = { (uint32_t)seed, (uint32_t)(seed >> 32) };
+	uint32_t out[4];
+	uint64_t g = UINT64_MAX;
+	long j;
+
+	for (j = 0; j < n; j++) {
+		uint64_t i = i0 + (uint64_t)j;
+		if (i >> 3 != g) {
+			uint32_t ctr[4] = { (uint32_t)(i >> 3), (uint32_t)(i >> 35),
+			                    stream, 0 };
+			g = i >> 3;
+			precc_philox4x32_10(ctr, key, out);
+		}
+		rb[j] = out[(i >> 1) & 3] >> (16 * (i & 1)) & 0xffff;
 	}
 }
 
@@ -102,6 +132,15 @@ quant_rows(void *ctx, int part, long r0, long r1)
 					precc_encode_e5m2_rne_sat(buf, d, n);
 				continue;
 			}
+			if (o->round == PRECC_SR && o->qf == PRECC_E2M1) {
+				/* 16 bits an element, 8 elements a Philox call */
+				sr_bits16(o->seed, o->stream, off, n, rb);
+				for (j = 0; j < n; j++)
+					codes[j] = precc_encode_sr(o->qf, buf[j], o->saturate,
+					                           rb[j], 16);
+				store(k->q, k->qes, off, n, codes);
+				continue;
+			}
 			if (o->round == PRECC_SR)
 				sr_bits(o->seed, o->stream, off, n, rb);
 			else
@@ -126,7 +165,7 @@ precc_quantize(const void *x, precc_format xf, long rows, long cols,
 	if (!interp_input_format(xf))
 		return interp_fail(PRECC_IEINVAL, "quantize: unsupported input "
 		                   "format");
-	if ((k.qes = precc_interp_elem_bytes(o->qf)) == 0)
+	if ((k.qes = precc_interp_elem_bytes(o->qf)) == 0 && o->qf != PRECC_E2M1)
 		return interp_fail(PRECC_IEINVAL, "quantize: unsupported output "
 		                   "format");
 	if ((unsigned)o->round >= PRECC_NROUND)
@@ -135,8 +174,8 @@ precc_quantize(const void *x, precc_format xf, long rows, long cols,
 	if (o->threads < 0)
 		return interp_fail(PRECC_IEINVAL, "quantize: threads %d < 0",
 		                   o->threads);
-	if ((e = interp_check_tensor("quantize", rows, cols,
-	                             precc_interp_elem_bytes(xf))) != 0)
+	if ((e = interp_check_fmt("quantize", xf, rows, cols)) != 0
+	    || (e = interp_check_fmt("quantize", o->qf, rows, cols)) != 0)
 		return e;
 	if ((e = interp_block("quantize", rows, cols, o->blk, &k.br, &k.bc)) != 0)
 		return e;
@@ -164,8 +203,7 @@ precc_dequantize(const void *q, precc_format qf, long rows, long cols,
 		return interp_fail(PRECC_IEINVAL, "dequantize: NULL argument");
 	if (!interp_input_format(qf))
 		return interp_fail(PRECC_IEINVAL, "dequantize: unsupported format");
-	if ((e = interp_check_tensor("dequantize", rows, cols,
-	                             precc_interp_elem_bytes(qf))) != 0)
+	if ((e = interp_check_fmt("dequantize", qf, rows, cols)) != 0)
 		return e;
 	if ((e = interp_block("dequantize", rows, cols, blk, &br, &bc)) != 0)
 		return e;

@@ -37,8 +37,72 @@ precc_interp_elem_bytes(precc_format f)
 	case PRECC_FP32: case PRECC_TF32: return 4;
 	case PRECC_FP16: case PRECC_BF16: return 2;
 	case PRECC_E4M3: case PRECC_E5M2: case PRECC_E8M0:
-	case PRECC_E2M1: case PRECC_E3M2: case PRECC_E2M3: return 1;
+	case PRECC_E3M2: case PRECC_E2M3: return 1;
+	default: return 0;       /* e2m1: two codes share a byte */
+	}
+}
+
+int
+precc_interp_codes_per_byte(precc_format f)
+{
+	return f == PRECC_E2M1 ? 2 : 1;
+}
+
+size_t
+precc_interp_tensor_bytes(precc_format f, long rows, long cols)
+{
+	size_t n, es = f == PRECC_E2M1 ? 1 : precc_interp_elem_bytes(f);
+
+	if (rows < 0 || cols < 0 || es == 0 || (f == PRECC_E2M1 && cols % 2)
+	    || interp_mul((size_t)rows, (size_t)cols, &n) != 0 || interp_mul(n, es, &n) != 0)
+		return 0;
+	return f == PRECC_E2M1 ? n / 2 : n;
+}
+
+void
+precc_e2m1_pack(const uint8_t *codes, size_t n, uint8_t *packed)
+{
+	for (size_t i = 0; i + 1 < n; i += 2)
+		packed[i / 2] = (uint8_t)((codes[i] & 0xf) | (codes[i + 1] & 0xf) << 4);
+	if (n % 2)
+		packed[n / 2] = codes[n - 1] & 0xf;
+}
+
+void
+precc_e2m1_unpack(const uint8_t *packed, size_t n, uint8_t *codes)
+{
+	for (size_t i = 0; i < n; i++)
+		codes[i] = (uint8_t)(packed[i / 2] >> (4 * (i & 1)) & 0xf);
+}
+
+uint32_t
+precc_interp_code(const void *buf, precc_format f, size_t i)
+{
+	uint32_t c = 0;
+
+	switch (f == PRECC_E2M1 ? 8 : precc_interp_elem_bytes(f)) {
+	case 8: return ((const uint8_t *)buf)[i / 2] >> (4 * (i & 1)) & 0xf;
+	case 1: return ((const uint8_t *)buf)[i];
+	case 2: return ((const uint16_t *)buf)[i];
+	case 4: memcpy(&c, (const uint32_t *)buf + i, 4); return c;
 	default: return 0;
+	}
+}
+
+void
+precc_interp_set_code(void *buf, precc_format f, size_t i, uint32_t code)
+{
+	switch (f == PRECC_E2M1 ? 8 : precc_interp_elem_bytes(f)) {
+	case 8: {
+		uint8_t *b = (uint8_t *)buf + i / 2;
+		unsigned sh = 4 * (i & 1);
+		*b = (uint8_t)((*b & ~(0xfu << sh)) | (code & 0xf) << sh);
+		return;
+	}
+	case 1: ((uint8_t *)buf)[i] = (uint8_t)code; return;
+	case 2: ((uint16_t *)buf)[i] = (uint16_t)code; return;
+	case 4: memcpy((uint32_t *)buf + i, &code, 4); return;
+	default: return;
 	}
 }
 
@@ -101,6 +165,21 @@ interp_check_tensor(const char *name, long rows, long cols, size_t esize)
 }
 
 int
+interp_check_fmt(const char *name, precc_format f, long rows, long cols)
+{
+	int e;
+
+	if (f != PRECC_E2M1)
+		return interp_check_tensor(name, rows, cols, precc_interp_elem_bytes(f));
+	if ((e = interp_check_tensor(name, rows, cols, 1)) != 0)
+		return e;
+	if (cols % 2)
+		return interp_fail(PRECC_IESHAPE, "%s: e2m1 is stored two codes per byte along "
+		                   "the last dim, which must be even: [%ld, %ld]", name, rows, cols);
+	return PRECC_IOK;
+}
+
+int
 interp_input_format(precc_format f)
 {
 	switch (f) {
@@ -134,6 +213,16 @@ interp_load(const void *x, precc_format f, size_t off, long n, float *dst)
 		const uint16_t *s = (const uint16_t *)x + off;
 		for (i = 0; i < n; i++)
 			dst[i] = precc_decode(PRECC_FP16, s[i]);
+		return;
+	}
+	case PRECC_E2M1: {
+		/* element j is nibble j & 1 (low first) of byte j / 2 */
+		const uint8_t *s = x;
+		const float *t = precc_decode_table8(f);
+		for (i = 0; i < n; i++) {
+			size_t j = off + (size_t)i;
+			dst[i] = t[s[j / 2] >> (4 * (j & 1)) & 0xf];
+		}
 		return;
 	}
 	default: {

@@ -18,6 +18,10 @@ int interp_fail(int code, const char *fmt, ...)
  * count fits size_t and physical memory. name is used in messages. */
 int interp_check_tensor(const char *name, long rows, long cols, size_t esize);
 
+/* The same for a tensor of format f: e2m1 (two codes a byte) needs an
+ * even cols. */
+int interp_check_fmt(const char *name, precc_format f, long rows, long cols);
+
 /* a*b without overflow; returns 0 and sets *r, or -1. */
 int interp_mul(size_t a, size_t b, size_t *r);
 
@@ -27,7 +31,8 @@ size_t interp_phys_bytes(void);
 /* True if f can be read as an input (fp32, tf32, fp16, bf16, 8-bit). */
 int interp_input_format(precc_format f);
 
-/* Decode n elements of format f starting at element off of x to fp32. */
+/* Decode n elements of format f starting at element off of x to fp32
+ * (e2m1: element j is nibble j & 1, low first, of byte j / 2). */
 void interp_load(const void *x, precc_format f, size_t off, long n, float *dst);
 
 /* Resolve a block against a [rows, cols] extent (0 -> whole extent) and

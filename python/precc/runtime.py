@@ -11,8 +11,9 @@ from . import _lib
 from ._lib import Error, check
 
 # Storage bytes per element (precc_interp_elem_bytes: one byte for every
-# format of 8 bits or fewer, e2m1 included).
+# other format of 8 bits or fewer); e2m1 is two codes a byte (PACKED).
 ELEM_BYTES = {"f32": 4, "tf32": 4, "f16": 2, "bf16": 2}
+PACKED = {"e2m1": 2}
 
 _TYPE = re.compile(r"^([a-z0-9]+)\[([^\]]*)\](\{[^}]*\})?$")
 
@@ -63,8 +64,15 @@ class Buffer:
         d = [x.at(m) for x in self.dims]
         return (1, d[0]) if len(d) == 1 else tuple(d)
 
-    def bytes(self, m):
+    def storage_shape(self, m):
+        """(rows, bytes-or-elements per row) as stored at M: e2m1 holds two
+        codes a byte, element 2i in the low nibble of byte i (the layout of
+        torch.float4_e2m1fn_x2), so its rows are cols / 2 bytes."""
         r, c = self.shape(m)
+        return (r, c // PACKED.get(self.format, 1))
+
+    def bytes(self, m):
+        r, c = self.storage_shape(m)
         return r * c * self.elem_bytes
 
     def __repr__(self):

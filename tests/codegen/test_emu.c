@@ -198,7 +198,7 @@ fill(void *buf, precc_format f, long rows, long cols, int is_state, const Blocks
 			v = ldexpf(1.0f + (float)(next() % 256) / 256.0f, (int)(next() % 16) - 8);
 		else
 			v = sample(i / cols, i, block_kind(bl, i / cols, i % cols), fmax);
-		switch (precc_interp_elem_bytes(f)) {
+		switch (f == PRECC_E2M1 ? 1 : precc_interp_elem_bytes(f)) {
 		case 4: ((float *)buf)[i] = v; break;
 		case 2: {
 			uint32_t c = precc_encode(f, v, PRECC_RNE, false, 0);
@@ -209,16 +209,16 @@ fill(void *buf, precc_format f, long rows, long cols, int is_state, const Blocks
 			break;
 		}
 		default: {
-			/* codes; e2m1 holds one 4-bit code per byte. NaN and inf
-			 * codes only in rows 5 and 9, as sample() does: a GEMM's dot
-			 * products then mostly hold none */
+			/* codes; e2m1 two 4-bit codes a byte, low nibble first. NaN
+			 * and inf codes only in rows 5 and 9, as sample() does: a
+			 * GEMM's dot products then mostly hold none */
 			uint32_t c = next() & (f == PRECC_E2M1 ? 0x0f : 0xff);
 			long r = finite_only ? 0 : i / cols;
 			if (is_state)   /* 8-bit scales: moderate values */
 				c = precc_encode(f, v, PRECC_RNE, true, 0);
 			while (r != 5 && r != 9 && !is_state && !isfinite(precc_decode(f, c)))
 				c = next() & 0xff;
-			((uint8_t *)buf)[i] = (uint8_t)c;
+			precc_interp_set_code(buf, f, (size_t)i, c);
 			break;
 		}
 		}
@@ -476,7 +476,7 @@ check_kernel(const Func *f, const char *file)
 		int v = info.param_value[i];
 		const Type *ty = &f->val[v].type;
 		long rows = ty->rank == 2 ? extent(ty->dim[0]) : 1, cols = extent(ty->dim[ty->rank - 1]);
-		size_t bytes = (size_t)(rows * cols) * precc_interp_elem_bytes(ty->fmt);
+		size_t bytes = precc_interp_tensor_bytes(ty->fmt, rows, cols);
 		/* exactly as aligned as the runtime requires (BUF_ALIGN), not more,
 		 * and exactly as large as the type says: memcheck sees the rest */
 		if (posix_memalign(&raw[i], 64, bytes + 64))
@@ -554,9 +554,9 @@ check_kernel(const Func *f, const char *file)
 	emu_set_dynamic_smem((uint64_t)info.smem);
 	for (int i = 0; i < info.nparams; i++) {
 		int v = info.param_value[i];
-		emu_region(buf[i], (size_t)((f->val[v].type.rank == 2 ? extent(f->val[v].type.dim[0]) : 1)
-		                            * extent(f->val[v].type.dim[f->val[v].type.rank - 1]))
-		                   * precc_interp_elem_bytes(f->val[v].type.fmt),
+		emu_region(buf[i], precc_interp_tensor_bytes(f->val[v].type.fmt,
+		                                             f->val[v].type.rank == 2 ? extent(f->val[v].type.dim[0]) : 1,
+		                                             extent(f->val[v].type.dim[f->val[v].type.rank - 1])),
 		           ir_def_ins(f, v)->op != OP_param, f->val[v].name);
 	}
 	if (sync)
@@ -632,17 +632,18 @@ check_kernel(const Func *f, const char *file)
 		}
 		if (!memcmp(want, got, bytes))
 			continue;
-		size_t es = precc_interp_elem_bytes(f->val[v].type.fmt), k = 0, bad = 0;
-		for (k = 0; k < bytes; k += es)
-			if (memcmp(want + k, got + k, es))
-				bad++;
-		for (k = 0; k < bytes && !memcmp(want + k, got + k, es); k += es)
-			;
-		uint32_t wv = 0, gv = 0;
-		memcpy(&wv, want + k, es);
-		memcpy(&gv, got + k, es);
-		printf("FAIL %s: %%%s: %zu of %zu elements differ; first at %zu: kernel 0x%x, "
-		       "interpreter 0x%x\n", file, f->val[v].name, bad, bytes / es, k / es, gv, wv);
+		/* element by element (e2m1: two a byte) */
+		precc_format vf = f->val[v].type.fmt;
+		size_t n = (size_t)r * (size_t)c, k = 0, bad = 0, first = n;
+		for (k = 0; k < n; k++)
+			if (precc_interp_code(want, vf, k) != precc_interp_code(got, vf, k) && !bad++)
+				first = k;
+		if (!bad)   /* the same codes, other bytes: e2m1 only has 4-bit codes */
+			first = 0;
+		printf("FAIL %s: %%%s: %zu of %zu elements differ%s; first at %zu: kernel 0x%x, "
+		       "interpreter 0x%x\n", file, f->val[v].name, bad, n,
+		       bad ? "" : " (bytes differ)", first, precc_interp_code(got, vf, first),
+		       precc_interp_code(want, vf, first));
 		rc = -1;
 	}
 	if (emu_break)
@@ -715,7 +716,7 @@ check_bulk(const Func *f, const CodegenKernel *info, const char *file)
 			int v = info->param_value[i];
 			const Type *ty = &f->val[v].type;
 			long rows = ty->rank == 2 ? extent(ty->dim[0]) : 1, cols = extent(ty->dim[ty->rank - 1]);
-			bytes[i] = (size_t)(rows * cols) * precc_interp_elem_bytes(ty->fmt);
+			bytes[i] = precc_interp_tensor_bytes(ty->fmt, rows, cols);
 			const Ins *d = ir_def_ins(f, v);
 			if (posix_memalign(&raw[r][i], 64, bytes[i]) || posix_memalign(&orig[r][i], 64, bytes[i])
 			    || posix_memalign(&pre[r][i], 64, bytes[i]))

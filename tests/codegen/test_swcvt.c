@@ -67,6 +67,7 @@ static EncFn jit[NPROG];
 static LLVMExecutionEngineRef ee;
 static Cg g;
 static PhiloxFn jit_philox;
+static EncFn jit_e2m1_sr, jit_e2m1_rne;
 
 /* One host function per program, plus Philox; MCJIT owns the module. */
 static int
@@ -87,6 +88,12 @@ jit_build(void)
 		LLVMPositionBuilderAtEnd(g.b, LLVMAppendBasicBlockInContext(g.ctx, fn, "entry"));
 		LLVMBuildRet(g.b, sw_emit(&g, &progs[i], LLVMGetParam(fn, 0), LLVMGetParam(fn, 1)));
 	}
+	LLVMValueRef sr = LLVMAddFunction(g.mod, "e2m1_sr", LLVMFunctionType(g.i32, at, 2, 0));
+	LLVMPositionBuilderAtEnd(g.b, LLVMAppendBasicBlockInContext(g.ctx, sr, "entry"));
+	LLVMBuildRet(g.b, cg_e2m1_sr(&g, LLVMGetParam(sr, 0), LLVMGetParam(sr, 1)));
+	LLVMValueRef rn = LLVMAddFunction(g.mod, "e2m1_rne", LLVMFunctionType(g.i32, at, 2, 0));
+	LLVMPositionBuilderAtEnd(g.b, LLVMAppendBasicBlockInContext(g.ctx, rn, "entry"));
+	LLVMBuildRet(g.b, cg_e2m1_rne(&g, LLVMGetParam(rn, 0)));
 	LLVMTypeRef pt[3] = {LLVMPointerTypeInContext(g.ctx, 0), LLVMPointerTypeInContext(g.ctx, 0),
 	                     LLVMPointerTypeInContext(g.ctx, 0)};
 	LLVMValueRef fn = LLVMAddFunction(g.mod, "philox", LLVMFunctionType(g.vd, pt, 3, 0));
@@ -120,6 +127,8 @@ jit_build(void)
 		jit[i] = (EncFn)(uintptr_t)LLVMGetFunctionAddress(ee, name);
 	}
 	jit_philox = (PhiloxFn)(uintptr_t)LLVMGetFunctionAddress(ee, "philox");
+	jit_e2m1_sr = (EncFn)(uintptr_t)LLVMGetFunctionAddress(ee, "e2m1_sr");
+	jit_e2m1_rne = (EncFn)(uintptr_t)LLVMGetFunctionAddress(ee, "e2m1_rne");
 	return 0;
 }
 
@@ -233,9 +242,31 @@ main(void)
 		if (memcmp(want, got, sizeof want) && jfails++ < 5)
 			printf("FAIL jit philox ctr %08x %08x %08x %08x\n", ctr[0], ctr[1], ctr[2], ctr[3]);
 	}
+	/* e2m1 SR with 16 random bits (cg_e2m1_sr, what the kernels emit):
+	 * every fp32 top half with the low halves around the rounding
+	 * boundaries and random ones, r at 0, 0xffff and random */
+	for (uint32_t hi = 0; j == 0 && hi < 0x10000; hi++)
+		for (int li = 0; li < 9; li++) {
+			uint32_t u = hi << 16 | (li < 4 ? lows[li] : next() & 0xffff);
+			uint32_t r = li % 3 == 0 ? 0 : li % 3 == 1 ? 0xffff : next() & 0xffff;
+			float x;
+			memcpy(&x, &u, 4);
+			uint32_t want = precc_encode_sr(PRECC_E2M1, x, true, r, 16);
+			uint32_t got = jit_e2m1_sr(u, r);
+			jchecks++;
+			if (got != want && jfails++ < 5)
+				printf("FAIL jit e2m1 sr x=0x%08x r=0x%04x: jit 0x%x, precc_encode_sr 0x%x\n",
+				       u, r, got, want);
+			/* and RNE (cg_e2m1_rne) */
+			want = precc_encode(PRECC_E2M1, x, PRECC_RNE, true, 0);
+			got = jit_e2m1_rne(u, 0);
+			jchecks++;
+			if (got != want && jfails++ < 5)
+				printf("FAIL jit e2m1 rne x=0x%08x: jit 0x%x, precc_encode 0x%x\n", u, got, want);
+		}
 	if (j == 0)
-		printf("LLVM IR (JIT): %d programs + Philox, %ld checks, %ld failures\n", nprog, jchecks,
-		       jfails);
+		printf("LLVM IR (JIT): %d programs + Philox + e2m1 SR and RNE, %ld checks, %ld failures\n", nprog,
+		       jchecks, jfails);
 	jit_free();
 	fails += jfails;
 	return fails ? 1 : 0;

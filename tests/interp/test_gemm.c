@@ -150,10 +150,9 @@ typedef struct Case {
 static void *
 make_operand(precc_format f, long rows, long K, precc_block blk, float **si)
 {
-	size_t es = precc_interp_elem_bytes(f);
 	long n = rows * K;
 	float *x = malloc(n * 4);
-	void *q = malloc(n * es);
+	void *q = malloc(precc_interp_tensor_bytes(f, rows, K));   /* e2m1: packed */
 
 	for (long i = 0; i < n; i++)
 		x[i] = nrand() * (i % 53 == 0 ? 8.0f : 1.0f);

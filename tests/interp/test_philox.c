@@ -37,6 +37,16 @@ main(void)
 		precc_philox4x32_10(ctr, key, out);
 		CHECK(precc_sr_bits(seed, 42, i) == out[i & 3]);
 	}
+	/* e2m1: element i takes half i&1 (low first) of word (i>>1)&3 of
+	 * counter {i>>3, i>>35, stream, 0}: 8 elements a call */
+	uint64_t idx16[] = { 0, 1, 2, 3, 6, 7, 8, 9, 1000001, (5ull << 35) + 13 };
+	for (unsigned t = 0; t < sizeof idx16 / sizeof idx16[0]; t++) {
+		uint64_t i = idx16[t];
+		uint32_t ctr[4] = { (uint32_t)(i >> 3), (uint32_t)(i >> 35), 42, 0 };
+		precc_philox4x32_10(ctr, key, out);
+		CHECK(precc_sr_bits16(seed, 42, i) == (i & 1 ? out[(i >> 1) & 3] >> 16
+		                                               : out[(i >> 1) & 3] & 0xffff));
+	}
 	/* stream and seed change the bits */
 	CHECK(precc_sr_bits(seed, 1, 5) != precc_sr_bits(seed, 2, 5));
 	CHECK(precc_sr_bits(1, 1, 5) != precc_sr_bits(2, 1, 5));

@@ -233,8 +233,10 @@ test_nvfp4(void)
 	CHECK_F(fval(f, ip, "gs")[0], 448);                        /* 2688 / 6 */
 	CHECK_F(precc_decode(PRECC_E4M3, *(const uint8_t *)val(f, ip, "si")), 448); /* 6/6*448 */
 	q = val(f, ip, "q");
+	/* two codes a byte: element 2i in the low nibble of byte i */
 	for (int i = 0; i < 16; i++)
-		CHECK_F(precc_decode(PRECC_E2M1, q[i]), x[i]);        /* scale 448/448 = 1 */
+		CHECK_F(precc_decode(PRECC_E2M1, q[i / 2] >> (4 * (i % 2)) & 0xf), x[i]);
+	CHECK(ir_interp_value_bytes(ip, ir_find_value(f, "q"), NULL, NULL) == 8);
 	CHECK(fabs(fval(f, ip, "y")[0] - ref) <= 1e-6 * fabs(ref));
 	for (int i = 0; i < 16; i++) {      /* 448 * (1/448) within an ulp of 1 */
 		float d = precc_decode(PRECC_BF16, ((const uint16_t *)val(f, ip, "dq"))[i]);

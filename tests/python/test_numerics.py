@@ -3,7 +3,8 @@ way the recipe's reference computes them (each recipe file names it):
 scale from the amax, `(x * scale).clamp(-max, max).to(torch.float8_*)`,
 compared code for code, with the amaxes and scales bit for bit; MX and
 NVFP4 against torchao's reference quantizers (to_mx RCEIL, nvfp4_quantize)
-when torchao is installed. Inputs: bf16 with rows spread over 2^-6..2^6, a
+when torchao is installed, e2m1 as torchao's packed bytes (two codes a
+byte, the torch.float4_e2m1fn_x2 layout). Inputs: bf16 with rows spread over 2^-6..2^6, a
 zero row, and M = 64, which the blockwise and rowwise recipes pad."""
 import os
 
@@ -237,10 +238,16 @@ def test_mxfp8_vs_torchao(bufs_of):
                  s.view(torch.uint8).reshape(r, c // 32), name + suffix + ".scale_inv")
 
 
+def fp4_bytes(t):
+    """An e2m1 buffer as its bytes: precc.torch holds it as
+    torch.float4_e2m1fn_x2 [rows, cols / 2] (two codes a byte)."""
+    assert t.dtype == getattr(torch, "float4_e2m1fn_x2", torch.uint8), t.dtype
+    return t.view(torch.uint8)
+
+
 def test_nvfp4_vs_torchao(bufs_of):
     nv = pytest.importorskip("torchao.prototype.mx_formats.nvfp4_tensor",
                              reason="torchao is not installed")
-    from torchao.prototype.mx_formats.kernels import unpack_uint4
     # torchao's arithmetic (nvfp4_scale = "precc", no RHT); the shipped
     # nvfp4.lua follows TE 2.15, which tests/refsem checks
     b, x, w, dy, _ = bufs_of(os.path.join(os.path.dirname(__file__), "nvfp4_torchao.lua"))
@@ -252,7 +259,10 @@ def test_nvfp4_vs_torchao(bufs_of):
         pts = nv.per_tensor_amax_to_scale(amax)
         s, q = nv.nvfp4_quantize(t, 16, pts)
         r, c = t.shape
-        same(b["x" + suffix + ".q"][:r, :c], unpack_uint4(q).reshape(r, c), "x%s.q" % suffix)
+        # torchao's packed bytes (pack_uint4, the torch.float4_e2m1fn_x2
+        # layout) against precc's, byte for byte
+        same(fp4_bytes(b["x" + suffix + ".q"])[:r, :c // 2], q.view(torch.uint8).reshape(r, c // 2),
+             "x%s.q" % suffix)
         # An all-zero block: TE (the recipe's reference) writes the e4m3 scale
         # 0, torchao clamps it to e4m3's smallest normal; both blocks decode to
         # zeros (their codes are compared above), so those scales are not.

@@ -83,14 +83,14 @@ static void **make_bufs(precc_rt *rt, int layer, long m)
 		b[i] = precc_rt_malloc(rt, bi.bytes);
 		memset(b[i], 0, bi.bytes);
 		if (!bi.written || strcmp(bi.role, "state") == 0) {
-			size_t es = precc_interp_elem_bytes((precc_format)bi.format_id);
-			for (size_t e = 0; e < bi.bytes / es; e++) {
+			/* element by element: e2m1 holds two codes a byte */
+			for (size_t e = 0; e < (size_t)bi.rows * (size_t)bi.cols; e++) {
 				float x = strcmp(bi.role, "state") == 0
 				          ? 0.5f + (float)(next() % 1000) / 100.0f
 				          : ((float)(next() % 20001) - 10000.0f) / 997.0f;
 				uint32_t c = precc_encode((precc_format)bi.format_id, x,
 				                          PRECC_RNE, true, 0);
-				memcpy((char *)b[i] + e * es, &c, es);   /* little-endian */
+				precc_interp_set_code(b[i], (precc_format)bi.format_id, e, c);
 			}
 		}
 	}

@@ -16,7 +16,9 @@ def inspect(module, x, dy=None, seed=0):
     dtype) and, with dy, its backward and state update, on a copy of its
     state, and returns every layer buffer by name ("x.q", "x.scale_inv",
     "x.amax", "dw", "x.amax_history.next", ...): codes of formats of 8 bits
-    or fewer as uint8, at the padded M. Nothing of the module changes."""
+    or fewer as uint8, e2m1 as torch.float4_e2m1fn_x2 [rows, cols / 2] (two
+    codes a byte, low nibble first; uint8 on a torch without it), at the
+    padded M. Nothing of the module changes."""
     if not isinstance(module, Linear):
         raise Error("precc: inspect takes a precc.torch.Linear, not %s" % type(module).__name__)
     prog = module._precc_group.program(module.precc_fqn, x.device)

@@ -29,8 +29,12 @@ REGION_ALIGN, SAVED_HEADER = 256, 64   # runtime/layer.c's region layout
 
 
 def torch_dtype(fmt):
-    """The dtype a buffer of format fmt is held in (uint8 codes for every
-    format of 8 bits or fewer, as the interpreter stores them)."""
+    """The dtype a buffer of format fmt is held in: uint8 codes for every
+    other format of 8 bits or fewer, as the interpreter stores them, and for
+    e2m1 torch.float4_e2m1fn_x2 (two codes a byte, element 2i in the low
+    nibble: the same bytes), or uint8 where torch lacks it."""
+    if fmt == "e2m1":
+        return getattr(torch, "float4_e2m1fn_x2", torch.uint8)
     return DTYPES.get(fmt, torch.uint8)
 
 
@@ -144,7 +148,7 @@ class _Plan:
         self.K, self.N = self.x.shape(1)[1], self.w.shape(1)[0]
 
     def empty(self, b, m, like):
-        return torch.empty(b.shape(m), dtype=torch_dtype(b.format), device=like.device)
+        return torch.empty(b.storage_shape(m), dtype=torch_dtype(b.format), device=like.device)
 
     def pad(self, t, mp):
         if t.shape[0] == mp:
@@ -277,7 +281,8 @@ class StepPlan(_Plan):
         self.commit_names = [n for st, nx in layer.updates for n in (st.name, nx.name)]
 
     def saved_fake(self, x, mp):
-        return [x.new_empty(b.shape(mp), dtype=torch_dtype(b.format)) for b in self.saved_bufs]
+        return [x.new_empty(b.storage_shape(mp), dtype=torch_dtype(b.format))
+                for b in self.saved_bufs]
 
     def _run(self, steps, m, bufs, seed, stream):
         ptrs = [0] * len(self.layer.buffers)
