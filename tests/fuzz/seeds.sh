@@ -24,7 +24,7 @@ done
 
 # manifests: the runtime tests' plan and what precc build writes
 cp $src/tests/runtime/Inputs/plan/manifest.json $c/fuzz_manifest_cpu/plan.json
-for r in current_tensorwise te_delayed_hybrid rowwise mxfp8; do
+for r in current_tensorwise te_delayed_hybrid rowwise mxfp8 nvfp4; do
 	PRECC_PTXAS=/nonexistent PRECC_CACHE_DIR=$tmp/cache PRECC_CACHE_KEY=$tmp/cache.key $build/precc build \
 		$src/recipes/$r.lua --model $src/tests/fuzz/seed_model.lua -o $tmp/$r 2>/dev/null &&
 		cp $tmp/$r/manifest.json $c/fuzz_manifest_cpu/build_$r.json
