@@ -306,22 +306,40 @@ frag90(E *e, Frag90 *fr, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
 		}
 }
 
-/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk at kstart
- * (k_gemm.c's promote; outer NULL: the only one, from +0, into res) */
-static void
-promote90(E *e, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueRef outer,
-          LLVMValueRef kstart, LLVMValueRef res[NACC])
-{
+/* The scales of a promotion of the chunk at kstart: A's of this thread's
+ * two rows, B's of its 32 columns. A scale block that spans whole
+ * 128-row tiles (W's 128x128) is one value for the thread: its first
+ * row's (in range, or all its rows are past the edge and never stored). */
+typedef struct Scales90 {
 	LLVMValueRef sa[2], sb[NACC / 4][2];
+} Scales90;
 
+static int
+tile_uniform(const E *e, const GOp *op, int tile)
+{
+	long br = op->s >= 0 ? e->k->f->val[op->s].type.block[0] : 0;
+	return op->s < 0 || br == 0 || br % tile == 0;
+}
+
+static void
+scales90(E *e, const G *g, const Frag90 *fr, LLVMValueRef kstart, Scales90 *sc)
+{
+	int ua = tile_uniform(e, &g->op[0], BM), ub = tile_uniform(e, &g->op[1], BN);
 	for (int h = 0; h < 2; h++)
-		sa[h] = scale_at(e, &g->op[0], fr->rowc[h], kstart);
+		sc->sa[h] = ua && h ? sc->sa[0] : scale_at(e, &g->op[0], fr->rowc[h], kstart);
 	for (int ni = 0; ni < NACC / 4; ni++)
 		for (int x = 0; x < 2; x++)
-			sb[ni][x] = scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
+			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0] : scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
+}
+
+/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk with scales sc
+ * (k_gemm.c's promote; outer NULL: the only one, from +0, into res) */
+static void
+promote90(E *e, const Scales90 *sc, LLVMValueRef inner, LLVMValueRef outer, LLVMValueRef res[NACC])
+{
 	for (int i = 0; i < NACC; i++) {
 		LLVMValueRef in = LLVMBuildLoad2(e->b, e->g->f32, slot(e, inner, i), "");
-		LLVMValueRef s = fmul_rn(e, sa[(i / 2) % 2], sb[i / 4][i % 2]);
+		LLVMValueRef s = fmul_rn(e, sc->sa[(i / 2) % 2], sc->sb[i / 4][i % 2]);
 		LLVMValueRef o = outer ? LLVMBuildLoad2(e->b, e->g->f32, slot(e, outer, i), "") : cf(e, 0);
 		o = fadd_rn(e, o, fmul_rn(e, in, s));
 		if (outer)
@@ -483,6 +501,18 @@ consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRe
 	LLVMValueRef first = g->P ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kel, c64(e, (uint64_t)g->P), ""),
 	                                          c64(e, 0), "")
 	                          : LLVMBuildICmp(b, LLVMIntEQ, kt, c64(e, 0), "");
+	/* the chunk's scales, read before its wgmmas are issued so that the
+	 * loads' latency passes under them (DeepGEMM reads its scales before
+	 * warpgroup_arrive, fp8_gemm.cuh's math loop); the fragment's rows and
+	 * columns from opaque bases: not hoisted and held across the K loop
+	 * beside 128 accumulators */
+	Scales90 sc;
+	if (g->P) {
+		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
+		Frag90 fr;
+		frag90(e, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
+		scales90(e, g, &fr, kstart, &sc);
+	}
 	LLVMValueRef d[NACC];
 	for (int i = 0; i < NACC; i++)
 		d[i] = LLVMBuildLoad2(b, cg->f32, slot(e, inner, i), "");
@@ -511,13 +541,7 @@ consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRe
 		                                  c64(e, 0), "");
 		LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, kt, LLVMBuildSub(b, nkt, c64(e, 1), ""), "");
 		LLVMBasicBlockRef pc = begin_if(e, LLVMBuildOr(b, at_p, last, ""));
-		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
-		/* the fragment's rows and columns (for the scales) computed here
-		 * from opaque bases: not hoisted and held across the K loop
-		 * beside 128 accumulators */
-		Frag90 fr;
-		frag90(e, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
-		promote90(e, g, &fr, inner, outer, kstart, NULL);
+		promote90(e, &sc, inner, outer, NULL);
 		end_if(e, pc);
 	}
 	loop_end(e, &l);
@@ -534,9 +558,11 @@ epilogue_tile(E *e, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueR
 	LLVMBuilderRef b = e->b;
 	LLVMValueRef acc[NACC];
 
-	if (!g->P)
-		promote90(e, g, fr, inner, NULL, c64(e, 0), acc);
-	else
+	if (!g->P) {
+		Scales90 sc;
+		scales90(e, g, fr, c64(e, 0), &sc);
+		promote90(e, &sc, inner, NULL, acc);
+	} else
 		for (int i = 0; i < NACC; i++)
 			acc[i] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, i), "");
 	precc_format of = g->cast >= 0 ? k->f->ins[g->cast].type.fmt : PRECC_FP32;
