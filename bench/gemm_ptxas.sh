@@ -8,8 +8,10 @@
 # LDSM, and with NVDISASM (nvdisasm; pip nvidia-cuda-nvdisasm) the kernels
 # whose SASS has HGMMA or QGMMA (wgmma). The wgmma column counts the kernels
 # of the sm_90a wgmma family and, in parentheses, ptxas's notes that it
-# serialized or fenced their wgmma pipeline (C7508/C7510/C7515/C7517/C7519:
-# must be 0). RECIPES="a b" limits the recipes (default: every recipes/*.lua).
+# serialized or fenced their wgmma pipeline (C7508/C7510/C7514/C7515/C7517/
+# C7519, or any "Potential Performance Loss: wgmma": must be 0).
+# RECIPES="a b" limits the recipes (default: every recipes/*.lua),
+# TARGETS="sm_90a" the targets (default: sm_89 sm_90a).
 set -u
 precc=${1:-build/precc}
 shift 2>/dev/null || true
@@ -35,9 +37,9 @@ for m in $models; do
 		case $r in */*) ;; *) r=recipes/$r.lua ;; esac
 		name=$(basename "$r" .lua)
 		rm -rf "$tmp/out"
-		PRECC_CACHE_DIR="$tmp/cache" "$precc" build "$r" --model "$m" --target sm_89,sm_90a \
+		PRECC_CACHE_DIR="$tmp/cache" "$precc" build "$r" --model "$m" --target "$(echo ${TARGETS:-sm_89 sm_90a} | tr ' ' ,)" \
 			-o "$tmp/out" --time --no-cache > "$tmp/log" 2>&1 || { echo "| $name | $mname | build fails | | | | | | |"; continue; }
-		for sm in sm_89 sm_90a; do
+		for sm in ${TARGETS:-sm_89 sm_90a}; do
 			grep "^time: k_[0-9a-f]* $sm *gemm " "$tmp/log" > "$tmp/g" || true
 			n=$(wc -l < "$tmp/g")
 			[ "$n" -gt 0 ] || continue
@@ -49,7 +51,7 @@ for m in $models; do
 				sed -n 's/.*registers, used [0-9]* barriers, \([0-9]*\) bytes smem.*/\1/p;s/.*registers, \([0-9]*\) bytes smem.*/\1/p' "$tmp/v" >> "$tmp/smem"
 				echo "$pms" >> "$tmp/pt"
 				grep -q wgmma.mma_async "$tmp/out/$k.$sm.ptx" && wg=$((wg + 1))
-				notes=$((notes + $(grep -cE '\(C75(08|10|15|17|19)\)' "$tmp/v")))
+				notes=$((notes + $(grep -cE '\(C75(08|10|14|15|17|19)\)|Potential Performance Loss: wgmma' "$tmp/v")))
 				if [ -n "${NVDISASM:-}" ]; then
 					"$NVDISASM" "$tmp/c.cubin" 2>/dev/null | grep -qE 'HGMMA|QGMMA' && gmma=$((gmma + 1))
 				fi

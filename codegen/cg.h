@@ -108,11 +108,15 @@ void asm90_setmaxnreg(Cg *, int inc, int regs);      /* inc 232, dec 40 */
 /* whether wgmma takes fa x fb: e4m3/e5m2 in any mix, bf16 x bf16, f16 x f16 */
 int asm90_wgmma_ok(precc_format fa, precc_format fb);
 /* d[0..n/2) = A . B + (scale_d ? d : 0) for one warpgroup, m64nNk32 (fp8)
- * or m64nNk16 (16-bit), f32 accumulate, K-major descriptors */
+ * or m64nNk16 (16-bit), f32 accumulate; trans bit 0: A is MN-major, bit
+ * 1: B is (16-bit only: fp8 wgmma is K-major), else K-major */
 void asm90_wgmma(Cg *, precc_format fa, precc_format fb, int n, LLVMValueRef desc_a,
-                 LLVMValueRef desc_b, LLVMValueRef *d, LLVMValueRef scale_d);
+                 LLVMValueRef desc_b, LLVMValueRef *d, LLVMValueRef scale_d, int trans);
 /* the matrix descriptor (i64) of a K-major, 128-byte-swizzled tile at p */
 LLVMValueRef asm90_desc_k128(Cg *, LLVMValueRef p);
+/* of an MN-major one: 128-byte rows of 64 16-bit MN elements, one per K,
+ * 8 K rows per 1024-byte swizzle atom, the next 64 MN lbo bytes on */
+LLVMValueRef asm90_desc_mn128(Cg *, LLVMValueRef p, unsigned lbo);
 extern const AsmEntry asm90_table[];
 extern const int asm90_table_len;
 

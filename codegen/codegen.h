@@ -91,13 +91,21 @@ typedef struct CodegenPhase {
  * launcher encodes it over the buffer of pointer param `param`, viewed as
  * a row-major rows x cols matrix (cols innermost, packed rows), with
  * cuTensorMapEncodeTiled on a device and in the emulator's host format
- * on the CPU. */
+ * on the CPU. Either extent may be the launch's M (a wgrad's K is M):
+ * cols * elem_bytes must then stay a multiple of 16 (TMA's row stride),
+ * which the kernel's m_multiple guarantees. */
 typedef struct CodegenTmap {
 	int param;            /* the pointer param whose buffer it maps */
 	int elem_bytes;       /* 1 (e4m3/e5m2) or 2 (bf16/f16), 4 (f32) */
-	long rows, cols;      /* the 2-D view; rows < 0: the launch's M */
+	long rows, cols;      /* the 2-D view; < 0: the launch's M */
 	int box_rows, box_cols; /* the box one copy moves */
 	int swizzle;          /* bytes: 0, 32, 64 or 128 */
+	int mn_major;         /* the GEMM operand is the transpose of this
+	                         matrix: its rows run along K and a box holds
+	                         box_cols M (or N) elements of box_rows K rows
+	                         (wgmma's MN-major 16-bit operand); 0: rows
+	                         along M (or N), cols along K. Not in the
+	                         manifest: a launch only needs the view */
 } CodegenTmap;
 
 enum { CG_MAXTMAP = 4 };

@@ -213,6 +213,15 @@ gemm_plan(Kern *k, G *g)
 	for (int o = 0; o < 2; o++)
 		g->op[o].mnmaj = g->op[o].tr && gemm_ebytes(g->op[o].fmt) == 2 && g->op[o].rows > 0
 		                && g->op[o].rows % 8 == 0;
+	/* K = M: also whole scale blocks along K (the interpreter refuses a
+	 * partial one; the quantize kernels' m_multiple says the same) */
+	for (int o = 0; o < 2 && g->K == DIM_M; o++) {
+		long kb = g->op[o].s >= 0 ? f->val[g->op[o].s].type.block[1] : 0;
+		if (kb > 0 && kq % kb && kb % kq == 0)
+			kq = kb;
+		else if (kb > 0 && kq % kb)
+			return kfail(k, "K = M with scale blocks of %ld along K and 16-byte loads of %ld", kb, kq);
+	}
 	k->m_multiple = g->K == DIM_M ? kq : 1;
 	if (g->K < 0 && g->K != DIM_M)
 		return kfail(k, "K must be static or M");

@@ -6,9 +6,10 @@
  * A CTA of three warpgroups (384 threads) computes a 128 x 128 tile of C:
  *   warpgroup 0, the producer (setmaxnreg.dec 40): one thread waits for a
  *     free stage (its `empty` barrier), arms the stage's `full` barrier
- *     with the bytes of both boxes (arrive.expect_tx) and issues two TMA
+ *     with the bytes of both tiles (arrive.expect_tx) and issues the TMA
  *     loads: A's 128 rows and B's 128 rows, 128 bytes of K each, 128-byte
- *     swizzled, zero past M, N and K;
+ *     swizzled, zero past M, N and K (one box per K-major operand; a
+ *     16-bit transpose two MN-major boxes of 64 rows x 64 K, below);
  *   warpgroups 1 and 2, the consumers (setmaxnreg.inc 232): wait for a
  *     full stage, four wgmma.mma_async m64n128 (k32 fp8, k16 16-bit; 32
  *     bytes of K each, the descriptors' start address advanced by 32) over
@@ -35,11 +36,27 @@
  * fragments for wgmma .m64nNk32 / .m64nNk16"), the order of k_gemm.c's
  * stacked m16n8 C fragments with MI = 1, NI = 16.
  *
+ * Operands. A param used as is is K-major: its tensor map's rows are the
+ * operand's rows, its columns K. A 16-bit operand that is transpose(v)
+ * (the bf16 recipes' W in dgrad, dYᵀ and Xᵀ in wgrad) is loaded from v in
+ * v's own layout, MN-major: v's rows run along K, so a box of 64 K rows
+ * of 64 elements (128 bytes, the swizzle span) lands as CuTe's
+ * Layout_MN_SW128_Atom tiled down K, and the tile's 128 rows are two such
+ * boxes, MN_BOX_BYTES apart (the descriptor's LBO); wgmma reads it with
+ * its transpose bit set (asm90_desc_mn128). fp8 wgmma is K-major only:
+ * fp8 transposes are written by the quantize kernels.
+ *
+ * K may be the launch's M (every wgrad): the K loop's trip count comes
+ * from the m param, the tensor map of a K-major operand is M columns
+ * wide (its row stride M bytes: the kernel's m_multiple keeps it a
+ * multiple of 16), and TMA zero-fills past M as past any edge.
+ *
  * What the family takes (sm90_takes; passes/schedule.c asks through
- * codegen_gemm_wgmma_takes and sends the rest to mma.sync): K-major A and
- * B params (no transposes, no e2m1 upcast), K static with 16-byte rows
- * (TMA's global stride), wgmma formats, P = 0 or a multiple of the stage's
- * K, and no per-block output amax.
+ * codegen_gemm_wgmma_takes and sends the rest to mma.sync): params or
+ * 16-bit transposes of params with static rows a multiple of 8 (no e2m1
+ * upcast), K static or M, K-major rows of 16-byte multiples (TMA's global
+ * stride), wgmma formats, P = 0 or a multiple of the stage's K, and no
+ * per-block output amax.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +69,9 @@ enum {
 	BM = 128, BN = 128,           /* CTA tile; each consumer 64 rows */
 	KB = 128,                     /* bytes of K per stage row: the swizzle span */
 	KSTEP = 32,                   /* bytes of K per wgmma (k32 fp8, k16 16-bit) */
+	MN_BOX = 64,                  /* 16-bit elements in a 128-byte MN-major row */
+	MN_BOX_BYTES = MN_BOX * KB,   /* one MN-major box: 64 K rows (a 16-bit stage)
+	                                 of 128 bytes; the next 64 rows of the tile */
 	STAGES = 4,
 	A_BYTES = BM * KB, B_BYTES = BN * KB,
 	STAGE_BYTES = A_BYTES + B_BYTES,
@@ -73,12 +93,24 @@ sm90_takes(Kern *k, G *g, char *why, size_t n)
 	for (int o = 0; o < 2; o++) {
 		const GOp *op = &g->op[o];
 		const char *nm = o ? "B" : "A";
-		if (op->tr) {
-			snprintf(why, n, "%s is a transpose (TMA loads K-major operands)", nm);
+		if (op->tr && !op->mnmaj) {
+			if (gemm_ebytes(op->fmt) != 2)
+				snprintf(why, n, "%s is a transpose of %s (wgmma reads fp8 K-major only)", nm,
+				         ir_fmt_name(op->fmt));
+			else
+				snprintf(why, n, "%s is a transpose with %s rows (MN-major by TMA: static, a "
+				         "multiple of 8)", nm, op->rows < 0 ? "dynamic" : "odd");
 			return 0;
 		}
 		if (op->up || op->narrow) {
 			snprintf(why, n, "%s %s", nm, op->up ? "is upcast from e2m1" : "has rows that are not 16-byte multiples");
+			return 0;
+		}
+		/* a K-major operand with K = M: rows of M elements, a 16-byte
+		 * multiple for TMA by the launch's m_multiple */
+		if (!op->tr && g->K == DIM_M && k->m_multiple * gemm_ebytes(op->fmt) % 16) {
+			snprintf(why, n, "%s has rows of M elements and M a multiple of %ld only (TMA: 16-byte rows)",
+			         nm, k->m_multiple);
 			return 0;
 		}
 	}
@@ -86,8 +118,8 @@ sm90_takes(Kern *k, G *g, char *why, size_t n)
 		snprintf(why, n, "no wgmma for %s x %s", ir_fmt_name(g->op[0].fmt), ir_fmt_name(g->op[1].fmt));
 		return 0;
 	}
-	if (g->K <= 0 || g->K * gemm_ebytes(g->op[0].fmt) % 16) {
-		snprintf(why, n, "K must be static with rows of 16-byte multiples (TMA)");
+	if (g->K == 0 || (g->K < 0 && g->K != DIM_M)) {
+		snprintf(why, n, "K must be static or M");
 		return 0;
 	}
 	long bke = KB / gemm_ebytes(g->op[0].fmt);
@@ -167,16 +199,31 @@ gemm_sm90_classify(Kern *k)
 	k->ntmap = 2;
 	for (int o = 0; o < 2; o++) {
 		CodegenTmap *t = &k->tmap[o];
+		const GOp *op = &g.op[o];
 		int p = 0;
-		while (k->in[p] != g.op[o].v)
+		while (k->in[p] != op->v)
 			p++;
 		t->param = p;
-		t->elem_bytes = gemm_ebytes(g.op[o].fmt);
-		t->rows = g.op[o].rows < 0 ? -1 : g.op[o].rows;
-		t->cols = g.K;
-		t->box_rows = o ? BN : BM;
-		t->box_cols = KB / t->elem_bytes;
+		t->elem_bytes = gemm_ebytes(op->fmt);
 		t->swizzle = 128;
+		t->mn_major = op->tr;
+		if (!op->tr) {
+			/* the operand as stored: its rows by K, a box of the tile's
+			 * rows by a stage's K */
+			t->rows = op->rows < 0 ? -1 : op->rows;
+			t->cols = g.K < 0 ? -1 : g.K;
+			t->box_rows = o ? BN : BM;
+			t->box_cols = KB / t->elem_bytes;
+		} else {
+			/* v = the operand's transpose, [K, rows]: a box of a stage's
+			 * K rows by 64 of the operand's rows */
+			t->rows = g.K < 0 ? -1 : g.K;
+			t->cols = op->rows;
+			t->box_rows = KB / t->elem_bytes;
+			t->box_cols = MN_BOX;
+		}
+		if (t->cols < 0 && k->m_multiple * t->elem_bytes % 16)
+			return kfail(k, "a tensor map of M columns needs M a multiple of %d", 16 / t->elem_bytes);
 	}
 	return 0;
 }
@@ -259,22 +306,40 @@ frag90(E *e, Frag90 *fr, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
 		}
 }
 
-/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk at kstart
- * (k_gemm.c's promote; outer NULL: the only one, from +0, into res) */
-static void
-promote90(E *e, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueRef outer,
-          LLVMValueRef kstart, LLVMValueRef res[NACC])
-{
+/* The scales of a promotion of the chunk at kstart: A's of this thread's
+ * two rows, B's of its 32 columns. A scale block that spans whole
+ * 128-row tiles (W's 128x128) is one value for the thread: its first
+ * row's (in range, or all its rows are past the edge and never stored). */
+typedef struct Scales90 {
 	LLVMValueRef sa[2], sb[NACC / 4][2];
+} Scales90;
 
+static int
+tile_uniform(const E *e, const GOp *op, int tile)
+{
+	long br = op->s >= 0 ? e->k->f->val[op->s].type.block[0] : 0;
+	return op->s < 0 || br == 0 || br % tile == 0;
+}
+
+static void
+scales90(E *e, const G *g, const Frag90 *fr, LLVMValueRef kstart, Scales90 *sc)
+{
+	int ua = tile_uniform(e, &g->op[0], BM), ub = tile_uniform(e, &g->op[1], BN);
 	for (int h = 0; h < 2; h++)
-		sa[h] = scale_at(e, &g->op[0], fr->rowc[h], kstart);
+		sc->sa[h] = ua && h ? sc->sa[0] : scale_at(e, &g->op[0], fr->rowc[h], kstart);
 	for (int ni = 0; ni < NACC / 4; ni++)
 		for (int x = 0; x < 2; x++)
-			sb[ni][x] = scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
+			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0] : scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
+}
+
+/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk with scales sc
+ * (k_gemm.c's promote; outer NULL: the only one, from +0, into res) */
+static void
+promote90(E *e, const Scales90 *sc, LLVMValueRef inner, LLVMValueRef outer, LLVMValueRef res[NACC])
+{
 	for (int i = 0; i < NACC; i++) {
 		LLVMValueRef in = LLVMBuildLoad2(e->b, e->g->f32, slot(e, inner, i), "");
-		LLVMValueRef s = fmul_rn(e, sa[(i / 2) % 2], sb[i / 4][i % 2]);
+		LLVMValueRef s = fmul_rn(e, sc->sa[(i / 2) % 2], sc->sb[i / 4][i % 2]);
 		LLVMValueRef o = outer ? LLVMBuildLoad2(e->b, e->g->f32, slot(e, outer, i), "") : cf(e, 0);
 		o = fadd_rn(e, o, fmul_rn(e, in, s));
 		if (outer)
@@ -329,11 +394,11 @@ tiles_begin(E *e, TileLoop *tl, LLVMValueRef ntiles, LLVMValueRef *tile)
 
 /* The CTA's running K-iteration count at the start of its ti-th tile: the
  * ring's stages and parities go on across tiles, as the producer's and
- * the consumers' barriers do */
+ * the consumers' barriers do (nkt: K tiles per tile, from M for wgrad) */
 static LLVMValueRef
-ring_base(E *e, LLVMValueRef ti, long nkt)
+ring_base(E *e, LLVMValueRef ti, LLVMValueRef nkt)
 {
-	return mul64(e, ti, (uint64_t)nkt);
+	return LLVMBuildMul(e->b, ti, nkt, "");
 }
 
 /* The ring position of the CTA's it-th K iteration (it counts on across
@@ -359,16 +424,35 @@ empty_bar(E *e, LLVMValueRef sm, LLVMValueRef s)
 	return gep(e, sm, add64(e, c64(e, BAR_OFF + 8 * STAGES), mul64(e, s, 8)));
 }
 
+/* One operand's tile of a stage at dst: rows r0.. r0 + rows of the
+ * operand, K elements k0.. (i32). K-major: one box, (k0, r0) of the map;
+ * MN-major (mn, the map is the operand's transpose): rows / 64 boxes of
+ * 64 rows, (r0 + 64j, k0), MN_BOX_BYTES apart. */
+static void
+load_operand(E *e, LLVMValueRef dst, LLVMValueRef tm, int mn, int rows, LLVMValueRef k0, LLVMValueRef r0,
+             LLVMValueRef bar)
+{
+	Cg *cg = e->g;
+	LLVMValueRef r = LLVMBuildTrunc(e->b, r0, cg->i32, "");
+	if (!mn) {
+		asm90_tma_load_2d(cg, dst, tm, k0, r, bar);
+		return;
+	}
+	for (int j = 0; j < rows / MN_BOX; j++)
+		asm90_tma_load_2d(cg, gep(e, dst, c64(e, (uint64_t)(j * MN_BOX_BYTES))), tm,
+		                  LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), k0, bar);
+}
+
 /* The producer's tile: K tiles it0 + kt of the ring, A's rows at row0,
  * B's at col0 */
 static void
-producer_tile(E *e, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb, LLVMValueRef it0,
-              LLVMValueRef row0, LLVMValueRef col0, long nkt, long bke)
+producer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb, LLVMValueRef it0,
+              LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef nkt, long bke)
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
 	Loop l;
-	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nkt));
+	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);
 	LLVMValueRef s, ph;
 	ring_at(e, add64(e, it0, kt), &s, &ph);
 	LLVMValueRef full = full_bar(e, sm, s);
@@ -376,9 +460,17 @@ producer_tile(E *e, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb, LLVMVal
 	asm90_mbar_arrive_expect_tx(cg, full, STAGE_BYTES);
 	LLVMValueRef st = gep(e, sm, mul64(e, s, STAGE_BYTES));
 	LLVMValueRef k0 = LLVMBuildTrunc(b, mul64(e, kt, (uint64_t)bke), cg->i32, "");
-	asm90_tma_load_2d(cg, st, tma, k0, LLVMBuildTrunc(b, row0, cg->i32, ""), full);
-	asm90_tma_load_2d(cg, gep(e, st, c64(e, A_BYTES)), tmb, k0, LLVMBuildTrunc(b, col0, cg->i32, ""), full);
+	load_operand(e, st, tma, g->op[0].tr, BM, k0, row0, full);
+	load_operand(e, gep(e, st, c64(e, A_BYTES)), tmb, g->op[1].tr, BN, k0, col0, full);
 	loop_end(e, &l);
+}
+
+/* The descriptor of an operand's 64 (A: this consumer's) or 128 (B) rows
+ * at p: K-major, or MN-major with the tile's second 64 rows one box on */
+static LLVMValueRef
+operand_desc(E *e, int mn, LLVMValueRef p)
+{
+	return mn ? asm90_desc_mn128(e->g, p, MN_BOX_BYTES) : asm90_desc_k128(e->g, p);
 }
 
 /* The consumers' main loop over one tile's K: the chunk's wgmmas into
@@ -386,34 +478,54 @@ producer_tile(E *e, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb, LLVMVal
 static void
 consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRef outer,
               LLVMValueRef it0, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
-              LLVMValueRef M, LLVMValueRef N, long nkt, long bke)
+              LLVMValueRef M, LLVMValueRef N, LLVMValueRef nkt, long bke)
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
 	precc_format fa = g->op[0].fmt, fb = g->op[1].fmt;
+	int mna = g->op[0].tr, mnb = g->op[1].tr;
 	Loop l;
 	LLVMValueRef cw = LLVMBuildSub(b, LLVMBuildUDiv(b, tid, c64(e, WG), ""), c64(e, 1), "");
 	LLVMValueRef lane0 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, tid, c64(e, 32), ""), c64(e, 0), "");
-	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nkt));
+	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);
 	LLVMValueRef s, ph;
 	ring_at(e, add64(e, it0, kt), &s, &ph);
 	asm90_mbar_wait(cg, full_bar(e, sm, s), ph);
 	LLVMValueRef st = mul64(e, s, STAGE_BYTES);
-	LLVMValueRef da = asm90_desc_k128(cg, gep(e, sm, add64(e, st, mul64(e, cw, 64 * KB))));
-	LLVMValueRef db = asm90_desc_k128(cg, gep(e, sm, add64(e, st, c64(e, A_BYTES))));
+	/* this consumer's 64 rows of A: 64 K-major rows of KB bytes, or the
+	 * first or second MN-major box, at the same offset */
+	LLVMValueRef da = operand_desc(e, mna, gep(e, sm, add64(e, st, mul64(e, cw, 64 * KB))));
+	LLVMValueRef db = operand_desc(e, mnb, gep(e, sm, add64(e, st, c64(e, A_BYTES))));
 	LLVMValueRef kel = mul64(e, kt, (uint64_t)bke);
 	/* the first wgmma of a chunk (of all of K when P = 0) starts from 0 */
 	LLVMValueRef first = g->P ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kel, c64(e, (uint64_t)g->P), ""),
 	                                          c64(e, 0), "")
 	                          : LLVMBuildICmp(b, LLVMIntEQ, kt, c64(e, 0), "");
+	/* the chunk's scales, read before its wgmmas are issued so that the
+	 * loads' latency passes under them (DeepGEMM reads its scales before
+	 * warpgroup_arrive, fp8_gemm.cuh's math loop); the fragment's rows and
+	 * columns from opaque bases: not hoisted and held across the K loop
+	 * beside 128 accumulators */
+	Scales90 sc;
+	if (g->P) {
+		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
+		Frag90 fr;
+		frag90(e, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
+		scales90(e, g, &fr, kstart, &sc);
+	}
 	LLVMValueRef d[NACC];
 	for (int i = 0; i < NACC; i++)
 		d[i] = LLVMBuildLoad2(b, cg->f32, slot(e, inner, i), "");
 	asm90_wgmma_fence(cg);
+	/* each wgmma's K: KSTEP bytes along a K-major row, or KSTEP / 2 rows
+	 * of KB bytes down an MN-major box (in the descriptors' 16-byte
+	 * units) */
 	for (int ks = 0; ks < KB / KSTEP; ks++) {
 		LLVMValueRef sd = ks ? c32(e, 1) : LLVMBuildZExt(b, LLVMBuildNot(b, first, ""), cg->i32, "");
-		LLVMValueRef off = c64(e, (uint64_t)(ks * KSTEP / 16));
-		asm90_wgmma(cg, fa, fb, BN, add64(e, da, off), add64(e, db, off), d, sd);
+		LLVMValueRef offk = c64(e, (uint64_t)(ks * KSTEP / 16));
+		LLVMValueRef offmn = c64(e, (uint64_t)(ks * (KSTEP / 2) * KB / 16));
+		asm90_wgmma(cg, fa, fb, BN, add64(e, da, mna ? offmn : offk), add64(e, db, mnb ? offmn : offk), d, sd,
+		            mna | mnb << 1);
 	}
 	asm90_wgmma_commit(cg);
 	asm90_wgmma_wait(cg, 0);
@@ -427,15 +539,9 @@ consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRe
 		LLVMValueRef kend = add64(e, kel, c64(e, (uint64_t)bke));
 		LLVMValueRef at_p = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kend, c64(e, (uint64_t)g->P), ""),
 		                                  c64(e, 0), "");
-		LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, kt, c64(e, (uint64_t)nkt - 1), "");
+		LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, kt, LLVMBuildSub(b, nkt, c64(e, 1), ""), "");
 		LLVMBasicBlockRef pc = begin_if(e, LLVMBuildOr(b, at_p, last, ""));
-		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
-		/* the fragment's rows and columns (for the scales) computed here
-		 * from opaque bases: not hoisted and held across the K loop
-		 * beside 128 accumulators */
-		Frag90 fr;
-		frag90(e, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
-		promote90(e, g, &fr, inner, outer, kstart, NULL);
+		promote90(e, &sc, inner, outer, NULL);
 		end_if(e, pc);
 	}
 	loop_end(e, &l);
@@ -452,9 +558,11 @@ epilogue_tile(E *e, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueR
 	LLVMBuilderRef b = e->b;
 	LLVMValueRef acc[NACC];
 
-	if (!g->P)
-		promote90(e, g, fr, inner, NULL, c64(e, 0), acc);
-	else
+	if (!g->P) {
+		Scales90 sc;
+		scales90(e, g, fr, c64(e, 0), &sc);
+		promote90(e, &sc, inner, NULL, acc);
+	} else
 		for (int i = 0; i < NACC; i++)
 			acc[i] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, i), "");
 	precc_format of = g->cast >= 0 ? k->f->ins[g->cast].type.fmt : PRECC_FP32;
@@ -506,7 +614,7 @@ emit_gemm_sm90(E *e)
 
 	if (gemm_plan(k, &g))
 		return -1;
-	long bke = KB / gemm_ebytes(g.op[0].fmt), nkt = (g.K + bke - 1) / bke;
+	long bke = KB / gemm_ebytes(g.op[0].fmt);
 	unsigned np = LLVMCountParams(cg->fn);
 	LLVMValueRef tma = LLVMGetParam(cg->fn, np - 2), tmb = LLVMGetParam(cg->fn, np - 1);
 	LLVMTypeRef at = LLVMArrayType2(cg->f32, NACC);
@@ -523,6 +631,9 @@ emit_gemm_sm90(E *e)
 	LLVMValueRef nmb = LLVMBuildUDiv(b, add64(e, M, c64(e, BM - 1)), c64(e, BM), "");
 	LLVMValueRef nnb = LLVMBuildUDiv(b, add64(e, N, c64(e, BN - 1)), c64(e, BN), "");
 	LLVMValueRef ntiles = LLVMBuildMul(b, nmb, nnb, "ntiles");
+	/* K tiles per tile: ceil(K / bke), K the launch's M for wgrad */
+	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, dimv(e, g.K), c64(e, (uint64_t)bke - 1)),
+	                                 c64(e, (uint64_t)bke), "nkt");
 
 	/* the barriers, before anyone uses them */
 	LLVMBasicBlockRef init = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
@@ -547,7 +658,7 @@ emit_gemm_sm90(E *e)
 	LLVMValueRef tile, row0, col0;
 	LLVMValueRef ti = tiles_begin(e, &tl, ntiles, &tile);
 	tile_at(e, tile, nmb, nnb, &row0, &col0);
-	producer_tile(e, sm, tma, tmb, ring_base(e, ti, nkt), row0, col0, nkt, bke);
+	producer_tile(e, &g, sm, tma, tmb, ring_base(e, ti, nkt), row0, col0, nkt, bke);
 	loop_end(e, &tl.l);
 	end_if(e, one);
 	LLVMBuildBr(b, join);

@@ -17,7 +17,12 @@
  * arrive_and_expect_tx, try_wait parity), include/cute/arch/mma_sm90_gmma.hpp
  * (warpgroup_fence_operand/arrive/commit_batch/wait, the m64nNk32 e4m3 and
  * m64nNk16 bf16 atoms with scale-d as a predicate set from a register) and
- * include/cute/arch/mma_sm90_desc.hpp (GmmaDescriptor's bit fields).
+ * include/cute/arch/mma_sm90_desc.hpp (GmmaDescriptor's bit fields). The
+ * transpose immediates: NVIDIA/cutlass 7107b055
+ * include/cute/arch/mma_sm90_gmma.hpp:107-110 (GMMA::Major K = 0, MN = 1)
+ * and 2808-2872 (MMA_64x128x16_F32BF16BF16_SS passes tnspA, tnspB after
+ * the scales); its fp8 atoms are _SS_TN only (14095: both K-major), as
+ * the PTX ISA allows the transpose for .f16/.bf16 alone.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,8 +69,8 @@ const AsmEntry asm90_table[] = {
 	          ".f32.e4m3.e4m3 {$0, .., $63}, $64, $65, p, 1, 1; }",
 	 "=f x64,l,l,r,0..63 (tied)", "sm_90a"},
 	{"wgmma", "{ .reg .pred p; setp.ne.b32 p, $66, 0; wgmma.mma_async.sync.aligned.m64n128k16"
-	          ".f32.bf16.bf16 {$0, .., $63}, $64, $65, p, 1, 1, 0, 0; }",
-	 "=f x64,l,l,r,0..63 (tied)", "sm_90a"},
+	          ".f32.bf16.bf16 {$0, .., $63}, $64, $65, p, 1, 1, tA, tB; }",
+	 "=f x64,l,l,r,0..63 (tied); tA, tB: 0 K-major, 1 MN-major", "sm_90a"},
 	{"setmaxnreg", SETMAXNREG_INC, "~{memory}", "sm_90a"},
 	{"setmaxnreg", SETMAXNREG_DEC, "~{memory}", "sm_90a"},
 };
@@ -285,16 +290,17 @@ asm90_wgmma_ok(precc_format fa, precc_format fb)
 }
 
 /* d (n/2 f32) = A . B + (scale_d != 0 ? d : 0), A and B from the shared
- * memory descriptors desc_a, desc_b (i64), both K-major; scale_d an i32.
- * m64nNk32 for e4m3/e5m2 in any mix, m64nNk16 for bf16 x bf16 and f16 x
- * f16; n a multiple of 8 up to 256. */
+ * memory descriptors desc_a, desc_b (i64); scale_d an i32. m64nNk32 for
+ * e4m3/e5m2 in any mix (K-major both), m64nNk16 for bf16 x bf16 and f16 x
+ * f16, each operand K-major or MN-major by its bit of trans (the
+ * instruction's imm-trans-a, imm-trans-b); n a multiple of 8 up to 256. */
 void
 asm90_wgmma(Cg *g, precc_format fa, precc_format fb, int n, LLVMValueRef desc_a,
-            LLVMValueRef desc_b, LLVMValueRef *d, LLVMValueRef scale_d)
+            LLVMValueRef desc_b, LLVMValueRef *d, LLVMValueRef scale_d, int trans)
 {
 	int nr = n / 2, f8 = fa == PRECC_E4M3 || fa == PRECC_E5M2;
 
-	if (!asm90_wgmma_ok(fa, fb) || n % 8 || n < 8 || n > 256)
+	if (!asm90_wgmma_ok(fa, fb) || n % 8 || n < 8 || n > 256 || trans < 0 || trans > 3 || (f8 && trans))
 		abort();
 	if (g->host) {
 		/* the accumulators go through an entry-block buffer */
@@ -311,7 +317,7 @@ asm90_wgmma(Cg *g, precc_format fa, precc_format fb, int n, LLVMValueRef desc_a,
 			LLVMValueRef ix[2] = {LLVMConstInt(g->i64, 0, 0), LLVMConstInt(g->i64, (unsigned)i, 0)};
 			LLVMBuildStore(g->b, d[i], LLVMBuildGEP2(g->b, at, buf, ix, 2, ""));
 		}
-		LLVMValueRef a[8] = {u32(g, (unsigned)n), u32(g, (unsigned)fa), u32(g, (unsigned)fb), u32(g, 0),
+		LLVMValueRef a[8] = {u32(g, (unsigned)n), u32(g, (unsigned)fa), u32(g, (unsigned)fb), u32(g, (unsigned)trans),
 		                     desc_a, desc_b, buf, scale_d};
 		asm_host_call(g, "precc_emu_wgmma", g->vd, a, 8);
 		for (int i = 0; i < nr; i++) {
@@ -326,7 +332,11 @@ asm90_wgmma(Cg *g, precc_format fa, precc_format fb, int n, LLVMValueRef desc_a,
 	                 wgmma_type(fa), wgmma_type(fb));
 	for (int i = 0; i < nr; i++)
 		o += snprintf(s + o, sizeof s - (size_t)o, "%s$%d", i ? ", " : "", i);
-	snprintf(s + o, sizeof s - (size_t)o, "}, $%d, $%d, p, 1, 1%s; }", nr, nr + 1, f8 ? "" : ", 0, 0");
+	if (f8)
+		snprintf(s + o, sizeof s - (size_t)o, "}, $%d, $%d, p, 1, 1; }", nr, nr + 1);
+	else
+		snprintf(s + o, sizeof s - (size_t)o, "}, $%d, $%d, p, 1, 1, %d, %d; }", nr, nr + 1, trans & 1,
+		         trans >> 1 & 1);
 	o = 0;
 	for (int i = 0; i < nr; i++)
 		o += snprintf(cons + o, sizeof cons - (size_t)o, "=f,");
@@ -369,5 +379,26 @@ asm90_desc_k128(Cg *g, LLVMValueRef p)
 	LLVMValueRef start = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, a, LLVMConstInt(g->i64, 4, 0), ""),
 	                                  LLVMConstInt(g->i64, 0x3fff, 0), "");
 	uint64_t hi = (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+	return LLVMBuildOr(g->b, start, LLVMConstInt(g->i64, hi, 0), "");
+}
+
+/* The descriptor of an MN-major 16-bit tile with the 128-byte swizzle at
+ * p: CuTe's canonical ((8,n),(8,k)):((1,LBO),(8,SBO)) in 16-byte units
+ * under Swizzle<3,4,3> (NVIDIA/cutlass 7107b055
+ * include/cute/atom/mma_traits_sm90_gmma.hpp:160-167, and make_gmma_desc
+ * at 227-259: for B128, LBO = the stride of the n mode, the next 64 MN
+ * elements; SBO = the stride of the k mode, the next 8 K rows). A K row
+ * is 128 bytes of 64 MN elements (Layout_MN_SW128_Atom, line 78), so SBO
+ * is 8 x 128 = 1024; lbo is where the tile puts its next 64 MN elements.
+ * Start address, base offset and layout bits as asm90_desc_k128. */
+LLVMValueRef
+asm90_desc_mn128(Cg *g, LLVMValueRef p, unsigned lbo)
+{
+	LLVMValueRef a = LLVMBuildPtrToInt(g->b, p, g->i64, "");
+	LLVMValueRef start = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, a, LLVMConstInt(g->i64, 4, 0), ""),
+	                                  LLVMConstInt(g->i64, 0x3fff, 0), "");
+	if (lbo % 16 || lbo >> 4 > 0x3fff)
+		abort();
+	uint64_t hi = ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 	return LLVMBuildOr(g->b, start, LLVMConstInt(g->i64, hi, 0), "");
 }

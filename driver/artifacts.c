@@ -790,6 +790,12 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 		        elem_bytes(f) == 4 ? "float" : elem_bytes(f) == 2 ? "uint16_t" : "uint8_t",
 		        ir_fmt_name(f));
 	fprintf(h, "#endif\n\n"
+	           "/* The 128 bytes of a TMA tensor map (a CUtensorMap), 64-byte aligned. */\n"
+	           "#ifndef PRECC_TMAP_TYPE\n#define PRECC_TMAP_TYPE\n"
+	           "#ifdef __cplusplus\n#define PRECC_ALIGN64 alignas(64)\n#else\n"
+	           "#define PRECC_ALIGN64 _Alignas(64)\n#endif\n"
+	           "typedef struct precc_tmap { PRECC_ALIGN64 unsigned char bytes[128]; } precc_tmap;\n"
+	           "#endif\n\n"
 	           "#define PRECC_KERNELS_RECIPE_HASH 0x%016llxull\n"
 	           "#define PRECC_KERNELS_MODEL_HASH 0x%016llxull\n"
 	           "#define PRECC_LAUNCH_COOPERATIVE 1u\n"
@@ -797,14 +803,16 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 	           "typedef struct precc_kernels_hooks {\n"
 	           "\tvoid *ctx;\n"
 	           "\t/* Launch kernel `name` (manifest \"name\"; `entry` is its PTX entry)\n"
-	           "\t * on a grid[0] x grid[1] x grid[2] grid of `threads`-thread CTAs. args[i]\n"
-	           "\t * points at kernel parameter i (cuLaunchKernel's kernelParams); stream\n"
-	           "\t * is a CUstream. flags: PRECC_LAUNCH_COOPERATIVE (cuLaunchCooperativeKernel),\n"
-	           "\t * PRECC_LAUNCH_PERSISTENT (cuLaunchKernel; the kernel loops over its tiles).\n"
-	           "\t * Returns 0 or an error. */\n"
+	           "\t * on a grid[0] x grid[1] x grid[2] grid of `threads`-thread CTAs with\n"
+	           "\t * `smem` bytes of dynamic shared memory (the manifest's \"smem\": the\n"
+	           "\t * hook raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it).\n"
+	           "\t * args[i] points at kernel parameter i (cuLaunchKernel's kernelParams);\n"
+	           "\t * stream is a CUstream. flags: PRECC_LAUNCH_COOPERATIVE\n"
+	           "\t * (cuLaunchCooperativeKernel), PRECC_LAUNCH_PERSISTENT (cuLaunchKernel;\n"
+	           "\t * the kernel loops over its tiles). Returns 0 or an error. */\n"
 	           "\tint (*launch)(void *ctx, const char *name, const char *entry,\n"
-	           "\t              const unsigned grid[3], unsigned threads, unsigned flags,\n"
-	           "\t              void **args, void *stream);\n"
+	           "\t              const unsigned grid[3], unsigned threads, unsigned smem,\n"
+	           "\t              unsigned flags, void **args, void *stream);\n"
 	           "\t/* Optional: how many `threads`-thread CTAs of kernel `name` the device\n"
 	           "\t * holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor x SMs), for\n"
 	           "\t * the grid of a kernel that loops over its tiles; absent or < 1: one CTA\n"
@@ -814,6 +822,16 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 	           "\t/* Zero `bytes` bytes at device pointer ptr on stream (an atomic amax\n"
 	           "\t * output, before its launch). Returns 0 or an error. */\n"
 	           "\tint (*zero)(void *ctx, void *ptr, size_t bytes, void *stream);\n"
+	           "\t/* Encode into *out the tensor map of a kernel that takes them (the\n"
+	           "\t * manifest's \"tmaps\": the sm_90a GEMM) with cuTensorMapEncodeTiled:\n"
+	           "\t * rank 2 over the row-major rows x cols matrix of elem_bytes-byte\n"
+	           "\t * elements at device pointer base (dims {cols, rows}, row stride\n"
+	           "\t * cols * elem_bytes), a box_rows x box_cols box, element strides 1,\n"
+	           "\t * no interleave, `swizzle` bytes (0, 32, 64, 128), L2 promotion 256 B,\n"
+	           "\t * out-of-bounds elements zero. Returns 0 or an error. */\n"
+	           "\tint (*tmap)(void *ctx, precc_tmap *out, const void *base, unsigned elem_bytes,\n"
+	           "\t            int64_t rows, int64_t cols, unsigned box_rows, unsigned box_cols,\n"
+	           "\t            unsigned swizzle);\n"
 	           "} precc_kernels_hooks;\n\n"
 	           "/* Copies *hooks; NULL uninstalls. */\n"
 	           "void precc_kernels_set_hooks(const precc_kernels_hooks *hooks);\n\n",
@@ -822,7 +840,8 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 	           "#include \"precc_kernels.h\"\n\n"
 	           "static precc_kernels_hooks hooks;\n\n"
 	           "void\nprecc_kernels_set_hooks(const precc_kernels_hooks *h)\n{\n"
-	           "\tif (h)\n\t\thooks = *h;\n\telse\n\t\thooks.launch = 0, hooks.zero = 0, hooks.resident = 0, hooks.ctx = 0;\n}\n",
+	           "\tif (h)\n\t\thooks = *h;\n\telse\n\t\thooks.launch = 0, hooks.zero = 0, hooks.resident = 0, "
+	           "hooks.tmap = 0, hooks.ctx = 0;\n}\n",
 	        PRECC_VERSION);
 	/* the runtime's and the emulator's grid function, verbatim (the file
 	 * must compile without precc's headers) */
@@ -882,6 +901,21 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 			fprintf(c, "\t{\n\t\tif (!hooks.zero || !sync)\n\t\t\treturn -1;\n"
 			           "\t\tint rc = hooks.zero(hooks.ctx, (void *)sync, %d * sizeof *sync, stream);\n"
 			           "\t\tif (rc)\n\t\t\treturn rc;\n\t}\n", in->sync_words);
+		/* the tensor maps, encoded at each launch: an extent of M is m */
+		if (in->ntmap > 0) {
+			fprintf(c, "\tprecc_tmap tm[%d];\n\tif (!hooks.tmap)\n\t\treturn -1;\n", in->ntmap);
+			for (int i = 0; i < in->ntmap; i++) {
+				const CodegenTmap *t = &in->tmap[i];
+				c_ident(id, sizeof id, f->val[in->param_value[t->param]].name);
+				fprintf(c, "\t{\n\t\tint rc = hooks.tmap(hooks.ctx, &tm[%d], (const void *)%s, %du, ", i,
+				        id, t->elem_bytes);
+				c_dim(c, t->rows < 0 ? DIM_M : t->rows);
+				fprintf(c, ", ");
+				c_dim(c, t->cols < 0 ? DIM_M : t->cols);
+				fprintf(c, ", %du, %du, %du);\n\t\tif (rc)\n\t\t\treturn rc;\n\t}\n", t->box_rows,
+				        t->box_cols, t->swizzle);
+			}
+		}
 		fprintf(c, "\tvoid *args[] = {");
 		const char *sep = "";
 		for (int i = 0; i < in->nparams; i++, sep = ", ") {
@@ -894,11 +928,13 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 			fprintf(c, "%s(void *)&m", sep), sep = ", ";
 		if (in->has_seed)
 			fprintf(c, "%s(void *)&seed", sep), sep = ", ";
+		for (int i = 0; i < in->ntmap; i++)   /* by value: args points at the bytes */
+			fprintf(c, "%s(void *)&tm[%d]", sep, i), sep = ", ";
 		if (!*sep)
 			fprintf(c, "0");
-		fprintf(c, "};\n\treturn hooks.launch(hooks.ctx, \"%s\", \"%s\", grid, %du, %s, args, "
+		fprintf(c, "};\n\treturn hooks.launch(hooks.ctx, \"%s\", \"%s\", grid, %du, %du, %s, args, "
 		           "stream);\n}\n",
-		        j->name, in->name, in->threads,
+		        j->name, in->name, in->threads, in->smem > 0 ? in->smem : 0,
 		        in->cooperative ? "PRECC_LAUNCH_COOPERATIVE"
 		        : in->persistent ? "PRECC_LAUNCH_PERSISTENT" : "0u");
 	}

@@ -30,9 +30,10 @@
  * output amax, the warp partials. codegen refuses any other tile.
  *
  * GEMMs that legalize put on wgmma (sm_90a): when codegen's wgmma family
- * takes the kernel (codegen_gemm_wgmma_takes: K-major params, K static
- * with 16-byte rows, wgmma formats, promotion a multiple of 128 bytes of
- * K, no per-block output amax), 384 threads (a TMA producer and two
+ * takes the kernel (codegen_gemm_wgmma_takes: params, or 16-bit
+ * transposes of params with static rows a multiple of 8 (read MN-major),
+ * K static or M, K-major rows of 16 bytes, wgmma formats, promotion a
+ * multiple of 128 bytes of K, no per-block output amax), 384 threads (a TMA producer and two
  * wgmma consumer warpgroups), a 128x128 tile of C, elems = 64
  * accumulators per consumer thread, smem = the 4-stage ring (4 x 32 KiB)
  * and its 8 mbarriers (dynamic shared memory); otherwise the gemm goes

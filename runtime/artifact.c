@@ -304,8 +304,9 @@ static int kernel_abi(Ctx *c, const json *at, rt_kdesc *k)
 /* "tmaps": [{param, elem_bytes, rows, cols, box_rows, box_cols, swizzle}]
  * with cuTensorMapEncodeTiled's rules (CUDA Driver API, "Tensor Map Object
  * Management"): 16-byte row strides, boxes of 1..256 per side whose inner
- * bytes are a multiple of 16 and, swizzled, within the swizzle span. The
- * param is checked against the params once they are read. */
+ * bytes are a multiple of 16 and, swizzled, within the swizzle span. rows
+ * or cols -1 is the launch's M; an M of columns keeps 16-byte rows by the
+ * kernel's m_multiple, checked with the param once the grid is read. */
 static int read_tmaps(Ctx *c, const json *a, const char *path, rt_kdesc *k)
 {
 	static const char *const key[] = {"param", "elem_bytes", "rows", "cols", "box_rows",
@@ -316,7 +317,7 @@ static int read_tmaps(Ctx *c, const json *a, const char *path, rt_kdesc *k)
 		const json *o = a->item[i];
 		char p2[300];
 		long x[7];
-		static const long lo[] = {0, 1, -1, 1, 1, 1, 0}, hi[] = {31, 4, 1L << 40, 1L << 40, 256, 256, 128};
+		static const long lo[] = {0, 1, -1, -1, 1, 1, 0}, hi[] = {31, 4, 1L << 40, 1L << 40, 256, 256, 128};
 		snprintf(p2, sizeof p2, "%s tmaps[%zu]", path, i);
 		if (o->kind != JSON_OBJ)
 			return bad(c, o, "%s is not an object", p2);
@@ -326,11 +327,11 @@ static int read_tmaps(Ctx *c, const json *a, const char *path, rt_kdesc *k)
 		rt_tmap *t = &k->tmap[i];
 		*t = (rt_tmap){(int)x[0], (int)x[1], x[2], x[3], (int)x[4], (int)x[5], (int)x[6]};
 		if ((t->elem_bytes != 1 && t->elem_bytes != 2 && t->elem_bytes != 4) || t->rows == 0 ||
-		    (t->swizzle && t->swizzle != 32 && t->swizzle != 64 && t->swizzle != 128) ||
-		    t->cols * t->elem_bytes % 16 || t->box_cols * t->elem_bytes % 16 ||
+		    t->cols == 0 || (t->swizzle && t->swizzle != 32 && t->swizzle != 64 && t->swizzle != 128) ||
+		    (t->cols > 0 && t->cols * t->elem_bytes % 16) || t->box_cols * t->elem_bytes % 16 ||
 		    (t->swizzle && t->box_cols * t->elem_bytes > t->swizzle))
 			return bad(c, o, "%s: not a tensor map cuTensorMapEncodeTiled takes (elements of 1, 2 "
-			           "or 4 bytes, rows -1 or positive, 16-byte row strides and box rows, "
+			           "or 4 bytes, rows and cols -1 or positive, 16-byte row strides and box rows, "
 			           "swizzle 0/32/64/128 at least the box's inner bytes)", p2);
 	}
 	k->ntmap = (int)a->n;
@@ -480,6 +481,18 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 			return bad(c, z, "%s: zero_outputs[%zu] is not the name of an "
 			           "out param", path, i);
 		k->zero[k->nzero++] = p;
+	}
+	/* a map over M: the kernel takes m, and M columns keep TMA's 16-byte
+	 * row stride at every M the launch allows */
+	for (int i = 0; i < k->ntmap; i++) {
+		const rt_tmap *t = &k->tmap[i];
+		if ((t->rows < 0 || t->cols < 0) && !k->has_m)
+			return bad(c, json_get(j, "tmaps"), "%s: tmaps[%d] spans M but the kernel has no m",
+			           path, i);
+		if (t->cols < 0 && k->m_multiple * t->elem_bytes % 16)
+			return bad(c, json_get(j, "tmaps"), "%s: tmaps[%d] has M columns of %d-byte elements "
+			           "but m_multiple %ld: rows would not be 16-byte multiples", path, i,
+			           t->elem_bytes, k->m_multiple);
 	}
 	/* the IR: the cpu backend runs it, both take the ABI from it */
 	if (!(k->mod = ir_parse(k->ir, k->name, err, sizeof err)))

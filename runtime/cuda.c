@@ -359,9 +359,9 @@ int rt_cuda_kernel_reserve_smem(precc_rt *rt, rt_kernel *k, unsigned bytes)
 int rt_cuda_tmap_encode(precc_rt *rt, const rt_tmap *t, CUdeviceptr base, long m, void *out)
 {
 	CUresult r;
-	long rows = t->rows < 0 ? m : t->rows;
-	cuuint64_t dim[2] = {(cuuint64_t)t->cols, (cuuint64_t)rows};
-	cuuint64_t stride[1] = {(cuuint64_t)(t->cols * t->elem_bytes)};
+	long rows = t->rows < 0 ? m : t->rows, cols = t->cols < 0 ? m : t->cols;
+	cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+	cuuint64_t stride[1] = {(cuuint64_t)(cols * t->elem_bytes)};
 	cuuint32_t box[2] = {(cuuint32_t)t->box_cols, (cuuint32_t)t->box_rows}, es[2] = {1, 1};
 	CUtensorMapDataType dt = t->elem_bytes == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
 	                       : t->elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
@@ -371,8 +371,13 @@ int rt_cuda_tmap_encode(precc_rt *rt, const rt_tmap *t, CUdeviceptr base, long m
 	                      : t->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE;
 	int pushed, rc;
 
-	if (rows <= 0) {
-		rt_error("cuda: a tensor map of %ld rows (M = %ld)", rows, m);
+	if (rows <= 0 || cols <= 0) {
+		rt_error("cuda: a tensor map of %ld rows and %ld columns (M = %ld)", rows, cols, m);
+		return -1;
+	}
+	if (cols * t->elem_bytes % 16) {
+		rt_error("cuda: a tensor map of %ld columns of %d bytes (M = %ld): TMA needs 16-byte rows",
+		         cols, t->elem_bytes, m);
 		return -1;
 	}
 	if (enter(rt, &pushed))
@@ -381,7 +386,7 @@ int rt_cuda_tmap_encode(precc_rt *rt, const rt_tmap *t, CUdeviceptr base, long m
 	          stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
 	          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
 	          " encoding a %ldx%ld tensor map of %d-byte elements (box %dx%d, swizzle %d)",
-	          rows, t->cols, t->elem_bytes, t->box_rows, t->box_cols, t->swizzle);
+	          rows, cols, t->elem_bytes, t->box_rows, t->box_cols, t->swizzle);
 	leave(rt, pushed);
 	return rc;
 }

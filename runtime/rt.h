@@ -96,7 +96,7 @@ typedef struct rt_geom {
  * CodegenTmap): encoded at each launch over the buffer of param `param`. */
 typedef struct rt_tmap {
 	int param, elem_bytes;
-	long rows, cols;          /* rows -1: the launch's M */
+	long rows, cols;          /* -1: the launch's M */
 	int box_rows, box_cols, swizzle;
 } rt_tmap;
 enum { RT_MAXTMAP = 4 };

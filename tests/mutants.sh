@@ -39,7 +39,7 @@ bulk_one_cta|codegen/k_delayed.c|codegen.emu|	if (!e->bulk)     /* the per-layer
 reduce_tie_last|codegen/k_delayed.c|codegen.emu|LLVMBuildICmp(b, LLVMIntULT, oi, idx, "")|LLVMBuildICmp(b, LLVMIntUGT, oi, idx, "")
 reduce_nan_lane|codegen/k_delayed.c|codegen.emu|		nn = LLVMBuildOr(b, nn, shfl_xor(e, nn, o), "");|		(void)0;
 persist_stride_ctaid|codegen/k_gemm_sm90.c|codegen.emu_sm90a|*tile = add64(e, tl->cta, LLVMBuildMul(b, ti, tl->ncta, "tile"));|*tile = add64(e, tl->cta, LLVMBuildMul(b, ti, tl->cta, "tile"));
-persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return mul64(e, ti, (uint64_t)nkt);|	return mul64(e, ti, 0);
+persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return LLVMBuildMul(e->b, ti, nkt, "");|	return LLVMBuildMul(e->b, ti, c64(e, 0), "");
 persist_group_16|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	GROUP_N = 8,  |	GROUP_N = 16,  
 persist_group_clamp|codegen/k_gemm_sm90.c|codegen.emu_sm90a|LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));|LLVMValueRef nin = c64(e, GROUP_N);
 persist_grid_runtime|runtime/plan.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
@@ -57,7 +57,17 @@ tile_half_swizzle|codegen/k_tile.c|codegen.emu|			LLVMValueRef ch = LLVMBuildXor
 e2m1_nibble_interp|ir/interp/quant.c|refsem.test_fp4_pack|			unsigned sh = 4 * (j & 1);|			unsigned sh = 4 * (~j & 1);
 e2m1_nibble_store|codegen/emit.c|codegen.emu|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * i), ""), "");|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * (i ^ 1)), ""), "");
 e2m1_upcast_bytes|codegen/k_gemm.c|codegen.emu|sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");|sel(e, ok, gk, c64(e, 0))), c64(e, 0), "");
-e2m1_sr_halves|codegen/emit_quant.c|codegen.emu|			rb[8 * j + w] = w & 1 ? LLVMBuildLShr|			rb[8 * j + w] = !(w & 1) ? LLVMBuildLShr'
+e2m1_sr_halves|codegen/emit_quant.c|codegen.emu|			rb[8 * j + w] = w & 1 ? LLVMBuildLShr|			rb[8 * j + w] = !(w & 1) ? LLVMBuildLShr
+wgmma_trans_b|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		            mna \| mnb << 1);|		            mna);
+wgmma_trans_a|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		            mna \| mnb << 1);|		            mnb << 1);
+wgmma_nkt_floor|codegen/k_gemm_sm90.c|codegen.emu_sm90a|add64(e, dimv(e, g.K), c64(e, (uint64_t)bke - 1))|add64(e, dimv(e, g.K), c64(e, 0))
+wgmma_k_loop_short|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);\n	LLVMValueRef s, ph;\n	ring_at(e, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), LLVMBuildSub(b, nkt, c64(e, 1), ""));\n	LLVMValueRef s, ph;\n	ring_at(e, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar
+wgmma_mn_box_coords|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		                  LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), k0, bar);|		                  k0, LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), bar);
+wgmma_mn_lbo|codegen/k_gemm_sm90.c|codegen.emu_sm90a|return mn ? asm90_desc_mn128(e->g, p, MN_BOX_BYTES)|return mn ? asm90_desc_mn128(e->g, p, 2 * MN_BOX_BYTES)
+wgmma_mn_kstep|codegen/k_gemm_sm90.c|codegen.emu_sm90a|c64(e, (uint64_t)(ks * (KSTEP / 2) * KB / 16));|c64(e, (uint64_t)(ks * KSTEP / 16));
+tmap_cols_m_runtime|runtime/cuda.c|runtime.backend|cols = t->cols < 0 ? m : t->cols;|cols = t->cols < 0 ? 1 : t->cols;
+tmap_cols_m_launcher|driver/artifacts.c|lit.build|				c_dim(c, t->cols < 0 ? DIM_M : t->cols);|				c_dim(c, t->cols < 0 ? 16 : t->cols);
+tmap_launcher_args|driver/artifacts.c|lit.build|			fprintf(c, "%s(void *)&tm[%d]", sep, i), sep = ", ";|			(void)i;'
 
 survivors=0
 stale=0

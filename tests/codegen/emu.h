@@ -73,7 +73,7 @@ enum { EMU_SMEM_STATIC = 48 * 1024,
  * give array 0; emu_reset makes it 0. */
 void emu_set_dynamic_smem(uint64_t bytes);
 /* A TMA tensor map (CodegenKernel.tmap[i]) over the buffer at base, in the
- * emulator's host format, into out (128 bytes, 64-aligned); rows < 0 take
+ * emulator's host format, into out (128 bytes, 64-aligned); rows or cols < 0 take
  * m. -1 and a message in err when the map breaks cuTensorMapEncodeTiled's
  * rules (emu_tma.c). */
 struct CodegenTmap;

@@ -68,14 +68,16 @@ int
 emu_tmap_encode(void *out, const CodegenTmap *t, const void *base, long m, char *err, size_t n)
 {
 	Tmap x;
-	long rows = t->rows < 0 ? m : t->rows;
+	long rows = t->rows < 0 ? m : t->rows, cols = t->cols < 0 ? m : t->cols;
 
 	memset(out, 0, 128);
 	if ((uintptr_t)out % 64)
 		return snprintf(err, n, "tensor map not 64-byte aligned"), -1;
-	if ((uintptr_t)base % 16 || (t->cols * t->elem_bytes) % 16)
+	if (rows < 1 || cols < 1)
+		return snprintf(err, n, "a %ldx%ld tensor map (M = %ld)", rows, cols, m), -1;
+	if ((uintptr_t)base % 16 || (cols * t->elem_bytes) % 16)
 		return snprintf(err, n, "global address or row stride (%ld bytes) not a multiple of 16",
-		                t->cols * t->elem_bytes), -1;
+		                cols * t->elem_bytes), -1;
 	if (t->box_cols <= 0 || t->box_rows <= 0 || t->box_rows > 256 || t->box_cols > 256 ||
 	    (t->box_cols * t->elem_bytes) % 16)
 		return snprintf(err, n, "box %dx%d: each side 1..256, inner bytes a multiple of 16",
@@ -88,9 +90,9 @@ emu_tmap_encode(void *out, const CodegenTmap *t, const void *base, long m, char 
 	memset(&x, 0, sizeof x);
 	memcpy(x.magic, "precctma", 8);
 	x.base = base;
-	x.dim[0] = (uint64_t)t->cols;
+	x.dim[0] = (uint64_t)cols;
 	x.dim[1] = (uint64_t)rows;
-	x.stride = (uint64_t)(t->cols * t->elem_bytes);
+	x.stride = (uint64_t)(cols * t->elem_bytes);
 	x.box[0] = (uint32_t)t->box_cols;
 	x.box[1] = (uint32_t)t->box_rows;
 	x.ebytes = (uint32_t)t->elem_bytes;

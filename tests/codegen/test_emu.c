@@ -380,19 +380,27 @@ static int check_bulk(const Func *f, const CodegenKernel *info, const char *file
  * deep_gemm/include/deep_gemm/scheduler.cuh; as carried in
  * microsoft/onnxruntime 043246f6 onnxruntime/contrib_ops/cuda/llm/
  * deep_gemm/scheduler.cuh:49-62, NormalScheduler::get_next_block). Its TMA
- * loads of K column 0 (the first stage of each tile) must name A's rows
- * 128 m and B's rows 128 n in that order, tile after tile. */
+ * loads of K 0 (the first stage of each tile) must name A's rows 128 m
+ * and B's rows 128 n in that order, tile after tile: one box at (0, row)
+ * of a K-major operand's map, two at (row, 0) and (row + 64, 0) of an
+ * MN-major one's (the map of its transpose: K down the rows). */
 static int
 check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, long M, unsigned ncta,
                  const char *file)
 {
 	enum { GROUP_N = 8 };
 	long rows[2];
-	for (int o = 0; o < 2; o++)
-		rows[o] = info->tmap[o].rows < 0 ? M : info->tmap[o].rows;
+	const CodegenTmap *tm = info->tmap;
+	for (int o = 0; o < 2; o++) {
+		long r = tm[o].mn_major ? tm[o].cols : tm[o].rows;
+		rows[o] = r < 0 ? M : r;
+	}
 	long nm = (rows[0] + 127) / 128, nn = (rows[1] + 127) / 128, ntiles = nm * nn;
 	const EmuTmaLoad *ld;
 	int nld = emu_tma_loads(&ld);
+#define OPND(l) ((l).tmap == tmb)
+#define KOF(l) (tm[OPND(l)].mn_major ? (l).c1 : (l).c0)
+#define ROWOF(l) (tm[OPND(l)].mn_major ? (l).c0 : (l).c1)
 	for (unsigned cta = 0; cta < ncta; cta++) {
 		int i = 0;
 		for (long t = cta; t < ntiles; t += ncta) {
@@ -400,24 +408,28 @@ check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, lo
 			long nin = nn - first_n < GROUP_N ? nn - first_n : GROUP_N;
 			long mb = t % per_group / nin, nb = first_n + t % per_group % nin;
 			long want[2] = {128 * mb, 128 * nb};
-			for (int o = 0; o < 2; o++) {
-				while (i < nld && (ld[i].cta != cta || ld[i].c0 != 0))
+			for (int o = 0; o < 2; o++)
+				for (int j = 0; j < (tm[o].mn_major ? 2 : 1); j++) {
+					while (i < nld && (ld[i].cta != cta || KOF(ld[i]) != 0))
+						i++;
+					if (i == nld || OPND(ld[i]) != o || ROWOF(ld[i]) != want[o] + 64 * j) {
+						printf("FAIL %s: CTA %u of %u, tile %ld: want its %s load at row %ld, got %s %ld\n",
+						       file, cta, ncta, t, o ? "B" : "A", want[o] + 64 * j,
+						       i == nld ? "none" : OPND(ld[i]) ? "B" : "A", i == nld ? -1L : (long)ROWOF(ld[i]));
+						return -1;
+					}
 					i++;
-				if (i == nld || ld[i].tmap != (o ? tmb : tma) || ld[i].c1 != want[o]) {
-					printf("FAIL %s: CTA %u of %u, tile %ld: want its %s load at row %ld, got %s %ld\n",
-					       file, cta, ncta, t, o ? "B" : "A", want[o],
-					       i == nld ? "none" : ld[i].tmap == tma ? "A" : "B", i == nld ? -1L : (long)ld[i].c1);
-					return -1;
 				}
-				i++;
-			}
 		}
 		for (; i < nld; i++)
-			if (ld[i].cta == cta && ld[i].c0 == 0) {
+			if (ld[i].cta == cta && KOF(ld[i]) == 0) {
 				printf("FAIL %s: CTA %u of %u loads a tile past its last\n", file, cta, ncta);
 				return -1;
 			}
 	}
+#undef OPND
+#undef KOF
+#undef ROWOF
 	return 0;
 }
 
@@ -1201,6 +1213,10 @@ main(int argc, char **argv)
 		}
 		const char *em = text ? strstr(text, "# emu: m=") : NULL;
 		M = em ? atol(em + 9) : 128;
+		/* "# emu: m2=N": the second run's M (a kernel whose M must be a
+		 * multiple of a 128 K block takes none of extra_m) */
+		const char *em2 = text ? strstr(text, "# emu: m2=") : NULL;
+		long m2 = em2 ? atol(em2 + 10) : 0;
 		finite_only = text && strstr(text, "# emu: finite") != NULL;
 		Module *m = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
 		/* and a copy through schedule, for its figures */
@@ -1219,8 +1235,8 @@ main(int argc, char **argv)
 				/* and at an M that divides no tile (partial tiles, rows
 				 * and blocks past the last full one), one per file in turn */
 				extra_run = 1;
-				for (int t = 0; t < 3 && !strstr(names[i], "gemm"); t++) {
-					M = extra_m[(i + t) % 3];
+				for (int t = 0; t < (m2 ? 1 : 3) && !strstr(names[i], "gemm"); t++) {
+					M = m2 ? m2 : extra_m[(i + t) % 3];
 					int rc = check_kernel(m->fn[k], names[i]);
 					if (rc <= 0) {
 						fails += rc < 0;

@@ -5,7 +5,8 @@
  * markdown table of bench/RESULTS.md's "Kernel registers (ptxas)" section
  * (`test_ptxas DIR --markdown`). `--target SM` limits the targets (the
  * sm_90a kernels of kernels_sm90a/). ptxas's notes that it serialized or
- * fenced wgmma (C7508, C7510, C7515, C7517, C7519) fail like a spill; a
+ * fenced wgmma (C7508, C7510, C7514, C7515, C7517, C7519, or any other
+ * "Potential Performance Loss: wgmma") fail like a spill; a
  * self-test injects an accumulator write into the first wgmma pipeline
  * and requires that failure. Exit 77 (skipped) without ptxas.
  */
@@ -40,7 +41,8 @@ typedef struct Row {
 	double ms[NCGSM];
 } Row;
 
-static const char *const wgmma_notes[] = {"(C7508)", "(C7510)", "(C7515)", "(C7517)", "(C7519)"};
+static const char *const wgmma_notes[] = {"(C7508)", "(C7510)", "(C7514)", "(C7515)", "(C7517)", "(C7519)",
+                                          "Potential Performance Loss: wgmma"};
 
 /* ptxas -v on ptx; *regs from "Used N registers", *smem from "N bytes
  * smem"; -1 on error or spill. */

@@ -153,7 +153,27 @@ static void fake_path(precc_rt *rt)
 		CHECK(a[0] == CU_TENSOR_MAP_DATA_TYPE_UINT16 && a[3] == 64 && a[4] == 64 && a[5] == 128 &&
 		      a[6] == 32 && a[7] == 64 && a[11] == CU_TENSOR_MAP_SWIZZLE_64B);
 		CHECK(rt_cuda_tmap_encode(rt, &t, d, 0, &map) == -1);
-		CHECK_STR(precc_rt_last_error(), "cuda: a tensor map of 0 rows (M = 0)");
+		CHECK_STR(precc_rt_last_error(), "cuda: a tensor map of 0 rows and 256 columns (M = 0)");
+		/* a wgrad's K-major operand: e5m2 dYᵀ[136, M], M columns (K = M)
+		 * at M = 464: dims {464, 136}, row stride 464 bytes */
+		rt_tmap wg = {0, 1, 136, -1, 128, 128, 128};
+		CHECK(rt_cuda_tmap_encode(rt, &wg, d, 464, &map) == 0);
+		a = last();
+		CHECK(a[3] == 464 && a[4] == 136 && a[5] == 464 && a[6] == 128 && a[7] == 128);
+		/* a bf16 wgrad's MN-major operand: dY[M, 136] itself, 64 K rows
+		 * of 64 elements per box: dims {136, 200}, stride 272 bytes */
+		rt_tmap mn = {0, 2, -1, 136, 64, 64, 128};
+		CHECK(rt_cuda_tmap_encode(rt, &mn, d, 200, &map) == 0);
+		a = last();
+		CHECK(a[0] == CU_TENSOR_MAP_DATA_TYPE_UINT16 && a[3] == 136 && a[4] == 200 && a[5] == 272 &&
+		      a[6] == 64 && a[7] == 64);
+		/* M columns that break TMA's 16-byte rows never reach the driver */
+		a = last();
+		uint64_t before = a[3];
+		CHECK(rt_cuda_tmap_encode(rt, &wg, d, 100, &map) == -1);
+		CHECK_STR(precc_rt_last_error(), "cuda: a tensor map of 100 columns of 1 bytes (M = 100): "
+		          "TMA needs 16-byte rows");
+		CHECK(last()[3] == before);
 	}
 	CHECK(rt_cuda_sync(rt, NULL) == 0);
 	CHECK(rt_cuda_dtoh(rt, back, d, sizeof back) == 0);

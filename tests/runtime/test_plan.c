@@ -426,6 +426,30 @@ static void test_manifest(const char *inputs)
 	               "kernel 'k_00000000000000a1': param 0 'x' is dir \"out\", the IR makes it an input"));
 	CHECK(contains(load_edited(inputs, "\"kernel\": \"k_00000000000000a1\"", "\"kernel\": \"k_0\""),
 	               "kernel 'k_0' is not in 'kernels'"));
+	/* tensor maps over M (a wgrad's K = M): x[M, 256] mapped as its
+	 * transpose's K (rows -1, MN-major) loads; M columns need has_m and an
+	 * m_multiple that keeps 16-byte rows (1-byte elements: 16) */
+	{
+		static const char a1[] = "\"threads\": 256,\n      \"grid\": {\n        \"tiled\": false,\n"
+		                         "        \"data\": \"x\",\n        \"elems_per_cta\": 4096,\n"
+		                         "        \"tile_rows\": 0,\n        \"tile_cols\": 0,\n"
+		                         "        \"m_multiple\": 1";
+		char to[1024];
+#define TMAPS(rows, cols, eb, mm) (snprintf(to, sizeof to, "\"threads\": 256, \"tmaps\": [{\"param\": 0, " \
+		"\"elem_bytes\": %d, \"rows\": %d, \"cols\": %d, \"box_rows\": 64, \"box_cols\": 64, " \
+		"\"swizzle\": 128}],\n      \"grid\": {\"tiled\": false, \"data\": \"x\", " \
+		"\"elems_per_cta\": 4096, \"tile_rows\": 0, \"tile_cols\": 0, \"m_multiple\": %d", \
+		eb, rows, cols, mm), to)
+		CHECK_STR(load_edited(inputs, a1, TMAPS(-1, 256, 2, 1)), "");
+		CHECK_STR(load_edited(inputs, a1, TMAPS(256, -1, 1, 16)), "");
+		CHECK(contains(load_edited(inputs, a1, TMAPS(256, -1, 1, 8)),
+		               "kernels[0] 'k_00000000000000a1': tmaps[0] has M columns of 1-byte elements but "
+		               "m_multiple 8: rows would not be 16-byte multiples"));
+		CHECK(contains(load_edited(inputs, a1, TMAPS(256, 0, 1, 16)), "tmaps[0]: not a tensor map"));
+		CHECK(contains(load_edited(inputs, a1, TMAPS(256, -2, 1, 16)),
+		               "tmaps[0]: 'cols' is -2, expected an integer in [-1, "));
+#undef TMAPS
+	}
 	CHECK(contains(load_edited(inputs, "{\n  \"precc_manifest\"", "{,\n  \"precc_manifest\""),
 	               "/manifest.json:1:2: error: expected a key string, found ','"));
 	CHECK(precc_rt_load(rt, "/nonexistent/dir") == -1);
