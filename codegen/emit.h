@@ -34,6 +34,11 @@ typedef struct E {
 static inline LLVMValueRef c32(E *e, uint64_t v) { return LLVMConstInt(e->g->i32, v, 0); }
 static inline LLVMValueRef c64(E *e, uint64_t v) { return LLVMConstInt(e->g->i64, v, 0); }
 static inline LLVMValueRef cf(E *e, double v) { return LLVMConstReal(e->g->f32, v); }
+/* i64 index arithmetic the kernel families share */
+static inline LLVMValueRef add64(E *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(e->b, a, b, ""); }
+static inline LLVMValueRef mul64(E *e, LLVMValueRef a, uint64_t c) { return LLVMBuildMul(e->b, a, c64(e, c), ""); }
+static inline LLVMValueRef ult(E *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildICmp(e->b, LLVMIntULT, a, b, ""); }
+static inline LLVMValueRef sel(E *e, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSelect(e->b, c, a, b, ""); }
 
 /* A counted loop i = lo .. hi-1 (i64); body emitted by the caller between
  * loop_begin and loop_end. */
@@ -79,6 +84,7 @@ int check_scalar_ops(E *e);
 int is_tensorwise_t(const Type *t);
 int is_out(E *e, int v);
 void store_scalars(E *e, LLVMValueRef cond, LLVMValueRef bidx, LLVMValueRef tbidx);
+LLVMValueRef block_scalars(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef bidx, LLVMValueRef cond);
 
 /* ---- emit_quant.c ------------------------------------------------------ */
 int check_quantize(E *e, const Ins *q);

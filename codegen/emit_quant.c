@@ -46,49 +46,45 @@ cg_philox(Cg *g, LLVMValueRef c[4], LLVMValueRef k0, LLVMValueRef k1)
 	}
 }
 
-/* SR bits of elements idx .. idx+VEC-1 (idx a multiple of 4). */
+/* SR bits of elements idx .. idx+VEC-1: 32 an element, word i & 3 of
+ * Philox at counter i >> 2 (idx a multiple of 4; precc_sr_bits); or with
+ * half, e2m1's 16 an element, half i & 1 of word (i >> 1) & 3 at counter
+ * i >> 3 (idx a multiple of 8; precc_sr_bits16): one call for 8 elements. */
 static void
-sr_bits(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC])
+sr_bits_n(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC], int half)
 {
 	LLVMValueRef k0 = LLVMBuildTrunc(e->b, e->seed, e->g->i32, "");
 	LLVMValueRef k1 = LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, e->seed, c64(e, 32), ""),
 	                                 e->g->i32, "");
+	int per = half ? 8 : 4, sh = half ? 3 : 2;
 
-	for (int j = 0; j < VEC / 4; j++) {
-		LLVMValueRef i = LLVMBuildAdd(e->b, idx, c64(e, 4 * j), "");
+	for (int j = 0; j < VEC / per; j++) {
+		LLVMValueRef i = LLVMBuildAdd(e->b, idx, c64(e, (uint64_t)(per * j)), "");
 		LLVMValueRef c[4] = {
-			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 2), ""), e->g->i32, ""),
-			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 34), ""), e->g->i32, ""),
+			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, (uint64_t)sh), ""), e->g->i32, ""),
+			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 32 + (uint64_t)sh), ""), e->g->i32, ""),
 			c32(e, stream), c32(e, 0),
 		};
 		cg_philox(e->g, c, k0, k1);
-		for (int w = 0; w < 4; w++)
-			rb[4 * j + w] = c[w];
+		for (int w = 0; w < per; w++)
+			if (!half)
+				rb[4 * j + w] = c[w];
+			else
+				rb[8 * j + w] = w & 1 ? LLVMBuildLShr(e->b, c[w / 2], c32(e, 16), "")
+				              : LLVMBuildAnd(e->b, c[w / 2], c32(e, 0xffff), "");
 	}
 }
 
-/* e2m1 SR bits of elements idx .. idx+VEC-1 (idx a multiple of 8): 16 an
- * element, half i & 1 of word (i >> 1) & 3 of Philox at counter i >> 3
- * (precc_sr_bits16): one Philox call for 8 elements. */
+static void
+sr_bits(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC])
+{
+	sr_bits_n(e, stream, idx, rb, 0);
+}
+
 static void
 sr_bits16(E *e, uint32_t stream, LLVMValueRef idx, LLVMValueRef rb[VEC])
 {
-	LLVMValueRef k0 = LLVMBuildTrunc(e->b, e->seed, e->g->i32, "");
-	LLVMValueRef k1 = LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, e->seed, c64(e, 32), ""),
-	                                 e->g->i32, "");
-
-	for (int j = 0; j < VEC / 8; j++) {
-		LLVMValueRef i = LLVMBuildAdd(e->b, idx, c64(e, 8 * j), "");
-		LLVMValueRef c[4] = {
-			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 3), ""), e->g->i32, ""),
-			LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, i, c64(e, 35), ""), e->g->i32, ""),
-			c32(e, stream), c32(e, 0),
-		};
-		cg_philox(e->g, c, k0, k1);
-		for (int w = 0; w < 8; w++)
-			rb[8 * j + w] = w & 1 ? LLVMBuildLShr(e->b, c[w / 2], c32(e, 16), "")
-			              : LLVMBuildAnd(e->b, c[w / 2], c32(e, 0xffff), "");
-	}
+	sr_bits_n(e, stream, idx, rb, 1);
 }
 
 /* The sign of an e2m1 code from the fp32 bits x (none for NaN, which

@@ -331,3 +331,22 @@ store_scalars(E *e, LLVMValueRef cond, LLVMValueRef bidx, LLVMValueRef tbidx)
 	}
 	end_if(e, cont);
 }
+
+/* A block's amax bits m become the values of the kernel's (or phase's)
+ * block amaxes; its scalars are computed and stored under cond; returns
+ * the quantize's multiplier (the column and row + column families). */
+LLVMValueRef
+block_scalars(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef bidx, LLVMValueRef cond)
+{
+	Kern *k = e->k;
+
+	for (int n = 0; n < k->f->nins; n++)
+		if (kin(k, n) && k->f->ins[n].op == OP_amax)
+			e->sc[k->f->ins[n].res] = LLVMBuildBitCast(e->b, m, e->g->f32, "");
+	LLVMValueRef mult = quant_multiplier(e, q, bidx);
+	for (int n = 0; n < k->nout; n++)
+		if (ir_def_ins(k->f, k->out[n])->op != OP_quantize)
+			scalar(e, k->out[n], bidx);
+	store_scalars(e, cond, bidx, NULL);
+	return mult;
+}

@@ -10,24 +10,6 @@
 #include "precc/interp.h"
 #include "emit.h"
 
-/* The block's amax bits m become its amax values; its scalars are computed
- * and stored; returns the quantize's multiplier. */
-static LLVMValueRef
-block_scalars(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef bidx)
-{
-	Kern *k = e->k;
-
-	for (int n = 0; n < k->f->nins; n++)
-		if (kin(k, n) && k->f->ins[n].op == OP_amax)
-			e->sc[k->f->ins[n].res] = LLVMBuildBitCast(e->b, m, e->g->f32, "");
-	LLVMValueRef mult = quant_multiplier(e, q, bidx);
-	for (int n = 0; n < k->nout; n++)
-		if (ir_def_ins(k->f, k->out[n])->op != OP_quantize)
-			scalar(e, k->out[n], bidx);
-	store_scalars(e, LLVMConstInt(e->g->i1, 1, 0), bidx, NULL);
-	return mult;
-}
-
 /* quant_colblock of hadamard(transpose(x)) (B = 16, the transform's
  * blocks): the thread's block of 16 rows of column c, transformed and
  * rounded as the hadamard's result (rht_block), then amax, scales and
@@ -48,7 +30,7 @@ colblock_rht(E *e, const Ins *q, LLVMValueRef R, LLVMValueRef C, LLVMValueRef c,
 	rht_block(e, &k->f->ins[k->had], xv, y);
 	LLVMValueRef m = has_amax ? vec_amax_bits(e, y, VEC) : c32(e, 0);
 	LLVMValueRef bidx = LLVMBuildAdd(b, LLVMBuildMul(b, c, nrb, ""), rb, "");
-	LLVMValueRef mult = block_scalars(e, q, m, bidx);
+	LLVMValueRef mult = block_scalars(e, q, m, bidx, LLVMConstInt(e->g->i1, 1, 0));
 	if (is_out(e, q->res)) {
 		LLVMValueRef tidx = LLVMBuildAdd(b, LLVMBuildMul(b, c, R, ""), r0, "");
 		quantize_vec(e, q, mult, y, tidx, code);
@@ -106,7 +88,7 @@ emit_colblock(E *e)
 	loop_end(e, &l);
 quant:;
 	LLVMValueRef bidx = k->colwise ? c : LLVMBuildAdd(b, LLVMBuildMul(b, c, nrb, ""), rb, "");
-	LLVMValueRef mult = block_scalars(e, q, m, bidx);
+	LLVMValueRef mult = block_scalars(e, q, m, bidx, LLVMConstInt(e->g->i1, 1, 0));
 	/* pass 2: 16 rows at a time */
 	if (is_out(e, q->res)) {
 		Loop l2;

@@ -300,30 +300,6 @@ op_rn(E *e, LLVMOpcode op, LLVMValueRef a, LLVMValueRef b)
 LLVMValueRef fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b) { return op_rn(e, LLVMFMul, a, b); }
 LLVMValueRef fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b) { return op_rn(e, LLVMFAdd, a, b); }
 
-static LLVMValueRef
-sel(E *e, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildSelect(e->b, c, a, b, "");
-}
-
-static LLVMValueRef
-mul64(E *e, LLVMValueRef a, uint64_t b)
-{
-	return LLVMBuildMul(e->b, a, c64(e, b), "");
-}
-
-static LLVMValueRef
-add64(E *e, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildAdd(e->b, a, b, "");
-}
-
-static LLVMValueRef
-ult(E *e, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildICmp(e->b, LLVMIntULT, a, b, "");
-}
-
 /* a ^ ((a >> 3) & mask): the XOR swizzles of mma_frag.h */
 static LLVMValueRef
 xor_swizzle(E *e, LLVMValueRef a, unsigned mask)

@@ -231,30 +231,6 @@ gemm_sm90_classify(Kern *k)
 /* ---- emission ---------------------------------------------------------- */
 
 static LLVMValueRef
-ult(E *e, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildICmp(e->b, LLVMIntULT, a, b, "");
-}
-
-static LLVMValueRef
-add64(E *e, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildAdd(e->b, a, b, "");
-}
-
-static LLVMValueRef
-mul64(E *e, LLVMValueRef a, uint64_t b)
-{
-	return LLVMBuildMul(e->b, a, c64(e, b), "");
-}
-
-static LLVMValueRef
-sel(E *e, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildSelect(e->b, c, a, b, "");
-}
-
-static LLVMValueRef
 slot(E *e, LLVMValueRef arr, int i)
 {
 	LLVMValueRef ix[2] = {c64(e, 0), c64(e, (uint64_t)i)};

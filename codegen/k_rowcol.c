@@ -54,43 +54,6 @@ rowcol_takes(const Kern *rowk, const Kern *colk)
 	       && rowk->cols >= 0 && rowk->cols % 16 == 0;
 }
 
-/* A block's amax bits m become its amax values; its scalars are computed
- * and stored under cond; returns the quantize's multiplier. */
-static LLVMValueRef
-block(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef bidx, LLVMValueRef cond)
-{
-	Kern *k = e->k;
-
-	memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);
-	for (int n = 0; n < k->f->nins; n++)
-		if (kin(k, n) && k->f->ins[n].op == OP_amax)
-			e->sc[k->f->ins[n].res] = LLVMBuildBitCast(e->b, m, e->g->f32, "");
-	LLVMValueRef mult = quant_multiplier(e, q, bidx);
-	for (int n = 0; n < k->nout; n++)
-		if (ir_def_ins(k->f, k->out[n])->op != OP_quantize)
-			scalar(e, k->out[n], bidx);
-	store_scalars(e, cond, bidx, NULL);
-	return mult;
-}
-
-static LLVMValueRef
-ult(E *e, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildICmp(e->b, LLVMIntULT, a, b, "");
-}
-
-static LLVMValueRef
-mul(E *e, LLVMValueRef a, uint64_t c)
-{
-	return LLVMBuildMul(e->b, a, c64(e, c), "");
-}
-
-static LLVMValueRef
-add(E *e, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildAdd(e->b, a, b, "");
-}
-
 /* The rows of the tile: quantize each row's blocks, and stage the raw
  * 16-bit values in the tile. */
 static int
@@ -104,7 +67,7 @@ rows_part(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRe
 	LLVMValueRef t = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
 	LLVMValueRef v = LLVMBuildURem(b, t, c64(e, TC / VEC), "");      /* vector in the row */
 	LLVMValueRef rp = LLVMBuildUDiv(b, t, c64(e, TC / VEC), "");     /* row in a pass */
-	LLVMValueRef col = add(e, k0, mul(e, v, VEC));
+	LLVMValueRef col = add64(e, k0, mul64(e, v, VEC));
 	LLVMValueRef colok = ult(e, col, C);
 	LLVMValueRef up = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, t, c64(e, 4), ""), c64(e, 0), "");
 	int lanes = (int)(k->bc / VEC);
@@ -114,28 +77,29 @@ rows_part(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRe
 	if (check_amax_ops(e, 0) || check_scalar_ops(e) || check_quantize(e, q))
 		return -1;
 	for (int pass = 0; pass < TR / (THREADS / (TC / VEC)); pass++) {
-		LLVMValueRef r = add(e, rp, c64(e, (uint64_t)pass * (THREADS / (TC / VEC))));
-		LLVMValueRef row = add(e, m0, r);
+		LLVMValueRef r = add64(e, rp, c64(e, (uint64_t)pass * (THREADS / (TC / VEC))));
+		LLVMValueRef row = add64(e, m0, r);
 		LLVMValueRef ok = LLVMBuildAnd(b, colok, ult(e, row, R), "");
-		LLVMValueRef idx = LLVMBuildSelect(b, ok, add(e, LLVMBuildMul(b, row, C, ""), col), c64(e, 0), "");
+		LLVMValueRef idx = LLVMBuildSelect(b, ok, add64(e, LLVMBuildMul(b, row, C, ""), col), c64(e, 0), "");
 		LLVMValueRef w[VEC / 8], x[VEC], code[VEC];
 		for (int j = 0; j < VEC / 8; j++) {
-			LLVMValueRef off = mul(e, add(e, idx, c64(e, 8 * j)), 2);
+			LLVMValueRef off = mul64(e, add64(e, idx, c64(e, 8 * j)), 2);
 			w[j] = load_al(e, v4i, gep(e, e->ptr[k->x], off), 16);
 			w[j] = LLVMBuildSelect(b, ok, w[j], LLVMConstNull(v4i), "");
 		}
 		/* the tile: row r, bytes 32v..32v+31, the upper half first where bit 2 */
-		LLVMValueRef soff = add(e, mul(e, r, TPITCH), mul(e, v, 2 * VEC));
+		LLVMValueRef soff = add64(e, mul64(e, r, TPITCH), mul64(e, v, 2 * VEC));
 		for (int h = 0; h < 2; h++) {
 			LLVMValueRef hh = LLVMBuildSelect(b, up, c64(e, (uint64_t)(1 - h)), c64(e, (uint64_t)h), "");
-			LLVMValueRef o = add(e, soff, mul(e, hh, 16));
+			LLVMValueRef o = add64(e, soff, mul64(e, hh, 16));
 			LLVMValueRef val = LLVMBuildSelect(b, up, w[1 - h], w[h], "");
 			store_al(e, val, LLVMBuildGEP2(b, e->g->i8, tile, &o, 1, ""), 16);
 		}
 		unpack16(e, e->k->f->val[k->x].type.fmt, w, x);
 		LLVMValueRef mbits = group_max(e, vec_amax_bits(e, x, VEC), lanes);
 		LLVMValueRef bidx = LLVMBuildUDiv(b, idx, c64(e, (uint64_t)k->bc), "");
-		LLVMValueRef mult = block(e, q, mbits, bidx, LLVMBuildAnd(b, ok, leader, ""));
+		memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);   /* a new block */
+		LLVMValueRef mult = block_scalars(e, q, mbits, bidx, LLVMBuildAnd(b, ok, leader, ""));
 		quantize_vec(e, q, mult, x, idx, code);
 		if (is_out(e, q->res)) {
 			LLVMBasicBlockRef cont = begin_if(e, ok);
@@ -155,7 +119,7 @@ pair_rows(E *e, LLVMValueRef tile, precc_format f, LLVMValueRef r, LLVMValueRef 
 	LLVMBuilderRef b = e->b;
 
 	for (int i = 0; i < VEC; i++) {
-		LLVMValueRef o = add(e, mul(e, add(e, r, c64(e, (uint64_t)i)), TPITCH), mul(e, p, 4));
+		LLVMValueRef o = add64(e, mul64(e, add64(e, r, c64(e, (uint64_t)i)), TPITCH), mul64(e, p, 4));
 		LLVMValueRef u = load_al(e, e->g->i32, LLVMBuildGEP2(b, e->g->i8, tile, &o, 1, ""), 4);
 		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, u, e->g->i16, ""),
 		                      LLVMBuildTrunc(b, LLVMBuildLShr(b, u, c32(e, 16), ""), e->g->i16, "")};
@@ -192,7 +156,7 @@ cols_part(E *e, LLVMValueRef tile, LLVMValueRef part, LLVMValueRef m0, LLVMValue
 	for (int s = 0; s < sub; s++) {
 		mb[0][s] = mb[1][s] = c32(e, 0);
 		for (int i = 0; i < span; i += VEC) {
-			pair_rows(e, tile, f, add(e, mul(e, g, RT), c64(e, (uint64_t)(s * span + i))), p, xv);
+			pair_rows(e, tile, f, add64(e, mul64(e, g, RT), c64(e, (uint64_t)(s * span + i))), p, xv);
 			for (int c = 0; c < 2; c++)
 				mb[c][s] = umax(e, mb[c][s], vec_amax_bits(e, xv[c], VEC));
 		}
@@ -202,18 +166,18 @@ cols_part(E *e, LLVMValueRef tile, LLVMValueRef part, LLVMValueRef m0, LLVMValue
 		LLVMTypeRef pt = LLVMArrayType2(e->g->i32, 4 * TC);
 		/* part[c][g][p]: a warp's 32 lanes store 32 consecutive words */
 		for (int c = 0; c < 2; c++) {
-			LLVMValueRef ix[2] = {c32(e, 0), LLVMBuildTrunc(b, add(e, mul(e, add(e, g, c64(e, 4 * (uint64_t)c)),
+			LLVMValueRef ix[2] = {c32(e, 0), LLVMBuildTrunc(b, add64(e, mul64(e, add64(e, g, c64(e, 4 * (uint64_t)c)),
 			                      TC / 2), p), e->g->i32, "")};
 			store_al(e, mb[c][0], LLVMBuildGEP2(b, pt, part, ix, 2, ""), 4);
 		}
 		barrier(e);
 		int ng = (int)(Bc / RT);
-		LLVMValueRef g0 = mul(e, LLVMBuildUDiv(b, g, c64(e, (uint64_t)ng), ""), (uint64_t)ng);
+		LLVMValueRef g0 = mul64(e, LLVMBuildUDiv(b, g, c64(e, (uint64_t)ng), ""), (uint64_t)ng);
 		for (int c = 0; c < 2; c++) {
 			LLVMValueRef m = c32(e, 0);
 			for (int j = 0; j < ng; j++) {
-				LLVMValueRef gj = add(e, g0, c64(e, (uint64_t)j + 4 * (uint64_t)c));
-				LLVMValueRef ix[2] = {c32(e, 0), LLVMBuildTrunc(b, add(e, mul(e, gj, TC / 2), p),
+				LLVMValueRef gj = add64(e, g0, c64(e, (uint64_t)j + 4 * (uint64_t)c));
+				LLVMValueRef ix[2] = {c32(e, 0), LLVMBuildTrunc(b, add64(e, mul64(e, gj, TC / 2), p),
 				                      e->g->i32, "")};
 				m = umax(e, m, load_al(e, e->g->i32, LLVMBuildGEP2(b, pt, part, ix, 2, ""), 4));
 			}
@@ -227,24 +191,25 @@ cols_part(E *e, LLVMValueRef tile, LLVMValueRef part, LLVMValueRef m0, LLVMValue
 	                      : LLVMConstInt(e->g->i1, 1, 0);
 	LLVMValueRef mult[2][RT / 16], ok[2][RT / 16], col[2];
 	for (int c = 0; c < 2; c++) {
-		col[c] = add(e, k0, add(e, mul(e, p, 2), c64(e, (uint64_t)c)));
+		col[c] = add64(e, k0, add64(e, mul64(e, p, 2), c64(e, (uint64_t)c)));
 		for (int s = 0; s < sub; s++) {
-			LLVMValueRef r0 = add(e, m0, add(e, mul(e, g, RT), c64(e, (uint64_t)s * (uint64_t)span)));
+			LLVMValueRef r0 = add64(e, m0, add64(e, mul64(e, g, RT), c64(e, (uint64_t)s * (uint64_t)span)));
 			ok[c][s] = LLVMBuildAnd(b, ult(e, col[c], C), ult(e, r0, R), "");
 			LLVMValueRef rb = LLVMBuildUDiv(b, r0, c64(e, (uint64_t)Bc), "");
-			LLVMValueRef bidx = LLVMBuildSelect(b, ok[c][s], add(e, LLVMBuildMul(b, col[c], nrb, ""), rb),
+			LLVMValueRef bidx = LLVMBuildSelect(b, ok[c][s], add64(e, LLVMBuildMul(b, col[c], nrb, ""), rb),
 			                                    c64(e, 0), "");
-			mult[c][s] = block(e, q, mb[c][s], bidx, LLVMBuildAnd(b, ok[c][s], leader, ""));
+			memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);
+			mult[c][s] = block_scalars(e, q, mb[c][s], bidx, LLVMBuildAnd(b, ok[c][s], leader, ""));
 		}
 	}
 	if (!is_out(e, q->res))
 		return 0;
 	for (int i = 0; i < RT; i += VEC) {      /* 16 rows of both columns a step */
 		int s = i / span;
-		LLVMValueRef rj = add(e, m0, add(e, mul(e, g, RT), c64(e, (uint64_t)i)));
-		pair_rows(e, tile, f, add(e, mul(e, g, RT), c64(e, (uint64_t)i)), p, xv);
+		LLVMValueRef rj = add64(e, m0, add64(e, mul64(e, g, RT), c64(e, (uint64_t)i)));
+		pair_rows(e, tile, f, add64(e, mul64(e, g, RT), c64(e, (uint64_t)i)), p, xv);
 		for (int c = 0; c < 2; c++) {
-			LLVMValueRef tidx = LLVMBuildSelect(b, ok[c][s], add(e, LLVMBuildMul(b, col[c], R, ""), rj),
+			LLVMValueRef tidx = LLVMBuildSelect(b, ok[c][s], add64(e, LLVMBuildMul(b, col[c], R, ""), rj),
 			                                    c64(e, 0), "");
 			LLVMValueRef code[VEC];
 			quantize_vec(e, q, mult[c][s], xv[c], tidx, code);
@@ -263,8 +228,8 @@ emit_rowcol(E *base)
 	LLVMBuilderRef b = base->b;
 	LLVMValueRef tile = shared_array(base, "tile", 1, LLVMArrayType2(base->g->i8, TR * TPITCH), 16);
 	LLVMValueRef part = shared_array(base, "colmax", 2, LLVMArrayType2(base->g->i32, 4 * TC), 4);
-	LLVMValueRef k0 = mul(base, LLVMBuildZExt(b, sreg(base, "ctaid.x"), base->g->i64, ""), TC);
-	LLVMValueRef m0 = mul(base, LLVMBuildZExt(b, sreg(base, "ctaid.y"), base->g->i64, ""), TR);
+	LLVMValueRef k0 = mul64(base, LLVMBuildZExt(b, sreg(base, "ctaid.x"), base->g->i64, ""), TC);
+	LLVMValueRef m0 = mul64(base, LLVMBuildZExt(b, sreg(base, "ctaid.y"), base->g->i64, ""), TR);
 	int rc;
 
 	if (top->threads != THREADS)

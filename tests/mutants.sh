@@ -25,7 +25,7 @@ align_8|include/precc/grid.h|codegen.emu\|runtime|#define PRECC_BUFFER_ALIGN 16|
 grid_schedule|passes/schedule.c|lit.passes\|codegen.emu|snprintf(buf, n, "%ld", (d + per - 1) / per);|snprintf(buf, n, "%ld", d / per);
 cvt_e4m3x2_swap|codegen/ptx_asm.c|codegen.emu|#define CVT_E4M3X2 "cvt.rn.satfinite.e4m3x2.f32 $0, $2, $1;"|#define CVT_E4M3X2 "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;"
 shfl_clamp_0|codegen/emit.c|codegen.emu|c32(e, (unsigned)lanemask), c32(e, 0x1f)}|c32(e, (unsigned)lanemask), c32(e, 0)}
-amax_nan|codegen/emit.c|codegen.emu|c32(e, 0x7fc00000), a, "");|c32(e, 0x7f800000), a, "");
+amax_nan|codegen/emit.c|codegen.emu|uint32_t nan = amax_nan_ignore(e) ? 0 : 0x7fc00000;|uint32_t nan = amax_nan_ignore(e) ? 0 : 0x7f800000;
 zero_outputs|codegen/kernel.c|codegen.emu\|lit.build|			*mask \|= 1u << p;|			(void)mask;
 colblock_m_multiple|codegen/kernel.c|codegen.emu|			k->m_multiple = k->bc;|			k->m_multiple = 1;
 fp8_decode_fmt|codegen/ptx_asm.c|codegen.emu|f == PRECC_E4M3 ? CVT_F16X2_E4M3X2 : CVT_F16X2_E5M2X2|f == PRECC_E4M3 ? CVT_F16X2_E5M2X2 : CVT_F16X2_E4M3X2

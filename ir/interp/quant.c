@@ -36,46 +36,40 @@ store(void *q, size_t esize, size_t off, long n, const uint32_t *codes)
 	}
 }
 
-/* Random bits for elements [i0, i0+n) (see precc_sr_bits). */
+/* Random bits for elements [i0, i0+n): 32 a element, four per Philox call
+ * (precc_sr_bits), or with half 16, the e2m1 encode's, eight per call
+ * (precc_sr_bits16). */
 static void
-sr_bits(uint64_t seed, uint32_t stream, uint64_t i0, long n, uint32_t *rb)
+sr_bits_n(uint64_t seed, uint32_t stream, uint64_t i0, long n, uint32_t *rb, int half)
 {
 	uint32_t key[2] = { (uint32_t)seed, (uint32_t)(seed >> 32) };
 	uint32_t out[4];
 	uint64_t g = UINT64_MAX;
+	int sh = half ? 3 : 2;   /* log2 elements a call */
 	long j;
 
 	for (j = 0; j < n; j++) {
 		uint64_t i = i0 + (uint64_t)j;
-		if (i >> 2 != g) {
-			uint32_t ctr[4] = { (uint32_t)(i >> 2), (uint32_t)(i >> 34),
+		if (i >> sh != g) {
+			uint32_t ctr[4] = { (uint32_t)(i >> sh), (uint32_t)(i >> (32 + sh)),
 			                    stream, 0 };
-			g = i >> 2;
+			g = i >> sh;
 			precc_philox4x32_10(ctr, key, out);
 		}
-		rb[j] = out[i & 3];
+		rb[j] = half ? out[(i >> 1) & 3] >> (16 * (i & 1)) & 0xffff : out[i & 3];
 	}
 }
 
-/* The 16-bit e2m1 bits of elements [i0, i0+n) (see precc_sr_bits16). */
+static void
+sr_bits(uint64_t seed, uint32_t stream, uint64_t i0, long n, uint32_t *rb)
+{
+	sr_bits_n(seed, stream, i0, n, rb, 0);
+}
+
 static void
 sr_bits16(uint64_t seed, uint32_t stream, uint64_t i0, long n, uint32_t *rb)
 {
-	uint32_t key[2] = { (uint32_t)seed, (uint32_t)(seed >> 32) };
-	uint32_t out[4];
-	uint64_t g = UINT64_MAX;
-	long j;
-
-	for (j = 0; j < n; j++) {
-		uint64_t i = i0 + (uint64_t)j;
-		if (i >> 3 != g) {
-			uint32_t ctr[4] = { (uint32_t)(i >> 3), (uint32_t)(i >> 35),
-			                    stream, 0 };
-			g = i >> 3;
-			precc_philox4x32_10(ctr, key, out);
-		}
-		rb[j] = out[(i >> 1) & 3] >> (16 * (i & 1)) & 0xffff;
-	}
+	sr_bits_n(seed, stream, i0, n, rb, 1);
 }
 
 typedef struct Quant {
