@@ -108,15 +108,32 @@ emit_hadamard(E *e)
 		end_if(e, cont);
 		return 0;
 	}
-	/* only the amaxes: of the rounded outputs, as of the written copy */
+	/* only the amaxes: of the rounded outputs, as of the written copy, and
+	 * of the data param (x and xᵀ have one amax) from the values read */
 	LLVMValueRef y[16];
 	rht_block(e, h, xv, y);
-	LLVMValueRef mb = vec_amax_bits(e, y, 16), zero = c32(e, 0);
+	LLVMValueRef mb[2] = {vec_amax_bits(e, y, 16), vec_amax_bits(e, xv, 16)}, zero = c32(e, 0);
 	LLVMBasicBlockRef last = LLVMGetInsertBlock(b);
 	end_if(e, cont);
-	LLVMValueRef m = LLVMBuildPhi(b, e->g->i32, "m");
-	LLVMAddIncoming(m, &zero, &pre, 1);
-	LLVMAddIncoming(m, &mb, &last, 1);
-	tensor_amax_out(e, m);
+	LLVMValueRef m[2];
+	for (int s = 0; s < 2; s++) {
+		m[s] = LLVMBuildPhi(b, e->g->i32, "m");
+		LLVMAddIncoming(m[s], &zero, &pre, 1);
+		LLVMAddIncoming(m[s], &mb[s], &last, 1);
+	}
+	for (int s = 0; s < 2; s++) {
+		int any = 0;
+		for (int i = 0; i < k->nout; i++)
+			any |= (ir_def_ins(k->f, k->out[i])->arg[0] == h->res) == !s;
+		if (!any)
+			continue;
+		LLVMValueRef cm = cta_max(e, m[s]);
+		LLVMBasicBlockRef t0 = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, sreg(e, "tid.x"), c32(e, 0), ""));
+		for (int i = 0; i < k->nout; i++)
+			if ((ir_def_ins(k->f, k->out[i])->arg[0] == h->res) == !s)
+				LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax, e->ptr[k->out[i]], cm,
+				                   LLVMAtomicOrderingMonotonic, 0);
+		end_if(e, t0);
+	}
 	return 0;
 }

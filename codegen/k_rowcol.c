@@ -23,7 +23,9 @@
  *            bytes of a row of the transpose.
  *
  * Only 16-bit sources (bf16, f16): the tile holds their bits (32 KiB); f32
- * sources, and stochastic rounding, keep the two-phase kernel. Rows past M and columns past K are
+ * sources, and stochastic rounding (but with the transform below), keep the
+ * two-phase kernel. NVFP4's 1x16 blocks of x and of the random Hadamard
+ * transform of xᵀ come out of the same tile (cols_rht). Rows past M and columns past K are
  * predicated off; blocks are whole (M % B' and K % B, as the plan and
  * m_multiple ensure).
  */
@@ -39,16 +41,17 @@ rowcol_takes(const Kern *rowk, const Kern *colk)
 	precc_format f = rowk->f->val[rowk->x].type.fmt;
 	long B = rowk->bc, Bc = colk->bc;
 
-	/* stochastic rounding keeps the two phases: its Philox next to a
-	 * column pair's 32 values spilled on sm_89 (no shipped recipe fuses
-	 * an SR x with its transpose in 1xB blocks) */
+	/* stochastic rounding keeps the two phases, but for the transform's
+	 * columns (NVFP4's dY: one column's block at a time, 16-bit draws):
+	 * its Philox next to a column pair's 32 values spilled on sm_89 */
 	for (int i = 0; i < rowk->f->nins; i++)
-		if (rowk->f->ins[i].op == OP_quantize && rowk->f->ins[i].round == PRECC_SR)
+		if (rowk->f->ins[i].op == OP_quantize && rowk->f->ins[i].round == PRECC_SR
+		    && colk->had < 0)
 			return 0;
 	return rowk->shape == CG_QUANT_ROWBLOCK && colk->shape == CG_QUANT_COLBLOCK
 	       && rowk->x == colk->x && (f == PRECC_BF16 || f == PRECC_FP16)
 	       && !rowk->rowcta && rowk->gridamax < 0 && colk->gridamax < 0
-	       && !colk->colwise && colk->had < 0
+	       && !colk->colwise && (colk->had < 0 || Bc == 16)
 	       && (B == 16 || B == 32 || B == 64 || B == 128)
 	       && (Bc == 16 || Bc == 32 || Bc == 64 || Bc == 128)
 	       && rowk->cols >= 0 && rowk->cols % 16 == 0;
@@ -131,6 +134,44 @@ pair_rows(E *e, LLVMValueRef tile, precc_format f, LLVMValueRef r, LLVMValueRef 
 	}
 }
 
+/* The columns of the tile through NVFP4's random Hadamard transform
+ * (hadamard(transpose(x)) in 1x16 blocks, B' = 16): each 16-row block of a
+ * column transformed and rounded as the hadamard's result (rht_block),
+ * then its amax, scales and codes from those registers, as
+ * quant_colblock's RHT path does; the transformed copy is never written. */
+static int
+cols_rht(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRef R,
+         LLVMValueRef C, LLVMValueRef p, LLVMValueRef g)
+{
+	Kern *k = e->k;
+	const Ins *q = &k->f->ins[k->q];
+	LLVMBuilderRef b = e->b;
+	precc_format f = k->f->val[k->x].type.fmt;
+	LLVMValueRef nrb = LLVMBuildUDiv(b, R, c64(e, 16), ""), xv[2][VEC], y[VEC], code[VEC];
+
+	for (int i = 0; i < RT; i += 16) {
+		LLVMValueRef r0 = add64(e, m0, add64(e, mul64(e, g, RT), c64(e, (uint64_t)i)));
+		pair_rows(e, tile, f, add64(e, mul64(e, g, RT), c64(e, (uint64_t)i)), p, xv);
+		for (int c = 0; c < 2; c++) {
+			LLVMValueRef col = add64(e, k0, add64(e, mul64(e, p, 2), c64(e, (uint64_t)c)));
+			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, col, C), ult(e, r0, R), "");
+			LLVMValueRef bidx = sel(e, ok, add64(e, LLVMBuildMul(b, col, nrb, ""),
+			                                     LLVMBuildUDiv(b, r0, c64(e, 16), "")), c64(e, 0));
+			rht_block(e, &k->f->ins[k->had], xv[c], y);
+			memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);   /* a new block */
+			LLVMValueRef mult = block_scalars(e, q, vec_amax_bits(e, y, VEC), bidx, ok);
+			if (!is_out(e, q->res))
+				continue;
+			LLVMValueRef tidx = sel(e, ok, add64(e, LLVMBuildMul(b, col, R, ""), r0), c64(e, 0));
+			quantize_vec(e, q, mult, y, tidx, code);
+			LLVMBasicBlockRef cont = begin_if(e, ok);
+			store_codes(e, q->res, tidx, code);
+			end_if(e, cont);
+		}
+	}
+	return 0;
+}
+
 /* The columns of the tile: quantize transpose(x)'s 1xB' blocks. */
 static int
 cols_part(E *e, LLVMValueRef tile, LLVMValueRef part, LLVMValueRef m0, LLVMValueRef k0,
@@ -147,6 +188,8 @@ cols_part(E *e, LLVMValueRef tile, LLVMValueRef part, LLVMValueRef m0, LLVMValue
 
 	if (check_amax_ops(e, 1) || check_scalar_ops(e) || check_quantize(e, q))
 		return -1;
+	if (k->had >= 0)
+		return cols_rht(e, tile, m0, k0, R, C, p, g);
 	/* pass 1 the amax bits, per column, per block of min(B', RT) rows of
 	 * this thread (rows past M are zeros in the tile: rows_part loaded
 	 * none); pass 2 reads the tile again, 16 rows at a time, to quantize:

@@ -145,9 +145,11 @@ classify(Kern *k)
 			int amaxes = namax > 0;
 			for (int i = 0; i < f->nins; i++)
 				if (kin(k, i) && f->ins[i].op == OP_amax
-				    && (f->ins[i].arg[0] != h->res || !is_tensorwise(&f->ins[i].type)))
+				    && ((f->ins[i].arg[0] != h->res && f->ins[i].arg[0] != k->x)
+				        || !is_tensorwise(&f->ins[i].type)))
 					return kfail(k, "%%%s = amax: a hadamard kernel takes tensorwise amaxes "
-					             "of the transform's result", f->val[f->ins[i].res].name);
+					             "of the transform's result (and of the data param, from the "
+					             "same read)", f->val[f->ins[i].res].name);
 			if (ntr > 1 || (!amaxes && (k->nout != 1 || k->out[0] != h->res)))
 				return kfail(k, "a hadamard kernel holds one hadamard (and the transpose it "
 				             "reads) and returns its result or its amaxes");

@@ -256,7 +256,10 @@ roots(Fuse *z)
 			char nm[128];
 			int d = def_index(z, i->arg[0]);
 			if (rht_folds(z, k)) {
-				z->root[d] = z->root[k] = i->res;
+				/* of the data param's source: its kernels read x once
+				 * for both copies (row blocks of x, and of the
+				 * transform of xᵀ), its amax kernel both global amaxes */
+				z->root[d] = z->root[k] = z->root[def_index(z, f->ins[d].arg[0])];
 				ir_comment(&i->comment, "fuse: %%%s is computed where it is read, in %s.amax "
 				           "and %s.quantize, and never written: one read of %%%s per kernel",
 				           vname(z, i->res), vname(z, i->res), vname(z, i->res),
@@ -435,8 +438,9 @@ split_global(Fuse *z)
 		const Ins *hd = def_of(z, i->arg[0]);
 		if (hd && hd->op == OP_hadamard && z->owner[def_index(z, i->arg[0])] == gq) {
 			ir_comment(&i->comment, "fuse: %%%s is of the transformed values, needed before "
-			           "any element is quantized: two kernels, each transforming what it reads",
-			           vname(z, i->res));
+			           "any element is quantized: in %s.amax, which transforms its own copy of "
+			           "what it reads, beside %%%s's own amax (one read for both)",
+			           vname(z, i->res), vname(z, src), vname(z, src));
 			char an[128];
 			snprintf(an, sizeof an, "%s.amax", vname(z, src));
 			rht_amax_copy(z, &k, group(z, an));

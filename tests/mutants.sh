@@ -54,6 +54,8 @@ share_any_input|runtime/share.c|runtime.layer$|			ok = !is_in(k, p) \|\| eq[b] >
 share_no_promote|runtime/share.c|runtime.layer$|				r->split->place[s->alias[b]] = PRECC_PLACE_SAVED;|				(void)0;
 transpose_no_swizzle|codegen/k_transpose.c|codegen.emu|	LLVMValueRef sx = LLVMBuildShl(b, LLVMBuildAnd(b, LLVMBuildLShr(b, r, c64(e, 4), ""), c64(e, 3), ""),|	LLVMValueRef sx = LLVMBuildShl(b, LLVMBuildAnd(b, LLVMBuildLShr(b, r, c64(e, 4), ""), c64(e, 0), ""),
 tile_half_swizzle|codegen/k_tile.c|codegen.emu|			LLVMValueRef ch = LLVMBuildXor(b, LLVMBuildURem(b, tid, c64(e, 8), ""),\n			                               LLVMBuildUDiv(b, r, c64(e, 64), ""), "");|			LLVMValueRef ch = LLVMBuildURem(b, tid, c64(e, 8), "");
+rowcol_rht_skipped|codegen/k_rowcol.c|codegen.emu|			rht_block(e, &k->f->ins[k->had], xv[c], y);|			memcpy(y, xv[c], sizeof y);
+hadamard_one_amax|codegen/k_hadamard.c|codegen.emu|		LLVMValueRef cm = cta_max(e, m[s]);|		LLVMValueRef cm = cta_max(e, m[0]);
 e2m1_nibble_interp|ir/interp/quant.c|refsem.test_fp4_pack|			unsigned sh = 4 * (j & 1);|			unsigned sh = 4 * (~j & 1);
 e2m1_nibble_store|codegen/emit.c|codegen.emu|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * i), ""), "");|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * (i ^ 1)), ""), "");
 e2m1_upcast_bytes|codegen/k_gemm.c|codegen.emu|sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");|sel(e, ok, gk, c64(e, 0))), c64(e, 0), "");
