@@ -274,9 +274,12 @@ l_linear(lua_State *L)
 	}
 	if (lm->m->nlinears >= MAX_LINEARS)
 		return sandbox_raise(L, line, "too many linear layers (limit %d)", MAX_LINEARS);
-	if (lm->m->nlinears % 64 == 0) {
-		lm->line = xrealloc(lm->line, (lm->m->nlinears + 64) * sizeof *lm->line);
-		lm->share = xrealloc(lm->share, (lm->m->nlinears + 64) * sizeof *lm->share);
+	int n = lm->m->nlinears;
+	if (n == 0 || (n >= 64 && !(n & (n - 1)))) {   /* 64, 128, 256, ...: doubling,
+	                                                   as model_add_linear grows */
+		size_t cap = n ? 2 * (size_t)n : 64;
+		lm->line = xrealloc(lm->line, cap * sizeof *lm->line);
+		lm->share = xrealloc(lm->share, cap * sizeof *lm->share);
 	}
 	lm->line[lm->m->nlinears] = line;
 	lm->share[lm->m->nlinears] = share ? xstrdup(share) : NULL;
