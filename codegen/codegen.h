@@ -67,6 +67,9 @@ typedef enum CgShape {
 	CG_QUANT_ROWCOL,    /* 1xB blocks of x and 1xB' blocks of transpose(x)
 	                       from one read: 128x128 tiles through shared
 	                       memory (k_rowcol.c) */
+	CG_AMAX_ROWCOL,     /* the rows' amax {1x*} and the columns' {*x1} of x
+	                       from one read, 128x128 tiles, atomic max per
+	                       tile (k_rowcol.c) */
 	NCGSHAPE
 } CgShape;
 

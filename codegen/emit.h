@@ -110,6 +110,7 @@ int emit_amax_cols(E *e);
 
 /* ---- k_rowcol.c -------------------------------------------------------- */
 int emit_rowcol(E *e);
+int emit_amax_rowcol(E *e);
 
 /* ---- k_dequant.c ------------------------------------------------------- */
 int emit_dequant(E *e);

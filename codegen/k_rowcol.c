@@ -35,11 +35,24 @@
 
 enum { TR = 128, TC = 128, THREADS = 256, TPITCH = TC * 2, RT = TR / 4 /* rows a column thread */ };
 
+/* Whether phase k computes an amax (else its scales come from params). */
+static int
+has_amax(const Kern *k)
+{
+	for (int i = 0; i < k->f->nins; i++)
+		if (kin(k, i) && k->f->ins[i].op == OP_amax)
+			return 1;
+	return 0;
+}
+
 int
 rowcol_takes(const Kern *rowk, const Kern *colk)
 {
 	precc_format f = rowk->f->val[rowk->x].type.fmt;
 	long B = rowk->bc, Bc = colk->bc;
+	/* rowwise scaling with a transposed copy: both scales from the amax
+	 * kernel's params (amax_rowcol), so any tile holds whole blocks */
+	int rowparam = B == 0 && !has_amax(rowk), colparam = colk->colwise && !has_amax(colk);
 
 	/* stochastic rounding keeps the two phases, but for the transform's
 	 * columns (NVFP4's dY: one column's block at a time, 16-bit draws):
@@ -50,10 +63,10 @@ rowcol_takes(const Kern *rowk, const Kern *colk)
 			return 0;
 	return rowk->shape == CG_QUANT_ROWBLOCK && colk->shape == CG_QUANT_COLBLOCK
 	       && rowk->x == colk->x && (f == PRECC_BF16 || f == PRECC_FP16)
-	       && !rowk->rowcta && rowk->gridamax < 0 && colk->gridamax < 0
-	       && !colk->colwise && (colk->had < 0 || Bc == 16)
-	       && (B == 16 || B == 32 || B == 64 || B == 128)
-	       && (Bc == 16 || Bc == 32 || Bc == 64 || Bc == 128)
+	       && rowk->gridamax < 0 && colk->gridamax < 0
+	       && (rowparam || (!rowk->rowcta && (B == 16 || B == 32 || B == 64 || B == 128)))
+	       && (colparam || (!colk->colwise && (colk->had < 0 || Bc == 16)
+	                        && (Bc == 16 || Bc == 32 || Bc == 64 || Bc == 128)))
 	       && rowk->cols >= 0 && rowk->cols % 16 == 0;
 }
 
@@ -73,7 +86,8 @@ rows_part(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRe
 	LLVMValueRef col = add64(e, k0, mul64(e, v, VEC));
 	LLVMValueRef colok = ult(e, col, C);
 	LLVMValueRef up = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, t, c64(e, 4), ""), c64(e, 0), "");
-	int lanes = (int)(k->bc / VEC);
+	/* a row's scale from a param (rowwise): its first lane stores it */
+	int lanes = k->bc ? (int)(k->bc / VEC) : TC / VEC;
 	LLVMValueRef leader = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, v, c64(e, (uint64_t)lanes), ""),
 	                                    c64(e, 0), "");
 
@@ -100,7 +114,7 @@ rows_part(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRe
 		}
 		unpack16(e, e->k->f->val[k->x].type.fmt, w, x);
 		LLVMValueRef mbits = group_max(e, vec_amax_bits(e, x, VEC), lanes);
-		LLVMValueRef bidx = LLVMBuildUDiv(b, idx, c64(e, (uint64_t)k->bc), "");
+		LLVMValueRef bidx = LLVMBuildUDiv(b, idx, k->bc ? c64(e, (uint64_t)k->bc) : C, "");
 		memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);   /* a new block */
 		LLVMValueRef mult = block_scalars(e, q, mbits, bidx, LLVMBuildAnd(b, ok, leader, ""));
 		quantize_vec(e, q, mult, x, idx, code);
@@ -172,6 +186,45 @@ cols_rht(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRef
 	return 0;
 }
 
+/* The columns of the tile, rowwise over transpose(x): one scale per
+ * column of x from the amax kernel's param (amax_rowcol), so nothing is
+ * reduced here; row group 0 stores the column's scalars (every tile of a
+ * column stores the same values). */
+static int
+cols_colwise(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRef R,
+             LLVMValueRef C, LLVMValueRef p, LLVMValueRef g)
+{
+	Kern *k = e->k;
+	const Ins *q = &k->f->ins[k->q];
+	LLVMBuilderRef b = e->b;
+	precc_format f = k->f->val[k->x].type.fmt;
+	LLVMValueRef xv[2][VEC], code[VEC], mult[2], col[2];
+	LLVMValueRef g0 = LLVMBuildICmp(b, LLVMIntEQ, g, c64(e, 0), "");
+
+	for (int c = 0; c < 2; c++) {
+		col[c] = add64(e, k0, add64(e, mul64(e, p, 2), c64(e, (uint64_t)c)));
+		LLVMValueRef ok = ult(e, col[c], C);
+		memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);   /* a new column */
+		mult[c] = block_scalars(e, q, c32(e, 0), sel(e, ok, col[c], c64(e, 0)),
+		                        LLVMBuildAnd(b, ok, g0, ""));
+	}
+	if (!is_out(e, q->res))
+		return 0;
+	for (int i = 0; i < RT; i += VEC) {
+		LLVMValueRef rj = add64(e, m0, add64(e, mul64(e, g, RT), c64(e, (uint64_t)i)));
+		pair_rows(e, tile, f, add64(e, mul64(e, g, RT), c64(e, (uint64_t)i)), p, xv);
+		for (int c = 0; c < 2; c++) {
+			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, col[c], C), ult(e, rj, R), "");
+			LLVMValueRef tidx = sel(e, ok, add64(e, LLVMBuildMul(b, col[c], R, ""), rj), c64(e, 0));
+			quantize_vec(e, q, mult[c], xv[c], tidx, code);
+			LLVMBasicBlockRef cont = begin_if(e, ok);
+			store_codes(e, q->res, tidx, code);
+			end_if(e, cont);
+		}
+	}
+	return 0;
+}
+
 /* The columns of the tile: quantize transpose(x)'s 1xB' blocks. */
 static int
 cols_part(E *e, LLVMValueRef tile, LLVMValueRef part, LLVMValueRef m0, LLVMValueRef k0,
@@ -190,6 +243,8 @@ cols_part(E *e, LLVMValueRef tile, LLVMValueRef part, LLVMValueRef m0, LLVMValue
 		return -1;
 	if (k->had >= 0)
 		return cols_rht(e, tile, m0, k0, R, C, p, g);
+	if (k->colwise)
+		return cols_colwise(e, tile, m0, k0, R, C, p, g);
 	/* pass 1 the amax bits, per column, per block of min(B', RT) rows of
 	 * this thread (rows past M are zeros in the tile: rows_part loaded
 	 * none); pass 2 reads the tile again, 16 rows at a time, to quantize:
@@ -294,5 +349,101 @@ emit_rowcol(E *base)
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+/* amax_rowcol: the rows' amax ({1x*}) and the columns' ({*x1}) of x from
+ * one read, so that rowwise scaling's quantize kernel has both scales and
+ * reads x once more, not twice (fuse.c). A CTA of 256 threads per 128x128
+ * tile reads it as rows_part does (thread t: 16 elements of row 32i + t/8):
+ * a row's 8 lanes reduce its tile max by shuffles and its first lane takes
+ * one atomic max into the row's amax; each thread keeps its 16 columns'
+ * max over its 4 rows, the 4 lanes of a warp holding the same columns (l,
+ * l ^ 8, l ^ 16, l ^ 24) combine them by shuffles, lane l keeps columns
+ * 4(l / 8) .. +3 of its 16 and stores them as words [warp][j][l] (32
+ * consecutive words a store: no bank conflicts), and 128 threads, (j, l)
+ * each, reduce the 8 warps' words and take one atomic max each into the
+ * columns' amax. Both outputs are zeroed before the launch (atomic). */
+int
+emit_amax_rowcol(E *e)
+{
+	Kern *k = e->k;
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef R = dimv(e, k->rows), C = dimv(e, k->cols);
+	LLVMValueRef t = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
+	LLVMValueRef k0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, ""), TC);
+	LLVMValueRef m0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), e->g->i64, ""), TR);
+	LLVMValueRef v = LLVMBuildURem(b, t, c64(e, TC / VEC), ""), rp = LLVMBuildUDiv(b, t, c64(e, TC / VEC), "");
+	LLVMValueRef col = add64(e, k0, mul64(e, v, VEC)), colok = ult(e, col, C);
+	LLVMValueRef lead = LLVMBuildICmp(b, LLVMIntEQ, v, c64(e, 0), "");
+	LLVMValueRef cm[VEC], x[VEC];
+	int rowout = -1, colout = -1;
+
+	if (check_amax_ops(e, 1))
+		return -1;
+	for (int i = 0; i < k->nout; i++) {
+		const Type *ty = &k->f->val[k->out[i]].type;
+		if (ir_def_ins(k->f, k->out[i])->op != OP_amax)
+			return kfail(k, "%%%s: amax_rowcol returns amaxes only", k->f->val[k->out[i]].name);
+		if (ty->block[0] == 1 && ty->block[1] == 0)
+			rowout = k->out[i];
+		else
+			colout = k->out[i];
+	}
+	if (k->threads != THREADS || rowout < 0 || colout < 0)
+		return kfail(k, "amax_rowcol: 256 threads, one rows' and one columns' amax");
+	for (int i = 0; i < VEC; i++)
+		cm[i] = c32(e, 0);
+	for (int pass = 0; pass < TR / (THREADS / (TC / VEC)); pass++) {
+		LLVMValueRef row = add64(e, m0, add64(e, rp, c64(e, (uint64_t)pass * (THREADS / (TC / VEC)))));
+		LLVMValueRef ok = LLVMBuildAnd(b, colok, ult(e, row, R), "");
+		LLVMValueRef idx = sel(e, ok, add64(e, LLVMBuildMul(b, row, C, ""), col), c64(e, 0));
+		load_vec(e, k->x, idx, x);
+		LLVMValueRef rm = c32(e, 0);
+		for (int i = 0; i < VEC; i++) {
+			x[i] = sel(e, ok, x[i], cf(e, 0));
+			LLVMValueRef bits = vec_amax_bits(e, &x[i], 1);
+			cm[i] = umax(e, cm[i], bits);
+			rm = umax(e, rm, bits);
+		}
+		rm = group_max(e, rm, TC / VEC);
+		LLVMBasicBlockRef cont = begin_if(e, LLVMBuildAnd(b, lead, ult(e, row, R), ""));
+		LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax, gep(e, e->ptr[rowout], mul64(e, row, 4)), rm,
+		                   LLVMAtomicOrderingMonotonic, 0);
+		end_if(e, cont);
+	}
+	/* the warp's 4 lanes of the same columns, then 4 of the 16 columns a lane */
+	for (int i = 0; i < VEC; i++)
+		for (int o = TC / VEC; o < 32; o <<= 1)
+			cm[i] = umax(e, cm[i], shfl_xor(e, cm[i], o));
+	LLVMValueRef lane = LLVMBuildURem(b, t, c64(e, 32), ""), w = LLVMBuildUDiv(b, t, c64(e, 32), "");
+	LLVMValueRef gq = LLVMBuildUDiv(b, lane, c64(e, TC / VEC), "");
+	LLVMTypeRef pt = LLVMArrayType2(e->g->i32, (THREADS / 32) * 4 * 32);
+	LLVMValueRef part = shared_array(e, "colmax", 1, pt, 16);
+	for (int j = 0; j < 4; j++) {
+		LLVMValueRef val = cm[j];
+		for (int g = 1; g < 4; g++)
+			val = sel(e, LLVMBuildICmp(b, LLVMIntEQ, gq, c64(e, (uint64_t)g), ""), cm[4 * g + j], val);
+		LLVMValueRef ix[2] = {c32(e, 0), LLVMBuildTrunc(b, add64(e, mul64(e, w, 128),
+		                      add64(e, c64(e, 32 * (uint64_t)j), lane)), e->g->i32, "")};
+		store_al(e, val, LLVMBuildGEP2(b, pt, part, ix, 2, ""), 4);
+	}
+	barrier(e);
+	LLVMBasicBlockRef cont = begin_if(e, ult(e, t, c64(e, 128)));
+	LLVMValueRef j = LLVMBuildUDiv(b, t, c64(e, 32), ""), m = c32(e, 0);
+	for (int ww = 0; ww < THREADS / 32; ww++) {
+		LLVMValueRef ix[2] = {c32(e, 0), LLVMBuildTrunc(b, add64(e, c64(e, 128 * (uint64_t)ww), t),
+		                      e->g->i32, "")};
+		m = umax(e, m, load_al(e, e->g->i32, LLVMBuildGEP2(b, pt, part, ix, 2, ""), 4));
+	}
+	/* word (j, l) holds column 16 (l % 8) + 4 (l / 8) + j of the tile */
+	LLVMValueRef l = LLVMBuildURem(b, t, c64(e, 32), "");
+	LLVMValueRef c = add64(e, k0, add64(e, mul64(e, LLVMBuildURem(b, l, c64(e, TC / VEC), ""), VEC),
+	                       add64(e, mul64(e, LLVMBuildUDiv(b, l, c64(e, TC / VEC), ""), 4), j)));
+	LLVMBasicBlockRef in = begin_if(e, ult(e, c, C));
+	LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax, gep(e, e->ptr[colout], mul64(e, c, 4)), m,
+	                   LLVMAtomicOrderingMonotonic, 0);
+	end_if(e, in);
+	end_if(e, cont);
 	return 0;
 }

@@ -32,6 +32,7 @@ emit_shape(E *e)
 		return k->tr >= 0 ? emit_transpose(e) : emit_flat(e);
 	case CG_QUANT_TILE: return emit_tile(e);
 	case CG_AMAX_COLS: return emit_amax_cols(e);
+	case CG_AMAX_ROWCOL: return emit_amax_rowcol(e);
 	case CG_QUANT_COLBLOCK: return emit_colblock(e);
 	case CG_DEQUANT: return emit_dequant(e);
 	case CG_DELAYED_UPDATE: return emit_delayed(e);

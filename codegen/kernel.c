@@ -16,7 +16,7 @@ static const char *const shape_names[NCGSHAPE] = {
 	[CG_QUANT_ROWBLOCK] = "quant_rowblock", [CG_QUANT_TILE] = "quant_tile",
 	[CG_QUANT_COLBLOCK] = "quant_colblock",
 	[CG_DELAYED_UPDATE] = "delayed_update", [CG_DEQUANT] = "dequant", [CG_GEMM] = "gemm",
-	[CG_HADAMARD] = "hadamard", [CG_QUANT_ROWCOL] = "quant_rowcol",
+	[CG_HADAMARD] = "hadamard", [CG_QUANT_ROWCOL] = "quant_rowcol", [CG_AMAX_ROWCOL] = "amax_rowcol",
 };
 
 const char *
@@ -177,7 +177,7 @@ classify(Kern *k)
 	if (!nq) {
 		if (!namax)
 			return kfail(k, "nothing to compute");
-		int ntw = 0, ncol = 0;
+		int ntw = 0, ncol = 0, nrow = 0;
 		for (int i = 0; i < f->nins; i++) {
 			const Type *t = &f->ins[i].type;
 			if (!kin(k, i) || f->ins[i].op != OP_amax)
@@ -186,13 +186,21 @@ classify(Kern *k)
 				ntw++;
 			else if (t->block[0] == 0 && t->block[1] == 1)
 				ncol++;
+			else if (t->block[0] == 1 && t->block[1] == 0 && f->ins[i].arg[0] == k->x)
+				nrow++;
 			else
-				return kfail(k, "amax-only kernels are tensorwise or columnwise (blockwise "
-				             "amax goes with its quantize)");
+				return kfail(k, "amax-only kernels are tensorwise, columnwise or rows and "
+				             "columns (blockwise amax goes with its quantize)");
 		}
-		if (ntw && ncol)
+		if (ntw && (ncol || nrow))
 			return kfail(k, "tensorwise and columnwise amax in one kernel");
-		k->shape = ncol ? CG_AMAX_COLS : CG_AMAX_TENSOR;
+		if (nrow && !ncol)
+			return kfail(k, "a rowwise amax without its columns' goes with its quantize");
+		for (int i = 0; nrow && i < f->nins; i++)
+			if (kin(k, i) && f->ins[i].op == OP_amax && f->ins[i].arg[0] != k->x)
+				return kfail(k, "%%%s = amax: rows and columns amaxes of the data param only",
+				             f->val[f->ins[i].res].name);
+		k->shape = nrow ? CG_AMAX_ROWCOL : ncol ? CG_AMAX_COLS : CG_AMAX_TENSOR;
 		return 0;
 	}
 	const Ins *q = &f->ins[k->q];
@@ -327,6 +335,19 @@ geometry(Kern *k, const CodegenTarget *t)
 			return kfail(k, "%%%s: columns M", k->f->val[k->x].name);
 		k->tiled = 0;
 		k->elems_per_cta = (long)k->threads * 128;
+		k->m_multiple = 1;
+		return 0;
+	}
+	if (k->shape == CG_AMAX_ROWCOL) {
+		/* 128x128 tiles of x (k_rowcol.c): 16-element vectors along the rows */
+		if (cols < 0 || cols % 16)
+			return kfail(k, "%%%s: rows and columns amax of static columns, a multiple of 16",
+			             k->f->val[k->x].name);
+		if (k->threads != 256)
+			return kfail(k, "amax_rowcol is generated for 256 threads");
+		k->tiled = 1;
+		k->tile_rows = k->tile_cols = 128;
+		k->elems_per_cta = 128 * 128;
 		k->m_multiple = 1;
 		return 0;
 	}
@@ -475,6 +496,12 @@ rowcol(Kern *top)
 		return 0;
 	top->shape = CG_QUANT_ROWCOL;
 	top->x = top->phase[0].x;
+	if (top->phase[1].colwise) {
+		/* a column's scale from a param: rows are predicated, only the
+		 * transposed copy's 16-byte stores ask anything of M */
+		long mm = top->phase[0].m_multiple;
+		top->m_multiple = mm > 16 ? mm : 16;
+	}
 	top->rows = top->phase[0].rows;
 	top->cols = top->phase[0].cols;
 	top->threads = 256;

@@ -505,6 +505,22 @@ split_global(Fuse *z)
 			ir_insert(f, k + 1, OP_transpose, old, &nv, 1);
 			made_room(z, k + 1, K_GROUP, gq, src);
 			i = &f->ins[k];
+			/* rowwise with a transposed copy: the rows' amaxes (rowwise
+			 * along the stored rows, over all of them: not a tile's)
+			 * come from the same read, so that the quantize kernel has
+			 * both scales and reads the source once more, not twice */
+			for (int j = 0; j < f->nins; j++) {
+				Ins *r = &f->ins[j];
+				if (j != k && r->op == OP_amax && r->arg[0] == src && z->owner[j] == gq
+				    && r->type.block[0] == 1 && r->type.block[1] == 0
+				    && !r->pattr[PA_AMAX_SCHEME]) {
+					z->owner[j] = group(z, an);
+					ir_set_attr(r->pattr, PA_AMAX_SCHEME, "two_kernel");
+					ir_comment(&r->comment, "fuse: the rows' amax of %%%s in %s, from the read "
+					           "that takes its columns' (the quantize then has both scales)",
+					           vname(z, src), an);
+				}
+			}
 		}
 		z->owner[k] = group(z, an);
 		if (i->pattr[PA_AMAX_SCHEME])
