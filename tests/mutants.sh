@@ -57,7 +57,7 @@ tile_half_swizzle|codegen/k_tile.c|codegen.emu|			LLVMValueRef ch = LLVMBuildXor
 rowcol_rht_skipped|codegen/k_rowcol.c|codegen.emu|			rht_block(e, &k->f->ins[k->had], xv[c], y);|			memcpy(y, xv[c], sizeof y);
 hadamard_one_amax|codegen/k_hadamard.c|codegen.emu|		LLVMValueRef cm = cta_max(e, m[s]);|		LLVMValueRef cm = cta_max(e, m[0]);
 amax_rowcol_word_col|codegen/k_rowcol.c|codegen.emu|	                       add64(e, mul64(e, LLVMBuildUDiv(b, l, c64(e, TC / VEC), ""), 4), j)));|	                       add64(e, mul64(e, LLVMBuildUDiv(b, l, c64(e, TC / VEC), ""), 4), c64(e, 0))));
-rowcol_param_leader|codegen/k_rowcol.c|codegen.emu|	int lanes = k->bc ? (int)(k->bc / VEC) : TC / VEC;|	int lanes = k->bc ? (int)(k->bc / VEC) : 0;
+rowcol_param_row|codegen/k_rowcol.c|codegen.emu|k->bc ? c64(e, (uint64_t)k->bc) : C, "");|k->bc ? c64(e, (uint64_t)k->bc) : c64(e, TC), "");
 e2m1_nibble_interp|ir/interp/quant.c|refsem.test_fp4_pack|			unsigned sh = 4 * (j & 1);|			unsigned sh = 4 * (~j & 1);
 e2m1_nibble_store|codegen/emit.c|codegen.emu|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * i), ""), "");|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * (i ^ 1)), ""), "");
 e2m1_upcast_bytes|codegen/k_gemm.c|codegen.emu|sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");|sel(e, ok, gk, c64(e, 0))), c64(e, 0), "");
