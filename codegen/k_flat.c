@@ -77,7 +77,12 @@ emit_rowwide(E *e)
 	 * across the barrier, which spills at 1024 threads' 64 registers */
 	LLVMValueRef xp = e->ptr[k->x];
 	e->ptr[k->x] = asm_opaque_ptr(e->g, xp);
+	/* and its indices again, from a thread id LLVM cannot see is the
+	 * same: pass 1's nchunk indices live across the barrier spilled
+	 * beside stochastic rounding's Philox */
+	LLVMValueRef t2 = asm_opaque_u64(e->g, t);
 	for (int c = 0; c < k->nchunk; c++) {
+		chunk(e, t2, rowok, base, c, &valid[c], &idx[c]);
 		load_vec(e, k->x, idx[c], x);
 		quantize_vec(e, q, mult, x, idx[c], code);
 		if (is_out(e, q->res)) {

@@ -248,9 +248,24 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 			cg_annotate_threads(g, g->fn, k->threads, 0);
 			cg_annotate_minctas(g, g->fn, 1);
 			cg_byval_grid_constant(g, g->fn, tmap0, k->ntmap, 128, 64);
-		} else
+		} else {
+			/* stochastic rounding over 256 threads: with only a thread
+			 * bound, ptxas 13 holds a 512-thread row kernel with Philox at
+			 * 64 registers on sm_89 and spills 16 bytes; give it what one
+			 * CTA per SM leaves (at 256 threads a bound makes ptxas drop
+			 * its occupancy aim: 58 -> 86 registers, 4 -> 2 CTAs) */
+			int sr = k->threads > 256 ? 65536 / k->threads / 8 * 8 : 0;
+			/* quant_rowcol: ptxas 13 aims at 5 CTAs an SM (48 registers)
+			 * and spills 4 bytes with rowwise scales from params; at 64
+			 * (4 CTAs) f16 sources spill 24; 80 (3 CTAs, 102 KiB of tiles
+			 * in flight an SM) spills none, and ptxas keeps the others at
+			 * the CTAs an SM they had (test_ptxas) */
+			int rc4 = 65536 / k->threads / 3 / 8 * 8;
 			cg_annotate_threads(g, g->fn, k->threads, k->shape == CG_GEMM ? 255
-			                    : big ? (r > 255 ? 255 : r) : 0);
+			                    : big ? (r > 255 ? 255 : r)
+			                    : k->shape == CG_QUANT_ROWCOL ? (rc4 > 255 ? 255 : rc4)
+			                    : k->has_seed ? (sr > 255 ? 255 : sr) : 0);
+		}
 	}
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, g->fn, "entry"));
 	e.ptr = calloc((size_t)f->nval + 1, sizeof *e.ptr);

@@ -312,8 +312,11 @@ geometry(Kern *k, const CodegenTarget *t)
 				 * than the CTA (over 1024 x 16 columns, or a fused kernel's
 				 * fixed block size) gives each thread nchunk vectors and is
 				 * read twice: once for the amax, once to quantize */
-				if (th > 1024)
-					th = 1024;
+				/* stochastic rounding's Philox beside the row's chunks
+				 * spills at 1024 threads' 64 registers: 512 (128) */
+				long cap = k->q >= 0 && k->f->ins[k->q].round == PRECC_SR ? 512 : 1024;
+				if (th > cap)
+					th = cap;
 				k->threads = t->threads > 0 ? t->threads : (int)th;
 				k->nchunk = (int)((lanes + k->threads - 1) / k->threads);
 				k->rowcta = 1;
