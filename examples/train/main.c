@@ -98,7 +98,8 @@ static void build(const char *recipe, const char *model, const char *dir)
 	pid_t pid;
 	int st, rc;
 
-	snprintf(logf, sizeof logf, "%s.log", dir);
+	if ((size_t)snprintf(logf, sizeof logf, "%s.log", dir) >= sizeof logf)
+		die("output directory name too long: %s%s", dir, "");
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 1, logf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);
