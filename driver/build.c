@@ -52,7 +52,7 @@ help(FILE *f)
 	      "Compile every distinct kernel of a recipe x model for each target and write\n"
 	      "the artifact directory precc_rt loads (docs/artifacts.md): manifest.json,\n"
 	      "<kernel>.<sm>.ptx, <kernel>.<sm>.cubin (when ptxas is found: $PRECC_PTXAS,\n"
-	      "/usr/local/cuda/bin/ptxas, then PATH), precc_kernels.h and precc_kernels.c.\n"
+	      "$CUDA_HOME/bin, PATH, then /usr/local/cuda/bin), precc_kernels.h and precc_kernels.c.\n"
 	      "Kernels are cached by content hash under $PRECC_CACHE_DIR (default\n"
 	      "$XDG_CACHE_HOME/precc or ~/.cache/precc).\n\n"
 	      "  RECIPE             a recipe file (.lua)\n"
@@ -182,36 +182,53 @@ mkdir_p(const char *dir)
 	return access(buf, W_OK | X_OK);
 }
 
-/* $PRECC_PTXAS, else /usr/local/cuda/bin/ptxas, else ptxas on PATH. */
+/* $PRECC_PTXAS, else $CUDA_HOME/bin/ptxas, else ptxas on PATH, else
+ * /usr/local/cuda/bin/ptxas; *from says which (the build summary prints
+ * it). $CUDA_HOME set without a ptxas is a note, and the search goes on. */
 static void
-find_ptxas(char *out, size_t n, char *why, size_t whysz)
+find_ptxas(char *out, size_t n, const char **from, char *why, size_t whysz)
 {
-	const char *env = getenv("PRECC_PTXAS"), *path = getenv("PATH");
+	const char *env = getenv("PRECC_PTXAS"), *home = getenv("CUDA_HOME"), *path = getenv("PATH");
+	char cand[4096];
 
 	*out = 0;
+	*from = "";
 	if (env && *env) {
-		if (access(env, X_OK) == 0)
+		if (access(env, X_OK) == 0) {
 			snprintf(out, n, "%s", env);
-		else
+			*from = "PRECC_PTXAS";
+		} else
 			snprintf(why, whysz, "PRECC_PTXAS=%s: %s", env, strerror(errno));
 		return;
 	}
-	if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) {
-		snprintf(out, n, "/usr/local/cuda/bin/ptxas");
-		return;
+	if (home && *home) {
+		snprintf(cand, sizeof cand, "%s/bin/ptxas", home);
+		if (access(cand, X_OK) == 0) {
+			snprintf(out, n, "%s", cand);
+			*from = "CUDA_HOME";
+			return;
+		}
+		fprintf(stderr, "precc build: note: CUDA_HOME=%s has no bin/ptxas (%s); "
+		                "looking on PATH\n", home, strerror(errno));
 	}
 	for (const char *p = path; p && *p;) {
 		const char *e = strchr(p, ':');
 		size_t l = e ? (size_t)(e - p) : strlen(p);
-		char cand[4096];
 		snprintf(cand, sizeof cand, "%.*s/ptxas", (int)l, l ? p : ".");
 		if (access(cand, X_OK) == 0) {
 			snprintf(out, n, "%s", cand);
+			*from = "PATH";
 			return;
 		}
 		p = e ? e + 1 : NULL;
 	}
-	snprintf(why, whysz, "not in /usr/local/cuda/bin or on PATH; set PRECC_PTXAS");
+	if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) {
+		snprintf(out, n, "/usr/local/cuda/bin/ptxas");
+		*from = "/usr/local/cuda";
+		return;
+	}
+	snprintf(why, whysz, "not in $CUDA_HOME/bin, on PATH or in /usr/local/cuda/bin; "
+	                     "set CUDA_HOME or PRECC_PTXAS");
 }
 
 /* The compiler's identity for the cache key: this executable's size and
@@ -1008,7 +1025,7 @@ cmd_build(int argc, char **argv)
 	uint64_t ident = 0, bkey = 0;
 	if (!b.emit) {
 		char why[4200] = "";
-		find_ptxas(b.ptxas, sizeof b.ptxas, why, sizeof why);
+		find_ptxas(b.ptxas, sizeof b.ptxas, &b.ptxas_from, why, sizeof why);
 		if (!*b.ptxas)
 			fprintf(stderr, "precc build: note: ptxas not found (%s): no cubins are written "
 			                "and manifest.json lists PTX only\n", why);

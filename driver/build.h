@@ -37,6 +37,7 @@ typedef struct Build {
 	Job *jobs; int njobs;
 	struct { const Func *f; int job; } *kmap; int nkmap;   /* kernel func -> job */
 	char ptxas[4096];           /* "" when none */
+	const char *ptxas_from;     /* PRECC_PTXAS, CUDA_HOME, PATH or /usr/local/cuda */
 	int jobs_n, timing, no_cache;
 	Cache *cache;
 	/* progress, shared by the workers */

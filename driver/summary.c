@@ -35,6 +35,10 @@ build_summary(const Build *b, int whole, double total_ms, const char *rname, con
 		cJSON_AddBoolToObject(o, "whole_build_from_cache", whole);
 		cJSON_AddBoolToObject(o, "cache", b->cache != NULL);
 		cJSON_AddBoolToObject(o, "cubins", b->ptxas[0] != 0);
+		if (b->ptxas[0]) {
+			cJSON_AddStringToObject(o, "ptxas", b->ptxas);
+			cJSON_AddStringToObject(o, "ptxas_from", b->ptxas_from);
+		}
 		cJSON_AddNumberToObject(o, "layers", b->nlayers);
 		if (!whole)     /* driver/group.c's classes (0: grouping off) */
 			cJSON_AddNumberToObject(o, "layer_classes", b->nclass);
@@ -67,4 +71,6 @@ build_summary(const Build *b, int whole, double total_ms, const char *rname, con
 		fprintf(stderr, "the whole build, %d kernel files)\n", b->njobs);
 	else
 		fprintf(stderr, "%d of %d hits)\n", hits, b->njobs);
+	if (b->ptxas[0])
+		fprintf(stderr, "precc build: ptxas %s (from %s)\n", b->ptxas, b->ptxas_from);
 }
