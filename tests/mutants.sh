@@ -58,6 +58,8 @@ rowcol_rht_skipped|codegen/k_rowcol.c|codegen.emu|			rht_block(e, &k->f->ins[k->
 hadamard_one_amax|codegen/k_hadamard.c|codegen.emu|		LLVMValueRef cm = cta_max(e, m[s]);|		LLVMValueRef cm = cta_max(e, m[0]);
 amax_rowcol_word_col|codegen/k_rowcol.c|codegen.emu|	                       add64(e, mul64(e, LLVMBuildUDiv(b, l, c64(e, TC / VEC), ""), 4), j)));|	                       add64(e, mul64(e, LLVMBuildUDiv(b, l, c64(e, TC / VEC), ""), 4), c64(e, 0))));
 rowcol_param_row|codegen/k_rowcol.c|codegen.emu|k->bc ? c64(e, (uint64_t)k->bc) : C, "");|k->bc ? c64(e, (uint64_t)k->bc) : c64(e, TC), "");
+sr_row_threads|codegen/kernel.c|codegen.ptxas|long cap = k->q >= 0 && k->f->ins[k->q].round == PRECC_SR ? 512 : 1024;|long cap = 1024;
+rowcol_maxnreg|codegen/kemit.c|codegen.ptxas|: k->shape == CG_QUANT_ROWCOL ? (rc4 > 255 ? 255 : rc4)|: k->shape == CG_QUANT_ROWCOL ? 0
 e2m1_nibble_interp|ir/interp/quant.c|refsem.test_fp4_pack|			unsigned sh = 4 * (j & 1);|			unsigned sh = 4 * (~j & 1);
 e2m1_nibble_store|codegen/emit.c|codegen.emu|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * i), ""), "");|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * (i ^ 1)), ""), "");
 e2m1_upcast_bytes|codegen/k_gemm.c|codegen.emu|sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");|sel(e, ok, gk, c64(e, 0))), c64(e, 0), "");
