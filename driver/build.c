@@ -514,11 +514,20 @@ compile_all(Build *b)
 		free(th);
 	}
 	int bad = 0;
-	for (int k = 0; k < b->njobs; k++)
-		if (b->jobs[k].err) {
-			fprintf(stderr, "%s\n", b->jobs[k].err);
+	for (int k = 0; k < b->njobs; k++) {
+		Job *j = &b->jobs[k];
+		if (j->err) {
+			fprintf(stderr, "%s\n", j->err);
 			bad = 1;
-		}
+		} else if (j->e.spill_bytes > 0)
+			/* it runs, but local-memory traffic in a bandwidth-bound
+			 * kernel: a user's recipe should hear of it (the shipped
+			 * ones have none: codegen.no_spills) */
+			fprintf(stderr, "precc build: warning: %s (%s, %s) spills %d bytes at %d registers "
+			        "on %s (ptxas -v): it runs, slower\n", j->name,
+			        codegen_shape_name(j->e.info.shape), j->f->name, j->e.spill_bytes,
+			        j->e.regs, b->tg[j->t]->name);
+	}
 	return bad ? -1 : 0;
 }
 
