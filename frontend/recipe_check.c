@@ -115,7 +115,8 @@ check_cast(Loader *ld, const Eff *e, Gemm g, Role r, int dflt)
 		if (e->rank[k] >= 0 && c->scaling != SCALING_DELAYED && e->rank[k] >= e->rank[S])
 			fail(ld, e->line[k] ? e->line[k] : dflt, "'%s' applies only to delayed scaling, "
 			     "but %s uses %s scaling", k == H ? "history" : "algo", where,
-			     rc_scaling_names[c->scaling]);	rc_check_reference(ld, c, where, dflt);
+			     rc_scaling_names[c->scaling]);
+	rc_check_reference(ld, c, where, dflt);
 }
 
 void

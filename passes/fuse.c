@@ -475,7 +475,7 @@ split_global(Fuse *z)
 			           z->t->onchip >> 10, z->t->name);
 			continue;
 		}
-	two_kernels:
+	two_kernels:;
 		/* two kernels: the amax reads the source in its stored layout (a
 		 * padded source: the pad moves into the amax kernel, which then
 		 * writes the padded copy the quantize kernel reads) */
