@@ -11,6 +11,7 @@ shift 2
 all="fuzz_ir fuzz_manifest_cpu fuzz_manifest_fake fuzz_state fuzz_config fuzz_model_lua fuzz_recipe"
 [ $# -gt 0 ] && all="$*"
 bad=0
+regress=$(cd "$(dirname "$0")" && pwd)/regress
 for name in $all; do
 	bin=$fb/tests/fuzz/$name
 	if [ ! -x "$bin" ]; then
@@ -19,6 +20,20 @@ for name in $all; do
 	fi
 	mkdir -p $fb/corpus/$name $fb/findings/$name
 	log=$fb/findings/$name.log
+	# the fuzzers' fixed findings, replayed first (tests/fuzz/regress/NAME/):
+	# not seeds, since inputs that run to a limit breed more of themselves
+	for f in "$regress/$name"/*; do
+		[ -f "$f" ] || continue
+		if ! ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+		     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+		     $bin "$f" > $log 2>&1; then
+			echo "fuzz: $name: REGRESSION on $f, see $log"
+			grep -m3 -E 'ERROR|SUMMARY|runtime error|deadly' $log | sed 's/^/    /'
+			bad=1
+			continue 2
+		fi
+		echo "fuzz: $name: replayed $(basename "$f")"
+	done
 	# -close_fd_mask=3: the readers' error messages stay out of the log;
 	# -timeout: an input that takes longer than the sandbox's 5 s watchdog
 	# (plus sanitizer slowdown) is a hang; -report_slow_units at the same

@@ -48,6 +48,4 @@ done
 # slow the fuzzers down: they stay in the lit tests
 rm -f $c/fuzz_recipe/recipe_pcall_loop.lua $c/fuzz_recipe/recipe_predicate_loop.lua \
       $c/fuzz_recipe/recipe_table_bomb.lua $c/fuzz_model_lua/model_loop.lua
-# the fuzzers' own findings, fixed: each loads with every run (tests/fuzz/regress)
-cp $src/tests/fuzz/regress/model_*.lua $c/fuzz_model_lua/
 for d in $c/*; do echo "seeds: $(basename $d): $(ls $d | wc -l) files"; done
