@@ -70,6 +70,28 @@ rowcol_takes(const Kern *rowk, const Kern *colk)
 	       && rowk->cols >= 0 && rowk->cols % 16 == 0;
 }
 
+/* A new block's scalars (scale, scale_inv, stored where cond): the
+ * scalars of the block before are forgotten. */
+static LLVMValueRef
+new_block(E *e, const Ins *q, LLVMValueRef mbits, LLVMValueRef bidx, LLVMValueRef cond)
+{
+	memset(e->sc, 0, ((size_t)e->k->f->nval + 1) * sizeof *e->sc);
+	return block_scalars(e, q, mbits, bidx, cond);
+}
+
+/* x's codes under mult, stored at idx where ok. */
+static void
+put_codes(E *e, const Ins *q, LLVMValueRef mult, LLVMValueRef x[VEC], LLVMValueRef idx,
+          LLVMValueRef ok)
+{
+	LLVMValueRef code[VEC];
+
+	quantize_vec(e, q, mult, x, idx, code);
+	LLVMBasicBlockRef cont = begin_if(e, ok);
+	store_codes(e, q->res, idx, code);
+	end_if(e, cont);
+}
+
 /* The rows of the tile: quantize each row's blocks, and stage the raw
  * 16-bit values in the tile. */
 static int
@@ -98,7 +120,7 @@ rows_part(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRe
 		LLVMValueRef row = add64(e, m0, r);
 		LLVMValueRef ok = LLVMBuildAnd(b, colok, ult(e, row, R), "");
 		LLVMValueRef idx = LLVMBuildSelect(b, ok, add64(e, LLVMBuildMul(b, row, C, ""), col), c64(e, 0), "");
-		LLVMValueRef w[VEC / 8], x[VEC], code[VEC];
+		LLVMValueRef w[VEC / 8], x[VEC];
 		for (int j = 0; j < VEC / 8; j++) {
 			LLVMValueRef off = mul64(e, add64(e, idx, c64(e, 8 * j)), 2);
 			w[j] = load_al(e, v4i, gep(e, e->ptr[k->x], off), 16);
@@ -115,14 +137,9 @@ rows_part(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRe
 		unpack16(e, e->k->f->val[k->x].type.fmt, w, x);
 		LLVMValueRef mbits = group_max(e, vec_amax_bits(e, x, VEC), lanes);
 		LLVMValueRef bidx = LLVMBuildUDiv(b, idx, k->bc ? c64(e, (uint64_t)k->bc) : C, "");
-		memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);   /* a new block */
-		LLVMValueRef mult = block_scalars(e, q, mbits, bidx, LLVMBuildAnd(b, ok, leader, ""));
-		quantize_vec(e, q, mult, x, idx, code);
-		if (is_out(e, q->res)) {
-			LLVMBasicBlockRef cont = begin_if(e, ok);
-			store_codes(e, q->res, idx, code);
-			end_if(e, cont);
-		}
+		LLVMValueRef mult = new_block(e, q, mbits, bidx, LLVMBuildAnd(b, ok, leader, ""));
+		if (is_out(e, q->res))
+			put_codes(e, q, mult, x, idx, ok);
 	}
 	return 0;
 }
@@ -161,7 +178,7 @@ cols_rht(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRef
 	const Ins *q = &k->f->ins[k->q];
 	LLVMBuilderRef b = e->b;
 	precc_format f = k->f->val[k->x].type.fmt;
-	LLVMValueRef nrb = LLVMBuildUDiv(b, R, c64(e, 16), ""), xv[2][VEC], y[VEC], code[VEC];
+	LLVMValueRef nrb = LLVMBuildUDiv(b, R, c64(e, 16), ""), xv[2][VEC], y[VEC];
 
 	for (int i = 0; i < RT; i += 16) {
 		LLVMValueRef r0 = add64(e, m0, add64(e, mul64(e, g, RT), c64(e, (uint64_t)i)));
@@ -172,15 +189,10 @@ cols_rht(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValueRef
 			LLVMValueRef bidx = sel(e, ok, add64(e, LLVMBuildMul(b, col, nrb, ""),
 			                                     LLVMBuildUDiv(b, r0, c64(e, 16), "")), c64(e, 0));
 			rht_block(e, &k->f->ins[k->had], xv[c], y);
-			memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);   /* a new block */
-			LLVMValueRef mult = block_scalars(e, q, vec_amax_bits(e, y, VEC), bidx, ok);
-			if (!is_out(e, q->res))
-				continue;
-			LLVMValueRef tidx = sel(e, ok, add64(e, LLVMBuildMul(b, col, R, ""), r0), c64(e, 0));
-			quantize_vec(e, q, mult, y, tidx, code);
-			LLVMBasicBlockRef cont = begin_if(e, ok);
-			store_codes(e, q->res, tidx, code);
-			end_if(e, cont);
+			LLVMValueRef mult = new_block(e, q, vec_amax_bits(e, y, VEC), bidx, ok);
+			if (is_out(e, q->res))
+				put_codes(e, q, mult, y,
+				          sel(e, ok, add64(e, LLVMBuildMul(b, col, R, ""), r0), c64(e, 0)), ok);
 		}
 	}
 	return 0;
@@ -198,15 +210,14 @@ cols_colwise(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValu
 	const Ins *q = &k->f->ins[k->q];
 	LLVMBuilderRef b = e->b;
 	precc_format f = k->f->val[k->x].type.fmt;
-	LLVMValueRef xv[2][VEC], code[VEC], mult[2], col[2];
+	LLVMValueRef xv[2][VEC], mult[2], col[2];
 	LLVMValueRef g0 = LLVMBuildICmp(b, LLVMIntEQ, g, c64(e, 0), "");
 
 	for (int c = 0; c < 2; c++) {
 		col[c] = add64(e, k0, add64(e, mul64(e, p, 2), c64(e, (uint64_t)c)));
 		LLVMValueRef ok = ult(e, col[c], C);
-		memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);   /* a new column */
-		mult[c] = block_scalars(e, q, c32(e, 0), sel(e, ok, col[c], c64(e, 0)),
-		                        LLVMBuildAnd(b, ok, g0, ""));
+		mult[c] = new_block(e, q, c32(e, 0), sel(e, ok, col[c], c64(e, 0)),   /* a column */
+		                    LLVMBuildAnd(b, ok, g0, ""));
 	}
 	if (!is_out(e, q->res))
 		return 0;
@@ -215,11 +226,8 @@ cols_colwise(E *e, LLVMValueRef tile, LLVMValueRef m0, LLVMValueRef k0, LLVMValu
 		pair_rows(e, tile, f, add64(e, mul64(e, g, RT), c64(e, (uint64_t)i)), p, xv);
 		for (int c = 0; c < 2; c++) {
 			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, col[c], C), ult(e, rj, R), "");
-			LLVMValueRef tidx = sel(e, ok, add64(e, LLVMBuildMul(b, col[c], R, ""), rj), c64(e, 0));
-			quantize_vec(e, q, mult[c], xv[c], tidx, code);
-			LLVMBasicBlockRef cont = begin_if(e, ok);
-			store_codes(e, q->res, tidx, code);
-			end_if(e, cont);
+			put_codes(e, q, mult[c], xv[c],
+			          sel(e, ok, add64(e, LLVMBuildMul(b, col[c], R, ""), rj), c64(e, 0)), ok);
 		}
 	}
 	return 0;
@@ -296,8 +304,7 @@ cols_part(E *e, LLVMValueRef tile, LLVMValueRef part, LLVMValueRef m0, LLVMValue
 			LLVMValueRef rb = LLVMBuildUDiv(b, r0, c64(e, (uint64_t)Bc), "");
 			LLVMValueRef bidx = LLVMBuildSelect(b, ok[c][s], add64(e, LLVMBuildMul(b, col[c], nrb, ""), rb),
 			                                    c64(e, 0), "");
-			memset(e->sc, 0, ((size_t)k->f->nval + 1) * sizeof *e->sc);
-			mult[c][s] = block_scalars(e, q, mb[c][s], bidx, LLVMBuildAnd(b, ok[c][s], leader, ""));
+			mult[c][s] = new_block(e, q, mb[c][s], bidx, LLVMBuildAnd(b, ok[c][s], leader, ""));
 		}
 	}
 	if (!is_out(e, q->res))
@@ -307,13 +314,9 @@ cols_part(E *e, LLVMValueRef tile, LLVMValueRef part, LLVMValueRef m0, LLVMValue
 		LLVMValueRef rj = add64(e, m0, add64(e, mul64(e, g, RT), c64(e, (uint64_t)i)));
 		pair_rows(e, tile, f, add64(e, mul64(e, g, RT), c64(e, (uint64_t)i)), p, xv);
 		for (int c = 0; c < 2; c++) {
-			LLVMValueRef tidx = LLVMBuildSelect(b, ok[c][s], add64(e, LLVMBuildMul(b, col[c], R, ""), rj),
-			                                    c64(e, 0), "");
-			LLVMValueRef code[VEC];
-			quantize_vec(e, q, mult[c][s], xv[c], tidx, code);
-			LLVMBasicBlockRef cont = begin_if(e, ok[c][s]);
-			store_codes(e, q->res, tidx, code);
-			end_if(e, cont);
+			put_codes(e, q, mult[c][s], xv[c],
+			          sel(e, ok[c][s], add64(e, LLVMBuildMul(b, col[c], R, ""), rj), c64(e, 0)),
+			          ok[c][s]);
 		}
 	}
 	return 0;
