@@ -378,7 +378,7 @@ load_lua(Model *m)
 		           "comes after --model: precc COMMAND RECIPE.lua --model MODEL (are the two "
 		           "swapped?)");
 	}
-	Sandbox *sb = sandbox_new(m->path);
+	Sandbox *sb = sandbox_new(m->path, "model file");
 	SandboxError err = {.line = 0};
 	lua_State *L = sb->L;
 	bool ok;

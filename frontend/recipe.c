@@ -447,7 +447,7 @@ recipe_load(const char *path)
 	};
 	ld->r = r;
 	ld->text = text;
-	ld->sb = sandbox_new(path);
+	ld->sb = sandbox_new(path, "recipe");
 	r->lua = ld->sb;
 	src_index(&ld->src, text, len);
 	define_globals(ld->sb->L, ld);

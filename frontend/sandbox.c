@@ -1,12 +1,12 @@
 /*
- * sandbox.c — the Lua 5.4 state recipes run in. Only base (without
- * dofile/loadfile/collectgarbage, with a text-only load and a setmetatable
- * that refuses __gc), string (without dump), table, math and utf8; no io,
- * os, package or debug. Reading an unknown global is an error with a
- * suggestion. Every run has an
- * instruction budget (count hook), the heap a cap (lua_Alloc), and a
- * watchdog bounds the wall time of C code the hooks cannot see (runaway
- * pattern matching). Errors come back as file:line + message.
+ * sandbox.c — the Lua 5.4 state recipes and Lua model files run in. Only
+ * base (without dofile/loadfile/collectgarbage, with a text-only load and a
+ * setmetatable that refuses __gc), string (without dump), table, math and
+ * utf8; no io, os, package or debug. Reading an unknown global is an error
+ * with a suggestion. Every run has an instruction budget (count hook), the
+ * heap a cap (lua_Alloc), and a watchdog bounds the wall time of C code the
+ * hooks cannot see (runaway pattern matching). Errors come back as
+ * file:line + message, naming what ran ("recipe" or "model file").
  */
 #include <ctype.h>
 #include <signal.h>
@@ -77,8 +77,8 @@ hook(lua_State *L, lua_Debug *ar)
 	sb->steps += 1000;
 	if (sb->steps > sb->step_limit) {
 		sb->over_steps = true;
-		sandbox_raise(L, sb->line, "recipe exceeded its instruction budget "
-		              "(%I instructions): an infinite loop?", (lua_Integer)sb->step_limit);
+		sandbox_raise(L, sb->line, "%s exceeded its instruction budget "
+		              "(%I instructions): an infinite loop?", sb->what, (lua_Integer)sb->step_limit);
 	}
 }
 
@@ -115,9 +115,10 @@ limit_error(lua_State *L)
 	Sandbox *sb = sandbox_of(L);
 
 	if (sb->over_steps)
-		return sandbox_raise(L, 0, "recipe exceeded its instruction budget "
-		                     "(%I instructions): an infinite loop?", (lua_Integer)sb->step_limit);
-	return sandbox_raise(L, 0, "recipe exceeded the memory limit (%d MiB)",
+		return sandbox_raise(L, 0, "%s exceeded its instruction budget "
+		                     "(%I instructions): an infinite loop?", sb->what,
+		                     (lua_Integer)sb->step_limit);
+	return sandbox_raise(L, 0, "%s exceeded the memory limit (%d MiB)", sb->what,
 	                     (int)(sb->mem_limit >> 20));
 }
 
@@ -145,7 +146,8 @@ sb_load(lua_State *L)
 
 	luaL_checkany(L, 1);
 	if (strcmp(mode, "t"))
-		return luaL_error(L, "load: recipes may load text chunks only (mode 't'), not '%s'", mode);
+		return luaL_error(L, "load: %ss may load text chunks only (mode 't'), not '%s'",
+		                  sandbox_of(L)->what, mode);
 	lua_pushvalue(L, lua_upvalueindex(1));
 	lua_pushvalue(L, 1);
 	if (top >= 2)
@@ -172,7 +174,8 @@ sb_setmetatable(lua_State *L)
 	if (lua_type(L, 2) == LUA_TTABLE) {
 		lua_pushliteral(L, "__gc");
 		if (lua_rawget(L, 2) != LUA_TNIL)
-			return luaL_error(L, "setmetatable: __gc finalizers are not available in recipes");
+			return luaL_error(L, "setmetatable: __gc finalizers are not available in %ss",
+			                  sandbox_of(L)->what);
 		lua_pop(L, 1);
 	}
 	lua_pushvalue(L, lua_upvalueindex(1));
@@ -212,8 +215,8 @@ env_index(lua_State *L)
 	const char *k = lua_tostring(L, 2);
 	for (int i = 0; i < NBANNED; i++)
 		if (!strcmp(k, banned[i]))
-			return luaL_error(L, "'%s' is not available in recipes "
-			                  "(sandboxed: no io, os, package or debug)", k);
+			return luaL_error(L, "'%s' is not available in %ss "
+			                  "(sandboxed: no io, os, package or debug)", k, sandbox_of(L)->what);
 	lua_pushnil(L);
 	while (lua_next(L, 1)) {
 		lua_pop(L, 1);
@@ -276,11 +279,12 @@ open_libs(lua_State *L)
 }
 
 Sandbox *
-sandbox_new(const char *path)
+sandbox_new(const char *path, const char *what)
 {
 	Sandbox *sb = xcalloc(1, sizeof *sb);
 
 	sb->path = xstrdup(path);
+	sb->what = what;
 	sb->mem_limit = sandbox_limits.mem;
 	sb->step_limit = sandbox_limits.load_steps;
 	sb->L = lua_newstate(sb_alloc, sb);
@@ -350,7 +354,7 @@ sandbox_load(Sandbox *sb, const char *text, size_t len, SandboxError *err)
 		snprintf(err->file, sizeof err->file, "%s", sb->path);
 		err->line = 1;
 		snprintf(err->msg, sizeof err->msg, "precompiled Lua bytecode is not accepted: "
-		         "a recipe must be Lua source text");
+		         "a %s must be Lua source text", sb->what);
 		return false;
 	}
 	snprintf(name, sizeof name, "@%s", sb->path);
@@ -358,7 +362,7 @@ sandbox_load(Sandbox *sb, const char *text, size_t len, SandboxError *err)
 	if (st == LUA_OK)
 		return true;
 	if (st == LUA_ERRMEM)
-		snprintf(err->msg, sizeof err->msg, "recipe exceeded the memory limit");
+		snprintf(err->msg, sizeof err->msg, "%s exceeded the memory limit", sb->what);
 	fill_error(sb, st == LUA_ERRMEM ? "" : lua_tostring(sb->L, -1), err);
 	lua_pop(sb->L, 1);
 	return false;
@@ -371,8 +375,8 @@ msgh(lua_State *L)
 		return 1;
 	if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
 		return 1;
-	lua_pushfstring(L, "%s:%d: recipe raised an error object of type %s",
-	                sandbox_of(L)->path, sandbox_of(L)->line, luaL_typename(L, 1));
+	lua_pushfstring(L, "%s:%d: %s raised an error object of type %s", sandbox_of(L)->path,
+	                sandbox_of(L)->line, sandbox_of(L)->what, luaL_typename(L, 1));
 	return 1;
 }
 
@@ -389,8 +393,9 @@ on_alarm(int sig)
 	int n;
 
 	(void)sig;
-	n = snprintf(buf, sizeof buf, "%s:%d: error: recipe used more than %d s of CPU time "
-	             "(a runaway pattern match?)\n", watched->path, watched->line, sandbox_limits.cpu_s);
+	n = snprintf(buf, sizeof buf, "%s:%d: error: %s used more than %d s of CPU time "
+	             "(a runaway pattern match?)\n", watched->path, watched->line, watched->what,
+	             sandbox_limits.cpu_s);
 	if (n > 0)
 		(void)!write(2, buf, n < (int)sizeof buf ? n : (int)sizeof buf - 1);
 	_exit(1);
@@ -438,7 +443,7 @@ sandbox_call(Sandbox *sb, int nargs, int nresults, long long steps, SandboxError
 		return true;
 	if (st == LUA_ERRMEM || sb->over_mem) {
 		fill_error(sb, "", err);
-		snprintf(err->msg, sizeof err->msg, "recipe exceeded the memory limit (%d MiB)",
+		snprintf(err->msg, sizeof err->msg, "%s exceeded the memory limit (%d MiB)", sb->what,
 		         (int)(sb->mem_limit >> 20));
 	} else {
 		fill_error(sb, lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "error", err);

@@ -32,6 +32,7 @@ extern SandboxLimits sandbox_limits;
 typedef struct Sandbox {
 	lua_State *L;
 	char *path;               /* the recipe file, as given */
+	const char *what;         /* "recipe" or "model file", for messages */
 	size_t mem, mem_limit;
 	long long steps, step_limit;
 	bool over_steps, over_mem;
@@ -45,7 +46,7 @@ typedef struct SandboxError {
 	char msg[1024];
 } SandboxError;
 
-Sandbox *sandbox_new(const char *path);
+Sandbox *sandbox_new(const char *path, const char *what);
 void sandbox_free(Sandbox *);
 Sandbox *sandbox_of(lua_State *L);
 /* Load the recipe text as a text-only chunk named "@path" with the
