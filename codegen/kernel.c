@@ -244,9 +244,15 @@ classify(Kern *k)
 			has_amax |= kin(k, i) && f->ins[i].op == OP_amax;
 		if (k->br == 1 && k->bc == 0) {
 			/* rowwise over x^T: one scale per column of x; a thread walks
-			 * all of a column for its amax (static rows), else 128 rows */
+			 * all of a column for its amax (static rows), else a chunk of
+			 * rows that divides them: 128 for M, the largest multiple of
+			 * 16 up to 128 for static rows (DeepSeek-V3's kv_a_proj W has
+			 * 576: 96) */
 			k->colwise = 1;
 			k->bc = has_amax ? (xrows > 0 ? xrows : 0) : 128;
+			if (!has_amax && xrows > 0 && xrows % 16 == 0)
+				while (xrows % k->bc)
+					k->bc -= 16;
 		}
 		if (k->br != 1 || k->bc < 16 || k->bc % 16)
 			return kfail(k, "%%%s = quantize: a transposed source takes 1xB blocks, B a "
