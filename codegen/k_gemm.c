@@ -27,8 +27,9 @@
  * them into an FMA the interpreter does not do.
  *
  * On the host (emulation) mma.sync is precc_emu_mma, which sums each dot
- * product in ascending k in fp32: a kernel with accum=fp32 (or promote
- * with promote_bits 0) then matches the interpreter bit for bit. The
+ * product in ascending k in fp32: a kernel then matches the interpreter
+ * bit for bit with fp32_accum (accum=fp32, and fast:B and promote:N summed
+ * in fp32). The
  * tensor core's own accumulation is what `fast:B` and `promote:N` model;
  * on a GPU the comparison is within that model's bound.
  */

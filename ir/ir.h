@@ -281,6 +281,10 @@ typedef struct IrInterpOpts {
 	uint64_t seed;            /* stochastic rounding (Philox key) */
 	int promote_bits;         /* accum=promote:N: mantissa bits kept inside a
 	                             chunk, the tensor core's sum (14); 0 = fp32 */
+	bool fp32_accum;          /* every gemm sums in fp32, fast:B's and
+	                             promote's bits ignored (the chunks and scale
+	                             promotions stay): the reference of the
+	                             emulated tensor core, and |A||B| for bounds */
 	size_t mem_limit;         /* bytes; 0 = MemAvailable (physical memory) */
 	bool stats;               /* count saturated/flushed per quantize/cast */
 	const struct Module *module;  /* resolves `call`: the kernels a step

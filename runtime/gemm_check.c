@@ -152,7 +152,7 @@ static void *abs_copy(const void *src, size_t bytes, precc_format f, int zero_no
 }
 
 /* The interpreter run of f on the magnitudes of its operands (inf and NaN
- * made 0 with zero_nonfinite), promote_bits 0; NULL with err set. The
+ * made 0 with zero_nonfinite), fp32_accum; NULL with err set. The
  * copies are in cp[0..nparam), for the caller to free. */
 static IrInterp *abs_run(const Func *f, long m, int nparam, const char *const *pname,
                          const void *const *pdata, const size_t *pbytes, int zero_nonfinite,
@@ -163,7 +163,8 @@ static IrInterp *abs_run(const Func *f, long m, int nparam, const char *const *p
 
 	ir_interp_opts_init(&o);
 	o.m = m;
-	o.promote_bits = 0;              /* S in fp32, as exactly as it goes */
+	o.fp32_accum = true;             /* S in fp32, as exactly as it goes: a
+	                                    fast:B sum would truncate it low */
 	o.threads = 1;
 	if (!(ip = ir_interp_new(f, &o, err, errsz)))
 		return NULL;

@@ -964,6 +964,8 @@ op_gemm(IrInterp *ip, const Ins *i)
 		d.promote_every = accn, d.acc_mbits = ip->o.promote_bits;
 	else if (acc == ACC_FAST)
 		d.acc_mbits = accn;
+	if (ip->o.fp32_accum)
+		d.acc_mbits = 0;
 	if ((e = precc_gemm(&d)) != 0)
 		kfail(ip, i, e);
 out:

@@ -19,10 +19,10 @@
  * GEMM kernels run their mma.sync through precc_emu_mma (the warp's
  * fragments gathered with codegen/mma_frag.h's maps,
  * tests/codegen/test_mma_frag.c checks those against CuTe's) and compare
- * bit for bit with accum=fp32 or promote:N (promote_bits 0): the emulated
- * tensor core sums exactly in fp32; their cp.async and ldmatrix run on
- * emu.c's models, and a GEMM run with any bank-conflicted ldmatrix phase
- * fails. Self-tests at the end: a corrupted cvt, a lost mma product, a
+ * bit for bit with the interpreter's fp32_accum (accum=fp32, and promote:N
+ * and fast:B summed in fp32): the emulated tensor core sums exactly in
+ * fp32; their cp.async and ldmatrix run on emu.c's models, and a GEMM run
+ * with any bank-conflicted ldmatrix phase fails. Self-tests at the end: a corrupted cvt, a lost mma product, a
  * GEMM without its cp.async.wait_groups, a GEMM with a misaligned
  * ldmatrix row, and one small broken kernel per sanitizer check (cp.async
  * read in flight, ldmatrix misaligned, ldmatrix rows that conflict) must
@@ -476,7 +476,7 @@ check_kernel(const Func *f, const char *file)
 	IrInterpOpts io;
 	ir_interp_opts_init(&io);
 	io.m = M;
-	io.promote_bits = 0;   /* promote:N exactly, as precc_emu_mma sums */
+	io.fp32_accum = true;  /* promote:N and fast:B in fp32, as precc_emu_mma sums */
 	io.threads = 2;
 	io.seed = 0x0123456789abcdefULL;
 	ip = ir_interp_new(f, &io, err, sizeof err);
@@ -1173,15 +1173,25 @@ main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "kernels";
 	char *names[256], err[1024];
-	int n = 0, fails = 0;
+	int n = 0, fails = 0, self_tests = 1;
 
-	if (argc > 3 && !strcmp(argv[2], "--target")) {
-		int sm = codegen_sm_by_name(argv[3]);
-		if (sm < 0) {
-			fprintf(stderr, "test_emu: unknown target %s\n", argv[3]);
+	/* test_emu DIR [--target T] [--no-self-test]: the last for kernels of
+	 * a build (tests/codegen/emu_build.sh), which the self-tests' named
+	 * files are not among */
+	for (int a = 2; a < argc; a++) {
+		if (!strcmp(argv[a], "--target") && a + 1 < argc) {
+			int sm = codegen_sm_by_name(argv[++a]);
+			if (sm < 0) {
+				fprintf(stderr, "test_emu: unknown target %s\n", argv[a]);
+				return 2;
+			}
+			emu_sm = (CodegenSm)sm;
+		} else if (!strcmp(argv[a], "--no-self-test")) {
+			self_tests = 0;
+		} else {
+			fprintf(stderr, "usage: test_emu DIR [--target T] [--no-self-test]\n");
 			return 2;
 		}
-		emu_sm = (CodegenSm)sm;
 	}
 
 	emu_init();
@@ -1195,10 +1205,15 @@ main(int argc, char **argv)
 		fprintf(stderr, "test_emu: cannot open %s\n", dir);
 		return 1;
 	}
-	for (struct dirent *de; (de = readdir(d)) && n < 256;) {
+	for (struct dirent *de; (de = readdir(d));) {
 		size_t l = strlen(de->d_name);
-		if (l > 3 && !strcmp(de->d_name + l - 3, ".ir"))
-			names[n++] = strdup(de->d_name);
+		if (l <= 3 || strcmp(de->d_name + l - 3, ".ir"))
+			continue;
+		if (n == 256) {
+			fprintf(stderr, "test_emu: %s holds more than 256 .ir files\n", dir);
+			return 2;
+		}
+		names[n++] = strdup(de->d_name);
 	}
 	closedir(d);
 	qsort(names, (size_t)n, sizeof *names, cmp);
@@ -1260,6 +1275,10 @@ main(int argc, char **argv)
 		ir_module_free(m);
 		ir_module_free(ms);
 		free(names[i]);
+	}
+	if (!self_tests) {
+		printf("%d kernel files, %d failures\n", n, fails);
+		return fails ? 1 : 0;
 	}
 	if (emu_sm == CG_SM90A) {
 		/* the wgmma family's runs can fail: its operands read unswizzled

@@ -378,8 +378,8 @@ test_layout_cast_bias(void)
 	ir_module_free(m);
 }
 
-/* gemm: exact small integers; fast:4 truncates 1 + 2^-10 to 1; promote
- * with promote_bits; M bound at run time */
+/* gemm: exact small integers; fast:4 truncates 1 + 2^-10 to 1 (but with
+ * fp32_accum); promote with promote_bits; M bound at run time */
 static void
 test_gemm(void)
 {
@@ -409,6 +409,16 @@ test_gemm(void)
 	CHECK_F(y[3], 1); CHECK_F(y[4], -1); CHECK_F(y[5], 4);
 	CHECK_F(z[0], 1);                         /* the small addend falls off 4 bits */
 	CHECK_F(p[0], 1.0009765625);              /* each chunk of 1 promoted to fp32 */
+	ir_interp_free(ip);
+	/* fp32_accum (test_emu's reference, the bound's |A||B|): fast:4 sums
+	 * in fp32 too */
+	o.fp32_accum = true;
+	ip = start(f, 2, &o);
+	bind(ip, "a", a, sizeof a);
+	bind(ip, "b", b, sizeof b);
+	run_ok(ip);
+	z = fval(f, ip, "z");
+	CHECK_F(z[0], 1.0009765625); CHECK_F(z[2], 3.001953125);
 	ir_interp_free(ip);
 	ir_module_free(m);
 }

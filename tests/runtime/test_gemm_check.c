@@ -310,6 +310,44 @@ static void overflow_case(void)
 	CHECK(d.differ == 3 && d.over == 2 && d.first_over == 1);
 }
 
+/* fast:14's bound is c · S with S = |A||B| summed in fp32: a sum kept
+ * to 14 bits, as the cpu backend runs fast:14, would drop every 2^-16
+ * here and give S = 1 instead of 1 + 4095 · 2^-16. */
+static void fast_sum_case(void)
+{
+	static const char ir[] =
+		"kernel @y.gemm {\n"
+		"  %a = param buf : bf16[M,4096]\n"
+		"  %b = param buf : bf16[1,4096]\n"
+		"  %y = gemm %a, %b accum=fast:14 : f32[M,1]\n"
+		"  ret %y\n"
+		"}\n";
+	static uint16_t A[4096], B[4096];
+	char err[1024];
+	Module *mod = ir_parse(ir, "fast_sum", err, sizeof err);
+	CHECK(mod != NULL);
+	if (!mod)
+		return;
+	const Func *f = mod->fn[0];
+	for (int i = 0; i < 4096; i++) {
+		A[i] = (uint16_t)precc_encode(PRECC_BF16, i ? 0x1p-16f : 1.0f, PRECC_RNE, false, 0);
+		B[i] = (uint16_t)precc_encode(PRECC_BF16, 1.0f, PRECC_RNE, false, 0);
+	}
+	const char *names[2] = {"a", "b"};
+	const void *data[2] = {A, B};
+	size_t bytes[2] = {sizeof A, sizeof B};
+	float tol = 0;
+	int yv = -1;
+	for (int i = 0; i < f->nins; i++)
+		if (f->ins[i].op == OP_gemm)
+			yv = f->ins[i].res;
+	CHECK(rt_gemm_tolerance(f, 1, 2, names, data, bytes, yv, 23, &tol, 1, err, sizeof err) == 0);
+	double c = rt_gemm_rel_bound(ACC_FAST, 14, 4096, 0, 23, 14), S = 1 + 4095 * 0x1p-16;
+	printf("fast:14, K 4096: tol %.6g, c %.6g, c S %.6g\n", tol, c, c * S);
+	CHECK(tol >= c * S * 0.9999 && tol <= c * S * 1.001);
+	ir_module_free(mod);
+}
+
 int main(void)
 {
 	/* γ_n = nu / (1 - nu) (Higham, Accuracy and Stability, Lemma 3.1) */
@@ -330,5 +368,6 @@ int main(void)
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
 		run_case(&cases[i]);
 	overflow_case();
+	fast_sum_case();
 	return finish("runtime.gemm_check");
 }

@@ -1,0 +1,56 @@
+#!/bin/sh
+# emu_build.sh TEST_EMU DIR...: every kernel of the builds in DIR... (each
+# an output directory of `precc build`, one target each) through test_emu,
+# the emulated GPU, against the interpreter: the kernels a user's recipe x
+# model gets, at the model's own shapes, not only tests/codegen/kernels.
+# The kernels' IR comes from each manifest ("ir"); a kernel several builds
+# share runs once. Prints test_emu's line per run and a total; exits 1 if
+# any kernel fails. EMU_BUILD_KEEP=DIR keeps the kernel files there.
+#   for r in recipes/*.lua; do
+#     PRECC_PTXAS=/nonexistent build/precc build $r --model M --target sm_89 -o out/$(basename $r .lua)
+#   done
+#   sh tests/codegen/emu_build.sh build/tests/codegen/test_emu out/*
+set -u
+emu=$1
+shift
+[ $# -gt 0 ] || { echo "usage: emu_build.sh TEST_EMU DIR..." >&2; exit 2; }
+work=${EMU_BUILD_KEEP:-$(mktemp -d)}
+[ -n "${EMU_BUILD_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
+mkdir -p "$work"
+# kernel files by target, at most 200 a directory (test_emu takes 256)
+python3 - "$work" "$@" <<'PY' || exit 2
+import json, os, sys
+work, seen = sys.argv[1], {}
+for d in sys.argv[2:]:
+    m = json.load(open(os.path.join(d, "manifest.json")))
+    for k in m["kernels"]:
+        t = k["target"]
+        key = (t, k["name"])
+        if key in seen:
+            continue
+        n = sum(1 for s in seen if s[0] == t)
+        seen[key] = 1
+        sub = os.path.join(work, "%s.%d" % (t, n // 200))
+        os.makedirs(sub, exist_ok=True)
+        with open(os.path.join(sub, k["name"] + ".ir"), "w") as f:
+            f.write(k["ir"])
+for t in sorted({s[0] for s in seen}):
+    print("emu_build: %s: %d kernels" % (t, sum(1 for s in seen if s[0] == t)))
+PY
+bad=0 files=0
+for sub in "$work"/*.*; do
+	[ -d "$sub" ] || continue
+	t=$(basename "$sub")
+	t=${t%.*}
+	"$emu" "$sub" --target "$t" --no-self-test > "$sub.log" 2>&1
+	rc=$?
+	grep -E '^(ok|FAIL)' "$sub.log"
+	n=$(ls "$sub" | wc -l)
+	files=$((files + n))
+	if [ $rc -ne 0 ]; then
+		echo "emu_build: $t: test_emu exit $rc on $n kernels ($sub.log)"
+		bad=1
+	fi
+done
+echo "emu_build: $files kernels run, $( [ $bad = 0 ] && echo 'no failures' || echo 'FAILURES')"
+exit $bad
