@@ -53,6 +53,10 @@ static long M = 128;
 /* "# emu: finite": no NaN or inf inputs at all (an amax output would
  * otherwise be NaN and prove nothing) */
 static int finite_only;
+/* "# emu: moderate": finite, moderate magnitudes only (2^-8 .. 2^4, and
+ * zeros): a GEMM of a build (emu_build.sh) whose K or f16 output would
+ * otherwise make most results inf or NaN, which prove little */
+static int moderate;
 /* Ms that divide no tile and no 1x128 block: each kernel with a dim M also
  * runs at one of these that is a multiple of its m_multiple */
 static const long extra_m[3] = {16, 80, 144};
@@ -167,6 +171,12 @@ sample(long r, long i, int kind, float fmax)
 	case K_TINY: return (k & 1 ? -1 : 1) * ldexpf(1.0f + (float)(next() % 1024) / 1024.0f, -50 + (int)(k % 8));
 	case K_NAN: return NAN;
 	case K_MAX: return k & 1 ? -fmax : fmax;
+	}
+	if (moderate) {
+		if (k == 0)
+			return 0.0f;
+		float mag = ldexpf(1.0f + (float)(next() % 1024) / 1024.0f, (int)(next() % 12) - 8);
+		return next() & 1 ? -mag : mag;
 	}
 	if (finite_only)
 		r = 0;
@@ -1233,6 +1243,8 @@ main(int argc, char **argv)
 		const char *em2 = text ? strstr(text, "# emu: m2=") : NULL;
 		long m2 = em2 ? atol(em2 + 10) : 0;
 		finite_only = text && strstr(text, "# emu: finite") != NULL;
+		moderate = text && strstr(text, "# emu: moderate") != NULL;
+		finite_only |= moderate;
 		Module *m = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
 		/* and a copy through schedule, for its figures */
 		Module *ms = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
