@@ -65,6 +65,8 @@ is_recipe_source(const Sandbox *sb, const char *source)
 	return source && source[0] == '@' && !strcmp(source + 1, sb->path);
 }
 
+static int limit_error(lua_State *L);
+
 static void
 hook(lua_State *L, lua_Debug *ar)
 {
@@ -77,8 +79,7 @@ hook(lua_State *L, lua_Debug *ar)
 	sb->steps += 1000;
 	if (sb->steps > sb->step_limit) {
 		sb->over_steps = true;
-		sandbox_raise(L, sb->line, "%s exceeded its instruction budget "
-		              "(%I instructions): an infinite loop?", sb->what, (lua_Integer)sb->step_limit);
+		limit_error(L);
 	}
 }
 

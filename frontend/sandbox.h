@@ -31,7 +31,7 @@ extern SandboxLimits sandbox_limits;
 
 typedef struct Sandbox {
 	lua_State *L;
-	char *path;               /* the recipe file, as given */
+	char *path;               /* the recipe or model file, as given */
 	const char *what;         /* "recipe" or "model file", for messages */
 	size_t mem, mem_limit;
 	long long steps, step_limit;

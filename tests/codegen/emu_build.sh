@@ -21,7 +21,7 @@ mkdir -p "$work"
 # kernel files by target, at most 200 a directory (test_emu takes 256)
 python3 - "$work" "$@" <<'PY' || exit 2
 import json, os, sys
-work, seen = sys.argv[1], {}
+work, seen, count = sys.argv[1], set(), {}
 for d in sys.argv[2:]:
     m = json.load(open(os.path.join(d, "manifest.json")))
     for k in m["kernels"]:
@@ -29,8 +29,9 @@ for d in sys.argv[2:]:
         key = (t, k["name"])
         if key in seen:
             continue
-        n = sum(1 for s in seen if s[0] == t)
-        seen[key] = 1
+        seen.add(key)
+        n = count.get(t, 0)
+        count[t] = n + 1
         sub = os.path.join(work, "%s.%d" % (t, n // 200))
         os.makedirs(sub, exist_ok=True)
         with open(os.path.join(sub, k["name"] + ".ir"), "w") as f:
@@ -40,8 +41,8 @@ for d in sys.argv[2:]:
             if k["shape"] == "gemm":
                 f.write("# emu: moderate\n")
             f.write(k["ir"])
-for t in sorted({s[0] for s in seen}):
-    print("emu_build: %s: %d kernels" % (t, sum(1 for s in seen if s[0] == t)))
+for t in sorted(count):
+    print("emu_build: %s: %d kernels" % (t, count[t]))
 PY
 bad=0 files=0
 for sub in "$work"/*.*; do
