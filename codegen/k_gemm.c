@@ -405,6 +405,31 @@ upcast_chunk(E *e, const GOp *op, LLVMValueRef base, LLVMValueRef sm, LLVMValueR
 	}
 }
 
+/* One 16-byte chunk of the tile, 16 / eb elements of row gr at K elements
+ * gk.., each loaded on its own from base[(gr rs + k ks) eb] and zero where
+ * gr >= R or k >= K: rs = K, ks = 1 for a row-major operand whose K is
+ * not a multiple of the chunk, rs = 1, ks = R for a transposed [K, R]. */
+static LLVMValueRef
+gather_chunk(E *e, LLVMValueRef base, int eb, LLVMValueRef gr, LLVMValueRef gk,
+             LLVMValueRef R, LLVMValueRef K, LLVMValueRef rs, LLVMValueRef ks)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMTypeRef t = eb == 2 ? e->g->i16 : e->g->i8, vt = LLVMVectorType(t, (unsigned)(16 / eb));
+	LLVMValueRef x = LLVMConstNull(vt), okr = ult(e, gr, R);
+
+	for (int j = 0; j < 16 / eb; j++) {
+		LLVMValueRef kj = add64(e, gk, c64(e, (uint64_t)j));
+		LLVMValueRef okj = LLVMBuildAnd(b, okr, ult(e, kj, K), "");
+		LLVMValueRef oj = mul64(e, add64(e, LLVMBuildMul(b, sel(e, okj, gr, c64(e, 0)), rs, ""),
+		                                 LLVMBuildMul(b, sel(e, okj, kj, c64(e, 0)), ks, "")),
+		                        (uint64_t)eb);
+		LLVMValueRef el = sel(e, okj, load_al(e, t, gep(e, base, oj), (unsigned)eb),
+		                      LLVMConstInt(t, 0, 0));
+		x = LLVMBuildInsertElement(b, x, el, c32(e, (uint64_t)j), "");
+	}
+	return LLVMBuildBitCast(b, x, LLVMVectorType(e->g->i32, 4), "");
+}
+
 /* One operand's K tile (rows r0.., K elements k0..) into the shared
  * stage at sm: row r of the tile at 64 r (16-byte chunks swizzled,
  * mma_frag.h's gemm_smem_off), in the mma's element
@@ -438,26 +463,23 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 		}
 		return;
 	}
+	long rowbytes = g->bke * eb, cpr = rowbytes / 16, per = 16 / eb;
 	if (op->tr) {
-		/* v is [K, R]: consecutive threads read consecutive r */
-		LLVMTypeRef t = eb == 2 ? e->g->i16 : e->g->i8;
-		for (long i = 0; i < br * g->bke / GT; i++) {
-			LLVMValueRef idx = add64(e, tid, c64(e, (uint64_t)(i * GT)));
-			LLVMValueRef r = LLVMBuildURem(b, idx, c64(e, (uint64_t)br), "");
-			LLVMValueRef kk = LLVMBuildUDiv(b, idx, c64(e, (uint64_t)br), "");
-			LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, kk);
-			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
-			LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gk, c64(e, 0)), R, ""),
-			                                  sel(e, ok, gr, c64(e, 0))), (uint64_t)eb);
-			LLVMValueRef v = sel(e, ok, load_al(e, t, gep(e, base, off), (unsigned)eb),
-			                     LLVMConstInt(t, 0, 0));
-			store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, kk, (uint64_t)eb))),
-			         (unsigned)eb);
+		/* v is [K, R]: a thread gathers one 16-byte chunk of row r (per
+		 * k-elements, each a load: consecutive threads read consecutive
+		 * r) and stores it whole, so that each quarter-warp's stores hit
+		 * 8 different bank groups (element stores 64 bytes apart were
+		 * 4-way conflicted) */
+		for (long i = 0; i < br * cpr / GT; i++) {
+			LLVMValueRef c = add64(e, tid, c64(e, (uint64_t)(i * GT)));
+			LLVMValueRef r = LLVMBuildURem(b, c, c64(e, (uint64_t)br), "");
+			LLVMValueRef cb = LLVMBuildUDiv(b, c, c64(e, (uint64_t)br), "");
+			LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, mul64(e, cb, (uint64_t)per));
+			LLVMValueRef v = gather_chunk(e, base, eb, gr, gk, R, K, c64(e, 1), R);
+			store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, cb, 16))), 16);
 		}
 		return;
 	}
-	LLVMTypeRef v4 = LLVMVectorType(e->g->i32, 4);
-	long rowbytes = g->bke * eb, cpr = rowbytes / 16, per = 16 / eb;
 	for (long i = 0; i < br * cpr / GT; i++) {
 		LLVMValueRef c = add64(e, tid, c64(e, (uint64_t)(i * GT)));
 		LLVMValueRef r = LLVMBuildUDiv(b, c, c64(e, (uint64_t)cpr), "");
@@ -466,7 +488,6 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 		LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
 		LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
 		                                  sel(e, ok, gk, c64(e, 0))), (uint64_t)eb);
-		LLVMValueRef v;
 		if (op->up) {
 			upcast_chunk(e, op, base, sm, r, cb, gr, gk, ok, K, R);
 			continue;
@@ -476,23 +497,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
 			continue;
 		}
-		if (!op->narrow)
-			v = sel(e, ok, load_al(e, v4, gep(e, base, off), 16), LLVMConstNull(v4));
-		else {
-			/* per elements, each in range on its own, zero past K */
-			LLVMTypeRef t = eb == 2 ? e->g->i16 : e->g->i8, vt = LLVMVectorType(t, (unsigned)per);
-			LLVMValueRef x = LLVMConstNull(vt), okr = ult(e, gr, R);
-			for (long j = 0; j < per; j++) {
-				LLVMValueRef kj = add64(e, gk, c64(e, (uint64_t)j));
-				LLVMValueRef okj = LLVMBuildAnd(b, okr, ult(e, kj, K), "");
-				LLVMValueRef oj = mul64(e, add64(e, LLVMBuildMul(b, sel(e, okj, gr, c64(e, 0)), K, ""),
-				                                 sel(e, okj, kj, c64(e, 0))), (uint64_t)eb);
-				LLVMValueRef el = sel(e, okj, load_al(e, t, gep(e, base, oj), (unsigned)eb),
-				                      LLVMConstInt(t, 0, 0));
-				x = LLVMBuildInsertElement(b, x, el, c32(e, (uint64_t)j), "");
-			}
-			v = LLVMBuildBitCast(b, x, v4, "");
-		}
+		LLVMValueRef v = gather_chunk(e, base, eb, gr, gk, R, K, K, c64(e, 1));
 		store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, cb, 16))), 16);
 	}
 }

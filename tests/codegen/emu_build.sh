@@ -6,7 +6,8 @@
 # The kernels' IR comes from each manifest ("ir"); a kernel several builds
 # share runs once. Prints test_emu's line per run and a total; exits 1 if
 # any kernel fails. GEMMs get moderate inputs ("# emu: moderate").
-# EMU_BUILD_KEEP=DIR keeps the kernel files there.
+# EMU_BUILD_KEEP=DIR keeps the kernel files there; EMU_BUILD_SHAPE=S runs
+# only the kernels of manifest shape S (gemm, rows, ...).
 #   for r in recipes/*.lua; do
 #     PRECC_PTXAS=/nonexistent build/precc build $r --model M --target sm_89 -o out/$(basename $r .lua)
 #   done
@@ -22,12 +23,13 @@ mkdir -p "$work"
 python3 - "$work" "$@" <<'PY' || exit 2
 import json, os, sys
 work, seen, count = sys.argv[1], set(), {}
+only = os.environ.get("EMU_BUILD_SHAPE")
 for d in sys.argv[2:]:
     m = json.load(open(os.path.join(d, "manifest.json")))
     for k in m["kernels"]:
         t = k["target"]
         key = (t, k["name"])
-        if key in seen:
+        if key in seen or (only and k["shape"] != only):
             continue
         seen.add(key)
         n = count.get(t, 0)
