@@ -53,7 +53,7 @@ test-asan: deps
 FUZZ_BUILD ?= build-fuzz
 FUZZ_CC ?= clang-19
 FUZZ_TIME ?= 60
-FUZZ_SMOKE_TIME ?= 12
+FUZZ_SMOKE_TIME ?= 30
 FUZZ_RUNS ?=
 
 # clang alone is not enough: libFuzzer and the sanitizers' runtimes are in
