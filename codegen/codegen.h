@@ -172,5 +172,8 @@ int codegen_kernel_llvm(const Func *kernel, const CodegenTarget *t, char **ll,
  * kernel f; 0 with the reason in why (passes/schedule.c then keeps
  * mma.sync). */
 int codegen_gemm_wgmma_takes(const Func *kernel, char *why, size_t whysz);
+/* Whether the mma.sync family takes the kernel with a 128 x 128 tile
+ * (k_gemm.c; schedule.c gives it to large GEMMs); else why says why. */
+int codegen_gemm_large_takes(const Func *kernel, char *why, size_t whysz);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <llvm-c/DebugInfo.h>
 #include "precc/interp.h"
 #include "emit.h"
 
@@ -381,8 +382,27 @@ loop_end(E *e, Loop *l)
 	LLVMBasicBlockRef from = LLVMGetInsertBlock(e->b);
 
 	LLVMAddIncoming(l->i, &next, &from, 1);
-	LLVMBuildBr(e->b, l->head);
+	l->latch = LLVMBuildBr(e->b, l->head);
 	LLVMPositionBuilderAtEnd(e->b, l->exit);
+}
+
+/* !llvm.loop !{self, !{"llvm.loop.unroll.disable"}} on the back edge:
+ * LLVM keeps the loop rolled and NVPTX prints .pragma "nounroll", which
+ * ptxas obeys (CUTLASS's CUTLASS_GEMM_LOOP, `#pragma unroll 1`, on its
+ * mainloops). */
+void
+loop_nounroll(E *e, const Loop *l)
+{
+	LLVMContextRef c = e->g->ctx;
+	LLVMMetadataRef dis = LLVMMDStringInContext2(c, "llvm.loop.unroll.disable", 24);
+	LLVMMetadataRef opt = LLVMMDNodeInContext2(c, &dis, 1);
+	LLVMMetadataRef tmp = LLVMTemporaryMDNode(c, NULL, 0);
+	LLVMMetadataRef ops[2] = {tmp, opt};
+	LLVMMetadataRef self = LLVMMDNodeInContext2(c, ops, 2);
+
+	LLVMMetadataReplaceAllUsesWith(tmp, self);
+	LLVMSetMetadata(l->latch, LLVMGetMDKindIDInContext(c, "llvm.loop", 9),
+	                LLVMMetadataAsValue(c, self));
 }
 
 LLVMValueRef

@@ -45,6 +45,7 @@ static inline LLVMValueRef sel(E *e, LLVMValueRef c, LLVMValueRef a, LLVMValueRe
 typedef struct Loop {
 	LLVMBasicBlockRef head, body, exit, pre;
 	LLVMValueRef i, hi;
+	LLVMValueRef latch;   /* the back edge, after loop_end */
 } Loop;
 
 
@@ -74,6 +75,7 @@ LLVMValueRef cta_max(E *e, LLVMValueRef m);
 LLVMValueRef gid64(E *e);
 LLVMValueRef loop_begin(E *e, Loop *l, LLVMValueRef lo, LLVMValueRef hi);
 void loop_end(E *e, Loop *l);
+void loop_nounroll(E *e, const Loop *l);   /* keep the loop rolled (after loop_end) */
 LLVMValueRef fabs_(E *e, LLVMValueRef x);
 LLVMValueRef is_finite(E *e, LLVMValueRef x);
 

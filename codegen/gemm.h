@@ -24,7 +24,25 @@ typedef struct GOp {
 	long rows;            /* M or N */
 } GOp;
 
+/* The CTA's tile of C and how its warps split it (k_gemm.c): schedule's
+ * tile= picks one. Each warp computes mi x ni mma tiles of 16 x 8. */
+typedef struct GTile {
+	int bm, bn;           /* the CTA's tile of C (bm == bn: one stage size) */
+	int wn;               /* warps along N (threads / 32 / wn along M) */
+	int mi, ni;           /* mma tiles per warp along M, N */
+	int threads;
+	int red_in_stage;     /* the epilogue's amax partials reuse stage memory
+	                         (the stages fill 48 KiB, all static shared) */
+} GTile;
+
+enum { GEMM_MI_MAX = 4, GEMM_NI_MAX = 4 };
+
+/* the mma.sync family's tiles: 64 x 64 (2 x 2 warps of 32 x 32) and
+ * 128 x 128 (2 x 4 warps of 64 x 32) */
+extern const GTile gemm_tile_small, gemm_tile_large;
+
 typedef struct G {
+	GTile t;              /* the CTA tile, from the kernel's tile= */
 	GOp op[2];
 	long K;
 	int e;                /* elements per 32-bit fragment register: 4, 2 */

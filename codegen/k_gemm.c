@@ -6,8 +6,9 @@
  * bias (padded or not), the output's amax (tensorwise or per block), cast, slice of the
  * padded columns, accumulate into an f32 main_grad) in one kernel.
  *
- * A CTA of 4 warps (2 x 2) computes a 64 x 64 tile of C; each warp 32 x 32
- * as 2 x 4 mma tiles of 16 x 8. Per K tile (64 bytes of every row of A and
+ * A CTA of 4 warps (2 x 2) computes a 64 x 64 tile of C, each warp 32 x 32
+ * as 2 x 4 mma tiles of 16 x 8; or (schedule's tile=128x128, for large M)
+ * 8 warps (2 x 4) a 128 x 128 tile, each warp 64 x 32 as 4 x 4 mma tiles. Per K tile (64 bytes of every row of A and
  * B: 64 fp8 or 32 16-bit elements), a 3-stage pipeline: while the warps
  * work on tile kt, the copies of tiles kt+1 and kt+2 are in flight
  * (cp.async.cg 16 bytes, zero-filled past M, N and K by src-size 0; one
@@ -33,21 +34,30 @@
  * tensor core's own accumulation is what `fast:B` and `promote:N` model;
  * on a GPU the comparison is within that model's bound.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gemm.h"
 #include "mma_frag.h"
 
 enum {
-	GT = 128,             /* threads */
-	BM = 64, BN = 64,     /* CTA tile */
-	WN = 2,               /* warps along N (2 x 2) */
-	MI = 2, NI = 4,       /* mma tiles per warp along M, N */
 	KB = 64,              /* bytes of K per row per tile in shared memory */
 	STAGES = 3,           /* K tiles in shared memory: one read, STAGES-1 in flight */
-	STAGE_BYTES = BM * GEMM_ROW_BYTES,   /* one operand's tile (BM == BN), swizzled */
-	NACC = MI * NI * 4,
+	NACC_MAX = GEMM_MI_MAX * GEMM_NI_MAX * 4,
+	MN_SUB = 64,          /* rows of an MN-major sub-tile (one 128-byte k-row) */
 };
+
+/* 64 x 64: 4 warps of 32 x 32 (2 A and 2 B ldmatrix.x4 per 8 mma), 32
+ * accumulators a thread, 3 x 2 x 4 KiB of stages. 128 x 128: 8 warps of
+ * 64 x 32 (4 A and 2 B per 16 mma: a quarter fewer shared bytes per mma;
+ * half the global bytes per mma of the CTA), 64 accumulators, 3 x 2 x 8 KiB
+ * = 48 KiB of stages, all the static shared memory a CTA may have, so the
+ * amax partials reuse a stage. */
+const GTile gemm_tile_small = {64, 64, 2, 2, 4, 128, 0};
+const GTile gemm_tile_large = {128, 128, 4, 4, 4, 256, 1};
+
+static int stage_bytes(const G *g) { return g->t.bm * GEMM_ROW_BYTES; }   /* bm == bn */
+static int nacc(const G *g) { return g->t.mi * g->t.ni * 4; }
 
 int
 gemm_ebytes(precc_format f)
@@ -82,9 +92,10 @@ epi_block_amax_plan(Kern *k, G *g, const Ins *in, int last)
 
 	if (in->arg[0] != last || g->cast >= 0 || g->amax >= 0)
 		return kfail(k, "amax in a GEMM kernel: one, of the f32 result before its cast");
-	if (!(br == 0 || br == 1 || br % BM == 0) || !(bc == 0 || bc % BN == 0))
-		return kfail(k, "amax {%ldx%ld} in a GEMM kernel: blocks of 1, 64k or all rows by "
-		             "64k or all columns (the 64 x 64 tile)", br, bc);
+	if (!(br == 0 || br == 1 || br % g->t.bm == 0) || !(bc == 0 || bc % g->t.bn == 0))
+		return kfail(k, "amax {%ldx%ld} in a GEMM kernel: blocks of 1, %dk or all rows by "
+		             "%dk or all columns (the %d x %d tile)", br, bc, g->t.bm, g->t.bn,
+		             g->t.bm, g->t.bn);
 	g->amax_block = 1;
 	return 0;
 }
@@ -97,6 +108,13 @@ gemm_plan(Kern *k, G *g)
 	const Ins *gm = NULL;
 
 	memset(g, 0, sizeof *g);
+	const char *tile = f->pattr[PA_TILE];
+	if (!tile || !strcmp(tile, "64x64"))
+		g->t = gemm_tile_small;
+	else if (!strcmp(tile, "128x128"))
+		g->t = gemm_tile_large;
+	else
+		return kfail(k, "tile=%s: GEMM tiles are 64x64 or 128x128", tile);
 	g->bias = g->cast = g->out = g->amax = g->amax_arg = g->bias_src = -1;
 	g->acc_old = -1;
 	for (int i = 0; i < f->nins; i++)
@@ -244,6 +262,36 @@ gemm_plan(Kern *k, G *g)
 	return 0;
 }
 
+/* Whether the mma.sync family generates kernel f with the 128 x 128 tile
+ * (schedule asks): the kernel plans with it (a per-block output amax's
+ * blocks whole tiles) and promotes once, after all of K (tensorwise,
+ * rowwise, 16-bit): its 64 accumulators a thread, with a second 64 for
+ * in-loop promotion, would not fit 255 registers. Else why says why. */
+int
+codegen_gemm_large_takes(const Func *f, char *why, size_t n)
+{
+	Kern k;
+	G g;
+	char err[256];
+	Func copy = *f;
+
+	memset(&k, 0, sizeof k);
+	copy.pattr[PA_TILE] = (char *)"128x128";
+	k.f = &copy;
+	k.err = err;
+	k.errsz = sizeof err;
+	if (gemm_plan(&k, &g)) {
+		snprintf(why, n, "%s", err);
+		return 0;
+	}
+	if (g.P) {
+		snprintf(why, n, "a promotion every %ld K-elements (64 more accumulators a thread)",
+		         g.P);
+		return 0;
+	}
+	return 1;
+}
+
 /* Fill k from the GEMM: ABI, shape and launch geometry. */
 int
 gemm_classify(Kern *k)
@@ -271,15 +319,12 @@ gemm_classify(Kern *k)
 		if (k->out[i] != g.out && (g.amax < 0 || k->out[i] != f->ins[g.amax].res))
 			return kfail(k, "a GEMM kernel returns its result and its amax only (%%%s)",
 			             f->val[k->out[i]].name);
-	const char *tile = f->pattr[PA_TILE];
-	if (tile && strcmp(tile, "64x64"))
-		return kfail(k, "tile=%s: the mma.sync GEMM family has 64x64 tiles only", tile);
 	k->shape = CG_GEMM;
 	k->x = g.out;
-	k->threads = GT;
+	k->threads = g.t.threads;
 	k->tiled = 1;
-	k->tile_rows = BM;
-	k->tile_cols = BN;
+	k->tile_rows = g.t.bm;
+	k->tile_cols = g.t.bn;
 	k->rows = g.op[0].rows;
 	k->cols = g.op[1].rows;
 	return 0;
@@ -337,8 +382,8 @@ tile_off(E *e, LLVMValueRef r, LLVMValueRef k)
 static LLVMValueRef
 slot(E *e, LLVMValueRef arr, int i)
 {
-	LLVMValueRef ix[2] = {c64(e, 0), c64(e, (uint64_t)i)};
-	return LLVMBuildGEP2(e->b, LLVMArrayType2(e->g->f32, NACC), arr, ix, 2, "");
+	LLVMValueRef ix = c64(e, (uint64_t)i);
+	return LLVMBuildGEP2(e->b, e->g->f32, arr, &ix, 1, "");
 }
 
 /* e2m1 code (low 4 bits of c, i32) -> bf16 bits (i32): every e2m1 value
@@ -444,12 +489,15 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 	LLVMBuilderRef b = e->b;
 	LLVMValueRef R = dimv(e, op->rows), K = dimv(e, g->K), base = e->ptr[op->v];
 	int eb = gemm_ebytes(op->fmt);
-	long br = op == &g->op[0] ? BM : BN;
+	long br = op == &g->op[0] ? g->t.bm : g->t.bn, GT = g->t.threads;
 
 	if (op->mnmaj) {
-		/* v is [K, R]: k-row kk of the tile is 64 R-elements (128 bytes)
-		 * at 128 kk, 16-byte chunks swizzled (gemm_smem_swizzle_k); R % 8 == 0,
-		 * so a chunk is all in R or all past it */
+		/* v is [K, R]: k-row kk of a 64-row sub-tile is 64 R-elements
+		 * (128 bytes) at 128 kk, 16-byte chunks swizzled
+		 * (gemm_smem_swizzle_k), sub-tile h (rows 64 h..) at h bke 128;
+		 * consecutive threads take consecutive chunks of a k-row (br / 8
+		 * of them: 128 or 256 contiguous bytes of global memory). R % 8
+		 * == 0, so a chunk is all in R or all past it */
 		for (long i = 0; i < g->bke * (br / 8) / GT; i++) {
 			LLVMValueRef c = add64(e, tid, c64(e, (uint64_t)(i * GT)));
 			LLVMValueRef kk = LLVMBuildUDiv(b, c, c64(e, (uint64_t)(br / 8)), "");
@@ -458,7 +506,11 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
 			LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gk, c64(e, 0)), R, ""),
 			                                  sel(e, ok, gr, c64(e, 0))), 2);
-			LLVMValueRef dst = swz_k(e, add64(e, mul64(e, kk, GEMM_KROW_BYTES), mul64(e, rc, 16)));
+			LLVMValueRef sub = mul64(e, LLVMBuildUDiv(b, rc, c64(e, MN_SUB / 8), ""),
+			                         (uint64_t)(g->bke * GEMM_KROW_BYTES));
+			LLVMValueRef ch = LLVMBuildURem(b, rc, c64(e, MN_SUB / 8), "");
+			LLVMValueRef dst = add64(e, sub, swz_k(e, add64(e, mul64(e, kk, GEMM_KROW_BYTES),
+			                                                mul64(e, ch, 16))));
 			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
 		}
 		return;
@@ -541,7 +593,7 @@ typedef struct Lane {
 } Lane;
 
 static Lane
-lane_of(E *e)
+lane_of(E *e, const G *g)
 {
 	LLVMBuilderRef b = e->b;
 	Lane l;
@@ -549,37 +601,38 @@ lane_of(E *e)
 	LLVMValueRef warp = LLVMBuildUDiv(b, l.tid, c64(e, 32), ""), lane = LLVMBuildURem(b, l.tid, c64(e, 32), "");
 	l.gq = LLVMBuildUDiv(b, lane, c64(e, 4), "");
 	l.t4 = LLVMBuildURem(b, lane, c64(e, 4), "");
-	l.wm = LLVMBuildUDiv(b, warp, c64(e, WN), "");
-	l.wn = LLVMBuildURem(b, warp, c64(e, WN), "");
-	l.row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), e->g->i64, ""), BM);
-	l.col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, ""), BN);
+	l.wm = LLVMBuildUDiv(b, warp, c64(e, (uint64_t)g->t.wn), "");
+	l.wn = LLVMBuildURem(b, warp, c64(e, (uint64_t)g->t.wn), "");
+	l.row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), e->g->i64, ""), (uint64_t)g->t.bm);
+	l.col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, ""), (uint64_t)g->t.bn);
 	return l;
 }
 
 typedef struct Frag {
-	LLVMValueRef rowv[MI][2], colv[NI][2];   /* global row / column of each lane's C */
-	LLVMValueRef rowc[MI][2], colc[NI][2];   /* clamped in range, for scale reads (i32:
+	LLVMValueRef rowv[GEMM_MI_MAX][2], colv[GEMM_NI_MAX][2];   /* global row / column of each lane's C */
+	LLVMValueRef rowc[GEMM_MI_MAX][2], colc[GEMM_NI_MAX][2];   /* clamped in range, for scale reads (i32:
 	                                            live across the K loop, half the registers) */
 } Frag;
 
 /* The global rows and columns of this lane's accumulators. */
 static void
-frag_init(E *e, Frag *fr, LLVMValueRef M, LLVMValueRef N)
+frag_init(E *e, const G *g, Frag *fr, LLVMValueRef M, LLVMValueRef N)
 {
 	LLVMBuilderRef b = e->b;
-	Lane l = lane_of(e);
+	Lane l = lane_of(e, g);
+	int MI = g->t.mi, NI = g->t.ni;
 	LLVMValueRef gq = l.gq, t4 = l.t4, wm = l.wm, wn = l.wn, row0 = l.row0, col0 = l.col0;
 
 	for (int mi = 0; mi < MI; mi++)
 		for (int h = 0; h < 2; h++) {
-			fr->rowv[mi][h] = add64(e, add64(e, row0, mul64(e, wm, 32)),
+			fr->rowv[mi][h] = add64(e, add64(e, row0, mul64(e, wm, (uint64_t)(16 * MI))),
 			                        add64(e, gq, c64(e, (uint64_t)(mi * 16 + 8 * h))));
 			fr->rowc[mi][h] = LLVMBuildTrunc(b, sel(e, ult(e, fr->rowv[mi][h], M), fr->rowv[mi][h],
 			                                        c64(e, 0)), e->g->i32, "");
 		}
 	for (int ni = 0; ni < NI; ni++)
 		for (int c = 0; c < 2; c++) {
-			fr->colv[ni][c] = add64(e, add64(e, col0, mul64(e, wn, 32)),
+			fr->colv[ni][c] = add64(e, add64(e, col0, mul64(e, wn, (uint64_t)(8 * NI))),
 			                        add64(e, mul64(e, t4, 2), c64(e, (uint64_t)(ni * 8 + c))));
 			fr->colc[ni][c] = LLVMBuildTrunc(b, sel(e, ult(e, fr->colv[ni][c], N), fr->colv[ni][c],
 			                                        c64(e, 0)), e->g->i32, "");
@@ -591,9 +644,10 @@ frag_init(E *e, Frag *fr, LLVMValueRef M, LLVMValueRef N)
  * result goes to res. */
 static void
 promote(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer,
-        LLVMValueRef kstart, LLVMValueRef res[NACC])
+        LLVMValueRef kstart, LLVMValueRef res[NACC_MAX])
 {
-	LLVMValueRef sa[MI][2], sb[NI][2];
+	LLVMValueRef sa[GEMM_MI_MAX][2], sb[GEMM_NI_MAX][2];
+	int MI = g->t.mi, NI = g->t.ni;
 
 	for (int mi = 0; mi < MI; mi++)
 		for (int h = 0; h < 2; h++)
@@ -682,13 +736,14 @@ epi_accumulate(E *e, const G *g, LLVMValueRef off, LLVMValueRef y)
  * nonnegative float's bits (NaN above inf), so the unsigned max is the
  * float max. The launcher zeroes the output first. */
 static void
-epi_block_amax_out(E *e, const G *g, const Frag *fr, LLVMValueRef rbits[MI][2])
+epi_block_amax_out(E *e, const G *g, const Frag *fr, LLVMValueRef rbits[GEMM_MI_MAX][2])
 {
+	int MI = g->t.mi;
 	LLVMBuilderRef b = e->b;
 	const Type *t = &e->k->f->ins[g->amax].type;
 	LLVMValueRef out = e->ptr[e->k->f->ins[g->amax].res], M = dimv(e, g->op[0].rows);
 	long br = t->block[0], bc = t->block[1];
-	Lane l = lane_of(e);
+	Lane l = lane_of(e, g);
 	LLVMValueRef nbc = dimv(e, t->dim[1]);
 	LLVMValueRef cb = bc ? LLVMBuildUDiv(b, l.col0, c64(e, (uint64_t)bc), "") : c64(e, 0);
 
@@ -710,7 +765,6 @@ epi_block_amax_out(E *e, const G *g, const Frag *fr, LLVMValueRef rbits[MI][2])
 	for (int mi = 0; mi < MI; mi++)
 		for (int h = 0; h < 2; h++)
 			v = umax(e, v, rbits[mi][h]);
-	e->red = shared_array(e, "red", 2, LLVMArrayType2(e->g->i32, 32), 4);
 	v = cta_max(e, v);
 	LLVMValueRef rb = br ? LLVMBuildUDiv(b, l.row0, c64(e, (uint64_t)br), "") : c64(e, 0);
 	LLVMBasicBlockRef cont = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, l.tid, c64(e, 0), ""));
@@ -730,7 +784,8 @@ emit_gemm(E *e)
 
 	if (gemm_plan(k, &g))
 		return -1;
-	LLVMTypeRef at = LLVMArrayType2(cg->f32, NACC);
+	int MI = g.t.mi, NI = g.t.ni, NACC = nacc(&g), STAGE_BYTES = stage_bytes(&g);
+	LLVMTypeRef at = LLVMArrayType2(cg->f32, (uint64_t)NACC);
 	LLVMValueRef inner = LLVMBuildAlloca(b, at, "inner");
 	LLVMValueRef outer = g.P ? LLVMBuildAlloca(b, at, "outer") : NULL;
 	for (int a = 0; a < NACC; a++) {
@@ -738,15 +793,15 @@ emit_gemm(E *e)
 		if (outer)
 			LLVMBuildStore(b, cf(e, 0), slot(e, outer, a));
 	}
-	Lane ln = lane_of(e);
+	Lane ln = lane_of(e, &g);
 	LLVMValueRef tid = ln.tid, wm = ln.wm, wn = ln.wn;
 	LLVMValueRef row0 = ln.row0, col0 = ln.col0;
 	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
-	LLVMTypeRef st = LLVMArrayType2(cg->i8, STAGES * STAGE_BYTES);
+	LLVMTypeRef st = LLVMArrayType2(cg->i8, (uint64_t)(STAGES * STAGE_BYTES));
 	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 1024), sB = shared_array(e, "gemm_b", 1, st, 1024);
 	Frag fr;
 	if (g.P)              /* promotions inside the K loop read scales */
-		frag_init(e, &fr, M, N);
+		frag_init(e, &g, &fr, M, N);
 	/* ldmatrix row addresses (i32 offsets in a stage). Lane l = 8j + i
 	 * gives row i of matrix j. A, per 16-row mma tile: matrix j = rows
 	 * 8 (j & 1).., K chunk j >> 1 of the 32-byte step = registers a0..a3;
@@ -754,21 +809,25 @@ emit_gemm(E *e)
 	 * = b0, b1 of the first, then of the second (mma_frag.h's maps with 4
 	 * bytes per register). Every row of a lane has (row >> 1) & 3 = i >> 1,
 	 * so the swizzled chunk is (chunk ^ (i >> 1)) and the 32-byte steps
-	 * (ks) XOR 32 onto the lane's offset; mi, pairs and stages add. */
+	 * (ks) XOR 32 onto the lane's offset; mi, pairs and stages add. The
+	 * warp's tile is 16 MI rows by 8 NI columns. */
 	LLVMValueRef lane = LLVMBuildURem(b, tid, c64(e, 32), "");
 	LLVMValueRef lj = LLVMBuildLShr(b, lane, c64(e, 3), ""), li = LLVMBuildAnd(b, lane, c64(e, 7), "");
 	LLVMValueRef lx = LLVMBuildLShr(b, li, c64(e, 1), "");
-	LLVMValueRef arow = add64(e, add64(e, mul64(e, wm, 32), mul64(e, LLVMBuildAnd(b, lj, c64(e, 1), ""), 8)), li);
-	LLVMValueRef brow = add64(e, add64(e, mul64(e, wn, 32), mul64(e, LLVMBuildLShr(b, lj, c64(e, 1), ""), 8)), li);
+	LLVMValueRef arow = add64(e, add64(e, mul64(e, wm, (uint64_t)(16 * MI)),
+	                                   mul64(e, LLVMBuildAnd(b, lj, c64(e, 1), ""), 8)), li);
+	LLVMValueRef brow = add64(e, add64(e, mul64(e, wn, (uint64_t)(8 * NI)),
+	                                   mul64(e, LLVMBuildLShr(b, lj, c64(e, 1), ""), 8)), li);
 	LLVMValueRef ac = LLVMBuildXor(b, LLVMBuildLShr(b, lj, c64(e, 1), ""), lx, "");
 	LLVMValueRef bc = LLVMBuildXor(b, LLVMBuildAnd(b, lj, c64(e, 1), ""), lx, "");
 	/* lo[o][x]: x = ks for a row-major tile (+ 1024 per mma tile or
 	 * pair), x = the mma tile (A) or pair (B) for an MN-major one (+ 2048
 	 * per ks) */
-	LLVMValueRef lo[2][2];
+	LLVMValueRef lo[2][GEMM_MI_MAX];
 	LLVMValueRef rowv[2] = {arow, brow}, cv[2] = {ac, bc}, wv[2] = {wm, wn};
+	int wch[2] = {2 * MI, NI};    /* 8-element chunks of M or N per warp */
 	for (int o = 0; o < 2; o++)
-		for (int x = 0; x < 2; x++) {
+		for (int x = 0; x < (g.op[o].mnmaj ? (o ? NI / 2 : MI) : KB / 32); x++) {
 			LLVMValueRef v;
 			if (!g.op[o].mnmaj)
 				v = add64(e, mul64(e, rowv[o], GEMM_ROW_BYTES),
@@ -776,16 +835,22 @@ emit_gemm(E *e)
 			else {
 				/* MN-major (ldmatrix.trans: matrix j's 8 rows are 8 k, its
 				 * 16 bytes 8 of M or N). A: k rows 8 (j >> 1) + i, chunk
-				 * 4 wm + 2 mi + (j & 1) = registers a0..a3; B: k rows
-				 * 8 (j & 1) + i, chunk 4 wn + 2 p + (j >> 1) = b0, b1 of
-				 * the pair's first tile, then of its second. The row's
-				 * swizzle is ^ i; 2 mi and 2 p XOR onto the chunk. */
+				 * w + 2 mi + (j & 1) = registers a0..a3; B: k rows
+				 * 8 (j & 1) + i, chunk w + 2 p + (j >> 1) = b0, b1 of
+				 * the pair's first tile, then of its second; w = the
+				 * warp's first chunk, wch per warp. Chunk q is in 64-row
+				 * sub-tile q / 8 at chunk q % 8, and the row's swizzle is
+				 * ^ i. w % 8 is 0 or 4 and 2 x + (j & 1) stays below 8
+				 * (or 4), so the sum has no carries and XORs. */
 				LLVMValueRef jk = o == 0 ? LLVMBuildLShr(b, lj, c64(e, 1), "") : LLVMBuildAnd(b, lj, c64(e, 1), "");
 				LLVMValueRef jc = o == 0 ? LLVMBuildAnd(b, lj, c64(e, 1), "") : LLVMBuildLShr(b, lj, c64(e, 1), "");
 				LLVMValueRef krow = add64(e, mul64(e, jk, 8), li);
-				LLVMValueRef ch = LLVMBuildXor(b, add64(e, mul64(e, wv[o], 4), jc), li, "");
+				LLVMValueRef w = mul64(e, wv[o], (uint64_t)wch[o]);
+				LLVMValueRef sub = mul64(e, LLVMBuildLShr(b, w, c64(e, 3), ""),
+				                         (uint64_t)(g.bke * GEMM_KROW_BYTES));
+				LLVMValueRef ch = LLVMBuildXor(b, add64(e, LLVMBuildAnd(b, w, c64(e, 7), ""), jc), li, "");
 				ch = LLVMBuildXor(b, ch, c64(e, (uint64_t)(2 * x)), "");
-				v = add64(e, mul64(e, krow, GEMM_KROW_BYTES), mul64(e, ch, 16));
+				v = add64(e, sub, add64(e, mul64(e, krow, GEMM_KROW_BYTES), mul64(e, ch, 16)));
 			}
 			lo[o][x] = LLVMBuildTrunc(b, v, cg->i32, "");
 		}
@@ -822,7 +887,7 @@ emit_gemm(E *e)
 	                                  cg->i32, "");
 	int kstep = 8 * g.e;
 	for (int ks = 0; ks < KB / 32; ks++) {
-		LLVMValueRef af[MI][4], bf[NI][2];
+		LLVMValueRef af[GEMM_MI_MAX][4], bf[GEMM_NI_MAX][2];
 		for (int mi = 0; mi < MI; mi++) {
 			int km = g.op[0].mnmaj;
 			LLVMValueRef a = LLVMBuildAdd(b, LLVMBuildAdd(b, lo[0][km ? mi : ks], cso, ""),
@@ -865,13 +930,16 @@ emit_gemm(E *e)
 		promote_if(e, &g, &fr, inner, outer, kchunk, LLVMBuildOr(b, at_p, last, ""));
 	}
 	loop_end(e, &l);
+	/* rolled: ptxas unrolled it 4 times and hoisted the ldmatrix of the
+	 * next iterations, 255 registers and spills on the 128 x 128 tile */
+	loop_nounroll(e, &l);
 	asm_cp_async_wait(cg, 0);     /* only empty groups are left */
 
 	/* epilogue; a one-promotion GEMM computes the lanes' rows and
 	 * columns only now, so that they are not live across the K loop */
 	if (!g.P)
-		frag_init(e, &fr, M, N);
-	LLVMValueRef acc[NACC];
+		frag_init(e, &g, &fr, M, N);
+	LLVMValueRef acc[NACC_MAX];
 	if (!g.P)
 		promote(e, &g, &fr, inner, NULL, c64(e, 0), acc);
 	else
@@ -880,7 +948,7 @@ emit_gemm(E *e)
 	precc_format of = g.cast >= 0 ? k->f->ins[g.cast].type.fmt : PRECC_FP32;
 	int oeb = gemm_ebytes(of);
 	LLVMValueRef NS = g.slice ? c64(e, (uint64_t)g.slice) : N;   /* stored columns, row pitch */
-	LLVMValueRef mbits = c32(e, 0), rbits[MI][2];
+	LLVMValueRef mbits = c32(e, 0), rbits[GEMM_MI_MAX][2];
 	for (int mi = 0; mi < MI; mi++)
 		rbits[mi][0] = rbits[mi][1] = c32(e, 0);
 	for (int mi = 0; mi < MI; mi++)
@@ -920,11 +988,19 @@ emit_gemm(E *e)
 					end_if(e, cont);
 				}
 			}
+	if (g.amax >= 0 && !(g.amax_block && k->f->ins[g.amax].type.block[0] == 1)) {
+		/* the warps' partials: in a stage once every warp is done with
+		 * the stages (the last tile's ldmatrix), where the stages fill
+		 * the static shared memory */
+		if (g.t.red_in_stage) {
+			barrier(e);
+			e->red = sA;
+		} else
+			e->red = shared_array(e, "red", 2, LLVMArrayType2(cg->i32, 32), 4);
+	}
 	if (g.amax >= 0 && g.amax_block)
 		epi_block_amax_out(e, &g, &fr, rbits);
-	else if (g.amax >= 0) {
-		e->red = shared_array(e, "red", 2, LLVMArrayType2(cg->i32, 32), 4);
+	else if (g.amax >= 0)
 		tensor_amax_out(e, mbits);
-	}
 	return 0;
 }

@@ -453,6 +453,17 @@ precc_emu_shared(uint32_t id, uint64_t bytes)
 	smem_bytes[my_slot][id] = bytes;
 	if (bytes > smem_used[my_slot][id])
 		smem_used[my_slot][id] = bytes;
+	/* ptxas and the driver count the CTA's static arrays together */
+	uint64_t total = 0;
+	for (int i = 0; i < NSHARED; i++)
+		if (!(i == 0 && dyn_smem))
+			total += smem_bytes[my_slot][i];
+	if (total > EMU_SMEM_STATIC) {
+		emu_fail("static shared arrays of %llu bytes in all (array %u of %llu the last): over "
+		         "the %d bytes a CTA may have", (unsigned long long)total, id,
+		         (unsigned long long)bytes, EMU_SMEM_STATIC);
+		return sink;
+	}
 	return SM(my_slot, id);
 }
 
