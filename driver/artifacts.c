@@ -17,18 +17,25 @@
 #include "precc/grid.h"
 #include "precc/version.h"
 
+/* f's text under name (if any), its m_variant naming the kernel var (if
+ * any) as the manifest does */
 static char *
-func_text(const Func *f, const char *name)
+func_text(const Func *f, const char *name, long m_min, const char *var)
 {
 	char *buf = NULL;
 	size_t n = 0;
 	FILE *m = open_memstream(&buf, &n);
 	Func copy = *f;
+	char mv[64];
 
 	if (!m)
 		die("open_memstream: %s", strerror(errno));
 	if (name)
 		copy.name = (char *)name;
+	if (var) {
+		snprintf(mv, sizeof mv, "%ld:@%s", m_min, var);
+		copy.pattr[PA_M_VARIANT] = mv;
+	}
 	ir_print_func(m, &copy);
 	fclose(m);
 	return buf;
@@ -154,6 +161,34 @@ file_digest(cJSON *ft, const char *what, const void *p, size_t n)
 	cJSON_AddStringToObject(ft, key, hex);
 }
 
+/* The kernel's m_variant (passes/schedule.c: "N:@NAME", the same GEMM on
+ * a larger tile for M >= N): its job and N, or NULL. */
+static const Job *
+m_variant(Build *b, const Job *j, long *m_min)
+{
+	const char *a = j->f->pattr[PA_M_VARIANT], *at;
+	char *end;
+
+	if (!a)
+		return NULL;
+	*m_min = strtol(a, &end, 10);
+	if (end == a || *end != ':' || end[1] != '@' || *m_min < 1)
+		die("kernel @%s: m_variant=%s is not N:@KERNEL", j->f->name, a);
+	at = end + 2;
+	const Job *v = build_find_job(b, j->t, at);
+	if (!v)
+		die("kernel @%s: m_variant names @%s, no kernel of the module", j->f->name, at);
+	if (v->e.info.nparams != j->e.info.nparams || v->e.info.has_m != j->e.info.has_m
+	    || v->e.info.has_seed != j->e.info.has_seed || v->e.info.sync_words != j->e.info.sync_words
+	    || v->e.info.ntmap != j->e.info.ntmap)
+		die("kernel @%s: its m_variant @%s takes other arguments", j->f->name, at);
+	for (int i = 0; i < j->e.info.nparams; i++)
+		if (!ir_type_eq(&j->f->val[j->e.info.param_value[i]].type,
+		                &v->f->val[v->e.info.param_value[i]].type))
+			die("kernel @%s: its m_variant @%s takes other arguments", j->f->name, at);
+	return v;
+}
+
 static cJSON *
 kernel_json(Build *b, Job *j)
 {
@@ -181,6 +216,13 @@ kernel_json(Build *b, Job *j)
 			grid_json(o, f, grid_of(j, p));
 			cJSON_AddItemToArray(ps, o);
 		}
+	}
+	long m_min;
+	const Job *var = m_variant(b, j, &m_min);
+	if (var) {            /* at M >= m_min the runtime launches var instead */
+		cJSON *o = cJSON_AddObjectToObject(k, "m_variant");
+		cJSON_AddNumberToObject(o, "m_min", (double)m_min);
+		cJSON_AddStringToObject(o, "kernel", var->name);
 	}
 	if (in->cooperative)
 		cJSON_AddStringToObject(k, "launch", "cooperative");
@@ -221,7 +263,7 @@ kernel_json(Build *b, Job *j)
 	cJSON_AddBoolToObject(k, "has_m", in->has_m);
 	cJSON_AddBoolToObject(k, "has_seed", in->has_seed);
 	cJSON_AddItemToObject(k, "zero_outputs", zo);
-	char *ir = func_text(f, j->name);
+	char *ir = func_text(f, j->name, var ? m_min : 0, var ? var->name : NULL);
 	cJSON_AddStringToObject(k, "ir", ir);
 	free(ir);
 	files = cJSON_AddObjectToObject(k, "files");
@@ -865,6 +907,17 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 		if (in->has_m)
 			fprintf(c, "\tif (m < 0 || m %% %ld)\n\t\treturn -2;\n",
 			        in->m_multiple > 0 ? in->m_multiple : 1);
+		long m_min;
+		const Job *var = m_variant(b, j, &m_min);
+		if (var && in->has_m) {   /* the same GEMM on a larger tile (manifest m_variant) */
+			fprintf(c, "\tif (m >= %ld)\n\t\treturn precc_%s(", m_min, var->name);
+			for (int i = 0; i < in->nparams; i++) {
+				c_ident(id, sizeof id, f->val[in->param_value[i]].name);
+				fprintf(c, "%s, ", id);
+			}
+			fprintf(c, "%s%s%sstream);\n", in->sync_words > 0 ? "sync, " : "", "m, ",
+			        in->has_seed ? "seed, " : "");
+		}
 		/* the grid by precc/grid.h's function, copied above */
 		fprintf(c, "\tint64_t rows, cols;\n\tprecc_grid_phase ph[%d];\n", nphases(j));
 		for (int p = 0; p < nphases(j); p++) {

@@ -425,7 +425,7 @@ static const char *const pattr_names[NPASSATTR] = {
 	[PA_AMAX_SCHEME] = "amax_scheme", [PA_PROLOGUE] = "prologue",
 	[PA_EPILOGUE] = "epilogue", [PA_HASH] = "hash", [PA_CALLS] = "calls",
 	[PA_THREADS] = "threads", [PA_ELEMS] = "elems", [PA_TILE] = "tile", [PA_GRID] = "grid",
-	[PA_SMEM] = "smem", [PA_LAUNCH] = "launch",
+	[PA_SMEM] = "smem", [PA_LAUNCH] = "launch", [PA_M_VARIANT] = "m_variant",
 };
 
 const char *

@@ -88,14 +88,16 @@ vname(FILE *f, const Func *fn, const int *canon, int v)
 		fprintf(f, "%%%s", fn->val[v].name);
 }
 
-/* canon: 1 for an instruction (all but fuse), 2 for a header (only the
- * amax scheme: the rest is the target, the hash itself or derived from the
- * body by legalize and schedule). */
+/* canon: 1 for an instruction (all but fuse), 2 for a header (the amax
+ * scheme and the tile, which schedule chooses among several for a GEMM:
+ * the rest is the target, the hash itself or derived from the body and
+ * the tile by legalize and schedule). */
 static void
 print_pattrs(FILE *f, char *const *pattr, int canon)
 {
 	for (int k = 0; k < NPASSATTR; k++)
-		if (pattr[k] && !(canon == 1 && k == PA_FUSE) && !(canon == 2 && k != PA_AMAX_SCHEME))
+		if (pattr[k] && !(canon == 1 && k == PA_FUSE)
+		    && !(canon == 2 && k != PA_AMAX_SCHEME && k != PA_TILE))
 			fprintf(f, " %s=%s", pass_attr_name((PassAttr)k), pattr[k]);
 }
 

@@ -58,9 +58,13 @@ dedupe(Module *m, const Target *t)
 	for (int j = 0; j < m->nfn; j++)
 		if (m->fn[j]->kernel) {
 			Func *f = m->fn[j];
+			/* the body's hash: a tile is schedule's choice, made after
+			 * this (passes run again on scheduled IR: the same names) */
+			Func body = *f;
+			body.pattr[PA_TILE] = NULL;
 			k[n] = (Kern){.f = f, .rep = n};
-			k[n].h = ir_func_hash(f, f->pattr[PA_TARGET] ? f->pattr[PA_TARGET] : t->name);
-			k[n].text = canon_text(f, k[n].h);
+			k[n].h = ir_func_hash(&body, f->pattr[PA_TARGET] ? f->pattr[PA_TARGET] : t->name);
+			k[n].text = canon_text(&body, k[n].h);
 			snprintf(k[n].group, sizeof k[n].group, "%s", f->name);
 			if (f->pattr[PA_HASH]) {      /* deduped before: drop ".HASH" */
 				char *dot = strrchr(k[n].group, '.');

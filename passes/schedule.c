@@ -10,6 +10,8 @@
  *	                  are M), or a count for persistent kernels
  *	smem=B            shared memory bytes per CTA
  *	launch=cooperative  grid-wide barrier kernels (amax_scheme=grid)
+ *	m_variant=N:@K    a GEMM kernel: at M >= N the runtime launches kernel
+ *	                  @K instead (the same GEMM on a larger tile)
  *
  * The tile is the smallest that holds every block a local amax reduces
  * over, in the stored layout (1x128 → 1 row x 128 columns, 128x128, the
@@ -24,10 +26,21 @@
  * persistent (4 CTAs per SM, grid-stride, one atomic max per CTA); the
  * state update runs one CTA per history.
  *
- * GEMM kernels (codegen/k_gemm.c, mma.sync): 128 threads (2 x 2 warps),
- * a 64x64 tile of C, elems = its 32 accumulators per thread, grid over C,
- * smem = the A and B K-tiles (64 rows x 80 bytes each) and, with an
- * output amax, the warp partials. codegen refuses any other tile.
+ * GEMM kernels (codegen/k_gemm.c, mma.sync) have two tiles. 64x64: 128
+ * threads (2 x 2 warps), elems = 32 accumulators per thread, smem = the
+ * three stages of A and B (3 x 2 x 4 KiB) and, with an output amax, the
+ * warp partials. 128x128: 256 threads (2 x 4 warps of 64 x 32), elems 64,
+ * smem 48 KiB (the partials reuse a stage). The larger tile reads half
+ * the global bytes per MMA and a quarter fewer shared bytes per MMA, but
+ * makes a quarter of the CTAs: a GEMM gets it where codegen takes it
+ * (no in-loop promotion: registers), K is at least LARGE_K_BYTES (else
+ * the pipeline's prologue is most of the loop), N (and static rows) at
+ * least 128 (else the tile computes zeros), and its 128x128 tiles
+ * alone fill every SM of the target once. With M in the rows that is a
+ * range of M: the kernel keeps 64x64, and a copy on 128x128 is scheduled
+ * right after it (@NAME.128x128), for M >= 128 ceil(SMs / ceil(N/128));
+ * the kernel's m_variant says so, and the runtime picks by the run's M.
+ * With static rows (wgrad: K = M) the kernel itself takes the tile.
  *
  * GEMMs that legalize put on wgmma (sm_90a): when codegen's wgmma family
  * takes the kernel (codegen_gemm_wgmma_takes: params, or 16-bit
@@ -64,12 +77,98 @@ dim_str(char *buf, size_t n, long d, long per)
 		snprintf(buf, n, "M/%ld", -d * per);
 }
 
-enum { GEMM_THREADS = 128, GEMM_TILE = 64, GEMM_SMEM = 2 * 64 * 80 };
+enum { GEMM_THREADS = 128, GEMM_TILE = 64, GEMM_SMEM = 3 * 2 * 64 * 64 };
+enum { LARGE_THREADS = 256, LARGE_TILE = 128, LARGE_SMEM = 3 * 2 * 128 * 64, LARGE_K_BYTES = 256 };
 enum { WGMMA_THREADS = 384, WGMMA_TILE = 128, WGMMA_SMEM = 4 * 2 * 128 * 128 + 8 * 8 };
 
 static void
-schedule_gemm(Func *k, Ins *g, const Target *t)
+mma_sync_tile(Func *k, long m, long n, int namax, int large)
 {
+	int tile = large ? LARGE_TILE : GEMM_TILE, threads = large ? LARGE_THREADS : GEMM_THREADS;
+	char a[32], b[32];
+
+	ir_set_attr(k->pattr, PA_THREADS, "%d", threads);
+	ir_set_attr(k->pattr, PA_TILE, "%dx%d", tile, tile);
+	ir_set_attr(k->pattr, PA_ELEMS, "%d", tile * tile / threads);
+	dim_str(a, sizeof a, m, tile);
+	dim_str(b, sizeof b, n, tile);
+	ir_set_attr(k->pattr, PA_GRID, "%sx%s", a, b);
+	ir_set_attr(k->pattr, PA_SMEM, "%d", large ? LARGE_SMEM : GEMM_SMEM + (namax ? 128 : 0));
+}
+
+/* A copy of kernel f named name, in m right after f (at index at + 1). */
+static Func *
+copy_kernel(Module *m, int at, const char *name)
+{
+	const Func *f = m->fn[at];
+	Func *c = ir_func_new(m, name);
+	int *map = malloc(sizeof(int) * ((size_t)f->nval + 1));
+
+	if (!map)
+		abort();
+	for (int v = 0; v < f->nval; v++)
+		map[v] = -1;
+	c->kernel = true;
+	c->line = f->line, c->col = f->col;
+	for (int k = 0; k < NPASSATTR; k++)
+		if (f->pattr[k])
+			ir_set_attr(c->pattr, (PassAttr)k, "%s", f->pattr[k]);
+	for (int k = 0; k < f->nins; k++)
+		ir_copy_ins(c, f, &f->ins[k], map);
+	free(map);
+	memmove(&m->fn[at + 2], &m->fn[at + 1], sizeof *m->fn * (size_t)(m->nfn - at - 2));
+	m->fn[at + 1] = c;
+	return c;
+}
+
+/* The 128x128 tile where it pays (the comment at the top); returns 1 when
+ * a copy of the kernel was added after it (m->fn[at + 1]). */
+static int
+large_tile(long m, long n, const Ins *g, Module *mod, int at, const Target *t)
+{
+	Func *k = mod->fn[at];
+	const Ins *in = ir_def_ins(k, g->arg[0]);
+	long K = k->val[g->arg[0]].type.dim[1];
+	precc_format fa = k->val[in && in->op == OP_transpose ? in->arg[0] : g->arg[0]].type.fmt;
+	char why[200];
+	int namax = 0;
+
+	for (int j = 0; j < k->nins; j++)
+		namax += k->ins[j].op == OP_amax;
+	/* a tile wider than the result computes zeros */
+	if (n < LARGE_TILE || (m >= 0 && m < LARGE_TILE) || (K >= 0 && K * ebytes(fa) < LARGE_K_BYTES)
+	    || t->sms < 1)
+		return 0;
+	if (!codegen_gemm_large_takes(k, why, sizeof why)) {
+		ir_comment(&k->comment, "schedule: 64x64 tiles only: %s", why);
+		return 0;
+	}
+	long ntile_n = (n + LARGE_TILE - 1) / LARGE_TILE;
+	if (m >= 0) {
+		if (((m + LARGE_TILE - 1) / LARGE_TILE) * ntile_n < t->sms)
+			return 0;
+		mma_sync_tile(k, m, n, namax, 1);
+		ir_comment(&k->comment, "schedule: 128x128 tiles (%ld of them fill the %d SMs)",
+		           ((m + LARGE_TILE - 1) / LARGE_TILE) * ntile_n, t->sms);
+		return 0;
+	}
+	long m_min = LARGE_TILE * ((t->sms + ntile_n - 1) / ntile_n);
+	char name[512];
+	snprintf(name, sizeof name, "%s.%dx%d", k->name, LARGE_TILE, LARGE_TILE);
+	Func *c = copy_kernel(mod, at, name);
+	k = mod->fn[at];
+	mma_sync_tile(c, m, n, namax, 1);
+	ir_set_attr(k->pattr, PA_M_VARIANT, "%ld:@%s", m_min, name);
+	ir_comment(&c->comment, "schedule: @%s on 128x128 tiles, for M >= %ld (%ld column tile%s: "
+	           "%ld rows of tiles fill the %d SMs)", k->name, m_min, ntile_n,
+	           ntile_n == 1 ? "" : "s", m_min / LARGE_TILE, t->sms);
+	return 1;
+}
+
+static int
+schedule_gemm(Module *mod, int at, Ins *g, const Target *t)
+{
+	Func *k = mod->fn[at];
 	long m = k->val[g->res].type.dim[0], n = k->val[g->res].type.dim[1];
 	int namax = 0;
 	char a[32], b[32], why[200];
@@ -85,19 +184,13 @@ schedule_gemm(Func *k, Ins *g, const Target *t)
 			dim_str(b, sizeof b, n, WGMMA_TILE);
 			ir_set_attr(k->pattr, PA_GRID, "%sx%s", a, b);
 			ir_set_attr(k->pattr, PA_SMEM, "%d", WGMMA_SMEM + (namax ? 128 : 0));
-			return;
+			return 0;
 		}
 		ir_set_attr(g->pattr, PA_MMA, "mma_sync");
 		ir_comment(&k->comment, "schedule: gemm on mma.sync, not wgmma: %s", why);
 	}
-	ir_set_attr(k->pattr, PA_THREADS, "%d", GEMM_THREADS);
-	ir_set_attr(k->pattr, PA_TILE, "%dx%d", GEMM_TILE, GEMM_TILE);
-	ir_set_attr(k->pattr, PA_ELEMS, "%d", GEMM_TILE * GEMM_TILE / GEMM_THREADS);
-	dim_str(a, sizeof a, m, GEMM_TILE);
-	dim_str(b, sizeof b, n, GEMM_TILE);
-	ir_set_attr(k->pattr, PA_GRID, "%sx%s", a, b);
-	ir_set_attr(k->pattr, PA_SMEM, "%d", GEMM_SMEM + (namax ? 128 : 0));
-	(void)t;
+	mma_sync_tile(k, m, n, namax, 0);
+	return large_tile(m, n, g, mod, at, t);
 }
 
 static void
@@ -195,9 +288,35 @@ schedule_kernel(Func *k, const Target *t)
 		           t->smem_cta, t->name);
 }
 
+/* Passes that run again on scheduled IR (precc ir FILE.ir) schedule it
+ * afresh: the 128x128 copies of the last run go (dedupe has merged them
+ * into their kernels already, when it ran), and so do the m_variant
+ * attributes naming them. */
+static void
+drop_variants(Module *m)
+{
+	for (int k = 0; k < m->nfn; k++) {
+		Func *f = m->fn[k];
+		const char *a = f->kernel ? f->pattr[PA_M_VARIANT] : NULL;
+		const char *at = a ? strstr(a, ":@") : NULL;
+		for (int j = 0; at && j < m->nfn; j++)
+			if (j != k && !strcmp(m->fn[j]->name, at + 2)) {
+				ir_func_remove(m, j);
+				if (j < k)
+					k--;
+				break;
+			}
+		if (a) {
+			free(m->fn[k]->pattr[PA_M_VARIANT]);
+			m->fn[k]->pattr[PA_M_VARIANT] = NULL;
+		}
+	}
+}
+
 void
 schedule(Module *m, const Target *t)
 {
+	drop_variants(m);
 	for (int k = 0; k < m->nfn; k++) {
 		Func *f = m->fn[k];
 		Ins *g = NULL;
@@ -205,7 +324,7 @@ schedule(Module *m, const Target *t)
 			if (f->ins[j].op == OP_gemm)
 				g = &f->ins[j];
 		if (g)
-			schedule_gemm(f, g, t);
+			k += schedule_gemm(m, k, g, t);   /* skips a 128x128 copy */
 		else if (f->kernel)
 			schedule_kernel(f, t);
 	}

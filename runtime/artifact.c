@@ -381,6 +381,16 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 	}
 	if ((v = json_get(j, "tmaps")) && read_tmaps(c, v, path, k))
 		return -1;
+	k->var = -1;
+	if ((v = json_get(j, "m_variant"))) {
+		char vp[300];
+		snprintf(vp, sizeof vp, "%s m_variant", path);
+		if (v->kind != JSON_OBJ)
+			return bad(c, v, "%s is %s, expected an object", vp, json_kind_name(v->kind));
+		if (need_long(c, v, vp, "m_min", 1, RT_MAX_DIM, &k->var_m_min) ||
+		    !(k->var_name = need_str(c, v, vp, "kernel")))
+			return -1;
+	}
 	if (!(params = need(c, j, path, "params", JSON_ARR)))
 		return -1;
 	if (params->n == 0 || params->n > 32)
@@ -518,6 +528,36 @@ static int find_kernel(const rt_artifact *a, const char *name)
 		if (strcmp(a->kern[i].name, name) == 0)
 			return i;
 	return -1;
+}
+
+/* kernel i's m_variant: another kernel of the manifest with no variant of
+ * its own that takes the same arguments (names, types, scalars) */
+static int resolve_variant(Ctx *c, rt_artifact *a, const json *j, int i)
+{
+	rt_kdesc *k = &a->kern[i], *v;
+	const json *at = json_get(j, "m_variant");
+	int x;
+
+	if (!k->var_name)
+		return 0;
+	if ((x = find_kernel(a, k->var_name)) < 0)
+		return bad(c, at, "kernels[%d] '%s' m_variant: kernel '%s' is not in 'kernels'", i,
+		           k->name, k->var_name);
+	v = &a->kern[x];
+	if (x == i || v->var_name)
+		return bad(c, at, "kernels[%d] '%s' m_variant: kernel '%s' %s", i, k->name,
+		           k->var_name, x == i ? "is the kernel itself" : "has a variant of its own");
+	int same = v->nparam == k->nparam && v->has_m == k->has_m && v->has_seed == k->has_seed &&
+	           v->sync_words == k->sync_words && v->ntmap == k->ntmap;
+	for (int p = 0; same && p < k->nparam; p++)
+		same = !strcmp(v->param[p].name, k->param[p].name) &&
+		       !strcmp(v->param[p].type_str, k->param[p].type_str) &&
+		       v->param[p].out == k->param[p].out;
+	if (!same)
+		return bad(c, at, "kernels[%d] '%s' m_variant: kernel '%s' takes other arguments", i,
+		           k->name, k->var_name);
+	k->var = x;
+	return 0;
 }
 
 static int find_buffer(const rt_layer *l, const char *name)
@@ -864,6 +904,9 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 			return bad(c, ks->item[i], "kernels[%zu]: a second kernel named "
 			           "'%s'", i, a->kern[i].name);
 	}
+	for (size_t i = 0; i < ks->n; i++)
+		if (resolve_variant(c, a, ks->item[i], (int)i))
+			return -1;
 	/* the target: cpu reads the first target's layers; cuda the device's
 	 * own (sm_XYa, then sm_XY), else the newest older one's PTX */
 	tgi = 0;
@@ -947,8 +990,12 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 			ir_names_free(&fqns);
 			return -1;
 		}
-		for (int s = 0; s < a->layer[i].nstep; s++)
-			a->kern[a->layer[i].step[s].kernel].used = 1;
+		for (int s = 0; s < a->layer[i].nstep; s++) {
+			rt_kdesc *k = &a->kern[a->layer[i].step[s].kernel];
+			k->used = 1;
+			if (k->var >= 0)
+				a->kern[k->var].used = 1;
+		}
 	}
 	/* shares_input: an earlier layer that shares no input itself (the
 	 * first of those that read the tensor) */
@@ -1003,6 +1050,7 @@ void rt_artifact_free(precc_rt *rt, rt_artifact *a)
 		free(k->shape);
 		free(k->entry);
 		free(k->bulk_entry);
+		free(k->var_name);
 		free(k->ir);
 		free(k->zero);
 		free(k->abi_value);

@@ -169,6 +169,27 @@ int precc_rt_step_info(const precc_rt *rt, int layer, int step,
 	return 0;
 }
 
+/* the kernel launched for kernel k at M (its m_variant's rule) */
+static int launched_kernel(const precc_rt *rt, int k, long m)
+{
+	const rt_kdesc *d = &rt->art->kern[k];
+	return d->var >= 0 && m >= d->var_m_min ? d->var : k;
+}
+
+int precc_rt_step_kernel(const precc_rt *rt, int layer, int step, long m)
+{
+	const rt_layer *l = rt_need_layer(rt, layer);
+
+	if (!l)
+		return -1;
+	if (step < 0 || step >= l->nstep) {
+		rt_error("plan: step %d of layer '%s' is out of range (it has %d)",
+		         step, l->fqn, l->nstep);
+		return -1;
+	}
+	return launched_kernel(rt, l->step[step].kernel, m);
+}
+
 void precc_rt_set_timing(precc_rt *rt, int on) { rt->timing = on; }
 
 int precc_rt_kernel_count(const precc_rt *rt)
@@ -519,7 +540,8 @@ int rt_run_step_at(precc_rt *rt, const rt_layer *l, int s, long m,
                    int *skipped)
 {
 	const rt_step *st = &l->step[s];
-	rt_kdesc *k = &rt->art->kern[st->kernel];
+	/* at this M, maybe the same GEMM on a larger tile (manifest m_variant) */
+	rt_kdesc *k = &rt->art->kern[launched_kernel(rt, st->kernel, m)];
 	double t0 = rt->timing ? now() : 0;
 	long rows, cols;
 	int rc;

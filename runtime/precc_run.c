@@ -402,19 +402,19 @@ static int compare(const char *layer, const char *set, const Bufs *in,
 }
 
 /* Adds each step's outputs (after the layer ran) to its kernel's checksum,
- * in step order. */
-static void checksum(Side *s, int layer, const Bufs *in, void **out)
+ * in step order: to the kernel launched at m. */
+static void checksum(Side *s, int layer, long m, const Bufs *in, void **out)
 {
 	int ns = precc_rt_step_count(s->rt, layer);
 
 	for (int st = 0; st < ns; st++) {
 		precc_step_info si;
-		if (precc_rt_step_info(s->rt, layer, st, &si))
+		int k = precc_rt_step_kernel(s->rt, layer, st, m);   /* the one launched */
+		if (precc_rt_step_info(s->rt, layer, st, &si) || k < 0)
 			continue;
 		for (int p = 0; p < si.nargs; p++)
 			if (si.out_mask >> p & 1)
-				s->sum[si.kernel] = fnv(s->sum[si.kernel], out[si.args[p]],
-				                        in->info[si.args[p]].bytes);
+				s->sum[k] = fnv(s->sum[k], out[si.args[p]], in->info[si.args[p]].bytes);
 	}
 }
 
@@ -763,7 +763,7 @@ int main(int argc, char **argv)
 				if (run_side(&side[s], l, m, seed, &in, out[s], &refused[s]))
 					failed |= 1 << s;
 				else
-					checksum(&side[s], l, &in, out[s]);
+					checksum(&side[s], l, m, &in, out[s]);
 			}
 			fprintf(hout, "layer %s M=%ld %s inputs:", name, m, set);
 			if (refused[nside - 1] && failed == (1 << (nside - 1))) {

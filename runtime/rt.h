@@ -117,6 +117,11 @@ typedef struct rt_kdesc {
 	rt_param *param; int nparam;
 	int has_m, has_seed;
 	int *zero; int nzero;     /* zero_outputs as param indices */
+	int var;                  /* "m_variant": the kernel launched instead
+	                             at M >= var_m_min (the same GEMM on a
+	                             larger tile), or -1 */
+	long var_m_min;
+	char *var_name;           /* as read, until resolved */
 	int used;                 /* a step of the chosen layers runs it */
 	Module *mod;              /* the parsed ir */
 	const Func *fn;

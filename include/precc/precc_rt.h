@@ -162,6 +162,10 @@ typedef struct precc_step_info {
 int precc_rt_step_count(const precc_rt *rt, int layer);
 int precc_rt_step_info(const precc_rt *rt, int layer, int step,
                        precc_step_info *info);
+/* The kernel step launches at token count m: info.kernel, or the kernel
+ * its manifest entry's m_variant names when m >= m_min (the same GEMM on
+ * a larger tile). -1 when the layer or step is out of range. */
+int precc_rt_step_kernel(const precc_rt *rt, int layer, int step, long m);
 
 /* Runs layer's quantize plan at token count M: every step in order, with
  * buffers[i] the caller's memory for the layer's buffer i (the order of
