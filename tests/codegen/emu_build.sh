@@ -7,7 +7,8 @@
 # share runs once. Prints test_emu's line per run and a total; exits 1 if
 # any kernel fails. GEMMs get moderate inputs ("# emu: moderate").
 # EMU_BUILD_KEEP=DIR keeps the kernel files there; EMU_BUILD_SHAPE=S runs
-# only the kernels of manifest shape S (gemm, rows, ...).
+# only the kernels of manifest shape S (gemm, rows, ...); EMU_BUILD_M=N runs
+# the GEMMs whose M multiple divides N at M = N (test_emu's default: 128).
 #   for r in recipes/*.lua; do
 #     PRECC_PTXAS=/nonexistent build/precc build $r --model M --target sm_89 -o out/$(basename $r .lua)
 #   done
@@ -24,6 +25,7 @@ python3 - "$work" "$@" <<'PY' || exit 2
 import json, os, sys
 work, seen, count = sys.argv[1], set(), {}
 only = os.environ.get("EMU_BUILD_SHAPE")
+gemm_m = int(os.environ.get("EMU_BUILD_M", "0"))
 for d in sys.argv[2:]:
     m = json.load(open(os.path.join(d, "manifest.json")))
     for k in m["kernels"]:
@@ -42,6 +44,8 @@ for d in sys.argv[2:]:
             # tests/codegen/kernels keep them): moderate inputs
             if k["shape"] == "gemm":
                 f.write("# emu: moderate\n")
+                if gemm_m and gemm_m % k["grid"].get("m_multiple", 1) == 0:
+                    f.write("# emu: m=%d\n" % gemm_m)
             f.write(k["ir"])
 for t in sorted(count):
     print("emu_build: %s: %d kernels" % (t, count[t]))
