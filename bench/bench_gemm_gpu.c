@@ -232,7 +232,8 @@ static int bench_layer(FILE *js, const char *recipe, double tol, precc_rt *rt, i
 		precc_step_info si;
 		precc_kernel_info ki;
 		precc_rt_step_info(rt, layer, s, &si);
-		precc_rt_kernel_info(rt, si.kernel, &ki);
+		/* the kernel launched at this M (a GEMM's m_variant) */
+		precc_rt_kernel_info(rt, precc_rt_step_kernel(rt, layer, s, l.m), &ki);
 		if (strcmp(ki.shape, "gemm") != 0)
 			continue;
 		int out = -1;

@@ -52,6 +52,7 @@ dedupe(Module *m, const Target *t)
 
 	if (!k)
 		abort();
+	drop_variants(m);         /* a rerun: the copies go before they rename anything */
 	ir_names_init(&byname, (size_t)m->nfn);
 	ir_names_init(&bytext, (size_t)m->nfn);
 	ir_names_init(&taken, (size_t)m->nfn);

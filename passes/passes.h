@@ -54,5 +54,6 @@ void fuse(Module *, const Target *);            /* fuse.c */
 void partition(Module *, const Target *);       /* partition.c */
 void dedupe(Module *, const Target *);          /* dedupe.c */
 void schedule(Module *, const Target *);        /* schedule.c */
+void drop_variants(Module *);    /* schedule.c: remove m_variant copies (passes rerun) */
 
 #endif

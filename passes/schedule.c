@@ -116,6 +116,7 @@ copy_kernel(Module *m, int at, const char *name)
 	for (int k = 0; k < f->nins; k++)
 		ir_copy_ins(c, f, &f->ins[k], map);
 	free(map);
+	ir_set_attr(c->pattr, PA_CALLS, "0");   /* launched instead of f, called by none */
 	memmove(&m->fn[at + 2], &m->fn[at + 1], sizeof *m->fn * (size_t)(m->nfn - at - 2));
 	m->fn[at + 1] = c;
 	return c;
@@ -289,10 +290,11 @@ schedule_kernel(Func *k, const Target *t)
 }
 
 /* Passes that run again on scheduled IR (precc ir FILE.ir) schedule it
- * afresh: the 128x128 copies of the last run go (dedupe has merged them
- * into their kernels already, when it ran), and so do the m_variant
- * attributes naming them. */
-static void
+ * afresh: the 128x128 copies of the last run go, and so do the m_variant
+ * attributes naming them (dedupe drops them first, so that a copy does
+ * not rename the kernel it copies; schedule again, for IR that starts
+ * there). */
+void
 drop_variants(Module *m)
 {
 	for (int k = 0; k < m->nfn; k++) {

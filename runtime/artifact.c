@@ -381,6 +381,8 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 	}
 	if ((v = json_get(j, "tmaps")) && read_tmaps(c, v, path, k))
 		return -1;
+	if (json_get(j, "target") && !(k->target = need_str(c, j, path, "target")))
+		return -1;
 	k->var = -1;
 	if ((v = json_get(j, "m_variant"))) {
 		char vp[300];
@@ -547,6 +549,13 @@ static int resolve_variant(Ctx *c, rt_artifact *a, const json *j, int i)
 	if (x == i || v->var_name)
 		return bad(c, at, "kernels[%d] '%s' m_variant: kernel '%s' %s", i, k->name,
 		           k->var_name, x == i ? "is the kernel itself" : "has a variant of its own");
+	if (!k->has_m || strcmp(k->shape, "gemm") || strcmp(v->shape, "gemm"))
+		return bad(c, at, "kernels[%d] '%s' m_variant: only a GEMM that takes M has one", i,
+		           k->name);
+	if ((k->target || v->target) && !(k->target && v->target && !strcmp(k->target, v->target)))
+		return bad(c, at, "kernels[%d] '%s' m_variant: kernel '%s' is for %s, not %s", i,
+		           k->name, k->var_name, v->target ? v->target : "no target",
+		           k->target ? k->target : "no target");
 	int same = v->nparam == k->nparam && v->has_m == k->has_m && v->has_seed == k->has_seed &&
 	           v->sync_words == k->sync_words && v->ntmap == k->ntmap;
 	for (int p = 0; same && p < k->nparam; p++)
@@ -1051,6 +1060,7 @@ void rt_artifact_free(precc_rt *rt, rt_artifact *a)
 		free(k->entry);
 		free(k->bulk_entry);
 		free(k->var_name);
+		free(k->target);
 		free(k->ir);
 		free(k->zero);
 		free(k->abi_value);

@@ -369,7 +369,8 @@ int rt_layer_gemm_tols(precc_rt *rt, int layer, long m, int nbuf, const size_t *
 				         k->name, e2);
 				return -1;
 			}
-			kname[b] = k->name;
+			/* the kernel launched at m (the m_variant's body is the same) */
+			kname[b] = rt->art->kern[precc_rt_step_kernel(rt, layer, st, m)].name;
 		}
 	}
 	return 0;

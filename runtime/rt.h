@@ -122,6 +122,7 @@ typedef struct rt_kdesc {
 	                             larger tile), or -1 */
 	long var_m_min;
 	char *var_name;           /* as read, until resolved */
+	char *target;             /* "target" (sm_90a), or NULL */
 	int used;                 /* a step of the chosen layers runs it */
 	Module *mod;              /* the parsed ir */
 	const Func *fn;
