@@ -144,20 +144,28 @@ int precc_rt_step_count(const precc_rt *rt, int layer)
 	return l ? l->nstep : -1;
 }
 
+/* layer's plan when step is one of its steps, else NULL with the error */
+static const rt_layer *need_step(const precc_rt *rt, int layer, int step)
+{
+	const rt_layer *l = rt_need_layer(rt, layer);
+
+	if (l && (step < 0 || step >= l->nstep)) {
+		rt_error("plan: step %d of layer '%s' is out of range (it has %d)",
+		         step, l->fqn, l->nstep);
+		return NULL;
+	}
+	return l;
+}
+
 int precc_rt_step_info(const precc_rt *rt, int layer, int step,
                        precc_step_info *info)
 {
-	const rt_layer *l = rt_need_layer(rt, layer);
+	const rt_layer *l = need_step(rt, layer, step);
 	const rt_kdesc *k;
 
 	memset(info, 0, sizeof *info);
 	if (!l)
 		return -1;
-	if (step < 0 || step >= l->nstep) {
-		rt_error("plan: step %d of layer '%s' is out of range (it has %d)",
-		         step, l->fqn, l->nstep);
-		return -1;
-	}
 	k = &rt->art->kern[l->step[step].kernel];
 	info->kernel = l->step[step].kernel;
 	info->gemm = l->step[step].gemm;
@@ -178,15 +186,10 @@ static int launched_kernel(const precc_rt *rt, int k, long m)
 
 int precc_rt_step_kernel(const precc_rt *rt, int layer, int step, long m)
 {
-	const rt_layer *l = rt_need_layer(rt, layer);
+	const rt_layer *l = need_step(rt, layer, step);
 
 	if (!l)
 		return -1;
-	if (step < 0 || step >= l->nstep) {
-		rt_error("plan: step %d of layer '%s' is out of range (it has %d)",
-		         step, l->fqn, l->nstep);
-		return -1;
-	}
 	return launched_kernel(rt, l->step[step].kernel, m);
 }
 
@@ -626,15 +629,10 @@ int precc_rt_run_layer_sized(precc_rt *rt, int layer, long m,
 int precc_rt_run_step(precc_rt *rt, int layer, int step, long m,
                       void *const *buffers, uint64_t seed, void *stream)
 {
-	const rt_layer *l = rt_need_layer(rt, layer);
+	const rt_layer *l = need_step(rt, layer, step);
 
 	if (!l)
 		return -1;
-	if (step < 0 || step >= l->nstep) {
-		rt_error("plan: step %d of layer '%s' is out of range (it has %d)",
-		         step, l->fqn, l->nstep);
-		return -1;
-	}
 	return run_steps(rt, l, step, step + 1, 0, m, buffers, NULL, seed, stream);
 }
 
