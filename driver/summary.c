@@ -7,8 +7,10 @@
  * (docs/artifacts.md, "Build summary"), for scripts and CI.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <cjson/cJSON.h>
 #include "build.h"
+#include "recipe.h"
 
 void
 build_summary(const Build *b, int whole, double total_ms, const char *rname, const char *mname)
@@ -25,7 +27,10 @@ build_summary(const Build *b, int whole, double total_ms, const char *rname, con
 		cJSON *o = cJSON_CreateObject(), *tg = cJSON_CreateObject(), *ms = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "recipe", rname);
 		cJSON_AddStringToObject(o, "model", mname);
-		cJSON_AddStringToObject(o, "out", b->out);
+		/* paths need not be UTF-8; JSON must (names are refused, frontend) */
+		char *out = text_lossy(b->out);
+		cJSON_AddStringToObject(o, "out", out);
+		free(out);
 		cJSON_AddStringToObject(o, "manifest", "manifest.json");
 		for (int t = 0; t < b->ntg; t++)
 			cJSON_AddNumberToObject(tg, b->tg[t]->name, per[t]);
@@ -36,7 +41,9 @@ build_summary(const Build *b, int whole, double total_ms, const char *rname, con
 		cJSON_AddBoolToObject(o, "cache", b->cache != NULL);
 		cJSON_AddBoolToObject(o, "cubins", b->ptxas[0] != 0);
 		if (b->ptxas[0]) {
-			cJSON_AddStringToObject(o, "ptxas", b->ptxas);
+			char *px = text_lossy(b->ptxas);
+			cJSON_AddStringToObject(o, "ptxas", px);
+			free(px);
 			cJSON_AddStringToObject(o, "ptxas_from", b->ptxas_from);
 		}
 		cJSON_AddNumberToObject(o, "layers", b->nlayers);

@@ -223,3 +223,63 @@ xstrdup(const char *s)
 
 	return memcpy(xmalloc(n), s, n);
 }
+
+/* Names (a recipe's, a model's) go into manifest.json, --json output and
+ * comments of generated C, so they must be plain text: valid UTF-8 (no
+ * overlong forms, surrogates or code points above U+10FFFF) without
+ * control characters (C0, DEL, C1; newline and tab too unless `lines`).
+ * NULL when s[0..n) is, else why not, in buf. */
+const char *
+text_fault(const char *s, size_t n, bool lines, char *buf, size_t bufsz)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	for (size_t i = 0; i < n;) {
+		unsigned c = u[i], len = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2
+		                         : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c < 0xf5 ? 4 : 0;
+		unsigned cp = len == 1 ? c : c & (0x7f >> len);
+		for (unsigned k = 1; k < len; k++) {
+			if (i + k >= n || (u[i + k] & 0xc0) != 0x80) {
+				len = 0;
+				break;
+			}
+			cp = cp << 6 | (u[i + k] & 0x3f);
+		}
+		if (len == 0 || (len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000)))
+		    || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
+			snprintf(buf, bufsz, "byte %zu (0x%02x) is not valid UTF-8", i + 1, c);
+			return buf;
+		}
+		if ((cp < 0x20 && !(lines && (cp == '\n' || cp == '\t'))) || (cp >= 0x7f && cp < 0xa0)) {
+			snprintf(buf, bufsz, "byte %zu is a control character (U+%04X)", i + 1, cp);
+			return buf;
+		}
+		i += len;
+	}
+	return NULL;
+}
+
+/* A copy of s with each byte that is not valid UTF-8 replaced by U+FFFD:
+ * for paths, which the user names and precc only echoes (--json). */
+char *
+text_lossy(const char *s)
+{
+	size_t n = strlen(s);
+	char *d = xmalloc(3 * n + 1), *p = d, buf[64];
+
+	for (size_t i = 0; i < n;) {
+		size_t len = (unsigned char)s[i] < 0x80 ? 1 : (unsigned char)s[i] < 0xe0 ? 2
+		             : (unsigned char)s[i] < 0xf0 ? 3 : 4;
+		if (i + len <= n && !text_fault(s + i, len, true, buf, sizeof buf)) {
+			memcpy(p, s + i, len);
+			p += len, i += len;
+		} else if ((unsigned char)s[i] < 0x80) {   /* a control byte: cJSON escapes it */
+			*p++ = s[i++];
+		} else {
+			memcpy(p, "\xef\xbf\xbd", 3);
+			p += 3, i++;
+		}
+	}
+	*p = 0;
+	return d;
+}

@@ -541,6 +541,10 @@ hf_load(Model *m, char *text)
 		json_fail(&j, key_line(&j, "num_hidden_layers"), "the config makes more than %d "
 		          "linear layers (the limit is %d)", MODEL_MAX_LINEARS, MODEL_MAX_LINEARS);
 	const char *name = json_str_at(&j, j.root, "_name_or_path");
+	char why[64];
+	if (name && text_fault(name, strlen(name), false, why, sizeof why))
+		json_fail(&j, key_line_in(j.text, strchr(j.text, '{'), "_name_or_path"),
+		          "key '_name_or_path': %s", why);
 	if (name && *name) {
 		free(m->name);
 		m->name = xstrdup(name);

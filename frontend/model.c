@@ -179,6 +179,18 @@ model_fail(Model *m, const char *file, int line, const char *fmt, ...)
 	errorf(f, line, "%s", msg);
 }
 
+/* A model that names itself was checked where it did (model "name",
+ * _name_or_path); one named after its file is checked here. */
+static void
+name_check(Model *m, const char *path)
+{
+	char why[64];
+
+	if (text_fault(m->name, strlen(m->name), false, why, sizeof why))
+		model_fail(m, path, 0, "the model is named after its file, whose name is not plain "
+		           "text: %s; name it (model \"name\", or _name_or_path)", why);
+}
+
 /* ---- Lua model files ---------------------------------------------------- */
 
 /*
@@ -297,11 +309,15 @@ l_model(lua_State *L)
 	if (lua_type(L, 1) != LUA_TSTRING)
 		return sandbox_raise(L, line, "model: the name must be a string, got %s",
 		                     luaL_typename(L, 1));
-	const char *name = lua_tostring(L, 1);
+	size_t n;
+	const char *name = lua_tolstring(L, 1, &n);
+	char why[64];
 	if (lm->named)
 		return sandbox_raise(L, line, "model name given twice");
 	if (!*name)
 		return sandbox_raise(L, line, "model name must not be empty");
+	if (text_fault(name, n, false, why, sizeof why))   /* it reaches manifest.json and C */
+		return sandbox_raise(L, line, "model name: %s", why);
 	free(lm->m->name);
 	lm->m->name = xstrdup(name);
 	lm->named = true;
@@ -464,6 +480,7 @@ model_load(const char *path)
 		snprintf(m->path, n, "%s/config.json", path);
 		m->name = basename_noext(path);
 		hf_load(m, read_model_text(m));
+		name_check(m, path);
 		model_classify(m);
 		return m;
 	}
@@ -476,6 +493,7 @@ model_load(const char *path)
 	else
 		model_fail(m, path, 0, "a model is a Lua file (.lua) or a HuggingFace "
 		                       "config.json (.json)");
+	name_check(m, path);
 	model_classify(m);
 	return m;
 }

@@ -597,7 +597,9 @@ plan_print_json(const Plan *plan, FILE *f)
 	fputs("{\n", f);
 	o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "name", str_or_null(rc->name));
-	cJSON_AddItemToObject(o, "path", str_or_null(rc->path));
+	char *path = text_lossy(rc->path);   /* a file name need not be UTF-8; JSON must */
+	cJSON_AddItemToObject(o, "path", str_or_null(path));
+	free(path);
 	cJSON_AddItemToObject(o, "description", str_or_null(rc->description));
 	cJSON_AddNumberToObject(o, "rules", rc->nrules);
 	emit(f, "recipe", o, true);

@@ -383,7 +383,7 @@ parse_all(lua_State *L)
 	r->loc = (SrcLoc){r->path, t.line};
 	lua_getfield(L, o, "given_name");
 	if (lua_type(L, -1) == LUA_TSTRING)
-		r->name = xstrdup(lua_tostring(L, -1));
+		r->name = xstrdup(rc_text(ld, t.line, "recipe name", -1, false));
 	lua_pop(L, 1);
 	rc_settings_table(ld, &t, &r->base, r, NULL);
 	rc_check_level(ld, &r->base, NULL);
@@ -476,6 +476,10 @@ recipe_load(const char *path)
 		size_t n = strlen(b);
 		if (n > 4 && !strcmp(b + n - 4, ".lua"))
 			n -= 4;
+		char why[64];
+		if (text_fault(b, n, false, why, sizeof why))
+			errorf(path, 0, "the recipe is named after its file, whose name is not plain "
+			       "text: %s; name it, recipe \"name\" { ... }", why);
 		r->name = xmalloc(n + 1);
 		memcpy(r->name, b, n);
 		r->name[n] = 0;

@@ -291,6 +291,9 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t sz);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
+/* plain text for names: NULL, or why not (in buf) */
+const char *text_fault(const char *s, size_t n, bool lines, char *buf, size_t bufsz);
+char *text_lossy(const char *s);   /* invalid UTF-8 bytes -> U+FFFD */
 
 /* recipe.c — sandboxed Lua 5.4, recipe language */
 Recipe *recipe_load(const char *path);

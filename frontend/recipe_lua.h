@@ -58,6 +58,8 @@ bool rc_is_pattern_list(lua_State *, int idx);
 Tab rc_obj_tab(Loader *, int v, int line, const char *what);
 /* A recipe's top level (rec != NULL) or a rule's table (label != NULL). */
 void rc_settings_table(Loader *, const Tab *, Settings *, Recipe *rec, char **label);
+/* The string at v, refused at line unless plain text (text_fault). */
+const char *rc_text(Loader *, int line, const char *what, int v, bool lines);
 
 /* recipe_check.c */
 /* Layer base (and rule) as plan.c does and reject contradictions. */

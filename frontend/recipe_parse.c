@@ -613,13 +613,14 @@ rc_settings_table(Loader *ld, const Tab *t, Settings *s, Recipe *rec, char **lab
 			if (lua_type(L, vi) != LUA_TSTRING)
 				fail(ld, line, "'reason' must be a string, not a %s", typename_of(L, vi));
 			free(*label);
-			*label = xstrdup(lua_tostring(L, vi));
+			*label = xstrdup(rc_text(ld, line, "'reason'", vi, false));
 		} else if (rec && (!strcmp(k, "name") || !strcmp(k, "description"))) {
 			if (lua_type(L, vi) != LUA_TSTRING)
 				fail(ld, line, "'%s' must be a string, not a %s", k, typename_of(L, vi));
 			char **p = !strcmp(k, "name") ? &rec->name : &rec->description;
 			free(*p);
-			*p = xstrdup(lua_tostring(L, vi));
+			/* a description may have lines */
+			*p = xstrdup(rc_text(ld, line, *k == 'd' ? "'description'" : "'name'", vi, *k == 'd'));
 		} else if (rec && !strcmp(k, "rules")) {
 			rules_list(ld, t, vi);
 		} else if (rec && !strcmp(k, "training")) {
@@ -645,6 +646,20 @@ new_rule(Recipe *r, int line)
 	u->predicate_ref = LUA_NOREF;
 	u->loc = (SrcLoc){r->path, line};
 	return u;
+}
+
+/* Names, descriptions, reasons and patterns reach manifest.json, --json
+ * and generated C: refuse what is not plain text where it is written. */
+const char *
+rc_text(Loader *ld, int line, const char *what, int v, bool lines)
+{
+	size_t n;
+	const char *s = lua_tolstring(ld->sb->L, v, &n);
+	char why[64];
+
+	if (text_fault(s, n, lines, why, sizeof why))
+		fail(ld, line, "%s: %s", what, why);
+	return s;
 }
 
 static void
@@ -721,7 +736,7 @@ rules_list(Loader *ld, const Tab *t, int v)
 					lua_rawgeti(L, m, j);
 				else
 					lua_pushvalue(L, m);
-				const char *pat = lua_tostring(L, -1);
+				const char *pat = rc_text(ld, line, "rule pattern", -1, false);
 				check_pattern(ld, pat, line);
 				if (j > 1) {
 					u = new_rule(r, line);

@@ -1,0 +1,4 @@
+recipe {
+  format = bf16,
+  name = "r\n#error recipe",
+}

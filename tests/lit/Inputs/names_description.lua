@@ -1,0 +1,4 @@
+recipe "r" {
+  format = bf16,
+  description = "bad \xc0\xaf overlong",
+}

@@ -1,0 +1,2 @@
+model "m */ #error model \\"
+linear("a.b", 64, 64)

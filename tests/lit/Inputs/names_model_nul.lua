@@ -1,0 +1,2 @@
+model "m\0x"
+linear("a.b", 64, 64)
