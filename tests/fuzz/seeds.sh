@@ -44,6 +44,22 @@ cp $src/recipes/*.lua $c/fuzz_recipe/
 for f in $src/tests/lit/Inputs/recipe_*.lua $src/tests/lit/Inputs/check_*.lua; do
 	cp "$f" $c/fuzz_recipe/
 done
+# names that must stay data (issue 30): hostile to C comments, control
+# characters, not UTF-8 (a raw byte in a config), and a manifest that holds them
+for f in $src/tests/lit/Inputs/names_*.lua; do
+	case $f in
+	*model*) cp "$f" $c/fuzz_model_lua/ ;;
+	*) cp "$f" $c/fuzz_recipe/ ;;
+	esac
+done
+cp $src/tests/lit/Inputs/names_*.json $c/fuzz_config/
+sed "s|org/m|org/$(printf '\351')m|" $src/tests/lit/Inputs/names_hostile.json \
+	> $c/fuzz_config/names_latin1.json
+PRECC_PTXAS=/nonexistent PRECC_CACHE_DIR=$tmp/cache PRECC_CACHE_KEY=$tmp/cache.key $build/precc build \
+	$src/tests/lit/Inputs/names_hostile.lua --model $src/tests/lit/Inputs/names_hostile.json \
+	--target sm_89 -o $tmp/names 2>/dev/null &&
+	cp $tmp/names/manifest.json $c/fuzz_manifest_cpu/build_names.json &&
+	cp $tmp/names/manifest.json $c/fuzz_manifest_fake/build_names.json
 # the suite's deliberate runaways (each runs to a 5 s limit) would only
 # slow the fuzzers down: they stay in the lit tests
 rm -f $c/fuzz_recipe/recipe_pcall_loop.lua $c/fuzz_recipe/recipe_predicate_loop.lua \
