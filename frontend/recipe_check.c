@@ -20,6 +20,7 @@
 typedef struct Eff {
 	Cast v;
 	int rank[NSET_CAST], line[NSET_CAST];
+	int krank[NKNOB];         /* the level each knob was written at, or -1 */
 } Eff;
 
 static void
@@ -45,6 +46,9 @@ static void
 layer(Eff *e, const CastSpec *cs, int rank)
 {
 	knobs_layer(&e->v.knobs, &cs->v.knobs);
+	for (int k = 0; k < NKNOB; k++)
+		if (cs->v.knobs.set & (1u << k))
+			e->krank[k] = rank;
 	for (int i = 0; i < NSET_CAST; i++)
 		if (cs->set & (1u << i)) {
 			copy_field(&e->v, &cs->v, 1u << i);
@@ -116,7 +120,20 @@ check_cast(Loader *ld, const Eff *e, Gemm g, Role r, int dflt)
 			fail(ld, e->line[k] ? e->line[k] : dflt, "'%s' applies only to delayed scaling, "
 			     "but %s uses %s scaling", k == H ? "history" : "algo", where,
 			     rc_scaling_names[c->scaling]);
-	rc_check_reference(ld, c, where, dflt);
+	/* A knob's diagnostic goes to the more specific of the knob and what it
+	 * contradicts (the scaling; scale_form's pow2 or margin): a rule that
+	 * inherits a knob and changes the scaling is reported in the rule. */
+	Cast at = *c;
+	int P = rc_bit(SET_POW2), M = rc_bit(SET_MARGIN);
+	for (int k = 0; k < NKNOB; k++) {
+		int by = S;
+		if (k == KNOB_SCALE_FORM && c->scaling != SCALING_DELAYED && c->scaling != SCALING_MX
+		    && c->scaling != SCALING_NVFP4)
+			by = c->pow2_scale && (!c->margin || e->rank[P] >= e->rank[M]) ? P : M;
+		if ((c->knobs.set & (1u << k)) && e->rank[by] > e->krank[k])
+			at.knobs.line[k] = e->line[by] ? e->line[by] : dflt;
+	}
+	rc_check_reference(ld, &at, where, dflt);
 }
 
 void
@@ -131,6 +148,8 @@ rc_check_level(Loader *ld, const Settings *base, const Settings *rule)
 			memset(&e[i], 0, sizeof e[i]);
 			for (int k = 0; k < NSET_CAST; k++)
 				e[i].rank[k] = -1;
+			for (int k = 0; k < NKNOB; k++)
+				e[i].krank[k] = -1;
 			e[i].v.format = PRECC_BF16;
 			e[i].v.scale_format = PRECC_FP32;
 			layer_settings(&e[i], base, g, r, 0);
