@@ -97,6 +97,41 @@ knob(const Cast *c, Knob k)
 	return c->knobs.v[k] != 0;
 }
 
+/* Whether lower_operand puts knob k (LOWER_AMAX_EPS: amax_eps) of cast c
+ * into the IR of an operand of GEMM g, as the switch there does: every
+ * amax takes amax_nan; a scale op (all but mx) amax_eps, zero_amax,
+ * nonfinite_scale (unless the step policy wins) and pow2_round (with
+ * pow2); the default branch scale_form and quantize; mx mx_round; nvfp4
+ * nvfp4_scale, and rht on wgrad's operands. precc check --json shows these. */
+bool
+lower_cast_uses(const Cast *c, Gemm g, int k)
+{
+	if (!quantized(c->format))
+		return false;
+	bool mx = c->scaling == SCALING_MX, nvfp4 = c->scaling == SCALING_NVFP4;
+	switch (k) {
+	case LOWER_AMAX_EPS:
+	case KNOB_ZERO_AMAX:
+		return !mx;
+	case KNOB_AMAX_NAN:
+		return true;
+	case KNOB_NONFINITE_SCALE:
+		return !mx && c->nonfinite == NONFINITE_KEEP_SCALE;
+	case KNOB_POW2_ROUND:
+		return !mx && c->pow2_scale;
+	case KNOB_SCALE_FORM:
+	case KNOB_QUANTIZE:
+		return !mx && !nvfp4 && c->scaling != SCALING_DELAYED;
+	case KNOB_MX_ROUND:
+		return mx;
+	case KNOB_NVFP4_SCALE:
+		return nvfp4;
+	case KNOB_RHT:
+		return nvfp4 && g == GEMM_WGRAD;
+	}
+	return false;
+}
+
 /* Role r's delayed state in GEMM g: which GEMM's setting it shares (the
  * first with an equal delayed cast), so names and the owner agree. */
 static Gemm

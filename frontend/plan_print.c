@@ -489,7 +489,7 @@ plan_print_table_flat(const Plan *plan, FILE *f)
 /* ---- JSON --------------------------------------------------------------- */
 
 static cJSON *
-cast_json(const Cast *c, Role r)
+cast_json(const Cast *c, Role r, Gemm g)
 {
 	cJSON *o = cJSON_CreateObject(), *b = cJSON_CreateArray();
 
@@ -504,20 +504,25 @@ cast_json(const Cast *c, Role r)
 	cJSON_AddStringToObject(o, "amax_algo", NAME(algo_names, c->amax_algo));
 	cJSON_AddNumberToObject(o, "margin", c->margin);
 	cJSON_AddBoolToObject(o, "pow2", c->pow2_scale);
-	cJSON_AddNumberToObject(o, "amax_eps", c->amax_eps);
+	if (lower_cast_uses(c, g, LOWER_AMAX_EPS))   /* an inherited eps mx ignores: not shown */
+		cJSON_AddNumberToObject(o, "amax_eps", c->amax_eps);
 	cJSON_AddStringToObject(o, "round", NAME(round_names, c->round));
 	cJSON_AddBoolToObject(o, "saturate", c->saturate);
 	cJSON_AddStringToObject(o, "nonfinite", NAME(nonfinite_names, c->nonfinite));
+	/* the reference knobs as resolved, those the operand's IR uses */
+	for (int k = 0; k < NKNOB; k++)
+		if (lower_cast_uses(c, g, k))
+			cJSON_AddStringToObject(o, knob_keys[k], knob_value_name(k, c->knobs.v[k]));
 	return o;
 }
 
 static cJSON *
-gemm_json(const GemmPolicy *p, const char *reason)
+gemm_json(const GemmPolicy *p, Gemm g, const char *reason)
 {
 	cJSON *o = cJSON_CreateObject();
 
-	cJSON_AddItemToObject(o, "a", cast_json(&p->operand[0], p->role[0]));
-	cJSON_AddItemToObject(o, "b", cast_json(&p->operand[1], p->role[1]));
+	cJSON_AddItemToObject(o, "a", cast_json(&p->operand[0], p->role[0], g));
+	cJSON_AddItemToObject(o, "b", cast_json(&p->operand[1], p->role[1], g));
 	cJSON_AddStringToObject(o, "accum", accum_name(p->accum));
 	cJSON_AddNumberToObject(o, "promote_every", p->promote_every);
 	cJSON_AddNumberToObject(o, "accum_bits", p->accum_bits);
@@ -566,7 +571,7 @@ layer_json(const Plan *plan, const LayerPlan *lp)
 	} else
 		cJSON_AddNullToObject(o, "pad");
 	for (int g = 0; g < NGEMM; g++)
-		cJSON_AddItemToObject(o, gemm_name(g), gemm_json(&lp->gemm[g], lp->reason[g]));
+		cJSON_AddItemToObject(o, gemm_name(g), gemm_json(&lp->gemm[g], g, lp->reason[g]));
 	return o;
 }
 

@@ -347,5 +347,9 @@ struct Module *lower_plan(const Plan *, const char *layer_pattern);
  * it on/off, else on a tty from LOWER_PROGRESS_MIN layers. */
 enum { LOWER_PROGRESS_MIN = 2000 };
 bool lower_progress_wanted(long work);
+/* Whether the IR of an operand of GEMM g cast as c uses knob k
+ * (LOWER_AMAX_EPS: amax_eps); precc check --json shows only those. */
+enum { LOWER_AMAX_EPS = -1 };
+bool lower_cast_uses(const Cast *c, Gemm g, int k);
 
 #endif
