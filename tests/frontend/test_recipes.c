@@ -199,6 +199,36 @@ rule_forms(void)
 	recipe_free(r);
 }
 
+/* Names are plain text (issue 30): what text_fault refuses, at which byte. */
+static void
+text_rules(void)
+{
+	static const struct { const char *s; bool lines; const char *why; } t[] = {
+		{"llama-3 8b ✓ 𝔽", false, NULL},
+		{"*/ #error x ?\?/ \\", false, NULL},     /* C escapes these, not the name check */
+		{"two\nlines\tok", true, NULL},
+		{"a\nb", false, "byte 2 is a control character (U+000A)"},
+		{"a\x7f", false, "byte 2 is a control character (U+007F)"},
+		{"a\xc2\x85", false, "byte 2 is a control character (U+0085)"},    /* C1 NEL */
+		{"a\xff", false, "byte 2 (0xff) is not valid UTF-8"},
+		{"\xc0\xaf", false, "byte 1 (0xc0) is not valid UTF-8"},           /* overlong '/' */
+		{"\xe0\x80\xaf", false, "byte 1 (0xe0) is not valid UTF-8"},      /* overlong */
+		{"ab\xed\xa0\x80", false, "byte 3 (0xed) is not valid UTF-8"},    /* surrogate */
+		{"\xf4\x90\x80\x80", false, "byte 1 (0xf4) is not valid UTF-8"}, /* > U+10FFFF */
+		{"x\xe2\x9c", false, "byte 2 (0xe2) is not valid UTF-8"},          /* cut short */
+	};
+	char buf[64];
+
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+		const char *why = text_fault(t[i].s, strlen(t[i].s), t[i].lines, buf, sizeof buf);
+		CHECK(t[i].why ? why && !strcmp(why, t[i].why) : !why);
+	}
+	CHECK(text_fault("a\0b", 3, true, buf, sizeof buf));   /* an embedded NUL */
+	char *p = text_lossy("q\xfe\x01.lua \xe2\x9c\x93");
+	CHECK(!strcmp(p, "q\xef\xbf\xbd\x01.lua \xe2\x9c\x93"));
+	free(p);
+}
+
 int
 main(void)
 {
@@ -211,6 +241,7 @@ main(void)
 	mxfp8();
 	nvfp4();
 	rule_forms();
+	text_rules();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
