@@ -28,11 +28,18 @@ class Linear:
         self.bias, self.tied, self.shares_input = bool(bias), bool(tied), shares_input
 
 
+def _lua_str(s):
+    """s as a Lua string literal: a name is data, never code, so a quote,
+    a backslash, a control or a non-ASCII byte is a \\ddd escape."""
+    return '"%s"' % "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else "\\%03d" % b
+                            for b in s.encode("utf-8", "surrogateescape"))
+
+
 def model_lua(name, linears):
     """A Lua model file: `model "NAME"` and one linear() per layer; a layer
     that reads the same tensor as an earlier one of the file says so
     (shares_input), so that `precc build --stats` counts that tensor once."""
-    out = ["-- written by precc.torch from a module tree", 'model "%s"' % name]
+    out = ["-- written by precc.torch from a module tree", "model " + _lua_str(name)]
     seen = set()
     for l in linears:
         opts = []
@@ -41,10 +48,10 @@ def model_lua(name, linears):
         if l.bias:
             opts.append("bias = true")
         if l.shares_input in seen:
-            opts.append('shares_input = "%s"' % l.shares_input)
+            opts.append("shares_input = " + _lua_str(l.shares_input))
         o = ", {%s}" % ", ".join(opts) if opts else ""
         seen.add(l.fqn)
-        out.append('linear("%s", %d, %d%s)' % (l.fqn, l.in_features, l.out_features, o))
+        out.append("linear(%s, %d, %d%s)" % (_lua_str(l.fqn), l.in_features, l.out_features, o))
     return "\n".join(out) + "\n"
 
 

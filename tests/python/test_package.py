@@ -67,6 +67,16 @@ def test_model_description_reads_back(tmp_path):
                    "enc.0.k": (64, 128, False, False)}
 
 
+def test_model_lua_names_are_data(tmp_path):
+    # A module's class name becomes the model's name: a quote in it must not
+    # end the Lua string (issue 30); precc reads the name back byte for byte.
+    name = 'torch_x" .. error("boom") .. "é */ \\'
+    p = tmp_path / "m.lua"
+    p.write_text(compiler.model_lua(name, [compiler.Linear("enc.0.q", 64, 128)]))
+    plan = compiler.check("bf16", str(p))
+    assert plan["model"]["name"] == name
+
+
 def test_runtime_layers_and_run(tiny):
     rt = precc.Runtime(tiny, "cpu")
     assert rt.backend == "cpu" and rt.why == "cpu: requested"
