@@ -894,7 +894,9 @@ print_json(const Opts *o, const Data *d, const Result *res, int nres)
 	for (int r = 0; r < nres; r++) {
 		cJSON *jr = cJSON_CreateObject(), *gs = cJSON_CreateArray();
 		cJSON_AddStringToObject(jr, "name", res[r].name);
-		cJSON_AddStringToObject(jr, "path", res[r].path);
+		char *path = text_lossy(res[r].path);   /* a file name need not be UTF-8; JSON must */
+		cJSON_AddStringToObject(jr, "path", path);
+		free(path);
 		cJSON_AddBoolToObject(jr, "warmup_step", res[r].warmup);
 		if (res[r].pad[0])
 			cJSON_AddStringToObject(jr, "padded", res[r].pad);
