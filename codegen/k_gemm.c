@@ -24,7 +24,8 @@
  * promoted, outer = fl(outer + fl(inner · fl(sa · sb))), in K order; P is
  * the recipe's promote:N, else the scales' block along K (MX 32, NVFP4
  * 16, 1x128 128), else all of K (tensorwise, rowwise: one promotion at
- * the end). The epilogue uses mul.rn/add.rn so that ptxas cannot fuse
+ * the end); tensorwise, sa · sb as tensor_scale's s · p · p, which
+ * overflows only where the result does. The epilogue uses mul.rn/add.rn so that ptxas cannot fuse
  * them into an FMA the interpreter does not do.
  *
  * On the host (emulation) mma.sync is precc_emu_mma, which sums each dot

@@ -27,8 +27,9 @@
  * K-elements (P a multiple of the stage's K) the wgmmas of the chunk go
  * into a temporary accumulator (scale-d 0 on the chunk's first), then
  * after the wait outer = fl(outer + fl(inner · fl(sa · sb))) in fp32
- * registers, as the interpreter and k_gemm.c round it (no FMA); P = 0:
- * one promotion after all of K. The epilogue is k_gemm.c's (gemm.h):
+ * registers, as the interpreter and k_gemm.c round it (no FMA; tensorwise
+ * tensor_scale's s · p · p); P = 0: one promotion after all of K, and
+ * with P > 0 the loop's last, partial chunk is promoted too. The epilogue is k_gemm.c's (gemm.h):
  * bias, tensorwise amax, cast, slice, accumulate into main_grad.
  *
  * The D fragment: register i of lane l in warp w of the warpgroup is row
