@@ -67,6 +67,11 @@ LLVMValueRef fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b);
 /* the decoded scale_inv of operand op at row i (in range) and K chunk kstart */
 LLVMValueRef scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart);
+/* each operand has one scale_inv or none */
+int gemm_tensorwise(const E *e, const G *g);
+/* a tensorwise GEMM's sa · sb as s · p · p (p = 1, or 2^±64 where
+ * fl(sa · sb) overflows or is subnormal): fl(fl(fl(inner · s) · p) · p) */
+void tensor_scale(E *e, LLVMValueRef sa, LLVMValueRef sb, LLVMValueRef *s, LLVMValueRef *p);
 /* the bias at result column col (i64, any: +0 past the bias), NULL on error */
 LLVMValueRef epi_bias(E *e, const G *g, LLVMValueRef col);
 /* y, or fl(main_grad[off] + y) when the GEMM accumulates */

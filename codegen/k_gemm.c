@@ -24,7 +24,8 @@
  * promoted, outer = fl(outer + fl(inner · fl(sa · sb))), in K order; P is
  * the recipe's promote:N, else the scales' block along K (MX 32, NVFP4
  * 16, 1x128 128), else all of K (tensorwise, rowwise: one promotion at
- * the end). The epilogue uses mul.rn/add.rn so that ptxas cannot fuse
+ * the end); tensorwise, sa · sb as tensor_scale's s · p · p, which
+ * overflows only where the result does. The epilogue uses mul.rn/add.rn so that ptxas cannot fuse
  * them into an FMA the interpreter does not do.
  *
  * On the host (emulation) mma.sync is precc_emu_mma, which sums each dot
@@ -34,6 +35,7 @@
  * tensor core's own accumulation is what `fast:B` and `promote:N` model;
  * on a GPU the comparison is within that model's bound.
  */
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -586,6 +588,37 @@ scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart)
 	return fmul_rn(e, d, load_al(e, e->g->f32, e->ptr[op->g], 4));
 }
 
+/* Each operand has one scale_inv ({*x*}) or none. */
+int
+gemm_tensorwise(const E *e, const G *g)
+{
+	for (int i = 0; i < 2; i++) {
+		const GOp *op = &g->op[i];
+		if (op->s >= 0 && (e->k->f->val[op->s].type.block[0] || e->k->f->val[op->s].type.block[1]))
+			return 0;
+	}
+	return 1;
+}
+
+/* A tensorwise GEMM's sa · sb as s · p · p, so that inner · sa · sb
+ * overflows or underflows only where its value does (fl(sa · sb) = inf
+ * made every output inf or NaN where float64 and torch._scaled_mm are
+ * finite): p = 1 and s = fl(sa · sb), unless that overflows (p = 2^64)
+ * or is subnormal (p = 2^-64), when s = fl(fl(sa / p) · fl(sb / p)), both
+ * quotients exact. The interpreter's tensor_scale (interp/gemm.c). */
+void
+tensor_scale(E *e, LLVMValueRef sa, LLVMValueRef sb, LLVMValueRef *s, LLVMValueRef *p)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef x = fabs_(e, fmul_rn(e, sa, sb));
+	LLVMValueRef fin = LLVMBuildAnd(b, is_finite(e, sa), is_finite(e, sb), "");
+	LLVMValueRef over = LLVMBuildAnd(b, fin, LLVMBuildFCmp(b, LLVMRealOGT, x, cf(e, FLT_MAX), ""), "");
+	LLVMValueRef under = LLVMBuildAnd(b, fin, LLVMBuildFCmp(b, LLVMRealOLT, x, cf(e, FLT_MIN), ""), "");
+	LLVMValueRef k = sel(e, over, cf(e, 0x1p-64), sel(e, under, cf(e, 0x1p64), cf(e, 1.0)));
+	*p = sel(e, over, cf(e, 0x1p64), sel(e, under, cf(e, 0x1p-64), cf(e, 1.0)));
+	*s = fmul_rn(e, fmul_rn(e, sa, k), fmul_rn(e, sb, k));
+}
+
 /* This thread's place: its lane's group and thread-in-group (the mma
  * fragment maps' g and t), its warp's place in the 2 x 2, the CTA's tile. */
 typedef struct Lane {
@@ -639,20 +672,24 @@ frag_init(E *e, const G *g, Frag *fr, LLVMValueRef M, LLVMValueRef N)
 		}
 }
 
-/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk at kstart;
- * inner = 0. outer NULL: the only promotion, outer starts at +0 and the
- * result goes to res. */
+/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk at kstart
+ * (tensorwise: fl(fl(fl(inner · s) · p) · p), tensor_scale); inner = 0.
+ * outer NULL: the only promotion, outer starts at +0 and the result goes
+ * to res. */
 static void
 promote(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer,
         LLVMValueRef kstart, LLVMValueRef res[NACC_MAX])
 {
-	LLVMValueRef sa[GEMM_MI_MAX][2], sb[GEMM_NI_MAX][2];
+	LLVMValueRef sa[GEMM_MI_MAX][2], sb[GEMM_NI_MAX][2], ts = NULL, tp = NULL;
 	int MI = g->t.mi, NI = g->t.ni;
 
-	for (int mi = 0; mi < MI; mi++)
+	if (gemm_tensorwise(e, g))
+		tensor_scale(e, scale_at(e, &g->op[0], fr->rowc[0][0], kstart),
+		             scale_at(e, &g->op[1], fr->colc[0][0], kstart), &ts, &tp);
+	for (int mi = 0; mi < MI && !ts; mi++)
 		for (int h = 0; h < 2; h++)
 			sa[mi][h] = scale_at(e, &g->op[0], fr->rowc[mi][h], kstart);
-	for (int ni = 0; ni < NI; ni++)
+	for (int ni = 0; ni < NI && !ts; ni++)
 		for (int c = 0; c < 2; c++)
 			sb[ni][c] = scale_at(e, &g->op[1], fr->colc[ni][c], kstart);
 	for (int mi = 0; mi < MI; mi++)
@@ -660,9 +697,10 @@ promote(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer
 			for (int v = 0; v < 4; v++) {
 				int a = (mi * NI + ni) * 4 + v;
 				LLVMValueRef in = LLVMBuildLoad2(e->b, e->g->f32, slot(e, inner, a), "");
-				LLVMValueRef s = fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1]);
+				LLVMValueRef y = ts ? fmul_rn(e, fmul_rn(e, fmul_rn(e, in, ts), tp), tp)
+				                    : fmul_rn(e, in, fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1]));
 				LLVMValueRef o = outer ? LLVMBuildLoad2(e->b, e->g->f32, slot(e, outer, a), "") : cf(e, 0);
-				o = fadd_rn(e, o, fmul_rn(e, in, s));
+				o = fadd_rn(e, o, y);
 				if (outer) {
 					LLVMBuildStore(e->b, o, slot(e, outer, a));
 					LLVMBuildStore(e->b, cf(e, 0), slot(e, inner, a));

@@ -27,8 +27,9 @@
  * K-elements (P a multiple of the stage's K) the wgmmas of the chunk go
  * into a temporary accumulator (scale-d 0 on the chunk's first), then
  * after the wait outer = fl(outer + fl(inner · fl(sa · sb))) in fp32
- * registers, as the interpreter and k_gemm.c round it (no FMA); P = 0:
- * one promotion after all of K. The epilogue is k_gemm.c's (gemm.h):
+ * registers, as the interpreter and k_gemm.c round it (no FMA; tensorwise
+ * tensor_scale's s · p · p); P = 0: one promotion after all of K, and
+ * with P > 0 the loop's last, partial chunk is promoted too. The epilogue is k_gemm.c's (gemm.h):
  * bias, tensorwise amax, cast, slice, accumulate into main_grad.
  *
  * The D fragment: register i of lane l in warp w of the warpgroup is row
@@ -288,6 +289,7 @@ frag90(E *e, Frag90 *fr, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
  * row's (in range, or all its rows are past the edge and never stored). */
 typedef struct Scales90 {
 	LLVMValueRef sa[2], sb[NACC / 4][2];
+	LLVMValueRef ts, tp;    /* tensorwise: sa · sb as ts · tp · tp (gemm.h), else NULL */
 } Scales90;
 
 static int
@@ -301,6 +303,12 @@ static void
 scales90(E *e, const G *g, const Frag90 *fr, LLVMValueRef kstart, Scales90 *sc)
 {
 	int ua = tile_uniform(e, &g->op[0], BM), ub = tile_uniform(e, &g->op[1], BN);
+	sc->ts = sc->tp = NULL;
+	if (gemm_tensorwise(e, g)) {
+		tensor_scale(e, scale_at(e, &g->op[0], fr->rowc[0], kstart),
+		             scale_at(e, &g->op[1], fr->colc[0][0], kstart), &sc->ts, &sc->tp);
+		return;
+	}
 	for (int h = 0; h < 2; h++)
 		sc->sa[h] = ua && h ? sc->sa[0] : scale_at(e, &g->op[0], fr->rowc[h], kstart);
 	for (int ni = 0; ni < NACC / 4; ni++)
@@ -308,16 +316,18 @@ scales90(E *e, const G *g, const Frag90 *fr, LLVMValueRef kstart, Scales90 *sc)
 			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0] : scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
 }
 
-/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk with scales sc
- * (k_gemm.c's promote; outer NULL: the only one, from +0, into res) */
+/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk with scales sc,
+ * tensorwise fl(fl(fl(inner · ts) · tp) · tp) (k_gemm.c's promote; outer
+ * NULL: the only one, from +0, into res) */
 static void
 promote90(E *e, const Scales90 *sc, LLVMValueRef inner, LLVMValueRef outer, LLVMValueRef res[NACC])
 {
 	for (int i = 0; i < NACC; i++) {
 		LLVMValueRef in = LLVMBuildLoad2(e->b, e->g->f32, slot(e, inner, i), "");
-		LLVMValueRef s = fmul_rn(e, sc->sa[(i / 2) % 2], sc->sb[i / 4][i % 2]);
+		LLVMValueRef y = sc->ts ? fmul_rn(e, fmul_rn(e, fmul_rn(e, in, sc->ts), sc->tp), sc->tp)
+		                        : fmul_rn(e, in, fmul_rn(e, sc->sa[(i / 2) % 2], sc->sb[i / 4][i % 2]));
 		LLVMValueRef o = outer ? LLVMBuildLoad2(e->b, e->g->f32, slot(e, outer, i), "") : cf(e, 0);
-		o = fadd_rn(e, o, fmul_rn(e, in, s));
+		o = fadd_rn(e, o, y);
 		if (outer)
 			LLVMBuildStore(e->b, o, slot(e, outer, i));
 		else

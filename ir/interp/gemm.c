@@ -18,6 +18,7 @@
  * baseline target has one (aarch64), and tests/interp/test_gemm.c, which
  * compares bit for bit against a scalar model, would say so.
  */
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -58,6 +59,8 @@ typedef struct Gemm {
 	long abr, abc, anbc;        /* A scale blocks (resolved) */
 	long bbr, bbc, bnbc;        /* B scale blocks */
 	uint32_t accmask;           /* inner accumulator mask, ~0 = fp32 */
+	int tensorwise;             /* one scale_inv per operand (or none) */
+	float ts, tp;               /* then sa * sb as ts * tp * tp (tensor_scale) */
 	int exact;                  /* exact_products(a, b) */
 	const float *lut_a, *lut_b; /* 8-bit decode tables, fetched up front */
 	long nmc, nnc, ntasks;
@@ -538,6 +541,28 @@ pack(const precc_gemm_operand *op, const float *lut, long K, long r0, long nr,
 	}
 }
 
+/* A tensorwise GEMM's sa * sb as s * p * p, so that inner * sa * sb
+ * overflows or underflows only where its value does (cuBLASLt's
+ * D = scaleA * scaleB * (A.B) in float64 and torch._scaled_mm stay finite
+ * where fl(sa * sb) is inf): p = 1 and s = fl(sa * sb) unless that
+ * overflows (p = 2^64) or is subnormal (p = 2^-64), when
+ * s = fl(fl(sa / p) * fl(sb / p)), both quotients exact. codegen's
+ * tensor_scale (k_gemm.c) is the same. */
+static void
+tensor_scale(float sa, float sb, float *s, float *p)
+{
+	float x = sa * sb, k = 1.0f;
+
+	*p = 1.0f;
+	if (fabsf(sa) <= FLT_MAX && fabsf(sb) <= FLT_MAX) {
+		if (fabsf(x) > FLT_MAX)
+			k = 0x1p-64f, *p = 0x1p64f;
+		else if (fabsf(x) < FLT_MIN)
+			k = 0x1p64f, *p = 0x1p-64f;
+	}
+	*s = (sa * k) * (sb * k);
+}
+
 /* outer += inner * (sa * sb) for one MC block after chunk kq; compiled
  * once per ISA like the macro kernel (at P = 128 the baseline copy took
  * 7% of an fp8 GEMM). */
@@ -549,6 +574,20 @@ promote_body(const Gemm *g, long ic, long mc, long jc, long nc, long kq,
 	float sa[MC], sb[NC];
 	long i, j;
 
+	if (g->tensorwise) {
+		float s = g->ts, p = g->tp;
+		for (i = 0; i < mc; i++) {
+			float *o = outer + i * NC;
+			const float *in = inner + i * NC;
+			if (kq == 0)
+				for (j = 0; j < nc; j++)
+					o[j] = 0.0f + in[j] * s * p * p;
+			else
+				for (j = 0; j < nc; j++)
+					o[j] = o[j] + in[j] * s * p * p;
+		}
+		return;
+	}
 	for (i = 0; i < mc; i++)
 		sa[i] = d->a.scale_inv ? d->a.scale_inv[((ic + i) / g->abr)
 		        * g->anbc + kq / g->abc] : 1.0f;
@@ -848,6 +887,11 @@ gemm_run(const precc_gemm_desc *d)
 		                   "K-elements does not divide the scale blocks "
 		                   "along K (A: %ld, B: %ld)", g.P,
 		                   va ? g.abc : d->k, vb ? g.bbc : d->k);
+	g.tensorwise = (!d->a.scale_inv || (!d->a.blk.br && !d->a.blk.bc))
+	               && (!d->b.scale_inv || (!d->b.blk.br && !d->b.blk.bc));
+	if (g.tensorwise)
+		tensor_scale(d->a.scale_inv ? d->a.scale_inv[0] : 1.0f,
+		             d->b.scale_inv ? d->b.scale_inv[0] : 1.0f, &g.ts, &g.tp);
 	g.accmask = d->acc_mbits == 0 || d->acc_mbits >= 23 ? 0xffffffffu
 	            : ~((1u << (23 - d->acc_mbits)) - 1u);
 	g.exact = exact_format(d->a.fmt) && exact_format(d->b.fmt)

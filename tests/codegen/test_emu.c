@@ -57,6 +57,10 @@ static int finite_only;
  * zeros): a GEMM of a build (emu_build.sh) whose K or f16 output would
  * otherwise make most results inf or NaN, which prove little */
 static int moderate;
+/* "# emu: scale_inv=X": every tensorwise f32 scale_inv is X (a GEMM whose
+ * fl(sa * sb) overflows, 0 = drawn as usual); "# emu: max=V": 8-bit data
+ * codes of magnitude <= V only (with such scales, finite results) */
+static float scale_inv_all, code_max;
 /* Ms that divide no tile and no 1x128 block: each kernel with a dim M also
  * runs at one of these that is a multiple of its m_multiple */
 static const long extra_m[3] = {16, 80, 144};
@@ -228,6 +232,8 @@ fill(void *buf, precc_format f, long rows, long cols, int is_state, const Blocks
 				c = precc_encode(f, v, PRECC_RNE, true, 0);
 			while (r != 5 && r != 9 && !is_state && !isfinite(precc_decode(f, c)))
 				c = next() & 0xff;
+			while (code_max > 0 && !is_state && !(fabsf(precc_decode(f, c)) <= code_max))
+				c = next() & (f == PRECC_E2M1 ? 0x0f : 0xff);
 			precc_interp_set_code(buf, f, (size_t)i, c);
 			break;
 		}
@@ -513,6 +519,9 @@ check_kernel(const Func *f, const char *file)
 		if (d && d->op == OP_param) {
 			Blocks bl = blocks_of(f, v, rows, cols);
 			fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, &bl);
+			if (scale_inv_all != 0 && ty->is_scale && ty->fmt == PRECC_FP32 && !ty->block[0]
+			    && !ty->block[1])
+				*(float *)buf[i] = scale_inv_all;
 			if (ir_interp_bind(ip, f->val[v].name, buf[i], bytes)) {
 				printf("FAIL %s: bind %s: %s\n", file, f->val[v].name, ir_interp_error(ip));
 				goto done;
@@ -1248,6 +1257,10 @@ main(int argc, char **argv)
 		const char *em2 = text ? strstr(text, "# emu: m2=") : NULL;
 		long m2 = em2 ? atol(em2 + 10) : 0;
 		finite_only = text && strstr(text, "# emu: finite") != NULL;
+		const char *es = text ? strstr(text, "# emu: scale_inv=") : NULL;
+		scale_inv_all = es ? strtof(es + 17, NULL) : 0;
+		const char *ex = text ? strstr(text, "# emu: max=") : NULL;
+		code_max = ex ? strtof(ex + 11, NULL) : 0;
 		moderate = text && strstr(text, "# emu: moderate") != NULL;
 		finite_only |= moderate;
 		Module *m = text ? ir_parse(text, names[i], err, sizeof err) : NULL;

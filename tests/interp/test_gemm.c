@@ -27,6 +27,21 @@ bidx(const precc_gemm_operand *op, long rows, long K, long r, long k)
 	return (r / br) * ((K + bc - 1) / bc) + k / bc;
 }
 
+/* A tensorwise GEMM's sa * sb as s * p * p (docs/interpreter.md): p = 1
+ * unless fl(sa * sb) overflows (2^64) or is subnormal (2^-64). */
+static void
+ref_tensor_scale(float sa, float sb, float *s, float *p)
+{
+	float x = sa * sb, k = 1;
+
+	*p = 1;
+	if (isfinite(sa) && isfinite(sb) && isinf(x))
+		k = 0x1p-64f, *p = 0x1p64f;
+	else if (isfinite(sa) && isfinite(sb) && fabsf(x) < 0x1p-126f)
+		k = 0x1p64f, *p = 0x1p-64f;
+	*s = (sa * k) * (sb * k);
+}
+
 /* The documented arithmetic, one element at a time. */
 static void
 ref_gemm(const precc_gemm_desc *d, long P, float *out, float *amax)
@@ -35,6 +50,8 @@ ref_gemm(const precc_gemm_desc *d, long P, float *out, float *amax)
 	float *A = malloc(M * K * 4), *B = malloc(N * K * 4);
 	float m = 0;
 	int nan = 0;
+	int tw = (!d->a.scale_inv || (!d->a.blk.br && !d->a.blk.bc))
+	         && (!d->b.scale_inv || (!d->b.blk.br && !d->b.blk.bc));
 
 	precc_dequantize(d->a.data, d->a.fmt, M, K, (precc_block){ 0, 0 }, NULL, A);
 	precc_dequantize(d->b.data, d->b.fmt, N, K, (precc_block){ 0, 0 }, NULL, B);
@@ -51,8 +68,10 @@ ref_gemm(const precc_gemm_desc *d, long P, float *out, float *amax)
 				           kq)] : 1.0f;
 				float sb = d->b.scale_inv ? d->b.scale_inv[bidx(&d->b, N, K, j,
 				           kq)] : 1.0f;
-				float s = sa * sb;
-				outer = outer + inner * s;
+				float s = sa * sb, p2 = 1;
+				if (tw)
+					ref_tensor_scale(sa, sb, &s, &p2);
+				outer = outer + inner * s * p2 * p2;
 			}
 			float y = outer * d->alpha;
 			if (d->bias)
@@ -263,6 +282,67 @@ run_case(const Case *cs, long M, long N, long K)
 	free(bias); free(want); free(bound); free(A); free(B);
 }
 
+/* Tensorwise scales whose fp32 product overflows or underflows, with
+ * results that do not (issue 30): e4m3 codes times sa = sb = 2^70 (the
+ * product 2^140) and times sa = sb ~ 2^-75 (about 2^-150, 0 or subnormal),
+ * against float64, and bit-exact where everything is a power of two. */
+static void
+test_scale_range(void)
+{
+	enum { M = 3, N = 5, K = 8 };
+	uint8_t a[M * K], b[N * K];
+	float c[M * N], A[M * K], B[N * K];
+	static const struct { float sa, sb, va, vb; int promote; } cs[] = {
+		{ 0x1p70f, 0x1p70f, 0x1p-9f, 0x1p-9f, 0 },          /* 2^-15 * 2^140 */
+		{ 0x1p70f, 0x1p70f, 0x1p-9f, 0x1p-9f, 4 },          /* two promotions */
+		{ 0x1.8p65f, 0x1.4p66f, 0x1p-8f, 0x1.8p-8f, 0 },    /* 1.875 * 2^131 */
+		{ 0x1p-75f, 0x1p-75f, 448, 416, 0 },                /* 2^-150 -> 0 */
+		{ 0x1.fffffep-70f, 0x1.555556p-71f, 448, 320, 0 },  /* subnormal product */
+		{ 0x1p100f, 0x1p-100f, 448, 448, 0 },               /* in range: as before */
+	};
+	precc_gemm_desc d;
+
+	for (unsigned t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+		float sa = cs[t].sa, sb = cs[t].sb;
+		for (int i = 0; i < M * K; i++) {
+			/* values va, va/2, -va/4 ... (exact in e4m3) */
+			float v = ldexpf(cs[t].va, -(i % 3)) * (i % 5 == 4 ? -1 : 1);
+			a[i] = (uint8_t)precc_encode(PRECC_E4M3, v, PRECC_RNE, true, 0);
+			A[i] = precc_decode(PRECC_E4M3, a[i]);
+		}
+		for (int i = 0; i < N * K; i++) {
+			float v = ldexpf(cs[t].vb, -(i % 2));
+			b[i] = (uint8_t)precc_encode(PRECC_E4M3, v, PRECC_RNE, true, 0);
+			B[i] = precc_decode(PRECC_E4M3, b[i]);
+		}
+		precc_gemm_desc_init(&d);
+		d.m = M; d.n = N; d.k = K; d.c = c;
+		d.a = (precc_gemm_operand){ a, PRECC_E4M3, &sa, { 0, 0 } };
+		d.b = (precc_gemm_operand){ b, PRECC_E4M3, &sb, { 0, 0 } };
+		d.promote_every = cs[t].promote;
+		CHECK_OK(precc_gemm(&d));
+		int pow2 = frexpf(sa, &(int){ 0 }) == 0.5f && frexpf(sb, &(int){ 0 }) == 0.5f;
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++) {
+				double s = 0;
+				for (int k = 0; k < K; k++)
+					s += (double)A[i * K + k] * B[j * K + k];
+				double want = s * sa * sb, got = c[i * N + j];
+				/* products and sums exact in fp32; then the roundings of
+				 * s and fl(in * s) (none for powers of two), and of a
+				 * subnormal result */
+				double tol = (pow2 ? 0 : 0x1p-23 * fabs(want)) + 0x1p-150;
+				if (!(fabs(got - want) <= tol)) {
+					fprintf(stderr, "scale range %u [%d,%d]: got %a want %a "
+					        "(sa %a sb %a)\n", t, i, j, got, want,
+					        (double)sa, (double)sb);
+					failures++;
+					i = M, j = N;
+				}
+			}
+	}
+}
+
 static void
 test_errors(void)
 {
@@ -400,6 +480,7 @@ main(void)
 
 	test_hand();
 	test_fused();
+	test_scale_range();
 	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		run_case(&cases[i], M, N, K);
 	/* many tiles, for thread-count determinism */
