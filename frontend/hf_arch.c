@@ -2,9 +2,11 @@
  * hf_arch.c — a HuggingFace config.json as linear layers, driven by one
  * table of architectures (docs/models.md). Each entry says, per
  * model_type, how attention and the MLP are built (separate or fused
- * projections, MLA), which MoE layout it has, the tie_word_embeddings
- * default of its transformers config class, and where the text model's
- * keys live (Gemma-3 nests them under text_config).
+ * projections, MLA), which MoE layout it has, which bias keys it reads,
+ * and its transformers config class's defaults, which fill the keys a
+ * config leaves out (the Hub writes only those that differ). Vision-
+ * language types (gemma3, llava, qwen2_5_vl) wrap a text tower whose keys
+ * are under text_config and whose layers are under model.language_model.
  *
  * Module names are transformers' (modeling_<type>.py in 4.x, which are
  * also the checkpoint keys): Mixtral block_sparse_moe.experts.E.w1/w2/w3
@@ -12,8 +14,9 @@
  * mlp.shared_expert.*, mlp.shared_expert_gate, router mlp.gate; DeepSeek
  * self_attn.q_a_proj/q_b_proj (or q_proj), kv_a_proj_with_mqa, kv_b_proj,
  * mlp.experts.E.*, mlp.gate, mlp.shared_experts.*. Linears come in module
- * order. An unknown model_type is an error naming the known ones
- * (PRECC_MODEL_TYPE=llama reads it as Llama).
+ * order. A key written twice is read at its last copy, as Python's json
+ * does. An unknown model_type is an error naming the known ones, with a
+ * hint only for a misspelling (PRECC_MODEL_TYPE=llama reads it as Llama).
  */
 #include <ctype.h>
 #include <math.h>
