@@ -729,10 +729,9 @@ read_dims(Json *j, const Arch *a, Dims *d)
 		d->moe_inter = json_int(j, "moe_intermediate_size", 1, F);
 		d->n_shared = json_int(j, "n_shared_experts", 0, 4096);
 		d->first_dense = json_int(j, "first_k_dense_replace", 0, MODEL_MAX_LAYERS);
+		/* first_k_dense_replace past the last layer: all dense, as in
+		 * DeepseekV3DecoderLayer (DeepseekV3Config's 3 with 2 layers) */
 		d->moe_freq = json_int(j, "moe_layer_freq", 1, MODEL_MAX_LAYERS);
-		if (d->first_dense > d->layers)
-			json_fail(j, key_line(j, "first_k_dense_replace"), "first_k_dense_replace %ld is "
-			          "more than num_hidden_layers %ld", d->first_dense, d->layers);
 		break;
 	}
 	if (a->attn == ATTN_MLA) {
@@ -821,8 +820,7 @@ hf_load(Model *m, char *text)
 		const char *tt = w->any_text ? json_str_at(&j, j.cfg, "model_type", "text_config") : NULL;
 		if (tt && (!(a = arch_named(tt)) || a->inner))
 			json_fail(&j, key_line(&j, "model_type"), "model_type '%s' has a text tower of "
-			          "model_type '%s', which precc does not know (it knows %s)", w->type, tt,
-			          hf_known_types);
+			          "model_type '%s', which precc does not read as a text tower", w->type, tt);
 	}
 	j.a = a;
 	Dims d = {0};
