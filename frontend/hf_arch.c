@@ -2,9 +2,11 @@
  * hf_arch.c — a HuggingFace config.json as linear layers, driven by one
  * table of architectures (docs/models.md). Each entry says, per
  * model_type, how attention and the MLP are built (separate or fused
- * projections, MLA), which MoE layout it has, the tie_word_embeddings
- * default of its transformers config class, and where the text model's
- * keys live (Gemma-3 nests them under text_config).
+ * projections, MLA), which MoE layout it has, which bias keys it reads,
+ * and its transformers config class's defaults, which fill the keys a
+ * config leaves out (the Hub writes only those that differ). Vision-
+ * language types (gemma3, llava, qwen2_5_vl) wrap a text tower whose keys
+ * are under text_config and whose layers are under model.language_model.
  *
  * Module names are transformers' (modeling_<type>.py in 4.x, which are
  * also the checkpoint keys): Mixtral block_sparse_moe.experts.E.w1/w2/w3
@@ -12,8 +14,9 @@
  * mlp.shared_expert.*, mlp.shared_expert_gate, router mlp.gate; DeepSeek
  * self_attn.q_a_proj/q_b_proj (or q_proj), kv_a_proj_with_mqa, kv_b_proj,
  * mlp.experts.E.*, mlp.gate, mlp.shared_experts.*. Linears come in module
- * order. An unknown model_type is an error naming the known ones
- * (PRECC_MODEL_TYPE=llama reads it as Llama).
+ * order. A key written twice is read at its last copy, as Python's json
+ * does. An unknown model_type is an error naming the known ones, with a
+ * hint only for a misspelling (PRECC_MODEL_TYPE=llama reads it as Llama).
  */
 #include <ctype.h>
 #include <math.h>
@@ -28,42 +31,148 @@ typedef enum { ATTN_GQA, ATTN_QKV, ATTN_MLA } Attn;
 typedef enum { MLP_GATED, MLP_GATE_UP } Mlp;
 typedef enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN2, MOE_QWEN3, MOE_DEEPSEEK } Moe;
 
+/* Which config keys put biases on which linears (modeling_<type>.py):
+ * attention_bias on q/k/v/o (MLA: q_a, kv_a, o); q/k/v always (Qwen2);
+ * qkv_bias on q/k/v (Qwen2-MoE); mlp_bias on gate/up/down. Absent flags
+ * are nn.Linear(..., bias=False) whatever the config says. */
+enum { BIAS_ATTN = 1, BIAS_QKV = 2, BIAS_QKV_KEY = 4, BIAS_MLP = 8 };
+
+/* A key's value when config.json leaves it out: the default of the
+ * transformers config class, NONE where that default is None and the
+ * model derives it (num_key_value_heads = heads, head_dim = H / heads,
+ * q_lora_rank: a plain q_proj). The Hub writes only non-default keys, so
+ * these are part of the published model (Gemma-3-12B's head_dim 256). */
+typedef struct Default {
+	const char *key;
+	long value;
+} Default;
+#define NONE (-1L)
+#define END {NULL, 0}
+
+/* transformers 5.25.0, configuration_<type>.py; the field defaults of
+ * each class (docs/models.md cites them). */
+#define DENSE(vocab, h, inter, layers, heads, kv) \
+	{"vocab_size", vocab}, {"hidden_size", h}, {"intermediate_size", inter}, \
+	{"num_hidden_layers", layers}, {"num_attention_heads", heads}, {"num_key_value_heads", kv}
+static const Default llama_defs[] = {     /* LlamaConfig */
+	DENSE(32000, 4096, 11008, 32, 32, NONE), {"head_dim", NONE}, {"tie_word_embeddings", 0},
+	{"attention_bias", 0}, {"mlp_bias", 0}, END};
+static const Default mistral_defs[] = {   /* MistralConfig */
+	DENSE(32000, 4096, 14336, 32, 32, 8), {"head_dim", NONE}, {"tie_word_embeddings", 0}, END};
+static const Default qwen2_defs[] = {     /* Qwen2Config */
+	DENSE(151936, 4096, 22016, 32, 32, 32), {"head_dim", NONE}, {"tie_word_embeddings", 0}, END};
+static const Default qwen3_defs[] = {     /* Qwen3Config */
+	DENSE(151936, 4096, 22016, 32, 32, 32), {"head_dim", 128}, {"tie_word_embeddings", 0},
+	{"attention_bias", 0}, END};
+static const Default phi3_defs[] = {      /* Phi3Config */
+	DENSE(32064, 3072, 8192, 32, 32, NONE), {"head_dim", NONE}, {"tie_word_embeddings", 0}, END};
+static const Default gemma_defs[] = {     /* GemmaConfig */
+	DENSE(256000, 3072, 24576, 28, 16, 16), {"head_dim", 256}, {"tie_word_embeddings", 1},
+	{"attention_bias", 0}, END};
+static const Default gemma2_defs[] = {    /* Gemma2Config */
+	DENSE(256000, 2304, 9216, 26, 8, 4), {"head_dim", 256}, {"tie_word_embeddings", 1},
+	{"attention_bias", 0}, END};
+static const Default gemma3_defs[] = {    /* Gemma3TextConfig */
+	DENSE(262208, 2304, 9216, 26, 8, 4), {"head_dim", 256}, {"tie_word_embeddings", 1},
+	{"attention_bias", 0}, END};
+static const Default mixtral_defs[] = {   /* MixtralConfig */
+	DENSE(32000, 4096, 14336, 32, 32, 8), {"head_dim", NONE}, {"tie_word_embeddings", 0},
+	{"num_local_experts", 8}, END};
+static const Default qwen2_moe_defs[] = { /* Qwen2MoeConfig */
+	DENSE(151936, 2048, 5632, 24, 16, 16), {"head_dim", NONE}, {"tie_word_embeddings", 0},
+	{"qkv_bias", 1}, {"num_experts", 60}, {"moe_intermediate_size", 1408},
+	{"shared_expert_intermediate_size", 5632}, {"decoder_sparse_step", 1}, END};
+static const Default qwen3_moe_defs[] = { /* Qwen3MoeConfig */
+	DENSE(151936, 2048, 6144, 24, 32, 4), {"head_dim", NONE}, {"tie_word_embeddings", 0},
+	{"attention_bias", 0}, {"num_experts", 128}, {"moe_intermediate_size", 768},
+	{"decoder_sparse_step", 1}, END};
+static const Default deepseek_v2_defs[] = { /* DeepseekV2Config */
+	DENSE(102400, 4096, 11008, 32, 32, NONE), {"tie_word_embeddings", 0},
+	{"attention_bias", 0}, {"mlp_bias", 0}, {"n_routed_experts", 64},
+	{"moe_intermediate_size", 1407}, {"n_shared_experts", 2}, {"head_dim", NONE}, {"first_k_dense_replace", 0},
+	{"moe_layer_freq", 1}, {"q_lora_rank", 1536}, {"kv_lora_rank", 512},
+	{"qk_rope_head_dim", 64}, {"qk_nope_head_dim", 128}, {"v_head_dim", 128}, END};
+static const Default deepseek_v3_defs[] = { /* DeepseekV3Config */
+	DENSE(129280, 7168, 18432, 61, 128, 128), {"tie_word_embeddings", 0},
+	{"attention_bias", 0}, {"head_dim", NONE}, {"n_routed_experts", 256}, {"moe_intermediate_size", 2048},
+	{"n_shared_experts", 1}, {"first_k_dense_replace", 3}, {"moe_layer_freq", 1},
+	{"q_lora_rank", 1536}, {"kv_lora_rank", 512}, {"qk_rope_head_dim", 64},
+	{"qk_nope_head_dim", 128}, {"v_head_dim", 128}, END};
+static const Default olmo2_defs[] = {     /* Olmo2Config */
+	DENSE(50304, 4096, 11008, 32, 32, NONE), {"head_dim", NONE}, {"tie_word_embeddings", 0},
+	{"attention_bias", 0}, END};
+static const Default granite_defs[] = {   /* GraniteConfig */
+	DENSE(32000, 4096, 11008, 32, 32, NONE), {"head_dim", NONE}, {"tie_word_embeddings", 0},
+	{"attention_bias", 0}, {"mlp_bias", 0}, END};
+static const Default qwen2_5_vl_defs[] = { /* Qwen2_5_VLTextConfig (tie: Qwen2_5_VLConfig) */
+	DENSE(152064, 8192, 29568, 80, 64, 8), {"head_dim", NONE}, {"tie_word_embeddings", 0}, END};
+#undef DENSE
+
 typedef struct Arch {
 	const char *type;         /* model_type */
+	const char *cls;          /* its transformers config class */
 	Attn attn;
 	Mlp mlp;
 	Moe moe;
-	bool tied;                /* tie_word_embeddings when the config omits it */
-	bool qkv_bias;            /* q/k/v bias when the config says nothing */
-	const char *nest;         /* object holding the text model's keys, or NULL */
-	const char *prefix;       /* module path of the decoder layers' parent */
+	unsigned bias;            /* BIAS_* */
+	const Default *defs;
+	bool inner;               /* only as a text tower (no model_type of its own here) */
 } Arch;
 
-/* tied: the default in transformers' configuration_<type>.py (Gemma,
- * Gemma-2 and Gemma-3 True, the others False); qkv_bias: Qwen2Attention
- * and Qwen2MoeAttention have q/k/v biases (qkv_bias=True). */
 static const Arch archs[] = {
-	{"llama", ATTN_GQA, MLP_GATED, MOE_NONE, false, false, NULL, "model."},
-	{"mistral", ATTN_GQA, MLP_GATED, MOE_NONE, false, false, NULL, "model."},
-	{"qwen2", ATTN_GQA, MLP_GATED, MOE_NONE, false, true, NULL, "model."},
-	{"qwen3", ATTN_GQA, MLP_GATED, MOE_NONE, false, false, NULL, "model."},
-	{"phi3", ATTN_QKV, MLP_GATE_UP, MOE_NONE, false, false, NULL, "model."},
-	{"gemma", ATTN_GQA, MLP_GATED, MOE_NONE, true, false, NULL, "model."},
-	{"gemma2", ATTN_GQA, MLP_GATED, MOE_NONE, true, false, NULL, "model."},
-	{"gemma3_text", ATTN_GQA, MLP_GATED, MOE_NONE, true, false, NULL, "model."},
-	{"gemma3", ATTN_GQA, MLP_GATED, MOE_NONE, true, false, "text_config",
-	 "model.language_model."},
-	{"mixtral", ATTN_GQA, MLP_GATED, MOE_MIXTRAL, false, false, NULL, "model."},
-	{"qwen2_moe", ATTN_GQA, MLP_GATED, MOE_QWEN2, false, true, NULL, "model."},
-	{"qwen3_moe", ATTN_GQA, MLP_GATED, MOE_QWEN3, false, false, NULL, "model."},
-	{"deepseek_v2", ATTN_MLA, MLP_GATED, MOE_DEEPSEEK, false, false, NULL, "model."},
-	{"deepseek_v3", ATTN_MLA, MLP_GATED, MOE_DEEPSEEK, false, false, NULL, "model."},
+	{"llama", "LlamaConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN | BIAS_MLP, llama_defs, false},
+	{"mistral", "MistralConfig", ATTN_GQA, MLP_GATED, MOE_NONE, 0, mistral_defs, false},
+	{"qwen2", "Qwen2Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_QKV, qwen2_defs, false},
+	{"qwen3", "Qwen3Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, qwen3_defs, false},
+	{"phi3", "Phi3Config", ATTN_QKV, MLP_GATE_UP, MOE_NONE, 0, phi3_defs, false},
+	{"gemma", "GemmaConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, gemma_defs, false},
+	{"gemma2", "Gemma2Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, gemma2_defs, false},
+	{"gemma3_text", "Gemma3TextConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, gemma3_defs,
+	 false},
+	{"olmo2", "Olmo2Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, olmo2_defs, false},
+	{"granite", "GraniteConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN | BIAS_MLP,
+	 granite_defs, false},
+	{"mixtral", "MixtralConfig", ATTN_GQA, MLP_GATED, MOE_MIXTRAL, 0, mixtral_defs, false},
+	{"qwen2_moe", "Qwen2MoeConfig", ATTN_GQA, MLP_GATED, MOE_QWEN2, BIAS_QKV_KEY, qwen2_moe_defs,
+	 false},
+	{"qwen3_moe", "Qwen3MoeConfig", ATTN_GQA, MLP_GATED, MOE_QWEN3, BIAS_ATTN, qwen3_moe_defs,
+	 false},
+	{"deepseek_v2", "DeepseekV2Config", ATTN_MLA, MLP_GATED, MOE_DEEPSEEK, BIAS_ATTN | BIAS_MLP,
+	 deepseek_v2_defs, false},
+	{"deepseek_v3", "DeepseekV3Config", ATTN_MLA, MLP_GATED, MOE_DEEPSEEK, BIAS_ATTN,
+	 deepseek_v3_defs, false},
+	{"qwen2_5_vl_text", "Qwen2_5_VLTextConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_QKV,
+	 qwen2_5_vl_defs, true},
 };
 #define NARCH (int)(sizeof archs / sizeof archs[0])
 
+/* Vision-language models: the text tower's keys under text_config, its
+ * layers under model.language_model., lm_head at the top; the vision
+ * tower and the projector are not read. */
+typedef struct Wrap {
+	const char *type, *cls;
+	const char *text;         /* the text tower's model_type */
+	bool any_text;            /* text_config.model_type may name another (AutoConfig) */
+	bool flat;                /* without text_config, the text keys sit at the top */
+	bool tied;                /* the class's tie_word_embeddings */
+	bool tie_text;            /* text_config's tie_word_embeddings ties too */
+} Wrap;
+
+/* Gemma3Config, LlavaConfig, Qwen2_5_VLConfig (transformers 5.25.0): the
+ * first builds Gemma3TextConfig(**text_config) and ties by its own flag;
+ * Llava reads text_config through AutoConfig (default "llama"); Qwen2.5-VL
+ * takes the top-level keys when there is no text_config (the Hub's
+ * files), and both forward a text_config tie_word_embeddings. */
+static const Wrap wraps[] = {
+	{"gemma3", "Gemma3Config", "gemma3_text", false, false, true, false},
+	{"llava", "LlavaConfig", "llama", true, false, false, true},
+	{"qwen2_5_vl", "Qwen2_5_VLConfig", "qwen2_5_vl_text", false, true, false, true},
+};
+#define NWRAP (int)(sizeof wraps / sizeof wraps[0])
+
 const char *const hf_known_types = "llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
-                                   "gemma3, gemma3_text, mixtral, qwen2_moe, qwen3_moe, "
-                                   "deepseek_v2, deepseek_v3";
+                                   "gemma3, gemma3_text, olmo2, granite, mixtral, qwen2_moe, "
+                                   "qwen3_moe, deepseek_v2, deepseek_v3, llava, qwen2_5_vl";
 
 typedef struct Json {
 	Model *m;
@@ -71,6 +180,8 @@ typedef struct Json {
 	cJSON *root;
 	const cJSON *cfg;         /* the object keys are read from */
 	const char *nest;         /* its key ("text_config"), or NULL */
+	const char *obj;          /* its '{' in the text, NULL when absent (all defaults) */
+	const Arch *a;            /* whose defaults fill absent keys */
 } Json;
 
 static _Noreturn void
@@ -89,17 +200,24 @@ json_fail(Json *j, int line, const char *fmt, ...)
 	errorf(f, line, "%s", msg);
 }
 
-/* Line of "key" as a direct member of the object that starts at `from`
- * (the text's '{' of the config, or of text_config), or 0. */
+/* A direct member of an object in the text: its key (between the quotes,
+ * escapes as written), the line, and where its value starts. */
+typedef struct Member {
+	const char *key, *value;
+	size_t len;
+	int line;
+} Member;
+
+enum { MAX_MEMBERS = 1024 };
+
+/* The members of the object whose '{' is at obj, in order (at most max). */
 static int
-key_line_in(const char *text, const char *from, const char *key)
+members(const char *text, const char *obj, Member *out, int max)
 {
-	char pat[128];
-	int depth = 0, line = 1;
-	size_t n = (size_t)snprintf(pat, sizeof pat, "\"%s\"", key);
+	int depth = 0, line = 1, n = 0;
 	const char *p;
 
-	for (p = text; p < from; p++)
+	for (p = text; p < obj; p++)
 		line += *p == '\n';
 	for (; *p; p++) {
 		if (*p == '\n')
@@ -108,15 +226,9 @@ key_line_in(const char *text, const char *from, const char *key)
 			depth++;
 		else if (*p == '}' || *p == ']') {
 			if (--depth == 0)
-				return 0;
+				break;
 		} else if (*p == '"') {
-			if (depth == 1 && !strncmp(p, pat, n)) {
-				const char *q = p + n;
-				while (isspace((unsigned char)*q))
-					q++;
-				if (*q == ':')
-					return line;
-			}
+			const char *k = p + 1;
 			for (p++; *p && *p != '"'; p++)
 				if (*p == '\\' && p[1])
 					p++;
@@ -124,35 +236,90 @@ key_line_in(const char *text, const char *from, const char *key)
 					line++;
 			if (!*p)
 				break;
+			const char *q = p + 1;
+			while (isspace((unsigned char)*q))
+				q++;
+			if (depth == 1 && *q == ':' && n < max) {
+				for (q++; isspace((unsigned char)*q); q++)
+					;
+				out[n++] = (Member){k, q, (size_t)(p - k), line};
+			}
 		}
 	}
-	return 0;
+	return n;
 }
 
-/* Where the object of the key path starts: the text's first '{', or the
- * '{' after "nest": at the top level. */
-static const char *
-object_start(const Json *j)
+/* The last member named key (the one Python's json keeps), or NULL. */
+static const Member *
+member(const Member *ms, int n, const char *key)
 {
-	const char *p = strchr(j->text, '{');
-	int line;
+	size_t len = strlen(key);
 
-	if (!j->nest || !p)
-		return p ? p : j->text;
-	line = key_line_in(j->text, p, j->nest);
-	/* walk to that line, then to the '{' after the key */
-	const char *q = j->text;
-	for (int l = 1; l < line && *q; q++)
-		l += *q == '\n';
-	q = strstr(q, j->nest);
-	q = q ? strchr(q, '{') : NULL;
-	return q ? q : p;
+	for (int i = n - 1; i >= 0; i--)
+		if (ms[i].len == len && !memcmp(ms[i].key, key, len))
+			return &ms[i];
+	return NULL;
+}
+
+/* Line of "key" in the object at obj (the last of its copies), or 0. */
+static int
+key_line_in(const char *text, const char *obj, const char *key)
+{
+	static Member ms[MAX_MEMBERS];
+	const Member *k;
+
+	if (!obj)
+		return 0;
+	k = member(ms, members(text, obj, ms, MAX_MEMBERS), key);
+	return k ? k->line : 0;
 }
 
 static int
 key_line(const Json *j, const char *key)
 {
-	return key_line_in(j->text, object_start(j), key);
+	return key_line_in(j->text, j->obj, key);
+}
+
+static int
+top_line(const Json *j, const char *key)
+{
+	return key_line_in(j->text, strchr(j->text, '{'), key);
+}
+
+/* Python's json, and so transformers, keeps the last of a key's copies;
+ * cJSON keeps them all. This is the last. */
+static const cJSON *
+last_item(const cJSON *obj, const char *key)
+{
+	const cJSON *c, *v = NULL;
+
+	cJSON_ArrayForEach(c, obj)
+		if (c->string && !strcmp(c->string, key))
+			v = c;
+	return v;
+}
+
+/* A key written twice in one object of those read: precc reads the last
+ * copy, as transformers does, and says so at its line. */
+static void
+warn_duplicates(const Json *j, const char *obj, const char *where)
+{
+	static Member ms[MAX_MEMBERS];
+	int n = obj ? members(j->text, obj, ms, MAX_MEMBERS) : 0;
+
+	for (int k = 1; k < n; k++)
+		for (int i = 0; i < k; i++)
+			if (ms[i].len == ms[k].len && !memcmp(ms[i].key, ms[k].key, ms[k].len)) {
+				bool later = false;   /* once per key: at its last copy */
+				for (int l = k + 1; l < n && !later; l++)
+					later = ms[l].len == ms[k].len && !memcmp(ms[l].key, ms[k].key, ms[k].len);
+				if (!later)
+					warnf(j->m->path, ms[k].line, "key '%s%s%.*s' is written twice (lines %d "
+					      "and %d); precc reads the last, as Python's json and transformers do",
+					      where ? where : "", where ? "." : "", (int)ms[k].len, ms[k].key,
+					      ms[i].line, ms[k].line);
+				break;
+			}
 }
 
 /* "text_config.hidden_size" or "hidden_size", for messages. */
@@ -175,23 +342,32 @@ json_type(const cJSON *v)
 	     : cJSON_IsObject(v) ? "an object" : cJSON_IsNumber(v) ? "a number" : "invalid";
 }
 
-static const cJSON *
-get(Json *j, const char *key)
+/* The config class's default for key: true and *v, or false when the
+ * class has none (then the key is required). */
+static bool
+class_default(const Json *j, const char *key, long *v)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j->cfg, key);
-
-	return v && !cJSON_IsNull(v) ? v : NULL;
+	for (const Default *d = j->a->defs; d->key; d++)
+		if (!strcmp(d->key, key)) {
+			*v = d->value;
+			return true;
+		}
+	return false;
 }
 
-/* A positive integer key; def < 0 means required, def == 0 that 0 is
- * allowed (n_shared_experts: 0). null counts as absent. */
+/* An integer key in min..max; absent, the class's default. null is
+ * None: NONE where None has a meaning (nullable: num_key_value_heads,
+ * head_dim, q_lora_rank), else the class's default. */
 static long
-json_int(Json *j, const char *key, long def, long max)
+json_num(Json *j, const char *key, long min, long max, bool nullable)
 {
-	const cJSON *v = get(j, key);
+	const cJSON *v = j->cfg ? last_item(j->cfg, key) : NULL;
+	long def;
 
-	if (!v) {
-		if (def < 0)
+	if (v && cJSON_IsNull(v) && nullable)
+		return NONE;
+	if (!v || cJSON_IsNull(v)) {
+		if (!class_default(j, key, &def))
 			json_fail(j, 0, "missing key '%s'", kpath(j, key));
 		return def;
 	}
@@ -201,35 +377,64 @@ json_int(Json *j, const char *key, long def, long max)
 	double d = v->valuedouble;
 	if (d != floor(d))
 		json_fail(j, key_line(j, key), "key '%s' must be an integer, got %g", kpath(j, key), d);
-	if (d < (def == 0 ? 0 : 1) || d > max)
-		json_fail(j, key_line(j, key), "key '%s' is %.0f, expected %d..%ld", kpath(j, key), d,
-		          def == 0 ? 0 : 1, max);
+	if (d < min || d > max)
+		json_fail(j, key_line(j, key), "key '%s' is %.0f, expected %ld..%ld", kpath(j, key), d,
+		          min, max);
 	return (long)d;
 }
 
-static bool
-json_bool(Json *j, const char *key, bool def)
+static long
+json_int(Json *j, const char *key, long min, long max)
 {
-	const cJSON *v = get(j, key);
+	return json_num(j, key, min, max, false);
+}
 
-	if (!v)
+/* A boolean key; absent, the class's default; null is None, false. */
+static bool
+json_bool(Json *j, const char *key)
+{
+	const cJSON *v = j->cfg ? last_item(j->cfg, key) : NULL;
+	long def = 0;
+
+	if (!v) {
+		class_default(j, key, &def);
 		return def;
+	}
+	if (cJSON_IsNull(v))
+		return false;
 	if (!cJSON_IsBool(v))
 		json_fail(j, key_line(j, key), "key '%s' must be true or false, not %s",
 		          kpath(j, key), json_type(v));
 	return cJSON_IsTrue(v);
 }
 
-static const char *
-json_str_at(Json *j, const cJSON *obj, const char *key)
+/* A top-level key that must be a boolean, or def. */
+static bool
+top_bool(Json *j, const char *key, bool def)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	const cJSON *v = last_item(j->root, key);
+
+	if (!v)
+		return def;
+	if (cJSON_IsNull(v))
+		return false;
+	if (!cJSON_IsBool(v))
+		json_fail(j, top_line(j, key), "key '%s' must be true or false, not %s", key,
+		          json_type(v));
+	return cJSON_IsTrue(v);
+}
+
+static const char *
+json_str_at(Json *j, const cJSON *obj, const char *key, const char *where)
+{
+	const cJSON *v = obj ? last_item(obj, key) : NULL;
 
 	if (!v || cJSON_IsNull(v))
 		return NULL;
 	if (!cJSON_IsString(v))
-		json_fail(j, key_line_in(j->text, strchr(j->text, '{'), key),
-		          "key '%s' must be a string, not %s", key, json_type(v));
+		json_fail(j, where ? key_line(j, key) : top_line(j, key),
+		          "key '%s%s%s' must be a string, not %s", where ? where : "", where ? "." : "",
+		          key, json_type(v));
 	return v->valuestring;
 }
 
@@ -237,9 +442,9 @@ json_str_at(Json *j, const cJSON *obj, const char *key)
 static bool
 in_int_array(Json *j, const char *key, long i, long layers)
 {
-	const cJSON *v = get(j, key), *e;
+	const cJSON *v = j->cfg ? last_item(j->cfg, key) : NULL, *e;
 
-	if (!v)
+	if (!v || cJSON_IsNull(v))
 		return false;
 	if (!cJSON_IsArray(v))
 		json_fail(j, key_line(j, key), "key '%s' must be an array of layer indices, not %s",
@@ -255,29 +460,92 @@ in_int_array(Json *j, const char *key, long i, long layers)
 	return false;
 }
 
-static const Arch *
-find_arch(Json *j, const char *type)
+/* Lowercase letters and digits of a model_type, separators dropped:
+ * "Qwen2.5-VL" -> "qwen25vl". */
+static void
+fold(const char *s, char *out, size_t cap)
 {
-	const char *as = getenv("PRECC_MODEL_TYPE");
+	size_t n = 0;
 
+	for (; *s && n + 1 < cap; s++)
+		if (isalnum((unsigned char)*s))
+			out[n++] = (char)tolower((unsigned char)*s);
+	out[n] = 0;
+}
+
+/* Is word a slip of the fingers on the model_type cand: the same letters
+ * and digits up to case and separators ("Qwen2-MoE"), two neighbouring
+ * letters swapped ("mixrtal"), or a letter doubled or undoubled
+ * ("mixtrall", "lama")? Not a letter changed or added, and never a digit:
+ * that is how real models differ (pixtral and mixtral, flava and llava,
+ * mllama and llama, molmo2 and olmo2, phimoe and phi3, olmo and olmo2,
+ * qwen2_5_vl and qwen2_moe; bench/hf_linears.py checks every model_type
+ * transformers knows). */
+static bool
+spelling_neighbour(const char *word, const char *cand)
+{
+	char a[64], b[64];
+	size_t la, lb, i = 0;
+
+	fold(word, a, sizeof a);
+	fold(cand, b, sizeof b);
+	la = strlen(a), lb = strlen(b);
+	if (la < lb)   /* a the longer */
+		return spelling_neighbour(cand, word);
+	while (i < lb && a[i] == b[i])
+		i++;
+	if (la == lb)
+		return i == la || (i + 1 < la && a[i] == b[i + 1] && a[i + 1] == b[i]
+		                   && isalpha((unsigned char)a[i]) && isalpha((unsigned char)a[i + 1])
+		                   && !strcmp(a + i + 2, b + i + 2));
+	/* a has one more: a[i], a letter, doubled */
+	return la == lb + 1 && isalpha((unsigned char)a[i]) && i > 0 && a[i] == a[i - 1]
+	    && !strcmp(a + i + 1, b + i);
+}
+
+static const Arch *
+arch_named(const char *type)
+{
 	for (int k = 0; type && k < NARCH; k++)
 		if (!strcmp(archs[k].type, type))
 			return &archs[k];
+	return NULL;
+}
+
+/* The architecture of a model_type (a decoder, or a wrapper *w and its
+ * text tower), or an error naming the known ones; a suggestion only for
+ * a misspelling (spelling_neighbour). */
+static const Arch *
+find_arch(Json *j, const char *type, const Wrap **w)
+{
+	const char *as = getenv("PRECC_MODEL_TYPE"), *sg = NULL;
+	const Arch *a;
+
+	*w = NULL;
+	for (int k = 0; type && k < NWRAP; k++)
+		if (!strcmp(wraps[k].type, type))
+			return *w = &wraps[k], arch_named(wraps[k].text);
+	if ((a = arch_named(type)) && !a->inner)
+		return a;
 	if (as && *as) {
-		for (int k = 0; k < NARCH; k++)
-			if (!strcmp(archs[k].type, as))
-				return &archs[k];
+		for (int k = 0; k < NWRAP; k++)
+			if (!strcmp(wraps[k].type, as))
+				return *w = &wraps[k], arch_named(wraps[k].text);
+		if ((a = arch_named(as)) && !a->inner)
+			return a;
 		json_fail(j, 0, "PRECC_MODEL_TYPE=%s is not a known model_type (%s)", as,
 		          hf_known_types);
 	}
-	const char *names[NARCH];
-	for (int k = 0; k < NARCH; k++)
-		names[k] = archs[k].type;
-	const char *sg = type ? suggest(type, names, NARCH) : NULL;
 	if (!type)
 		json_fail(j, 0, "no model_type; precc knows %s (PRECC_MODEL_TYPE=llama reads the "
 		          "config as Llama)", hf_known_types);
-	json_fail(j, key_line_in(j->text, strchr(j->text, '{'), "model_type"),
+	for (int k = 0; k < NWRAP && !sg; k++)
+		if (spelling_neighbour(type, wraps[k].type))
+			sg = wraps[k].type;
+	for (int k = 0; k < NARCH && !sg; k++)
+		if (!archs[k].inner && spelling_neighbour(type, archs[k].type))
+			sg = archs[k].type;
+	json_fail(j, top_line(j, "model_type"),
 	          "unknown model_type '%s'%s%s%s; precc knows %s (PRECC_MODEL_TYPE=llama reads "
 	          "it as Llama)", type, sg ? " (did you mean '" : "", sg ? sg : "", sg ? "'?)" : "",
 	          hf_known_types);
@@ -407,67 +675,73 @@ read_dims(Json *j, const Arch *a, Dims *d)
 {
 	const long F = MODEL_MAX_FEATURES;
 
-	d->hidden = json_int(j, "hidden_size", -1, F);
-	d->layers = json_int(j, "num_hidden_layers", -1, MODEL_MAX_LAYERS);
-	d->heads = json_int(j, "num_attention_heads", -1, 65536);
-	d->kv = json_int(j, "num_key_value_heads", d->heads, 65536);
-	d->vocab = json_int(j, "vocab_size", -1, F);
-	d->head_dim = json_int(j, "head_dim", 0, 65536);
-	d->tied = json_bool(j, "tie_word_embeddings", a->tied);
-	d->o_bias = json_bool(j, "attention_bias", false);
-	d->qkv_bias = a->moe == MOE_QWEN2 ? json_bool(j, "qkv_bias", a->qkv_bias)
-	                                  : json_bool(j, "attention_bias", a->qkv_bias);
-	d->mlp_bias = json_bool(j, "mlp_bias", false);
+	d->hidden = json_int(j, "hidden_size", 1, F);
+	d->layers = json_int(j, "num_hidden_layers", 1, MODEL_MAX_LAYERS);
+	d->heads = json_int(j, "num_attention_heads", 1, 65536);
+	d->kv = json_num(j, "num_key_value_heads", 1, 65536, true);
+	if (d->kv == NONE)
+		d->kv = d->heads;
+	d->vocab = json_int(j, "vocab_size", 1, F);
+	d->head_dim = json_num(j, "head_dim", 1, 65536, true);
+	d->tied = json_bool(j, "tie_word_embeddings");
+	/* a bias key the model does not read is left unread: MistralAttention
+	 * builds q/k/v/o with bias=False whatever attention_bias says */
+	d->o_bias = a->bias & BIAS_ATTN ? json_bool(j, "attention_bias") : false;
+	d->qkv_bias = a->bias & BIAS_QKV ? true
+	            : a->bias & BIAS_QKV_KEY ? json_bool(j, "qkv_bias") : d->o_bias;
+	d->mlp_bias = a->bias & BIAS_MLP ? json_bool(j, "mlp_bias") : false;
 	if (d->kv > d->heads || d->heads % d->kv)
 		json_fail(j, key_line(j, "num_key_value_heads"),
 		          "num_attention_heads %ld is not a multiple of num_key_value_heads %ld",
 		          d->heads, d->kv);
-	if (!d->head_dim && a->attn != ATTN_MLA) {
-		if (d->hidden % d->heads)
-			json_fail(j, key_line(j, "num_attention_heads"),
-			          "hidden_size %ld is not a multiple of num_attention_heads %ld "
-			          "(and there is no head_dim)", d->hidden, d->heads);
-		d->head_dim = d->hidden / d->heads;
+	if (d->head_dim == NONE) {
+		d->head_dim = 0;
+		if (a->attn != ATTN_MLA) {
+			if (d->hidden % d->heads)
+				json_fail(j, key_line(j, "num_attention_heads"),
+				          "hidden_size %ld is not a multiple of num_attention_heads %ld "
+				          "(and there is no head_dim)", d->hidden, d->heads);
+			d->head_dim = d->hidden / d->heads;
+		}
 	}
 	if (d->heads * (d->head_dim ? d->head_dim : 1) > F)
 		json_fail(j, key_line(j, "num_attention_heads"),
 		          "num_attention_heads x head_dim = %ld, expected at most %ld",
 		          d->heads * d->head_dim, F);
+	d->inter = json_int(j, "intermediate_size", 1, F);
 	switch (a->moe) {
 	case MOE_NONE:
-		d->inter = json_int(j, "intermediate_size", -1, F);
 		break;
 	case MOE_MIXTRAL:
-		d->inter = d->moe_inter = json_int(j, "intermediate_size", -1, F);
-		d->experts = json_int(j, "num_local_experts", -1, 4096);
+		d->moe_inter = d->inter;
+		d->experts = json_int(j, "num_local_experts", 1, 4096);
 		break;
 	case MOE_QWEN2:
 	case MOE_QWEN3:
-		d->inter = json_int(j, "intermediate_size", -1, F);
-		d->experts = json_int(j, "num_experts", -1, 4096);
-		d->moe_inter = json_int(j, "moe_intermediate_size", -1, F);
+		d->experts = json_int(j, "num_experts", 1, 4096);
+		d->moe_inter = json_int(j, "moe_intermediate_size", 1, F);
 		d->sparse_step = json_int(j, "decoder_sparse_step", 1, MODEL_MAX_LAYERS);
 		if (a->moe == MOE_QWEN2)
 			d->shared_inter = json_int(j, "shared_expert_intermediate_size", 0, F);
 		break;
 	case MOE_DEEPSEEK:
-		d->inter = json_int(j, "intermediate_size", -1, F);
-		d->experts = json_int(j, "n_routed_experts", -1, 4096);
-		d->moe_inter = json_int(j, "moe_intermediate_size", -1, F);
+		d->experts = json_int(j, "n_routed_experts", 1, 4096);
+		d->moe_inter = json_int(j, "moe_intermediate_size", 1, F);
 		d->n_shared = json_int(j, "n_shared_experts", 0, 4096);
 		d->first_dense = json_int(j, "first_k_dense_replace", 0, MODEL_MAX_LAYERS);
+		/* first_k_dense_replace past the last layer: all dense, as in
+		 * DeepseekV3DecoderLayer (DeepseekV3Config's 3 with 2 layers) */
 		d->moe_freq = json_int(j, "moe_layer_freq", 1, MODEL_MAX_LAYERS);
-		if (d->first_dense > d->layers)
-			json_fail(j, key_line(j, "first_k_dense_replace"), "first_k_dense_replace %ld is "
-			          "more than num_hidden_layers %ld", d->first_dense, d->layers);
 		break;
 	}
 	if (a->attn == ATTN_MLA) {
-		d->q_lora = json_int(j, "q_lora_rank", 0, F);      /* null: q_proj */
-		d->kv_lora = json_int(j, "kv_lora_rank", -1, F);
-		d->rope_dim = json_int(j, "qk_rope_head_dim", -1, 65536);
-		d->nope_dim = json_int(j, "qk_nope_head_dim", -1, 65536);
-		d->v_dim = json_int(j, "v_head_dim", -1, 65536);
+		d->q_lora = json_num(j, "q_lora_rank", 0, F, true);   /* null: q_proj */
+		if (d->q_lora == NONE)
+			d->q_lora = 0;
+		d->kv_lora = json_int(j, "kv_lora_rank", 1, F);
+		d->rope_dim = json_int(j, "qk_rope_head_dim", 1, 65536);
+		d->nope_dim = json_int(j, "qk_nope_head_dim", 1, 65536);
+		d->v_dim = json_int(j, "v_head_dim", 1, 65536);
 	}
 }
 
@@ -525,32 +799,53 @@ hf_load(Model *m, char *text)
 	if (!cJSON_IsObject(j.root))
 		json_fail(&j, 0, "a config.json must be a JSON object, not %s", json_type(j.root));
 	j.cfg = j.root;
-	const Arch *a = find_arch(&j, json_str_at(&j, j.root, "model_type"));
-	if (a->nest) {
-		const cJSON *t = cJSON_GetObjectItemCaseSensitive(j.root, a->nest);
-		if (!t || !cJSON_IsObject(t))
-			json_fail(&j, key_line_in(j.text, strchr(j.text, '{'), a->nest),
-			          "model_type '%s' keeps the text model's keys under '%s', %s", a->type,
-			          a->nest, t ? "which is not an object" : "which is missing");
-		j.cfg = t, j.nest = a->nest;
+	j.obj = strchr(j.text, '{');
+	warn_duplicates(&j, j.obj, NULL);
+	const Wrap *w;
+	const Arch *a = find_arch(&j, json_str_at(&j, j.root, "model_type", NULL), &w);
+	const char *pre = "model.";
+	if (w) {
+		static Member ms[MAX_MEMBERS];
+		const cJSON *t = last_item(j.root, "text_config");
+		const Member *tm = member(ms, members(j.text, j.obj, ms, MAX_MEMBERS), "text_config");
+		pre = "model.language_model.";
+		if (t && !cJSON_IsNull(t) && !cJSON_IsObject(t))
+			json_fail(&j, top_line(&j, "text_config"), "key 'text_config' must be an object "
+			          "(the text model's keys), not %s", json_type(t));
+		if (t && cJSON_IsObject(t)) {
+			j.cfg = t, j.nest = "text_config", j.obj = tm ? tm->value : NULL;
+			warn_duplicates(&j, j.obj, "text_config");
+		} else if (!w->flat)   /* no text_config: transformers builds the class's defaults */
+			j.cfg = NULL, j.nest = "text_config", j.obj = NULL;
+		const char *tt = w->any_text ? json_str_at(&j, j.cfg, "model_type", "text_config") : NULL;
+		if (tt && (!(a = arch_named(tt)) || a->inner))
+			json_fail(&j, key_line(&j, "model_type"), "model_type '%s' has a text tower of "
+			          "model_type '%s', which precc does not read as a text tower", w->type, tt);
 	}
+	j.a = a;
 	Dims d = {0};
 	read_dims(&j, a, &d);
 	long n = count_linears(&j, a, &d);
 	if (n > MODEL_MAX_LINEARS)
 		json_fail(&j, key_line(&j, "num_hidden_layers"), "the config makes more than %d "
 		          "linear layers (the limit is %d)", MODEL_MAX_LINEARS, MODEL_MAX_LINEARS);
-	const char *name = json_str_at(&j, j.root, "_name_or_path");
+	const char *name = json_str_at(&j, j.root, "_name_or_path", NULL);
 	char why[64];
 	if (name && text_fault(name, strlen(name), false, why, sizeof why))
-		json_fail(&j, key_line_in(j.text, strchr(j.text, '{'), "_name_or_path"),
+		json_fail(&j, top_line(&j, "_name_or_path"),
 		          "key '_name_or_path': %s", why);
 	if (name && *name) {
 		free(m->name);
 		m->name = xstrdup(name);
 	}
+	if (w) {   /* the wrapper's flag ties; Llava and Qwen2.5-VL forward text_config's */
+		d.tied = top_bool(&j, "tie_word_embeddings", w->tied) || (w->tie_text && d.tied);
+		fprintf(stderr, "%s: note: model_type '%s' is vision-language: precc reads its text "
+		        "tower (%s, %ld layers under %s) and lm_head; the vision tower and the "
+		        "multimodal projector stay out\n", m->path, w->type, a->type,
+		        d.layers, pre);
+	}
 	for (long i = 0; i < d.layers; i++) {
-		const char *pre = a->prefix;
 		add_attn(&j, &d, a, pre, i);
 		if (!moe_layer(&j, a, &d, i)) {
 			add_mlp(&j, &d, pre, i, "mlp", d.inter, a->mlp == MLP_GATE_UP, -1);
