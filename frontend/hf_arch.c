@@ -528,6 +528,13 @@ find_arch(Json *j, const char *type, const Wrap **w)
 	if ((a = arch_named(type)) && !a->inner)
 		return a;
 	if (as && *as) {
+		/* Nothing here can tell whether the model is that architecture
+		 * under another name: say so every time (phimoe read as phi3 is
+		 * 129 linears of its 1,697, exit 0). */
+		warnf(j->m->path, type ? top_line(j, "model_type") : 0, "model_type '%s' read as "
+		      "'%s' (PRECC_MODEL_TYPE); precc cannot check that the two are one "
+		      "architecture, and if not, every linear it reads is wrong",
+		      type ? type : "(none)", as);
 		for (int k = 0; k < NWRAP; k++)
 			if (!strcmp(wraps[k].type, as))
 				return *w = &wraps[k], arch_named(wraps[k].text);
@@ -537,8 +544,8 @@ find_arch(Json *j, const char *type, const Wrap **w)
 		          hf_known_types);
 	}
 	if (!type)
-		json_fail(j, 0, "no model_type; precc knows %s (PRECC_MODEL_TYPE=llama reads the "
-		          "config as Llama)", hf_known_types);
+		json_fail(j, 0, "no model_type; precc knows %s (PRECC_MODEL_TYPE=TYPE reads the "
+		          "config as one of them, unchecked)", hf_known_types);
 	for (int k = 0; k < NWRAP && !sg; k++)
 		if (spelling_neighbour(type, wraps[k].type))
 			sg = wraps[k].type;
@@ -546,8 +553,9 @@ find_arch(Json *j, const char *type, const Wrap **w)
 		if (!archs[k].inner && spelling_neighbour(type, archs[k].type))
 			sg = archs[k].type;
 	json_fail(j, top_line(j, "model_type"),
-	          "unknown model_type '%s'%s%s%s; precc knows %s (PRECC_MODEL_TYPE=llama reads "
-	          "it as Llama)", type, sg ? " (did you mean '" : "", sg ? sg : "", sg ? "'?)" : "",
+	          "unknown model_type '%s'%s%s%s; precc knows %s (PRECC_MODEL_TYPE=TYPE reads "
+	          "it as one of them, unchecked: only for the same architecture under another "
+	          "name)", type, sg ? " (did you mean '" : "", sg ? sg : "", sg ? "'?)" : "",
 	          hf_known_types);
 }
 
