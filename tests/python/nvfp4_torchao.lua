@@ -1,12 +1,14 @@
 -- nvfp4_torchao.lua — the NVFP4 recipe with torchao's arithmetic, for
--- test_numerics.py's comparison with torchao's nvfp4_quantize: the block
--- scale e4m3(amax/6 · genc) and multiplier genc/dq (nvfp4_scale = "precc"),
--- no Hadamard transform. The shipped nvfp4.lua follows TE 2.15 instead
--- (tests/refsem checks that one).
+-- test_numerics.py's comparison with torchao 0.18's nvfp4_quantize
+-- (prototype/mx_formats/nvfp4_tensor.py): the global decode scale
+-- amax / 2688, block scales e4m3(clamp(amax / 6 / gdec, 2^-6, 448)), the
+-- multiplier (1 / gdec) / dq (nvfp4_scale = "torchao"), NaN-propagating
+-- amaxes, no Hadamard transform. The shipped nvfp4.lua follows TE >= 2.14
+-- instead (tests/refsem checks that one).
 recipe "nvfp4_torchao" {
   format = e2m1,
   scaling = nvfp4,
-  nvfp4_scale = "precc",
+  nvfp4_scale = "torchao",
   rht = "none",
   weight = { scaling = nvfp4 { 16, 16 } },
   grad_output = { round = "sr" },
