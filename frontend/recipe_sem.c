@@ -121,7 +121,13 @@ static const Reference refs[] = {
 	 SCALING_BLOCK, 1e-4, {0, ANY, 2, 1, 0, ANY, ANY, ANY, ANY}},
 	{"DeepSeek-V3 act_quant", "inference/kernel.py",
 	 SCALING_BLOCK, 1e-4, {0, ANY, 2, 1, 1, ANY, ANY, ANY, ANY}},
-	{"TE MXFP8BlockScaling", "transformer_engine/common/cast/mxfp8/quantize_mxfp8.cuh",
+	/* torchao 0.18 blockwise_fp8_training/kernels.py:509-512: amax
+	 * clamped at EPS = 1e-12 (:32), fp64 448 / amax; tl.max's NaN
+	 * handling is Triton's to choose */
+	{"torchao blockwise", "torchao/prototype/blockwise_fp8_training/kernels.py",
+	 SCALING_BLOCK, 1e-12, {ANY, ANY, 2, 0, 0, ANY, ANY, ANY, ANY}},
+	/* the multiplier exp2f_rcp with its 2^-127 and NaN cases came in 2.13 */
+	{"TE MXFP8BlockScaling >= 2.13", "transformer_engine/common/util/ptx.cuh",
 	 SCALING_MX, -1, {1, ANY, ANY, ANY, 0, 1, ANY, ANY, ANY}},
 	{"OCP MX v1.0", "OCP Microscaling Formats (MX) v1.0, section 6.3",
 	 SCALING_MX, -1, {ANY, ANY, ANY, ANY, 0, 2, ANY, ANY, ANY}},
@@ -131,6 +137,8 @@ static const Reference refs[] = {
 	{"TE NVFP4BlockScaling 2.8-2.13",
 	 "transformer_engine/common/cast/nvfp4/quantize_transpose_nvfp4.cuh",
 	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 2, ANY, 1}},
+	{"torchao NVFP4", "torchao/prototype/mx_formats/nvfp4_tensor.py",
+	 SCALING_NVFP4, 0, {0, ANY, ANY, ANY, 0, ANY, 3, ANY, 0}},
 };
 
 /* Knobs a reference fixes that c differs in; the first one in *first. */
