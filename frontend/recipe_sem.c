@@ -138,7 +138,7 @@ static const Reference refs[] = {
 	 "transformer_engine/common/cast/nvfp4/quantize_transpose_nvfp4.cuh",
 	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 2, ANY, 1}},
 	{"torchao NVFP4", "torchao/prototype/mx_formats/nvfp4_tensor.py",
-	 SCALING_NVFP4, 0, {0, ANY, ANY, ANY, 0, ANY, 3, ANY, 0}},
+	 SCALING_NVFP4, 0, {0, ANY, 2, ANY, 0, ANY, 3, ANY, 0}},
 };
 
 /* Knobs a reference fixes that c differs in; the first one in *first. */

@@ -4,7 +4,7 @@
 -- formula) still works, with a warning.
 recipe "knob_nvfp4_names" {
   format = e2m1, scaling = nvfp4,
-  nvfp4_scale = "torchao", rht = "none",
+  nvfp4_scale = "torchao", rht = "none", nonfinite_scale = "ieee",
   weight = { scaling = nvfp4, amax_nan = "ignore", nvfp4_scale = "te2.8-2.13", rht = "wgrad" },
   grad_output = { scaling = nvfp4, amax_nan = "ignore", nvfp4_scale = "te2.15", rht = "wgrad" },
 }
