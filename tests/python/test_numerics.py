@@ -222,6 +222,35 @@ def test_deepseek_v3_exact(bufs_of):
         same(got, ref, what)
 
 
+# ---- blockwise (torchao) -----------------------------------------------------
+
+def torchao_blocks(v, br, bc):
+    # torchao v0.18.0 blockwise_fp8_training/kernels.py
+    # torch_blockwise_scale_act_quant_lhs (:1031-1058) and
+    # torch_blockwise_scale_weight_quant (:1121-1155), whose module needs
+    # triton to import: amax in fp64 clamped at EPS = 1e-12, s = (448 /
+    # amax).to(float32), codes of (x * s).clamp(-448, 448), scale 1.0 / s.
+    r, c = v.shape
+    vb = v.reshape(r // br, br, c // bc, bc)
+    amax = vb.abs().amax(dim=(1, 3), keepdim=True).to(torch.float64).clamp(min=1e-12)
+    s = (448.0 / amax).to(torch.float32)
+    q = (vb * s).clamp(min=-448.0, max=448.0).to(torch.float8_e4m3fn)
+    return q.view(torch.uint8).reshape(r, c), (1.0 / s).reshape(r // br, c // bc)
+
+
+def test_torchao_blockwise_exact(bufs_of):
+    """A recipe written as torchao's blockwise recipe is it, bit for bit
+    (and precc check names it as that reference: tests/lit/recipe)."""
+    b, x, w, dy, _ = bufs_of(os.path.join(os.path.dirname(__file__), "blockwise_torchao.lua"))
+    for name, v in (("x", x), ("dy", dy)):
+        q, si = torchao_blocks(v, 1, 128)
+        same(b[name + ".q"][:M], q, name + ".q")
+        same(b[name + ".scale_inv"][:M], si, name + ".scale_inv")
+    q, si = torchao_blocks(w, 128, 128)
+    same(b["w.q"], q, "w.q")
+    same(b["w.scale_inv"], si, "w.scale_inv")
+
+
 # ---- MX and NVFP4 against torchao ---------------------------------------------
 
 def test_mxfp8_vs_torchao(bufs_of):
