@@ -166,8 +166,9 @@ check_quantize(E *e, const Ins *q)
 	return 0;
 }
 
-/* Scale multiplier m of the quantize at bidx (two-level: gs / dec(bs), or
- * TE's fminf(1 / (dec(bs) * (1 / gs)), FLT_MAX)); with div, the divisor. */
+/* Scale multiplier m of the quantize at bidx (two-level: gs / dec(bs),
+ * TE's fminf(1 / (dec(bs) * (1 / gs)), FLT_MAX) or torchao's (1 / gs) /
+ * dec(bs)); with div, the divisor. */
 LLVMValueRef
 quant_multiplier(E *e, const Ins *q, LLVMValueRef bidx)
 {
@@ -177,6 +178,8 @@ quant_multiplier(E *e, const Ins *q, LLVMValueRef bidx)
 		precc_format sf = e->k->f->val[q->arg[1]].type.fmt;
 		LLVMValueRef dq = decode8(e, sf, scalar(e, q->arg[1], bidx));
 		LLVMValueRef gs = scalar(e, q->arg[2], bidx);
+		if (q->nvfp4 == NV_TORCHAO)       /* (1 / gdec) / dq, nvfp4_tensor.py:844 */
+			return LLVMBuildFDiv(b, LLVMBuildFDiv(b, cf(e, 1.0), gs, ""), dq, "");
 		if (q->nvfp4 != NV_PRECC) {
 			LLVMValueRef gdec = LLVMBuildFDiv(b, cf(e, 1.0), gs, "");
 			LLVMValueRef m = LLVMBuildFDiv(b, cf(e, 1.0), LLVMBuildFMul(b, dq, gdec, ""), "");

@@ -227,12 +227,21 @@ scalar(E *e, int v, LLVMValueRef bidx)
 	} else if (in->op == OP_block_scale) {
 		LLVMValueRef d, a = scalar(e, in->arg[0], bidx);
 		if (in->nvfp4 != NV_PRECC) {
-			/* TE: genc is the global scale; >= 2.15 amax * (genc * (1/6)),
-			 * <= 2.14 (amax * (1/6)) * genc */
-			LLVMValueRef genc = scalar(e, in->arg[1], bidx), rcp6 = cf(e, 1.0f / 6.0f);
-			d = in->nvfp4 == NV_TE215
-			    ? LLVMBuildFMul(b, a, LLVMBuildFMul(b, genc, rcp6, ""), "")
-			    : LLVMBuildFMul(b, LLVMBuildFMul(b, a, rcp6, ""), genc, "");
+			/* as precc_nvfp4_block_scale: TE >= 2.14 amax * (genc * (1/6)),
+			 * TE 2.8-2.13 amax / 6 * genc; torchao clamp(amax / 6 / gdec,
+			 * 2^-6, 448) (a NaN passes) */
+			LLVMValueRef gs = scalar(e, in->arg[1], bidx);
+			if (in->nvfp4 == NV_TE214) {
+				d = LLVMBuildFMul(b, a, LLVMBuildFMul(b, gs, cf(e, 1.0f / 6.0f), ""), "");
+			} else if (in->nvfp4 == NV_TE28) {
+				d = LLVMBuildFMul(b, LLVMBuildFDiv(b, a, cf(e, 6.0), ""), gs, "");
+			} else {
+				d = LLVMBuildFDiv(b, LLVMBuildFDiv(b, a, cf(e, 6.0), ""), gs, "");
+				d = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, d, cf(e, 0x1p-6f), ""),
+				                    cf(e, 0x1p-6f), d, "");
+				d = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, d, cf(e, 448.0), ""),
+				                    cf(e, 448.0), d, "");
+			}
 		} else {
 			LLVMValueRef genc = nvfp4_genc(e, in->arg[1], bidx);
 			d = LLVMBuildFMul(b, LLVMBuildFDiv(b, a, cf(e, 6.0), ""), genc, "");

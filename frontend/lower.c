@@ -346,22 +346,27 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 		/* otherwise the global amax does not depend on the layout: take
 		 * it from the source, so both layouts of a tensor share it */
 		const char *gn = rht ? pre : n;
+		Nvfp4Rule rule = (Nvfp4Rule)(c->knobs.v[KNOB_NVFP4_SCALE] % NNVFP4RULE);
 		int ga = amax_of(l, ts, rht ? v : src, c, "%s.global_amax", gn);
-		int gs = def(l, ts, OP_scale, &ga, 1, "%s.global_scale", gn);
+		/* torchao scales by the decode scale amax / 2688 itself
+		 * (per_tensor_amax_to_scale), not by 1 / (2688 / amax) */
+		int gs = def(l, ts, OP_scale, &ga, 1, rule == NV_TORCHAO ? "%s.global_scale_inv"
+		             : "%s.global_scale", gn);
 		scale_attrs(last(l), c);
 		last(l)->has_blockfmt = true;
 		last(l)->blockfmt = c->scale_format;
+		last(l)->inv = rule == NV_TORCHAO;
 		amax = amax_of(l, ir_scale_of(PRECC_FP32, &st_, b0, b1), v, c, "%s.amax", pre);
 		args[0] = amax, args[1] = gs;
 		o.sinv = def(l, ir_scale_of(c->scale_format, &st_, b0, b1), OP_block_scale, args, 2,
 		             "%s.scale_inv", pre);
 		last(l)->fmt = c->format;
-		last(l)->nvfp4 = (Nvfp4Rule)(c->knobs.v[KNOB_NVFP4_SCALE] % NNVFP4RULE);
+		last(l)->nvfp4 = rule;
 		args[0] = v, args[1] = o.sinv, args[2] = gs;
 		q = def(l, qt, OP_quantize, args, 3, "%s.q", pre);
 		quant_attrs(last(l), c, r);
-		last(l)->nvfp4 = (Nvfp4Rule)(c->knobs.v[KNOB_NVFP4_SCALE] % NNVFP4RULE);
-		o.gsinv = def(l, ts, OP_recip, &gs, 1, "%s.global_scale_inv", gn);
+		last(l)->nvfp4 = rule;
+		o.gsinv = rule == NV_TORCHAO ? gs : def(l, ts, OP_recip, &gs, 1, "%s.global_scale_inv", gn);
 		break;
 	}
 	default:    /* current, rowwise, blockwise: amax -> scale -> quantize */

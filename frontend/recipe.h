@@ -69,7 +69,7 @@ typedef enum Knob {
 	KNOB_SCALE_FORM,      /* fmax_over_amax | amax_over_fmax (DeepSeek sf) */
 	KNOB_QUANTIZE,        /* multiply (x * scale) | divide (x / sf, DeepSeek-V3) */
 	KNOB_MX_ROUND,        /* rceil_div | rceil (TE) | floor (OCP MX v1.0) */
-	KNOB_NVFP4_SCALE,     /* precc | te2.15 | te2.14 */
+	KNOB_NVFP4_SCALE,     /* precc | te2.14+ | te2.8-2.13 | torchao */
 	KNOB_POW2_ROUND,      /* mask (TE) | log2 (torchao exp2(floor(log2))) */
 	KNOB_RHT,             /* none | wgrad (NVFP4: TE's random Hadamard
 	                         transform on the wgrad operands) */

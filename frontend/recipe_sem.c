@@ -16,7 +16,7 @@ const char *const knob_keys[NKNOB] = {
 	"mx_round", "nvfp4_scale", "pow2_round", "rht",
 };
 
-enum { MAXV = 3 };
+enum { MAXV = 4 };
 static const char *const knob_values[NKNOB][MAXV] = {
 	[KNOB_AMAX_NAN] = {"propagate", "ignore"},
 	[KNOB_ZERO_AMAX] = {"one", "keep"},
@@ -24,7 +24,8 @@ static const char *const knob_values[NKNOB][MAXV] = {
 	[KNOB_SCALE_FORM] = {"fmax_over_amax", "amax_over_fmax"},
 	[KNOB_QUANTIZE] = {"multiply", "divide"},
 	[KNOB_MX_ROUND] = {"rceil_div", "rceil", "floor"},
-	[KNOB_NVFP4_SCALE] = {"precc", "te2.15", "te2.14"},
+	/* named after the kernel each reproduces (docs/numerics.md "NVFP4") */
+	[KNOB_NVFP4_SCALE] = {"precc", "te2.14+", "te2.8-2.13", "torchao"},
 	[KNOB_POW2_ROUND] = {"mask", "log2"},
 	[KNOB_RHT] = {"none", "wgrad"},
 };
@@ -67,6 +68,20 @@ rc_knob_key(Loader *ld, const char *key, int v, int line, Knobs *kn)
 		fail(ld, line, "'%s' must be one of %s, not a %s", key, list, luaL_typename(L, v));
 	}
 	const char *s = lua_tostring(L, v);
+	/* nvfp4_scale's old names: "te2.15" was TE >= 2.14's formula under
+	 * another name, so it keeps working; "te2.14" was TE 2.8-2.13's
+	 * rowwise-only formula, which no TE training kernel runs, and its old
+	 * name now reads as TE 2.14's: refused, so no recipe silently
+	 * changes numbers */
+	if (k == KNOB_NVFP4_SCALE && !strcmp(s, "te2.15")) {
+		warnf(ld->r->path, line, "nvfp4_scale \"te2.15\" is deprecated: TE's kernels use "
+		      "that formula since 2.14; write \"te2.14+\"");
+		s = "te2.14+";
+	}
+	if (k == KNOB_NVFP4_SCALE && !strcmp(s, "te2.14"))
+		fail(ld, line, "nvfp4_scale 'te2.14' is no more: it was TE 2.8-2.13's rowwise-only "
+		     "formula, which TE's training does not run (did you mean 'te2.14+', TE >= 2.14's "
+		     "quantize_transpose kernel, or 'te2.8-2.13', that kernel before 2.14?)");
 	for (int i = 0; i < n; i++)
 		if (!strcmp(s, knob_values[k][i])) {
 			kn->v[k] = (unsigned char)i;
@@ -106,14 +121,24 @@ static const Reference refs[] = {
 	 SCALING_BLOCK, 1e-4, {0, ANY, 2, 1, 0, ANY, ANY, ANY, ANY}},
 	{"DeepSeek-V3 act_quant", "inference/kernel.py",
 	 SCALING_BLOCK, 1e-4, {0, ANY, 2, 1, 1, ANY, ANY, ANY, ANY}},
-	{"TE MXFP8BlockScaling", "transformer_engine/common/cast/mxfp8/quantize_mxfp8.cuh",
+	/* torchao 0.18 blockwise_fp8_training/kernels.py:509-512: amax
+	 * clamped at EPS = 1e-12 (:32), fp64 448 / amax; tl.max's NaN
+	 * handling is Triton's to choose */
+	{"torchao blockwise", "torchao/prototype/blockwise_fp8_training/kernels.py",
+	 SCALING_BLOCK, 1e-12, {ANY, ANY, 2, 0, 0, ANY, ANY, ANY, ANY}},
+	/* the multiplier exp2f_rcp with its 2^-127 and NaN cases came in 2.13 */
+	{"TE MXFP8BlockScaling >= 2.13", "transformer_engine/common/util/ptx.cuh",
 	 SCALING_MX, -1, {1, ANY, ANY, ANY, 0, 1, ANY, ANY, ANY}},
 	{"OCP MX v1.0", "OCP Microscaling Formats (MX) v1.0, section 6.3",
 	 SCALING_MX, -1, {ANY, ANY, ANY, ANY, 0, 2, ANY, ANY, ANY}},
-	{"TE NVFP4BlockScaling >= 2.15", "transformer_engine/common/cast/nvfp4/core_nvfp4.cuh",
+	{"TE NVFP4BlockScaling >= 2.14",
+	 "transformer_engine/common/cast/nvfp4/quantize_transpose_nvfp4.cuh",
 	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 1, ANY, 1}},
-	{"TE NVFP4BlockScaling <= 2.14", "transformer_engine/common/cast/nvfp4/core_nvfp4.cuh",
+	{"TE NVFP4BlockScaling 2.8-2.13",
+	 "transformer_engine/common/cast/nvfp4/quantize_transpose_nvfp4.cuh",
 	 SCALING_NVFP4, 0, {1, ANY, ANY, ANY, 0, ANY, 2, ANY, 1}},
+	{"torchao NVFP4", "torchao/prototype/mx_formats/nvfp4_tensor.py",
+	 SCALING_NVFP4, 0, {0, ANY, 2, ANY, 0, ANY, 3, ANY, 0}},
 };
 
 /* Knobs a reference fixes that c differs in; the first one in *first. */
@@ -164,6 +189,11 @@ rc_check_reference(Loader *ld, const Cast *c, const char *where, int dflt)
 		fail(ld, c->knobs.line[KNOB_SCALE_FORM] ? c->knobs.line[KNOB_SCALE_FORM] : dflt,
 		     "%s: scale_form = amax_over_fmax takes no %s (DeepGEMM's sf has none)", where,
 		     c->pow2_scale ? "pow2" : "margin");
+	if (c->scaling == SCALING_NVFP4 && c->knobs.v[KNOB_NVFP4_SCALE] == 3 /* torchao */
+	    && (c->pow2_scale || c->margin))
+		fail(ld, c->knobs.line[KNOB_NVFP4_SCALE] ? c->knobs.line[KNOB_NVFP4_SCALE] : dflt,
+		     "%s: nvfp4_scale = torchao takes no %s (torchao's per_tensor_scale has none)",
+		     where, c->pow2_scale ? "pow2" : "margin");
 	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
 		int k, n;
 		if (refs[i].scaling != c->scaling)

@@ -627,7 +627,7 @@ nonfinite_name(Nonfinite k)
 const char *
 nvfp4_rule_name(Nvfp4Rule k)
 {
-	static const char *n[NNVFP4RULE] = {"precc", "te2.15", "te2.14"};
+	static const char *n[NNVFP4RULE] = {"precc", "te2.14+", "te2.8-2.13", "torchao"};
 
 	return (unsigned)k < NNVFP4RULE ? n[k] : "?";
 }

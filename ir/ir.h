@@ -43,7 +43,7 @@ enum {
 	A_ZERO      = 1 << 14, /* zero=one | keep: a zero amax keeps the state */
 	A_FORM      = 1 << 15, /* form=fmax_over_amax | amax_over_fmax */
 	A_DIV       = 1 << 16, /* quantize divides by its scale operand */
-	A_NVFP4     = 1 << 17, /* nvfp4=precc | te2.15 | te2.14 */
+	A_NVFP4     = 1 << 17, /* nvfp4=precc | te2.14+ | te2.8-2.13 | torchao */
 	A_SIGNS     = 1 << 18, /* hadamard: sign mask (bit i flips row i) */
 };
 
@@ -84,9 +84,11 @@ typedef enum HistAlgo { HIST_MAX, HIST_MOST_RECENT, NHISTALGO } HistAlgo;
 /* one: scale 1 (TE current scaling); ieee: the formula with no special
  * case (torchao, DeepGEMM: fmax/inf = 0, NaN stays NaN) */
 typedef enum Nonfinite { NF_KEEP, NF_SKIP, NF_ERROR, NF_ONE, NF_IEEE, NNONFINITE_IR } Nonfinite;
-/* NVFP4 block-scale formula: precc's, or Transformer Engine's >= 2.15 /
- * <= 2.14 (cast/nvfp4/core_nvfp4.cuh) */
-typedef enum Nvfp4Rule { NV_PRECC, NV_TE215, NV_TE214, NNVFP4RULE } Nvfp4Rule;
+/* NVFP4 block-scale formula and multiplier: precc's; Transformer Engine's
+ * quantize_transpose kernel since 2.14 and in 2.8-2.13
+ * (cast/nvfp4/core_nvfp4.cuh); torchao's nvfp4_quantize, whose global
+ * scale operand is the decode scale amax / 2688 */
+typedef enum Nvfp4Rule { NV_PRECC, NV_TE214, NV_TE28, NV_TORCHAO, NNVFP4RULE } Nvfp4Rule;
 /* rceil: ceil(log2(amax / fmax)), inf/NaN -> 0xff; floor: OCP MX v1.0;
  * rceil_te: TE's float_to_e8m0(amax * (1/fmax)), inf -> 0xfe (satfinite) */
 typedef enum MxMode { MX_RCEIL, MX_FLOOR, MX_RCEIL_TE, NMXMODE } MxMode;

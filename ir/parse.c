@@ -520,8 +520,8 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 		break;
 	}
 	case A_NVFP4: {
-		static const char *const rv[] = {"precc", "te2.15", "te2.14"};
-		i->nvfp4 = enumval(ps, vat, key, val, rv, 3);
+		static const char *const rv[] = {"precc", "te2.14+", "te2.8-2.13", "torchao"};
+		i->nvfp4 = enumval(ps, vat, key, val, rv, 4);
 		break;
 	}
 	case A_EPS: {

@@ -270,8 +270,9 @@ check_op(Ctx *c)
 			return bad(c, "fmt=%s is not a quantized format", ir_fmt_name(i->fmt));
 		if (i->has_blockfmt && !ir_fmt_quantized(i->blockfmt))
 			return bad(c, "block_fmt=%s is not a quantized format", ir_fmt_name(i->blockfmt));
-		if (i->inv && (i->has_blockfmt || i->narg == 2 || i->margin || i->pow2))
-			return bad(c, "form=amax_over_fmax takes no block_fmt, previous scale, margin or pow2");
+		/* with block_fmt: NVFP4's decode scale amax / 2688 (torchao's) */
+		if (i->inv && (i->narg == 2 || i->margin || i->pow2))
+			return bad(c, "form=amax_over_fmax takes no previous scale, margin or pow2");
 		if (!result_is(c, at(c, 0)))
 			return false;
 		if (i->narg == 2 && !ir_type_eq(at(c, 1), rt))

@@ -7,14 +7,15 @@
 --    passes see the same quantized weight; activations and gradients 1x16;
 --  * stochastic rounding for gradients, round-to-nearest-even elsewhere;
 --  * a few sensitive layers stay in high precision — here the output head.
--- Reference: TE (2.15 and later) transformer_engine/common/cast/nvfp4/
--- core_nvfp4.cuh and quantize_transpose_nvfp4.cuh: global and block
--- amaxes by fmaxf (amax_nan = ignore); S_enc = min(2688 / global_amax,
--- FLT_MAX), 1 when the amax is 0 or inf (:82-95); block scale
--- e4m3(amax * (S_enc * (1/6))) (:61-69, nvfp4_scale = "te2.15";
--- "te2.14" is (amax * (1/6)) * S_enc); element multiplier
--- min(1 / (e4m3 * (1/S_enc)), FLT_MAX) (:758), so a block whose e4m3
--- scale is 0 saturates.
+-- Reference: TE's quantize_transpose kernel as of v2.14 (the same lines in
+-- later tags) transformer_engine/common/cast/nvfp4/core_nvfp4.cuh and
+-- quantize_transpose_nvfp4.cuh: global and block amaxes by fmaxf
+-- (amax_nan = ignore); S_enc = min(2688 / global_amax, FLT_MAX), 1 when
+-- the amax is 0 or inf (core:79-91); block scale e4m3(amax * (S_enc *
+-- (1/6))) (core:49-52, nvfp4_scale = "te2.14+"; TE 2.8-2.13's kernel
+-- computed amax / 6 * S_enc, "te2.8-2.13"); element multiplier
+-- min(1 / (e4m3 * (1/S_enc)), FLT_MAX) (quantize_transpose:530-531), so a
+-- block whose e4m3 scale is 0 saturates.
 -- The wgrad operands (X^T, dY^T) go through TE's random Hadamard transform
 -- first, with TE's signs (rht = "wgrad"; its global amax is post-RHT).
 -- Status: the knobs above reach the IR, the interpreter and the generated
@@ -25,7 +26,7 @@ recipe "nvfp4" {
   format = e2m1,
   scaling = nvfp4,
   amax_nan = "ignore",
-  nvfp4_scale = "te2.15",
+  nvfp4_scale = "te2.14+",
   rht = "wgrad",
   weight = { scaling = nvfp4 { 16, 16 } },
   grad_output = { round = "sr" },

@@ -167,7 +167,7 @@ int precc_mx_scales(const float *amax, long n, precc_format elem,
 /* NVFP4 two-level scales (16-element blocks, e2m1 elements), fp32:
  *   genc = 448*6 / global_amax  (1.0 if global_amax is 0 or not finite,
  *                                FLT_MAX if the quotient overflows)
- *   *global_scale_inv = 1 / genc          (= global_amax / 2688)
+ *   *global_scale_inv = 1 / genc    (global_amax / 2688 within an ulp)
  *   e4m3[b]   = e4m3_rne_sat(amax[b] / 6 * genc)
  *   scale[b]  = genc / decode(e4m3[b])     (0 if decode(e4m3[b]) == 0)
  *   scale_inv[b] = decode(e4m3[b]) * *global_scale_inv
@@ -177,26 +177,42 @@ int precc_nvfp4_scales(const float *amax, long n, float global_amax,
                        uint8_t *e4m3, float *global_scale_inv, float *scale,
                        float *scale_inv);
 
-/* Transformer Engine's NVFP4 scales (cast/nvfp4/core_nvfp4.cuh):
- *   genc = fminf(448*6 / global_amax, FLT_MAX); 1.0 if global_amax == 0
- *          or genc == 0 (global_amax inf)                   (:82-95)
- *   gdec = 1 / genc                    (quantize_transpose_nvfp4.cuh:430)
- *   e4m3[b] = e4m3_rne_sat(amax[b] * (genc * (1/6)))   TE >= 2.15 (:61-69)
- *           = e4m3_rne_sat((amax[b] * (1/6)) * genc)   TE <= 2.14 (the
- *             formula kept in the comment at :42-44)
- *   scale[b] = fminf(1 / (decode(e4m3[b]) * gdec), FLT_MAX)     (:758)
- *             (a block whose e4m3 is 0 gets FLT_MAX: its codes saturate)
- *   scale_inv[b] = decode(e4m3[b]) * gdec
- * global_amax should come from a NaN-ignoring amax (TE's is). */
+/* The NVFP4 scales of a reference kernel, each named after the file and
+ * version it reproduces (docs/numerics.md "NVFP4"):
+ *   TE214_TRANSPOSE  Transformer Engine >= 2.14, quantize_transpose_nvfp4.cuh
+ *                    (the kernel TE's training runs):
+ *                    e4m3[b] = e4m3_rne_sat(amax[b] * (genc * (1/6)))
+ *                    (core_nvfp4.cuh:49-52 at v2.14)
+ *   TE28_TRANSPOSE   TE 2.8-2.13, the same kernel before 2.14:
+ *                    e4m3[b] = e4m3_rne_sat(amax[b] / 6 * genc)
+ *                    (core_nvfp4.cuh:49-51 at v2.13; util/nvfp4_transpose.cuh
+ *                    :123-125 at v2.8)
+ *     with genc = fminf(448*6 / global_amax, FLT_MAX), 1.0 if global_amax
+ *          == 0 or genc == 0 (core_nvfp4.cuh:79-91 at v2.14), gdec = 1 / genc
+ *          (quantize_transpose_nvfp4.cuh:230), *global_scale_inv = gdec,
+ *          scale[b] = fminf(1 / (decode(e4m3[b]) * gdec), FLT_MAX) (:530-531;
+ *          a block whose e4m3 is 0 gets FLT_MAX: its codes saturate);
+ *          global_amax should be NaN-ignoring (TE's is).
+ *   TORCHAO          torchao 0.18 nvfp4_tensor.py nvfp4_quantize, two-level:
+ *                    gdec = global_amax / 2688 (per_tensor_amax_to_scale,
+ *                    :769), e4m3[b] = e4m3_rne(clamp(amax[b] / 6 / gdec,
+ *                    2^-6, 448)) (:811, :837-840), scale[b] = (1 / gdec) /
+ *                    decode(e4m3[b]) (:844), *global_scale_inv = gdec.
+ *   scale_inv[b] = decode(e4m3[b]) * gdec for all. */
 typedef enum precc_nvfp4_formula {
-	PRECC_NVFP4_TE215,
-	PRECC_NVFP4_TE214,
+	PRECC_NVFP4_TE214_TRANSPOSE,
+	PRECC_NVFP4_TE28_TRANSPOSE,
+	PRECC_NVFP4_TORCHAO,
 } precc_nvfp4_formula;
 
-int precc_nvfp4_scales_te(const float *amax, long n, float global_amax,
-                          precc_nvfp4_formula f, uint8_t *e4m3,
-                          float *global_scale_inv, float *scale,
-                          float *scale_inv);
+int precc_nvfp4_scales_ref(const float *amax, long n, float global_amax,
+                           precc_nvfp4_formula f, uint8_t *e4m3,
+                           float *global_scale_inv, float *scale,
+                           float *scale_inv);
+
+/* One block's e4m3 scale code by formula f from its amax and the global
+ * scale gs: genc for TE's, gdec for torchao's. */
+uint8_t precc_nvfp4_block_scale(precc_nvfp4_formula f, float amax, float gs);
 
 /* ---- delayed scaling history -----------------------------------------
  * A ring of len slots, each holding n amax values (n = number of scale

@@ -516,14 +516,14 @@ op_block_scale(IrInterp *ip, const Ins *i)
 	if (nelem(ip, gs) != 1)
 		return fail(ip, i, "the global scale must be a single value");
 	if (i->nvfp4 != NV_PRECC) {
-		/* TE (core_nvfp4.cuh:42-69): genc is the global scale itself */
-		const float genc = fbuf(ip, gs)[0], rcp6 = 1.0f / 6.0f;
+		/* TE (core_nvfp4.cuh): genc is the global scale itself;
+		 * torchao: the global scale is the decode scale */
 		const float *am = fbuf(ip, a);
 		uint8_t *r = ip->buf[i->res];
-		for (long k = 0; k < nelem(ip, a); k++) {
-			float d = i->nvfp4 == NV_TE215 ? am[k] * (genc * rcp6) : am[k] * rcp6 * genc;
-			r[k] = (uint8_t)precc_encode(PRECC_E4M3, d, PRECC_RNE, true, 0);
-		}
+		for (long k = 0; k < nelem(ip, a); k++)
+			r[k] = precc_nvfp4_block_scale(i->nvfp4 == NV_TE214 ? PRECC_NVFP4_TE214_TRANSPOSE
+			                               : i->nvfp4 == NV_TE28 ? PRECC_NVFP4_TE28_TRANSPOSE
+			                               : PRECC_NVFP4_TORCHAO, am[k], fbuf(ip, gs)[0]);
 		return 0;
 	}
 	e = precc_nvfp4_scales(fbuf(ip, a), nelem(ip, a), global_amax(ip, gs), ip->buf[i->res],
@@ -724,12 +724,15 @@ op_quantize(IrInterp *ip, const Ins *i)
 			            "global scale");
 		if (!(tmp = malloc((size_t)n * sizeof *tmp)))
 			return fail(ip, i, "out of memory");
-		/* TE (core_nvfp4.cuh:758): fminf(1 / (dq * (1 / gs)), FLT_MAX) */
-		float gdec = 1.0f / fbuf(ip, g)[0];
+		/* TE (quantize_transpose_nvfp4.cuh:531): fminf(1 / (dq * (1 / gs)),
+		 * FLT_MAX); torchao (nvfp4_tensor.py:844): (1 / gs) / dq, gs the
+		 * decode scale */
+		float gs = fbuf(ip, g)[0], rgs = 1.0f / gs;
 		for (long k = 0; k < n; k++) {
 			float d = precc_decode(sf, ((const uint8_t *)ip->buf[s])[k]);
-			tmp[k] = i->nvfp4 != NV_PRECC ? fminf(1.0f / (d * gdec), FLT_MAX)
-			       : d == 0.0f ? 0.0f : fbuf(ip, g)[0] / d;
+			tmp[k] = i->nvfp4 == NV_TORCHAO ? rgs / d
+			       : i->nvfp4 != NV_PRECC ? fminf(1.0f / (d * rgs), FLT_MAX)
+			       : d == 0.0f ? 0.0f : gs / d;
 		}
 		o.scale = tmp;
 	} else {

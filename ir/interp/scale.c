@@ -296,35 +296,56 @@ precc_history_reduce(const precc_amax_history *h, precc_history_algo a,
 	return PRECC_IOK;
 }
 
-int
-precc_nvfp4_scales_te(const float *amax, long n, float global_amax,
-                      precc_nvfp4_formula f, uint8_t *e4m3,
-                      float *global_scale_inv, float *scale, float *scale_inv)
+uint8_t
+precc_nvfp4_block_scale(precc_nvfp4_formula f, float amax, float gs)
 {
-	const float rcp6 = 1.0f / 6.0f;
-	float genc, gdec;
+	float d;
+
+	if (f == PRECC_NVFP4_TE214_TRANSPOSE) {
+		d = amax * (gs * (1.0f / 6.0f));
+	} else if (f == PRECC_NVFP4_TE28_TRANSPOSE) {
+		d = amax / 6.0f * gs;
+	} else {
+		/* torchao clamps before the cast, so it writes no e4m3
+		 * subnormal; a NaN passes (torch.clamp) */
+		d = amax / 6.0f / gs;
+		d = d < 0x1p-6f ? 0x1p-6f : d > 448.0f ? 448.0f : d;
+	}
+	return (uint8_t)precc_encode(PRECC_E4M3, d, PRECC_RNE, true, 0);
+}
+
+int
+precc_nvfp4_scales_ref(const float *amax, long n, float global_amax,
+                       precc_nvfp4_formula f, uint8_t *e4m3,
+                       float *global_scale_inv, float *scale, float *scale_inv)
+{
+	float gs, gdec;
 	long i;
 
 	if (!amax || !e4m3)
 		return interp_fail(PRECC_IEINVAL, "nvfp4 scales: NULL argument");
 	if (n <= 0)
 		return interp_fail(PRECC_IEEMPTY, "nvfp4 scales: %ld amax values", n);
-	if (f != PRECC_NVFP4_TE215 && f != PRECC_NVFP4_TE214)
+	if ((unsigned)f > PRECC_NVFP4_TORCHAO)
 		return interp_fail(PRECC_IEINVAL, "nvfp4 scales: unknown formula %d",
 		                   (int)f);
-	genc = fminf(448.0f * 6.0f / global_amax, FLT_MAX);
-	if (global_amax == 0.0f || genc == 0.0f)
-		genc = 1.0f;
-	gdec = 1.0f / genc;
+	if (f == PRECC_NVFP4_TORCHAO) {
+		gs = gdec = global_amax / (448.0f * 6.0f);
+	} else {
+		gs = fminf(448.0f * 6.0f / global_amax, FLT_MAX);
+		if (global_amax == 0.0f || gs == 0.0f)
+			gs = 1.0f;
+		gdec = 1.0f / gs;
+	}
 	if (global_scale_inv)
 		*global_scale_inv = gdec;
 	for (i = 0; i < n; i++) {
-		float d = f == PRECC_NVFP4_TE215 ? amax[i] * (genc * rcp6)
-		                                 : amax[i] * rcp6 * genc, dq;
-		e4m3[i] = (uint8_t)precc_encode(PRECC_E4M3, d, PRECC_RNE, true, 0);
+		float dq;
+		e4m3[i] = precc_nvfp4_block_scale(f, amax[i], gs);
 		dq = precc_decode(PRECC_E4M3, e4m3[i]);
 		if (scale)
-			scale[i] = fminf(1.0f / (dq * gdec), FLT_MAX);
+			scale[i] = f == PRECC_NVFP4_TORCHAO ? 1.0f / gdec / dq
+			           : fminf(1.0f / (dq * gdec), FLT_MAX);
 		if (scale_inv)
 			scale_inv[i] = dq * gdec;
 	}

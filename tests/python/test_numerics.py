@@ -222,6 +222,35 @@ def test_deepseek_v3_exact(bufs_of):
         same(got, ref, what)
 
 
+# ---- blockwise (torchao) -----------------------------------------------------
+
+def torchao_blocks(v, br, bc):
+    # torchao v0.18.0 blockwise_fp8_training/kernels.py
+    # torch_blockwise_scale_act_quant_lhs (:1031-1058) and
+    # torch_blockwise_scale_weight_quant (:1121-1155), whose module needs
+    # triton to import: amax in fp64 clamped at EPS = 1e-12, s = (448 /
+    # amax).to(float32), codes of (x * s).clamp(-448, 448), scale 1.0 / s.
+    r, c = v.shape
+    vb = v.reshape(r // br, br, c // bc, bc)
+    amax = vb.abs().amax(dim=(1, 3), keepdim=True).to(torch.float64).clamp(min=1e-12)
+    s = (448.0 / amax).to(torch.float32)
+    q = (vb * s).clamp(min=-448.0, max=448.0).to(torch.float8_e4m3fn)
+    return q.view(torch.uint8).reshape(r, c), (1.0 / s).reshape(r // br, c // bc)
+
+
+def test_torchao_blockwise_exact(bufs_of):
+    """A recipe written as torchao's blockwise recipe is it, bit for bit
+    (and precc check names it as that reference: tests/lit/recipe)."""
+    b, x, w, dy, _ = bufs_of(os.path.join(os.path.dirname(__file__), "blockwise_torchao.lua"))
+    for name, v in (("x", x), ("dy", dy)):
+        q, si = torchao_blocks(v, 1, 128)
+        same(b[name + ".q"][:M], q, name + ".q")
+        same(b[name + ".scale_inv"][:M], si, name + ".scale_inv")
+    q, si = torchao_blocks(w, 128, 128)
+    same(b["w.q"], q, "w.q")
+    same(b["w.scale_inv"], si, "w.scale_inv")
+
+
 # ---- MX and NVFP4 against torchao ---------------------------------------------
 
 def test_mxfp8_vs_torchao(bufs_of):
@@ -245,32 +274,61 @@ def fp4_bytes(t):
     return t.view(torch.uint8)
 
 
+def nvfp4_vs_torchao(nv, b, x, what=""):
+    """x and its transpose (1x16 blocks, RNE) against torchao's
+    nvfp4_quantize with per_tensor_amax_to_scale: the packed bytes (pack_uint4,
+    the torch.float4_e2m1fn_x2 layout), the e4m3 block scales, all-zero
+    blocks included (torchao clamps them to 2^-6), and the global decode
+    scale, bit for bit."""
+    for suffix, t in (("", x), (".t", x.t().contiguous())):
+        pts = nv.per_tensor_amax_to_scale(t.float().abs().max())
+        s, q = nv.nvfp4_quantize(t, 16, pts)
+        r, c = t.shape
+        name = what + "x" + suffix
+        same(fp4_bytes(b["x" + suffix + ".q"])[:r, :c // 2], q.view(torch.uint8).reshape(r, c // 2),
+             name + ".q")
+        same(b["x" + suffix + ".scale_inv"][:r, :c // 16], s.view(torch.uint8).reshape(r, c // 16),
+             name + ".scale_inv")
+        same(b["x.global_scale_inv"], pts.reshape(1, 1), what + "x.global_scale_inv")
+
+
 def test_nvfp4_vs_torchao(bufs_of):
     nv = pytest.importorskip("torchao.prototype.mx_formats.nvfp4_tensor",
                              reason="torchao is not installed")
-    # torchao's arithmetic (nvfp4_scale = "precc", no RHT); the shipped
-    # nvfp4.lua follows TE 2.15, which tests/refsem checks
+    # torchao's arithmetic (nvfp4_scale = "torchao", no RHT); the shipped
+    # nvfp4.lua follows TE >= 2.14, which tests/refsem checks
     b, x, w, dy, _ = bufs_of(os.path.join(os.path.dirname(__file__), "nvfp4_torchao.lua"))
-    # x and its transpose (1x16 blocks, RNE). w is quantized in 16x16 blocks
-    # and dy with stochastic rounding: torchao has no reference for either,
-    # so only their global amaxes are checked.
-    for suffix, t in (("", x), (".t", x.t().contiguous())):
-        amax = t.float().abs().max()
-        pts = nv.per_tensor_amax_to_scale(amax)
-        s, q = nv.nvfp4_quantize(t, 16, pts)
-        r, c = t.shape
-        # torchao's packed bytes (pack_uint4, the torch.float4_e2m1fn_x2
-        # layout) against precc's, byte for byte
-        same(fp4_bytes(b["x" + suffix + ".q"])[:r, :c // 2], q.view(torch.uint8).reshape(r, c // 2),
-             "x%s.q" % suffix)
-        # An all-zero block: TE (the recipe's reference) writes the e4m3 scale
-        # 0, torchao clamps it to e4m3's smallest normal; both blocks decode to
-        # zeros (their codes are compared above), so those scales are not.
-        zero = t.float().reshape(r, c // 16, 16).abs().amax(-1) == 0
-        tq = s.view(torch.uint8).reshape(r, c // 16)
-        got = b["x" + suffix + ".scale_inv"][:r, :c // 16]
-        assert (got[zero] == 0).all() and (zero.any() or suffix == ".t")
-        same(torch.where(zero, tq, got), tq, "x%s.scale_inv" % suffix)
-        same(b["x.global_scale_inv"], pts.reshape(1, 1), "x.global_scale_inv")
+    # w is quantized in 16x16 blocks and dy with stochastic rounding:
+    # torchao has no reference for either, so only their global amaxes are
+    # checked.
+    nvfp4_vs_torchao(nv, b, x)
     same(b["x.global_amax"], x.float().abs().max().reshape(1, 1), "x.global_amax")
     same(b["dy.global_amax"], dy.float().abs().max().reshape(1, 1), "dy.global_amax")
+
+
+def nvfp4_inputs(kind):
+    # seed 1 for the heavy tail: there precc's old genc / dq and torchao's
+    # (1 / gdec) / dq part on 14 codes with the same gdec
+    g = torch.Generator().manual_seed(1 if kind == "heavy_tailed" else 7)
+    v = torch.randn(M, K, generator=g)
+    if kind == "heavy_tailed":      # z / sqrt(|z'|): a tail like Student's t with 1 dof
+        v = v / torch.randn(M, K, generator=g).abs().clamp(min=1e-3).sqrt()
+    elif kind == "zero_blocks":     # every third 16-block all zero
+        v.view(M, K // 16, 16)[:, ::3] = 0
+    elif kind == "subnormal_blocks":  # N(0,1) with blocks of bf16 subnormals
+        v.view(M, K // 16, 16)[:, 1::4] *= 2.0 ** -130
+    return v.to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("kind", ["normal", "heavy_tailed", "zero_blocks", "subnormal_blocks"])
+def test_nvfp4_vs_torchao_data(kind):
+    """torchao's nvfp4_quantize on N(0,1) (where 1 / (2688 / amax) is an ulp
+    off amax / 2688), heavy tails (x * (1 / gdec / dq), not x * (genc / dq)),
+    all-zero blocks and blocks of subnormals (block scales clamped at 2^-6)."""
+    nv = pytest.importorskip("torchao.prototype.mx_formats.nvfp4_tensor",
+                             reason="torchao is not installed")
+    torch.manual_seed(0)
+    lua = os.path.join(os.path.dirname(__file__), "nvfp4_torchao.lua")
+    mod = pt.convert(torch.nn.Sequential(torch.nn.Linear(K, N)), recipe=lua, warn=False)
+    x = nvfp4_inputs(kind)
+    nvfp4_vs_torchao(nv, pt.inspect(mod[0], x), x, kind + ": ")

@@ -278,7 +278,7 @@ mxfp8(void)
 	close_run(&r);
 }
 
-/* TE NVFP4BlockScaling >= 2.15 on X (1x16). */
+/* TE NVFP4BlockScaling >= 2.14 on X (1x16). */
 static void
 nvfp4(void)
 {
@@ -311,7 +311,7 @@ nvfp4(void)
 
 /* NVFP4 with TE's RHT on the wgrad operands (nvfp4): X^T through
  * the transform (refs.h te_rht16, 16 rows of X at a time), then TE's
- * NVFP4 >= 2.15 with the post-RHT global amax. Also the wgrad's error
+ * NVFP4 >= 2.14 with the post-RHT global amax. Also the wgrad's error
  * against fp64 with and without the transform, on outlier channels. */
 static double
 dw_error(Run *r)

@@ -6,7 +6,7 @@ recipe "nvfp4_no_rht" {
   format = e2m1,
   scaling = nvfp4,
   amax_nan = "ignore",
-  nvfp4_scale = "te2.15",
+  nvfp4_scale = "te2.14+",
   rht = "none",
   weight = { scaling = nvfp4 { 16, 16 } },
   grad_output = { round = "sr" },

@@ -2,10 +2,12 @@
  * test_te.c — precc's interpreter against transcriptions of Transformer
  * Engine (NVIDIA/TransformerEngine at d0067d0, 2.20.0.dev0):
  *   DelayedScaling's default fused update, Float8CurrentScaling,
- *   MXFP8BlockScaling, NVFP4BlockScaling (both block-scale formulas).
+ *   MXFP8BlockScaling, NVFP4BlockScaling (the quantize_transpose kernel's
+ *   block scale in 2.8-2.13 and since 2.14, transcribed from those tags).
  * Each reference function cites the file:line it transcribes.
  */
 #include <float.h>
+#include <string.h>
 
 #include "precc/interp.h"
 #include "refs.h"
@@ -130,21 +132,31 @@ mxfp8(int fmt, precc_format pf, float fmax)
 	}
 }
 
-/* ---- NVFP4BlockScaling 1x16 (cast/nvfp4/core_nvfp4.cuh and
- * quantize_transpose_nvfp4.cuh): S_enc from the fmaxf global amax
- * (core:82-95), S_dec = 1.0 / S_enc (qt:430), S_dec_b = e4m3(block_amax
- * * (S_enc * (1/6))) (core:61-69; <= 2.14: (amax * (1/6)) * S_enc, the
- * formula kept at core:42-44), block_scale_inverse = fminf(1 / (S_dec_b *
- * S_dec), FLT_MAX) (qt:758), elements e2m1(x * block_scale_inverse)
- * satfinite RN (qt:770-786, mul_cvt_fp32_to_fp4_4x). */
+/* ---- NVFP4BlockScaling 1x16, the quantize_transpose kernel TE's training
+ * runs (cast/nvfp4/core_nvfp4.cuh and quantize_transpose_nvfp4.cuh, the
+ * same lines at v2.13 and v2.14): S_enc from the fmaxf global amax
+ * (core:79-91), S_dec = 1.0 / S_enc (qt:230), block_scale_inverse =
+ * fminf(1 / (S_dec_b * S_dec), FLT_MAX) (qt:530-531), elements
+ * e2m1(x * block_scale_inverse) satfinite RN (mul_cvt_fp32_to_fp4_4x).
+ * S_dec_b, compute_decoding_scaling_factor in quantization_and_
+ * transposition_SF: */
+static float
+te_block_scale(precc_nvfp4_formula f, float block_amax, float S_enc)
+{
+	if (f == PRECC_NVFP4_TE214_TRANSPOSE) {     /* core:49-52 at v2.14 */
+		const float fp4_max = 6.0f, fp4_max_inv = 1.0f / fp4_max;
+		return block_amax * (S_enc * fp4_max_inv);
+	}
+	const float fp4_max = 6.0f;                  /* core:49-51 at v2.13 */
+	return block_amax / fp4_max * S_enc;
+}
+
 static void
 nvfp4(precc_nvfp4_formula f)
 {
 	enum { NB = ROWS * COLS / 16 };
 	static float amax[NB], scale[NB], sinv[NB];
 	static uint8_t e4[NB];
-	const float rcp6 = 1.0f / 6.0f;
-
 	for (int kase = 0; kase < NCASE; kase++) {
 		float g, gsi;
 		fill(x, ROWS, COLS, kase, 6.0f);
@@ -153,7 +165,7 @@ nvfp4(precc_nvfp4_formula f)
 				x[16 * 16 + i] = 1e-30f * (i + 1);
 		precc_amax_policy(x, PRECC_FP32, ROWS, COLS, (precc_block){1, 16},
 		                  PRECC_AMAX_NAN_IGNORE, amax, &g);
-		precc_nvfp4_scales_te(amax, NB, g, f, e4, &gsi, scale, sinv);
+		precc_nvfp4_scales_ref(amax, NB, g, f, e4, &gsi, scale, sinv);
 		precc_quant_opts o = { .qf = PRECC_E2M1, .round = PRECC_RNE,
 		                       .saturate = true, .blk = {1, 16}, .scale = scale };
 		precc_quantize(x, PRECC_FP32, ROWS, COLS, &o, q);
@@ -163,8 +175,7 @@ nvfp4(precc_nvfp4_formula f)
 		CHECK(same(g, rg) && same(gsi, S_dec), "nvfp4 %s: global", case_name[kase]);
 		for (int b = 0; b < NB; b++) {
 			float ba = te_amax(x + b * 16, 16, 1);
-			float d = f == PRECC_NVFP4_TE215 ? ba * (S_enc * rcp6) : ba * rcp6 * S_enc;
-			int re = rencode(R_E4M3, d);
+			int re = rencode(R_E4M3, te_block_scale(f, ba, S_enc));
 			float bsi = fminf(1.0f / ((float)rdecode(R_E4M3, (unsigned)re) * S_dec),
 			                  FLT_MAX);
 			if (e4[b] != re || !same(scale[b], bsi)) {
@@ -193,25 +204,63 @@ nvfp4(precc_nvfp4_formula f)
 	}
 }
 
-/* The two NVFP4 formulas must differ somewhere (else the knob is moot):
+/* Every bf16 block amax from 0 to 448 at a global amax of 448, through
+ * the interpreter's scales (block_scale nvfp4=te2.8-2.13, te2.14+) against
+ * each kernel's transcription; and how many of them TE 2.8-2.13's rowwise-only kernel
+ * (quantize_nvfp4.cuh, quantization_SF at core:66 of v2.13: (amax *
+ * (1/6)) * S_enc, which precc once called "te2.14") gives another code
+ * than the 2.8-2.13 transpose kernel (15). */
+static void
+nvfp4_bf16_amaxes(void)
+{
+	enum { N = 0x43e0 + 1 };          /* bf16 0 .. 448 */
+	static float a[N];
+	static uint8_t got28[N], got214[N];
+	const float g = 448.0f, S_enc = te_genc(g);
+	long rowwise = 0;
+
+	for (int i = 0; i < N; i++) {
+		uint32_t u = (uint32_t)i << 16;
+		memcpy(&a[i], &u, 4);
+	}
+	CHECK(precc_nvfp4_scales_ref(a, N, g, PRECC_NVFP4_TE28_TRANSPOSE, got28, NULL, NULL, NULL)
+	      == 0 && precc_nvfp4_scales_ref(a, N, g, PRECC_NVFP4_TE214_TRANSPOSE, got214, NULL,
+	                                     NULL, NULL) == 0, "nvfp4 bf16: %s", precc_interp_error());
+	for (int i = 0; i < N; i++) {
+		int r28 = rencode(R_E4M3, te_block_scale(PRECC_NVFP4_TE28_TRANSPOSE, a[i], S_enc));
+		int r214 = rencode(R_E4M3, te_block_scale(PRECC_NVFP4_TE214_TRANSPOSE, a[i], S_enc));
+		int rrow = rencode(R_E4M3, a[i] * (1.0f / 6.0f) * S_enc);
+		if (got28[i] != r28 || got214[i] != r214) {
+			CHECK(0, "nvfp4 bf16 amax %a: te2.8-2.13 %02x vs TE 2.13 %02x, te2.14+ %02x vs "
+			      "TE 2.14 %02x", a[i], got28[i], r28, got214[i], r214);
+			break;
+		}
+		rowwise += rrow != r28;
+	}
+	printf("nvfp4: of %d bf16 amaxes at global amax 448, TE 2.8-2.13's rowwise-only kernel "
+	       "differs from its transpose kernel in %ld\n", N, rowwise);
+	CHECK(rowwise > 0, "the rowwise-only and transpose formulas agree everywhere");
+}
+
+/* TE >= 2.14 and 2.8-2.13 must differ somewhere (else the knob is moot):
  * count blocks of uniform random amaxes whose e4m3 scale differs. */
 static void
 nvfp4_formulas_differ(void)
 {
 	enum { N = 1 << 16 };
 	static float a[N];
-	static uint8_t e15[N], e14[N];
+	static uint8_t e214[N], e28[N];
 	long d = 0;
 	for (int t = 0; t < 64; t++) {
 		float g = 1.0f + fabsf(urand()) * 100.0f;
 		for (int i = 0; i < N; i++)
 			a[i] = fabsf(urand()) * g;
-		precc_nvfp4_scales_te(a, N, g, PRECC_NVFP4_TE215, e15, NULL, NULL, NULL);
-		precc_nvfp4_scales_te(a, N, g, PRECC_NVFP4_TE214, e14, NULL, NULL, NULL);
+		precc_nvfp4_scales_ref(a, N, g, PRECC_NVFP4_TE214_TRANSPOSE, e214, NULL, NULL, NULL);
+		precc_nvfp4_scales_ref(a, N, g, PRECC_NVFP4_TE28_TRANSPOSE, e28, NULL, NULL, NULL);
 		for (int i = 0; i < N; i++)
-			d += e15[i] != e14[i];
+			d += e214[i] != e28[i];
 	}
-	printf("nvfp4: te2.15 vs te2.14 block scales differ in %ld of %d blocks\n", d, 64 * N);
+	printf("nvfp4: te2.14+ vs te2.8-2.13 block scales differ in %ld of %d blocks\n", d, 64 * N);
 	CHECK(d > 0, "the two formulas agree everywhere");
 }
 
@@ -269,8 +318,9 @@ main(void)
 	delayed(4, 0, 2, 2000);
 	mxfp8(R_E4M3, PRECC_E4M3, 448.0f);
 	mxfp8(R_E5M2, PRECC_E5M2, 57344.0f);
-	nvfp4(PRECC_NVFP4_TE215);
-	nvfp4(PRECC_NVFP4_TE214);
+	nvfp4(PRECC_NVFP4_TE214_TRANSPOSE);
+	nvfp4(PRECC_NVFP4_TE28_TRANSPOSE);
+	nvfp4_bf16_amaxes();
 	nvfp4_formulas_differ();
 	rht();
 	if (fails) {
