@@ -9,7 +9,7 @@ recipe "knobs_json" {
     rule "q_proj" { scaling = mx },
     rule "k_proj" {
       format = e2m1, scaling = nvfp4, scale_format = e4m3,
-      nvfp4_scale = "te2.15", rht = "wgrad", amax_eps = 0,
+      nvfp4_scale = "te2.14+", rht = "wgrad", amax_eps = 0,
     },
   },
 }

@@ -28,7 +28,7 @@ OTHER = {
     "amax_eps": "amax_eps = 0.001", "amax_nan": 'amax_nan = "ignore"',
     "zero_amax": 'zero_amax = "keep"', "nonfinite_scale": 'nonfinite_scale = "one"',
     "scale_form": 'scale_form = "amax_over_fmax"', "quantize": 'quantize = "divide"',
-    "mx_round": 'mx_round = "floor"', "nvfp4_scale": 'nvfp4_scale = "te2.14"',
+    "mx_round": 'mx_round = "floor"', "nvfp4_scale": 'nvfp4_scale = "te2.8-2.13"',
     "pow2_round": 'pow2_round = "log2"', "rht": 'rht = "wgrad"',
 }
 
