@@ -821,6 +821,62 @@ static void test_fake(const char *inputs, const char *lib)
 		}
 		rmdir(d2);
 	}
+	/* the library checks each file it loads against the size and FNV-1a 64
+	 * the manifest records (issue 30): Inputs/targets' sm_90a cubin with
+	 * its record loads; one bit flipped, the load fails naming the file;
+	 * a record of another size likewise */
+	{
+		char d2[] = "/tmp/precc_test_plan_hXXXXXX", src[4200], dst[4200], rec[300];
+		const char *names[] = {"manifest.json", "k_00000000000090a0.sm_90a.ptx",
+		                       "k_00000000000090a0.sm_90a.cubin", "k_0000000000008900.sm_89.ptx",
+		                       "k_0000000000008900.sm_89.cubin"};
+		mkdtemp(d2);
+		for (int i = 0; i < 5; i++) {
+			snprintf(src, sizeof src, "%s/targets/%s", inputs, names[i]);
+			snprintf(dst, sizeof dst, "%s/%s", d2, names[i]);
+			char *t = slurp(src);
+			if (i == 0) {
+				char cub[4200];
+				snprintf(cub, sizeof cub, "%s/targets/%s", inputs, names[2]);
+				char *c = slurp(cub);
+				snprintf(rec, sizeof rec, "\"cubin\": \"%s\", \"cubin_bytes\": %zu, "
+				         "\"cubin_fnv1a64\": \"%016llx\"", names[2], strlen(c),
+				         (unsigned long long)ir_hash_bytes(0xcbf29ce484222325ULL, c, strlen(c)));
+				char *t2 = replace(t, "\"cubin\": \"k_00000000000090a0.sm_90a.cubin\"", rec);
+				CHECK(t2 != NULL);
+				free(t);
+				free(c);
+				t = t2;
+			}
+			spit(dst, t);
+			free(t);
+		}
+		precc_rt *ok = precc_rt_open(d2, PRECC_BACKEND_CUDA, why, sizeof why);
+		CHECK(ok != NULL);
+		if (ok) {
+			precc_kernel_info ki;
+			precc_rt_kernel_info(ok, 0, &ki);
+			CHECK_STR(ki.loaded, "k_00000000000090a0.sm_90a.cubin");
+		} else
+			fprintf(stderr, "%s\n", why);
+		precc_rt_close(ok);
+		snprintf(dst, sizeof dst, "%s/%s", d2, names[2]);
+		{
+			char *c = slurp(dst);
+			c[5] ^= 0x10;
+			spit(dst, c);
+			free(c);
+		}
+		CHECK(precc_rt_open(d2, PRECC_BACKEND_CUDA, why, sizeof why) == NULL);
+		CHECK(contains(why, "kernel 'k_00000000000090a0': '"));
+		CHECK(contains(why, "/k_00000000000090a0.sm_90a.cubin' is not the file precc build wrote: "));
+		CHECK(contains(why, "(truncated or changed since precc build)"));
+		for (int i = 0; i < 5; i++) {
+			snprintf(dst, sizeof dst, "%s/%s", d2, names[i]);
+			unlink(dst);
+		}
+		rmdir(d2);
+	}
 }
 #endif
 
