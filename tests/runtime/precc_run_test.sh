@@ -5,6 +5,8 @@
 # computes nothing), --check reporting the first differing element.
 set -u
 run=$1 inputs=$2 fake=${3:-}
+# the fake driver checks each launch against the manifest (fake_launch.c)
+export FAKE_CUDA_MANIFEST="$inputs/plan"
 out=$(mktemp)
 fails=0
 trap 'rm -f "$out"' EXIT
