@@ -73,7 +73,8 @@ wgmma_mn_lbo|codegen/k_gemm_sm90.c|codegen.emu_sm90a|return mn ? asm90_desc_mn12
 wgmma_mn_kstep|codegen/k_gemm_sm90.c|codegen.emu_sm90a|c64(e, (uint64_t)(ks * (KSTEP / 2) * KB / 16));|c64(e, (uint64_t)(ks * KSTEP / 16));
 tmap_cols_m_runtime|runtime/cuda.c|runtime.backend|cols = t->cols < 0 ? m : t->cols;|cols = t->cols < 0 ? 1 : t->cols;
 tmap_cols_m_launcher|driver/artifacts.c|lit.build|				c_dim(c, t->cols < 0 ? DIM_M : t->cols);|				c_dim(c, t->cols < 0 ? 16 : t->cols);
-tmap_launcher_args|driver/artifacts.c|lit.build|			fprintf(c, "%s(void *)&tm[%d]", sep, i), sep = ", ";|			(void)i;'
+tmap_launcher_args|driver/artifacts.c|lit.build|			fprintf(c, "%s(void *)&tm[%d]", sep, i), sep = ", ";|			(void)i;
+grid_tiled_rows|include/precc/grid.h|runtime.plan.fake\|runtime.precc_run.m_variant|gy = (g->rows + g->tile_rows - 1) / g->tile_rows;|gy = g->rows / g->tile_rows;'
 
 survivors=0
 stale=0
