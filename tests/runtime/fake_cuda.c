@@ -58,8 +58,8 @@ int fake_launch_check(const struct fake_kern *const *k, int n, const char *entry
 	__attribute__((visibility("hidden")));
 
 /* A module: the manifest kernels whose file it is (nk -1: no manifest). A
- * function: its module, entry and dynamic shared-memory limit. Both live
- * to the end of the process (modules and functions are few). */
+ * function: its module, entry and dynamic shared-memory limit. Both are
+ * freed when the module is unloaded (the manifest fuzzer loads millions). */
 #define FAKE_MOD_KERNELS 16
 struct CUmod_st { const struct fake_kern *k[FAKE_MOD_KERNELS]; int nk; };
 struct CUfunc_st { struct CUmod_st *mod; char name[128]; int max_dyn; };
@@ -113,6 +113,7 @@ CUresult CUDAAPI cuGetErrorName(CUresult r, const char **s)
 	case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *s = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"; return 0;
 	case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: *s = "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"; return 0;
 	case CUDA_ERROR_LAUNCH_FAILED: *s = "CUDA_ERROR_LAUNCH_FAILED"; return 0;
+	case CUDA_ERROR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; return 0;
 	default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
 	}
 }
@@ -128,6 +129,7 @@ CUresult CUDAAPI cuGetErrorString(CUresult r, const char **s)
 	case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *s = "too many resources requested for launch"; return 0;
 	case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: *s = "too many blocks in cooperative launch"; return 0;
 	case CUDA_ERROR_LAUNCH_FAILED: *s = "unspecified launch failure"; return 0;
+	case CUDA_ERROR_INVALID_HANDLE: *s = "invalid resource handle"; return 0;
 	default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
 	}
 }
@@ -301,14 +303,21 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name
 	return 0;
 }
 
-/* the module stays (its functions may be looked at after); it matches
- * nothing from now on */
 CUresult CUDAAPI cuModuleUnload(CUmodule m)
 {
 	NEED_CTX();
-	if (m)
-		m->nk = 0;
-	return 0;
+	for (int i = 0; i < nfn; i++)
+		if (fns[i]->mod == m) {
+			free(fns[i]);
+			fns[i--] = fns[--nfn];
+		}
+	for (int i = 0; i < nmod; i++)
+		if (mods[i] == m) {
+			free(m);
+			mods[i] = mods[--nmod];
+			return 0;
+		}
+	return CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f)
