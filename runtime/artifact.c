@@ -732,12 +732,61 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 
 /* ---- files ------------------------------------------------------------- */
 
-#ifdef PRECC_HAVE_CUDA_H
 /* A file name from the manifest: one plain name inside DIR. */
 static int plain_name(const char *s)
 {
 	return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
 }
+
+/* The one check of a kernel file against the manifest (the cuda loader
+ * and precc-run): a bit flipped in a cubin would otherwise load and run. */
+int rt_kernel_file(const char *dir, const json *tf, const char *what,
+                   char **image, size_t *len, char *why, size_t whysz)
+{
+	const json *f = json_get(tf, what), *sz, *hx;
+	char path[4096], key[32], err[256], hex[17];
+
+	*image = NULL;
+	if (!f) {
+		snprintf(why, whysz, "no '%s' file", what);
+		return -1;
+	}
+	if (f->kind != JSON_STR || !plain_name(f->str)) {
+		snprintf(why, whysz, "%s \"%s\" is not a plain file name inside the "
+		         "artifact directory", what, f->kind == JSON_STR ? f->str : "?");
+		return -2;
+	}
+	snprintf(path, sizeof path, "%s/%s", dir, f->str);
+	snprintf(key, sizeof key, "%s_bytes", what);
+	sz = json_get(tf, key);
+	snprintf(key, sizeof key, "%s_fnv1a64", what);
+	hx = json_get(tf, key);
+	if ((sz || hx) && !(sz && hx && sz->kind == JSON_NUM && hx->kind == JSON_STR &&
+	                    hx->len == 16)) {
+		snprintf(why, whysz, "'%s': manifest.json's %s_bytes and %s_fnv1a64 are not "
+		         "a number and 16 hex digits", path, what, what);
+		return -2;
+	}
+	if (!(*image = rt_read_file(path, RT_MAX_KERNEL_BYTES, len, err, sizeof err))) {
+		snprintf(why, whysz, "cannot read '%s': %s", path, err);
+		return -1;
+	}
+	if (!sz)
+		return 0;
+	snprintf(hex, sizeof hex, "%016llx",
+	         (unsigned long long)ir_hash_bytes(0xcbf29ce484222325ULL, *image, *len));
+	if ((double)*len != sz->num || strcmp(hex, hx->str)) {
+		snprintf(why, whysz, "'%s' is not the file precc build wrote: %zu bytes, "
+		         "FNV-1a 64 %s; manifest.json records %.0f bytes, %s (truncated or "
+		         "changed since precc build)", path, *len, hex, sz->num, hx->str);
+		free(*image);
+		*image = NULL;
+		return -2;
+	}
+	return 1;
+}
+
+#ifdef PRECC_HAVE_CUDA_H
 
 /* Loads kernel k's file for target tg: the cubin when tg is the
  * device's own (cubin_ok) and the manifest has one, else the PTX. */
@@ -745,7 +794,7 @@ static int load_cuda(Ctx *c, precc_rt *rt, rt_artifact *a, const json *jk,
                      rt_kdesc *k, const char *tg, int cubin_ok)
 {
 	const json *files = json_get(jk, "files"), *pick;
-	char path[4096], why[256], what[4400];
+	char why[4600], what[4400];
 	char *image = NULL;
 	size_t len;
 	int rc;
@@ -755,25 +804,22 @@ static int load_cuda(Ctx *c, precc_rt *rt, rt_artifact *a, const json *jk,
 		           "backend needs its PTX or cubin)", k->name);
 	if (!(pick = json_get(files, tg)) || pick->kind != JSON_OBJ)
 		return bad(c, files, "kernel '%s': no files for %s", k->name, tg);
+	/* the cubin, else the PTX; an unreadable cubin falls back to the PTX,
+	 * one that is not the file precc build wrote does not */
 	for (int pass = cubin_ok ? 0 : 1; pass < 2 && !image; pass++) {
-		const json *f = json_get(pick, pass == 0 ? "cubin" : "ptx");
-		if (!f)
+		const char *kind = pass == 0 ? "cubin" : "ptx";
+		const json *f = json_get(pick, kind);
+		if (!f && pass == 0)
 			continue;
-		if (f->kind != JSON_STR || !plain_name(f->str))
-			return bad(c, f, "kernel '%s': file \"%s\" is not a plain file "
-			           "name inside the artifact directory", k->name,
-			           f->kind == JSON_STR ? f->str : "?");
-		snprintf(path, sizeof path, "%s/%s", a->dir, f->str);
-		image = rt_read_file(path, RT_MAX_KERNEL_BYTES, &len, why, sizeof why);
-		if (!image && pass == 1)
-			return bad(c, f, "kernel '%s': cannot read '%s': %s", k->name,
-			           path, why);
+		if (!f)
+			return bad(c, pick, "kernel '%s': no 'ptx' for %s", k->name, tg);
+		rc = rt_kernel_file(a->dir, pick, kind, &image, &len, why, sizeof why);
+		if (rc == -2 || (rc == -1 && pass == 1))
+			return bad(c, f ? f : pick, "kernel '%s': %s", k->name, why);
 		if (image)
 			snprintf(k->loaded, sizeof k->loaded, "%s", f->str);
 	}
-	if (!image)
-		return bad(c, pick, "kernel '%s': no 'ptx' for %s", k->name, tg);
-	snprintf(what, sizeof what, "kernel '%s' from '%s'", k->name, path);
+	snprintf(what, sizeof what, "kernel '%s' from '%s/%s'", k->name, a->dir, k->loaded);
 	rc = rt_cuda_module_load(rt, image, what, &k->cumod);
 	free(image);
 	if (rc)

@@ -14,6 +14,8 @@
 /* JSON (json.c): the manifest's syntax. */
 #define JSON_MAX_DEPTH 64                    /* nesting of arrays and objects */
 #define JSON_MAX_BYTES RT_MAX_MANIFEST_BYTES
+#define JSON_MAX_VALUES (1L << 22)           /* values and keys, counted before
+                                                parsing: each costs ~100 bytes parsed */
 
 /* The manifest's numbers (artifact.c need_long ranges). */
 #define RT_MAX_THREADS       1024            /* per CTA */

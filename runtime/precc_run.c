@@ -58,29 +58,27 @@ static const char *usage =
 
 typedef struct FileCheck { int named, hashed; } FileCheck;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n);
-
 /* Every PTX and cubin file manifest.json names (kernels[].files.<target>)
- * must exist, and where precc build recorded <what>_bytes / _fnv1a64,
- * have that size and FNV-1a 64. Prints each failure; 0 when all pass. */
+ * must exist and, where precc build recorded its size and FNV-1a 64, be
+ * those bytes: the library's check (rt_kernel_file), which a cuda load
+ * makes on the files it loads, here on every target's. Prints each
+ * failure; 0 when all pass. */
 static int
 verify_files(const char *dir, FileCheck *fc)
 {
-	char path[4200], err[600];
+	char path[4200], err[4600];
 	char *text = NULL;
-	long n;
 	json *root;
 	const json *ks;
+	size_t mlen;
 	int bad = 0;
 
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
 	/* as the loader reads it (no FIFO, no symlink, capped): the loader
 	 * reports what is wrong with it */
-	size_t mlen;
 	if (!(text = rt_read_file(path, RT_MAX_MANIFEST_BYTES, &mlen, err, sizeof err)))
 		return 0;
-	n = (long)mlen;
-	root = n >= 0 ? json_parse(text, (size_t)n, path, err, sizeof err) : NULL;
+	root = json_parse(text, mlen, path, err, sizeof err);
 	free(text);
 	if (!root)
 		return 0;       /* likewise: the loader says what is wrong */
@@ -90,41 +88,20 @@ verify_files(const char *dir, FileCheck *fc)
 		for (size_t t = 0; fs && fs->kind == JSON_OBJ && t < fs->n; t++)
 			for (int w = 0; w < 2; w++) {
 				const char *what = w ? "cubin" : "ptx";
-				char key[32];
-				const json *nm = json_get(fs->item[t], what), *sz, *hx;
-				if (!nm || nm->kind != JSON_STR)
+				char *img;
+				size_t len;
+				int rc;
+				if (!json_get(fs->item[t], what))
 					continue;
 				fc->named++;
-				snprintf(key, sizeof key, "%s_bytes", what);
-				sz = json_get(fs->item[t], key);
-				snprintf(key, sizeof key, "%s_fnv1a64", what);
-				hx = json_get(fs->item[t], key);
-				snprintf(path, sizeof path, "%s/%s", dir, nm->str);
-				size_t len = 0;
-				char *img = strchr(nm->str, '/') ? NULL
-				          : rt_read_file(path, RT_MAX_KERNEL_BYTES, &len, err, sizeof err);
-				if (!img) {
-					fprintf(stderr, "precc-run: %s: the %s of kernel %s for %s is named in "
-					        "manifest.json but %s%s\n", path, what,
-					        kn && kn->kind == JSON_STR ? kn->str : "?", fs->key[t],
-					        strchr(nm->str, '/') ? "is not a plain file name" : "cannot be read: ",
-					        strchr(nm->str, '/') ? "" : err);
-					bad++;
-					continue;
-				}
-				uint64_t h = fnv(0xcbf29ce484222325ULL, (const unsigned char *)img, len);
+				rc = rt_kernel_file(dir, fs->item[t], what, &img, &len, err, sizeof err);
 				free(img);
-				if (!sz || !hx || sz->kind != JSON_NUM || hx->kind != JSON_STR)
-					continue;   /* an older manifest: existence only */
-				char hex[17];
-				snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-				if ((double)len != sz->num || strcmp(hex, hx->str)) {
-					fprintf(stderr, "precc-run: %s: %zu bytes, FNV-1a 64 %s; manifest.json "
-					        "records %.0f bytes, %s: truncated or changed since precc build\n",
-					        path, len, hex, sz->num, hx->str);
+				if (rc < 0) {
+					fprintf(stderr, "precc-run: the %s of kernel %s for %s: %s\n", what,
+					        kn && kn->kind == JSON_STR ? kn->str : "?", fs->key[t], err);
 					bad++;
 				} else
-					fc->hashed++;
+					fc->hashed += rc;
 			}
 	}
 	json_free(root);

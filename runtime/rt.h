@@ -179,6 +179,14 @@ typedef struct rt_artifact {
 } rt_artifact;
 
 void rt_artifact_free(precc_rt *rt, rt_artifact *a);
+/* Kernel file `what` ("ptx" or "cubin") of one target's object tf in a
+ * kernel's manifest "files": DIR/NAME read whole (rt_read_file) and, where
+ * precc build recorded <what>_bytes and <what>_fnv1a64, checked against
+ * them. 1: *image read and checked; 0: read, the manifest records neither
+ * (an older one); -1: absent or unreadable; -2: a bad name, a bad record
+ * or not the bytes precc build wrote. Below 0, why names the file. */
+int rt_kernel_file(const char *dir, const json *tf, const char *what,
+                   char **image, size_t *len, char *why, size_t whysz);
 
 /* plan.c — the pieces of a layer run that layer.c reuses */
 const rt_layer *rt_need_layer(const precc_rt *rt, int layer);

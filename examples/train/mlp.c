@@ -5,10 +5,13 @@
  * unscale + check, clipping, AdamW); the fp32 reference run does the same
  * arithmetic with host fp32 GEMMs. Checkpoints are precc_state files.
  */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "precc/interp.h"
 #include "precc/numerics.h"
@@ -627,17 +630,25 @@ out:
 /* The number of steps a checkpoint holds: the history length of its first
  * loss tensor, read from the file's tensor table (docs/runtime.md, "File
  * format"), so the state to load it into can be built. 0 when unreadable:
- * precc_state_load then says what is wrong with the file. */
+ * precc_state_load then says what is wrong with the file. Opened as
+ * precc_rt reads files (O_NOFOLLOW | O_NONBLOCK, regular files only): a
+ * FIFO with no writer would block fopen forever. */
 static long ckpt_steps(const char *path, const char *first)
 {
-	FILE *f = fopen(path, "rb");
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat sb;
+	FILE *f;
 	unsigned char h[56];
 	char want[300], name[4097];
 	long steps = 0;
 	uint32_t n;
 
-	if (!f)
+	if (fd < 0)
 		return 0;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || !(f = fdopen(fd, "rb"))) {
+		close(fd);
+		return 0;
+	}
 	snprintf(want, sizeof want, "%s:loss", first);
 	if (fread(h, 1, 56, f) == 56 && memcmp(h, "PRECCSST", 8) == 0) {
 		memcpy(&n, h + 52, 4);

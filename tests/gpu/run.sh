@@ -113,10 +113,10 @@ build_runtime_tests() {
 		$CC $CFLAGS tests/runtime/$t.c -o "$OUT/$t" \
 			"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build $t
 	done
-	$CC $CFLAGS -fPIC -shared tests/runtime/fake_cuda.c \
+	$CC $CFLAGS -fPIC -shared tests/runtime/fake_cuda.c tests/runtime/fake_launch.c \
 		-o "$OUT/libfake_cuda.so" || fail_build fake_cuda
 	$CC $CFLAGS -DFAKE_MISSING=1 -fPIC -shared tests/runtime/fake_cuda.c \
-		-o "$OUT/libfake_cuda_missing.so" || fail_build fake_cuda_missing
+		tests/runtime/fake_launch.c -o "$OUT/libfake_cuda_missing.so" || fail_build fake_cuda_missing
 }
 
 build_libs

@@ -22,6 +22,14 @@
  *
  * It tracks the context stack per process (tests are single-threaded) so
  * tests can check that the runtime leaves no context current.
+ *
+ * Every launch is recorded (fake_cuda_launches) and checked as a GPU would
+ * punish it: each function has its own dynamic shared-memory limit, and
+ * with $FAKE_CUDA_MANIFEST naming the artifact directory, the grid must
+ * cover the kernel's data at the launch's M, and block, shared memory and
+ * params must be the manifest's (fake_launch.c). A launch that fails a
+ * check prints why on stderr, counts in fake_cuda_violations and returns
+ * CUDA_ERROR_LAUNCH_FAILED, so no test can pass over it.
  */
 #include <cuda.h>
 #include <stdint.h>
@@ -38,8 +46,40 @@ static const char *mode(void)
 static struct CUctx_st { int id; } primary = {1}, user = {2};
 static CUcontext stack[16];
 static int depth, retained;
-static int fake_fn;   /* a CUfunction points here */
 static unsigned launched[7];
+
+/* fake_launch.c */
+struct fake_kern;
+int fake_launch_match(const char *image, const struct fake_kern **out, int max)
+	__attribute__((visibility("hidden")));
+int fake_launch_check(const struct fake_kern *const *k, int n, const char *entry,
+                      const unsigned g[3], const unsigned b[3], unsigned smem, int coop,
+                      void **params, long resident, char *why, size_t whysz)
+	__attribute__((visibility("hidden")));
+
+/* A module: the manifest kernels whose file it is (nk -1: no manifest). A
+ * function: its module, entry and dynamic shared-memory limit. Both are
+ * freed when the module is unloaded (the manifest fuzzer loads millions). */
+#define FAKE_MOD_KERNELS 16
+struct CUmod_st { const struct fake_kern *k[FAKE_MOD_KERNELS]; int nk; };
+struct CUfunc_st { struct CUmod_st *mod; char name[128]; int max_dyn; };
+static struct CUmod_st **mods;
+static struct CUfunc_st **fns;
+static int nmod, nfn;
+
+/* Every launch: its function and geometry (the last 4096). */
+typedef struct FakeLaunch { const char *entry; unsigned g[3], b[3], smem; } FakeLaunch;
+static FakeLaunch launch_log[4096];
+static long nlaunch, nchecked, violations;
+static char violation[1024];
+long fake_cuda_launches(void) { return nlaunch; }
+long fake_cuda_checked(void) { return nchecked; }   /* against a manifest's kernel */
+const FakeLaunch *fake_cuda_launch_at(long i)
+{
+	return i >= 0 && i < nlaunch && nlaunch - i <= 4096 ? &launch_log[i % 4096] : NULL;
+}
+long fake_cuda_violations(void) { return violations; }
+const char *fake_cuda_last_violation(void) { return violation; }
 
 /* For the tests (found with dlsym): */
 int fake_cuda_depth(void) { return depth; }
@@ -72,6 +112,8 @@ CUresult CUDAAPI cuGetErrorName(CUresult r, const char **s)
 	case CUDA_ERROR_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; return 0;
 	case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *s = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"; return 0;
 	case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: *s = "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"; return 0;
+	case CUDA_ERROR_LAUNCH_FAILED: *s = "CUDA_ERROR_LAUNCH_FAILED"; return 0;
+	case CUDA_ERROR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; return 0;
 	default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
 	}
 }
@@ -86,6 +128,8 @@ CUresult CUDAAPI cuGetErrorString(CUresult r, const char **s)
 	case CUDA_ERROR_NOT_FOUND: *s = "named symbol not found"; return 0;
 	case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *s = "too many resources requested for launch"; return 0;
 	case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: *s = "too many blocks in cooperative launch"; return 0;
+	case CUDA_ERROR_LAUNCH_FAILED: *s = "unspecified launch failure"; return 0;
+	case CUDA_ERROR_INVALID_HANDLE: *s = "invalid resource handle"; return 0;
 	default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
 	}
 }
@@ -129,7 +173,7 @@ static int static_smem(void) { return env_int("FAKE_CUDA_SMEM", 0); }
 enum { SM_REGS = 65536, SM_THREADS = 2048, SM_CTAS = 32, SM_SMEM = 233472,
        CTA_SMEM_RESERVED = 1024, CTA_SMEM_OPTIN = 232448 };
 
-static int max_dyn = 49152;    /* the one function's dynamic smem limit */
+enum { DEFAULT_MAX_DYN = 49152 };   /* a function's dynamic smem limit until raised */
 
 /* CTAs of `threads` with `dyn` dynamic shared bytes resident on one SM */
 static int resident(int threads, size_t dyn)
@@ -225,20 +269,56 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *image,
 	}
 	if (strstr(image, "bad"))
 		return CUDA_ERROR_INVALID_PTX;
-	*m = (CUmodule)(void *)&primary;
+	struct CUmod_st **grown = realloc(mods, (size_t)(nmod + 1) * sizeof *mods);
+	if (!grown)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	mods = grown;
+	if (!(*m = mods[nmod] = calloc(1, sizeof **m)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	nmod++;
+	(*m)->nk = fake_launch_match(image, (*m)->k, FAKE_MOD_KERNELS);
 	return 0;
 }
 
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
+	struct CUfunc_st **grown;
 	NEED_CTX();
 	if (strcmp(name, "k") != 0 && strncmp(name, "precc_", 6) != 0)
 		return CUDA_ERROR_NOT_FOUND;
-	*f = (CUfunction)(void *)&fake_fn;
+	for (int i = 0; i < nfn; i++)
+		if (fns[i]->mod == m && !strcmp(fns[i]->name, name)) {
+			*f = fns[i];
+			return 0;
+		}
+	if (!(grown = realloc(fns, (size_t)(nfn + 1) * sizeof *fns)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	fns = grown;
+	if (!(fns[nfn] = calloc(1, sizeof **fns)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	fns[nfn]->mod = m;
+	fns[nfn]->max_dyn = DEFAULT_MAX_DYN;
+	snprintf(fns[nfn]->name, sizeof fns[nfn]->name, "%s", name);
+	*f = fns[nfn++];
 	return 0;
 }
 
-CUresult CUDAAPI cuModuleUnload(CUmodule m) { NEED_CTX(); return 0; }
+CUresult CUDAAPI cuModuleUnload(CUmodule m)
+{
+	NEED_CTX();
+	for (int i = 0; i < nfn; i++)
+		if (fns[i]->mod == m) {
+			free(fns[i]);
+			fns[i--] = fns[--nfn];
+		}
+	for (int i = 0; i < nmod; i++)
+		if (mods[i] == m) {
+			free(m);
+			mods[i] = mods[--nmod];
+			return 0;
+		}
+	return CUDA_ERROR_INVALID_HANDLE;
+}
 
 CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f)
 {
@@ -246,7 +326,7 @@ CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f
 	switch (a) {
 	case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = regs(); break;
 	case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *v = 0; break;
-	case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = max_dyn; break;
+	case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = f->max_dyn; break;
 	default: return CUDA_ERROR_INVALID_VALUE;
 	}
 	return 0;
@@ -258,7 +338,7 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
 	if (v > CTA_SMEM_OPTIN - static_smem())
 		return CUDA_ERROR_INVALID_VALUE;
 	if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
-		max_dyn = v;
+		f->max_dyn = v;
 	return CUDA_SUCCESS;
 }
 
@@ -292,6 +372,10 @@ CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType dt, 
 	return CUDA_SUCCESS;
 }
 
+static int in_cooperative;   /* cuLaunchKernel called by the cooperative launch */
+/* what a NULL function launches as (tests call the launches directly) */
+static struct CUfunc_st no_function = {NULL, "(NULL)", DEFAULT_MAX_DYN};
+
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
                                 unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, CUstream s,
@@ -299,11 +383,29 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
 {
 	NEED_CTX();
 	unsigned g[7] = {gx, gy, gz, bx, by, bz, smem};
+	int coop = in_cooperative;
+	in_cooperative = 0;
+	if (!f)
+		f = &no_function;
 	if (!gx || !gy || !gz || gx > 0x7fffffffu || gy > 65535 || gz > 65535
-	    || (int)smem > max_dyn || bx * by * bz > 1024)
+	    || (int)smem > f->max_dyn || bx * by * bz > 1024)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (resident((int)(bx * by * bz), smem) < 1)
 		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+	FakeLaunch *l = &launch_log[nlaunch++ % 4096];
+	*l = (FakeLaunch){f->name, {gx, gy, gz}, {bx, by, bz}, smem};
+	if (f->mod && f->mod->nk >= 0) {
+		char why[900];
+		long res = (long)resident((int)(bx * by * bz), smem) * sms();
+		nchecked++;
+		if (fake_launch_check(f->mod->k, f->mod->nk, f->name, l->g, l->b, smem, coop,
+		                      params, res, why, sizeof why)) {
+			snprintf(violation, sizeof violation, "launch %ld: %s", nlaunch, why);
+			fprintf(stderr, "fake_cuda: %s\n", violation);
+			violations++;
+			return CUDA_ERROR_LAUNCH_FAILED;
+		}
+	}
 	memcpy(launched, g, sizeof g);
 	for (int i = 0; i < record_n; i++)
 		memcpy(&recorded[i], params[i], 8);
@@ -320,11 +422,23 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned gx,
 	if ((double)gx * gy * gz > (double)resident((int)(bx * by * bz), smem) * sms())
 		return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
 	cooperative++;
+	in_cooperative = 1;
 	return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, NULL);
 }
 
 /* "Device" memory is host memory the fake remembers handing out. */
 static void *allocs[64];
+static size_t alloc_bytes[64];
+
+/* The bytes from ptr to the end of the allocation it is in, else -1. */
+__attribute__((visibility("hidden"))) long fake_alloc_room(uint64_t ptr)
+{
+	for (int i = 0; i < 64; i++)
+		if (allocs[i] && ptr >= (uintptr_t)allocs[i] &&
+		    ptr < (uintptr_t)allocs[i] + alloc_bytes[i] + (alloc_bytes[i] == 0))
+			return (long)((uintptr_t)allocs[i] + alloc_bytes[i] - ptr);
+	return -1;
+}
 
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n)
 {
@@ -333,6 +447,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n)
 		if (!allocs[i]) {
 			if (!(allocs[i] = malloc(n ? n : 1)))
 				return CUDA_ERROR_INVALID_VALUE;
+			alloc_bytes[i] = n;
 			*p = (CUdeviceptr)(uintptr_t)allocs[i];
 			return 0;
 		}

@@ -11,7 +11,8 @@ trap 'rm -rf "$tmp"' EXIT
 PRECC_CACHE_DIR=$tmp/cache "$precc" build "$root/recipes/deepseek_v3.lua" \
 	--model "$root/recipes/models/tiny.lua" --target sm_90 -o "$tmp/a" >"$tmp/log" 2>&1 ||
 	{ echo "FAIL: precc build: $(tail -1 "$tmp/log")"; exit 1; }
-PRECC_LIBCUDA=$lib "$run" "$tmp/a" --check --layer layers.0.self_attn.q_proj --m 128 >"$tmp/out" 2>&1
+# the fake checks each launch against the manifest (fake_launch.c)
+FAKE_CUDA_MANIFEST=$tmp/a PRECC_LIBCUDA=$lib "$run" "$tmp/a" --check --layer layers.0.self_attn.q_proj --m 128 >"$tmp/out" 2>&1
 rc=$?
 fails=0
 [ $rc -eq 1 ] || { echo "FAIL: exit $rc, want 1"; fails=1; }

@@ -5,7 +5,10 @@
 # the same GEMM on 128x128 tiles (manifest "m_variant"). On the fake
 # driver and on the cpu backend the run launches the 64x64 kernel below
 # that M and the 128x128 one from it; the generated launcher branches the
-# same way; a manifest whose m_variant names no kernel does not load.
+# same way; a manifest whose m_variant names no kernel does not load. M of
+# 144 and m_min + 32 leave the last tile row partial: the fake driver
+# checks every launch's grid against the manifest (fake_launch.c), so a
+# grid that rounds down fails here.
 set -u
 precc=$1 run=$2 root=$3 lib=$4
 tmp=$(mktemp -d)
@@ -32,9 +35,10 @@ assert big["threads"] == 256 and big["grid"]["tile_rows"] == 128 and "m_variant"
 print(fprop, v["kernel"], v["m_min"])
 PY
 read small large mmin <"$tmp/names"
+export FAKE_CUDA_MANIFEST="$tmp/a"
 [ "$mmin" = 8448 ] || fail "m_min $mmin, want 128 x ceil(132 / 2) = 8448"
 for backend in cuda cpu; do
-	for m in 128 $((mmin - 128)) $mmin; do
+	for m in 128 144 $((mmin - 128)) $mmin $((mmin + 32)); do
 		PRECC_LIBCUDA=$lib "$run" "$tmp/a" --backend $backend --layer layers.0.self_attn.q_proj \
 			--m $m >"$tmp/out" 2>&1 || { fail "$backend M=$m: exit $?"; sed 's/^/    /' "$tmp/out" | tail -5; continue; }
 		if [ $m -lt $mmin ]; then want=$small not=$large; else want=$large not=$small; fi

@@ -11,4 +11,6 @@ for r in ds_main_grad ds_f32_dw; do
 		--model "$root/recipes/models/tiny.lua" --target sm_89 -o "$tmp/$r" >"$tmp/log" 2>&1 ||
 		{ echo "FAIL  precc build $r: $(tail -1 "$tmp/log")"; exit 1; }
 done
+# with the fake driver, each launch is checked against its manifest (fake_launch.c)
+export FAKE_CUDA_MANIFEST="$tmp/ds_main_grad:$tmp/ds_f32_dw"
 exec "$test" main_grad "$tmp/ds_main_grad" "$tmp/ds_f32_dw" ${5:+"$5"}

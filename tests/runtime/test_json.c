@@ -90,5 +90,35 @@ int main(void)
 	CHECK(json_parse("{}", (size_t)JSON_MAX_BYTES + 1, "big.json", err,
 	                 sizeof err) == NULL);
 	CHECK(strstr(err, "big.json: error: ") == err);
+	/* JSON_MAX_VALUES, counted before anything is parsed: exactly the
+	 * limit gets to the parser (which stops at the 'x'), one more is
+	 * refused; keys count; commas and colons inside strings do not, nor
+	 * an empty container's inside */
+	{
+		size_t cap = (size_t)JSON_MAX_VALUES, n = 0;
+		char *t = malloc(cap * 4 + 64);
+		n += (size_t)sprintf(t, "[x,");          /* 2 values: the array, x */
+		for (size_t i = 2; i < cap - 1; i++)
+			n += (size_t)sprintf(t + n, "0,");
+		strcpy(t + n, "0]");                      /* cap values */
+		CHECK_STR(error_of(t), "m.json:1:2: error: expected a value, found 'x'");
+		memcpy(t + n, "0,0]", 5);                 /* cap + 1 */
+		snprintf(err, sizeof err, "m.json: error: %zu values (keys included) is more "
+		         "than the %ld a manifest may have", cap + 1, JSON_MAX_VALUES);
+		CHECK_STR(error_of(t), err);
+		n = (size_t)sprintf(t, "{\"a\":x");       /* 3: the object, a key, x */
+		for (size_t v = 3; v + 2 <= cap; v += 2)
+			n += (size_t)sprintf(t + n, ",\"\":0");
+		strcpy(t + n, "}");                       /* cap - 1 */
+		CHECK_STR(error_of(t), "m.json:1:6: error: expected a value, found 'x'");
+		strcpy(t + n, ",\"\":0}");                /* + a key and a value */
+		CHECK(strstr(error_of(t), "values (keys included) is more than") != NULL);
+		n = (size_t)sprintf(t, "[x, [ ], {}, \"\\\"");
+		for (size_t i = 0; i < cap; i++)
+			t[n++] = i & 1 ? ',' : ':';
+		strcpy(t + n, "\"]");
+		CHECK_STR(error_of(t), "m.json:1:2: error: expected a value, found 'x'");
+		free(t);
+	}
 	return finish("runtime.json");
 }

@@ -469,6 +469,8 @@ static void test_fake(const char *inputs, const char *lib)
 
 	setenv("PRECC_LIBCUDA", lib, 1);
 	snprintf(dir, sizeof dir, "%s/plan", inputs);
+	/* the fake checks every launch against the manifest loaded */
+	setenv("FAKE_CUDA_MANIFEST", dir, 1);
 	rt = precc_rt_open(dir, PRECC_BACKEND_CUDA, why, sizeof why);
 	CHECK(rt != NULL);
 	if (!rt) {
@@ -520,6 +522,57 @@ static void test_fake(const char *inputs, const char *lib)
 		if (last) {
 			const unsigned *g = last();
 			CHECK(g[0] == 4 && g[1] == 2 && g[2] == 1);
+		}
+		/* at M that no tile divides, the last tile row is partial and
+		 * still launched: (256/64, ceil(96/64)); the whole layer at 96
+		 * and 32 passes the fake's own grid check, which a grid rounded
+		 * down fails (tests/mutants.sh grid_tiled_rows) */
+		CHECK(precc_rt_run_step(rt, l, 1, 96, d, 0, NULL) == 0);
+		if (last) {
+			const unsigned *g = last();
+			CHECK(g[0] == 4 && g[1] == 2 && g[2] == 1);
+		}
+		CHECK(precc_rt_run_layer(rt, l, 96, d, 0, NULL) == 0);
+		CHECK(precc_rt_run_layer(rt, l, 32, d, 0, NULL) == 0);
+		/* the fake's launch check itself, on k_a2 (tiled 64x64 over
+		 * x bf16[M,256]): a grid short of the data, a pointer short of the
+		 * buffer at M and another block are refused, naming what they miss */
+		{
+			typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+			                              unsigned, unsigned, unsigned, CUstream, void **,
+			                              void **);
+			launch_fn launch = h ? (launch_fn)dlsym(h, "cuLaunchKernel") : NULL;
+			const char *(*violation)(void) = h ? (const char *(*)(void))dlsym(h, "fake_cuda_last_violation") : NULL;
+			long (*nviol)(void) = h ? (long (*)(void))dlsym(h, "fake_cuda_violations") : NULL;
+			CUresult (*push)(CUcontext) = h ? (CUresult (*)(CUcontext))dlsym(h, "cuCtxPushCurrent_v2") : NULL;
+			CUresult (*pop)(CUcontext *) = h ? (CUresult (*)(CUcontext *))dlsym(h, "cuCtxPopCurrent_v2") : NULL;
+			CHECK(launch && violation && nviol && push && pop);
+			if (launch && violation && nviol && push && pop) {
+				const rt_step *st = &rt->art->layer[l].step[1];
+				CUfunction fn = rt->art->kern[st->kernel].k->fn;
+				CUdeviceptr ptr[5];
+				int64_t m = 96;
+				void *pp[6];
+				CUcontext c;
+				long before = nviol();
+				for (int p = 0; p < 5; p++) {
+					ptr[p] = (CUdeviceptr)(uintptr_t)d[st->arg[p]];
+					pp[p] = &ptr[p];
+				}
+				pp[5] = &m;
+				push(rt->ctx);
+				CHECK(launch(fn, 4, 2, 1, 256, 1, 1, 0, NULL, pp, NULL) == 0);
+				CHECK(launch(fn, 4, 1, 1, 256, 1, 1, 0, NULL, pp, NULL) == CUDA_ERROR_LAUNCH_FAILED);
+				CHECK(contains(violation(), "kernel 'k_00000000000000a2' (precc_quant_tensor): grid (4, 1, 1) at M=96, its data needs (4, 2, 1)"));
+				m = 160;   /* the buffers are M=128's */
+				CHECK(launch(fn, 4, 3, 1, 256, 1, 1, 0, NULL, pp, NULL) == CUDA_ERROR_LAUNCH_FAILED);
+				CHECK(contains(violation(), "has 65536 bytes of device memory left, its buffer at M=160 needs 81920"));
+				m = 96;
+				CHECK(launch(fn, 4, 2, 1, 128, 1, 1, 0, NULL, pp, NULL) == CUDA_ERROR_LAUNCH_FAILED);
+				CHECK(contains(violation(), "block (128, 1, 1), the kernel has 256 threads"));
+				CHECK(nviol() == before + 3);
+				pop(&c);
+			}
 		}
 		/* zero_outputs: x.amax was 0xff.., the fake computes nothing */
 		{
@@ -576,6 +629,7 @@ static void test_fake(const char *inputs, const char *lib)
 		};
 		char tdir[4096];
 		snprintf(tdir, sizeof tdir, "%s/targets", inputs);
+		setenv("FAKE_CUDA_MANIFEST", tdir, 1);
 		for (int i = 0; i < 3; i++) {
 			precc_kernel_info ki;
 			precc_step_info si;
@@ -637,6 +691,7 @@ static void test_fake(const char *inputs, const char *lib)
 		void (*record)(int) = h ? (void (*)(int))dlsym(h, "fake_cuda_record_params") : NULL;
 		const uint64_t *(*params)(void) = h ? (const uint64_t *(*)(void))dlsym(h, "fake_cuda_last_params") : NULL;
 		snprintf(fdir, sizeof fdir, "%s/fused", inputs);
+		setenv("FAKE_CUDA_MANIFEST", fdir, 1);
 		rt = precc_rt_open(fdir, PRECC_BACKEND_CUDA, why, sizeof why);
 		CHECK(rt != NULL && coop && record && params);
 		if (rt && coop && record && params) {
@@ -679,6 +734,7 @@ static void test_fake(const char *inputs, const char *lib)
 	{
 		char fdir[4096];
 		snprintf(fdir, sizeof fdir, "%s/fused", inputs);
+		setenv("FAKE_CUDA_MANIFEST", fdir, 1);
 		setenv("FAKE_CUDA_SMS", "1", 1);
 		setenv("FAKE_CUDA_REGS", "255", 1);
 		rt = precc_rt_open(fdir, PRECC_BACKEND_CUDA, why, sizeof why);
@@ -743,6 +799,7 @@ static void test_fake(const char *inputs, const char *lib)
 		const char *names[] = {"manifest.json", "k_00000000000000e1.sm_90a.ptx"};
 		int (*coop)(void) = h ? (int (*)(void))dlsym(h, "fake_cuda_cooperative_launches") : NULL;
 		mkdtemp(d2);
+		setenv("FAKE_CUDA_MANIFEST", d2, 1);
 		for (int i = 0; i < 2; i++) {
 			snprintf(src, sizeof src, "%s/fused/%s", inputs, names[i]);
 			snprintf(dst, sizeof dst, "%s/%s", d2, names[i]);
@@ -794,6 +851,7 @@ static void test_fake(const char *inputs, const char *lib)
 		                       "k_00000000000000b2.sm_90a.ptx", "k_00000000000000c1.sm_90a.ptx",
 		                       "k_00000000000000c2.sm_90a.ptx", "k_00000000000000d1.sm_90a.ptx"};
 		mkdtemp(d2);
+		setenv("FAKE_CUDA_MANIFEST", d2, 1);
 		for (int i = 0; i < 8; i++) {
 			char *t;
 			snprintf(src, sizeof src, "%s/%s", dir, names[i]);
@@ -821,6 +879,78 @@ static void test_fake(const char *inputs, const char *lib)
 		}
 		rmdir(d2);
 	}
+	/* the library checks each file it loads against the size and FNV-1a 64
+	 * the manifest records (issue 30): Inputs/targets' sm_90a cubin with
+	 * its record loads; one bit flipped, the load fails naming the file;
+	 * a record of another size likewise */
+	{
+		char d2[] = "/tmp/precc_test_plan_hXXXXXX", src[4200], dst[4200], rec[300];
+		const char *names[] = {"manifest.json", "k_00000000000090a0.sm_90a.ptx",
+		                       "k_00000000000090a0.sm_90a.cubin", "k_0000000000008900.sm_89.ptx",
+		                       "k_0000000000008900.sm_89.cubin"};
+		mkdtemp(d2);
+		setenv("FAKE_CUDA_MANIFEST", d2, 1);
+		for (int i = 0; i < 5; i++) {
+			snprintf(src, sizeof src, "%s/targets/%s", inputs, names[i]);
+			snprintf(dst, sizeof dst, "%s/%s", d2, names[i]);
+			char *t = slurp(src);
+			if (i == 0) {
+				char cub[4200];
+				snprintf(cub, sizeof cub, "%s/targets/%s", inputs, names[2]);
+				char *c = slurp(cub);
+				snprintf(rec, sizeof rec, "\"cubin\": \"%s\", \"cubin_bytes\": %zu, "
+				         "\"cubin_fnv1a64\": \"%016llx\"", names[2], strlen(c),
+				         (unsigned long long)ir_hash_bytes(0xcbf29ce484222325ULL, c, strlen(c)));
+				char *t2 = replace(t, "\"cubin\": \"k_00000000000090a0.sm_90a.cubin\"", rec);
+				CHECK(t2 != NULL);
+				free(t);
+				free(c);
+				t = t2;
+			}
+			spit(dst, t);
+			free(t);
+		}
+		precc_rt *ok = precc_rt_open(d2, PRECC_BACKEND_CUDA, why, sizeof why);
+		CHECK(ok != NULL);
+		if (ok) {
+			precc_kernel_info ki;
+			precc_rt_kernel_info(ok, 0, &ki);
+			CHECK_STR(ki.loaded, "k_00000000000090a0.sm_90a.cubin");
+		} else
+			fprintf(stderr, "%s\n", why);
+		precc_rt_close(ok);
+		snprintf(dst, sizeof dst, "%s/%s", d2, names[2]);
+		{
+			char *c = slurp(dst);
+			c[5] ^= 0x10;
+			spit(dst, c);
+			free(c);
+		}
+		CHECK(precc_rt_open(d2, PRECC_BACKEND_CUDA, why, sizeof why) == NULL);
+		CHECK(contains(why, "kernel 'k_00000000000090a0': '"));
+		CHECK(contains(why, "/k_00000000000090a0.sm_90a.cubin' is not the file precc build wrote: "));
+		CHECK(contains(why, "(truncated or changed since precc build)"));
+		for (int i = 0; i < 5; i++) {
+			snprintf(dst, sizeof dst, "%s/%s", d2, names[i]);
+			unlink(dst);
+		}
+		rmdir(d2);
+	}
+	/* every launch above was checked against its manifest (but the
+	 * direct ones of a NULL function); only the three refused on purpose
+	 * failed */
+	{
+		long (*nviol)(void) = h ? (long (*)(void))dlsym(h, "fake_cuda_violations") : NULL;
+		long (*nlaunch)(void) = h ? (long (*)(void))dlsym(h, "fake_cuda_launches") : NULL;
+		long (*nchecked)(void) = h ? (long (*)(void))dlsym(h, "fake_cuda_checked") : NULL;
+		CHECK(nviol && nlaunch && nchecked);
+		if (nviol && nlaunch && nchecked) {
+			printf("fake: %ld launches, %ld checked against the manifest, %ld refused\n",
+			       nlaunch(), nchecked(), nviol());
+			CHECK(nviol() == 3 && nchecked() >= 20);
+		}
+	}
+	unsetenv("FAKE_CUDA_MANIFEST");
 }
 #endif
 

@@ -5,7 +5,8 @@
 #    delayed-scaling recipe (its amax histories and scales in the
 #    checkpoint), fp16 with dynamic loss scaling (the scaler) and fp32;
 #  - a checkpoint of other recipes, another model setting (seed), another
-#    state-file format version, or a corrupt one is refused with the reason;
+#    state-file format version, a corrupt one or a FIFO (which must not
+#    block the reader) is refused with the reason;
 #  - an injected NaN gradient skips the step: fp16 dynamic halves its scale,
 #    bf16 counts it; the losses before are unchanged and stay finite after;
 #  - the plot and the JSON are written.
@@ -46,7 +47,8 @@ PY
 refuse() {  # refuse WHAT EXPECTED-MESSAGE ARGS...
 	what=$1 want=$2
 	shift 2
-	if "$t" "$@" --steps 1 --out "$tmp/o" > "$tmp/r.out" 2> "$tmp/r.err"; then
+	# a reader that blocks (a FIFO) fails here instead of hanging the suite
+	if timeout 60 "$t" "$@" --steps 1 --out "$tmp/o" > "$tmp/r.out" 2> "$tmp/r.err"; then
 		fail "a checkpoint of $what was accepted"
 	elif ! grep -q "$want" "$tmp/r.err"; then
 		fail "a checkpoint of $what: expected '$want', got: $(cat "$tmp/r.err")"
@@ -63,6 +65,8 @@ cp "$tmp/c.pst" "$tmp/x.pst"
 printf 'Z' | dd of="$tmp/x.pst" bs=1 seek=5000 conv=notrunc 2>/dev/null
 refuse "a corrupt file" "checksum mismatch" $R --resume "$tmp/x.pst"
 refuse "a missing file" "cannot resume" $R --resume "$tmp/none.pst"
+mkfifo "$tmp/fifo.pst"
+refuse "a FIFO" "cannot open: not a regular file" $R --resume "$tmp/fifo.pst"
 
 # NaN gradients at step 4
 "$t" --recipe fp16_dynamic_loss_scale --recipe bf16 --steps 8 --out "$tmp/o" --json > "$tmp/n0.json" || fail "8 steps"
