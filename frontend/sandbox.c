@@ -4,14 +4,16 @@
  * setmetatable that refuses __gc), string (without dump), table, math and
  * utf8; no io, os, package or debug. Reading an unknown global is an error
  * with a suggestion. Every run has an instruction budget (count hook), the
- * heap a cap (lua_Alloc), and a watchdog bounds the wall time of C code the
- * hooks cannot see (runaway pattern matching). Errors come back as
- * file:line + message, naming what ran ("recipe" or "model file").
+ * heap a cap (lua_Alloc), and a watchdog bounds the CPU time of all runs
+ * together, C code the hooks cannot see included (runaway pattern
+ * matching). Errors come back as file:line + message, naming what ran
+ * ("recipe" or "model file").
  */
 #include <ctype.h>
 #include <signal.h>
 #include <sys/time.h>
 #include <stdarg.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +290,11 @@ sandbox_new(const char *path, const char *what)
 	sb->what = what;
 	sb->mem_limit = sandbox_limits.mem;
 	sb->step_limit = sandbox_limits.load_steps;
+	sb->cpu_s = sandbox_limits.cpu_s;
+	const char *e = getenv("PRECC_SANDBOX_CPU_S");
+	if (e && atoi(e) > 0 && atoi(e) < sb->cpu_s)   /* lowers it, never raises */
+		sb->cpu_s = atoi(e);
+	sb->cpu_left_us = sb->cpu_s * 1000000LL;
 	sb->L = lua_newstate(sb_alloc, sb);
 	if (!sb->L)
 		die("cannot create a Lua state");
@@ -297,8 +304,9 @@ sandbox_new(const char *path, const char *what)
 }
 
 /* No recipe object has a finalizer (sb_setmetatable), so lua_close() runs
- * no recipe code; the watchdog is armed anyway, as for every run. */
-static void arm_watchdog(Sandbox *, struct sigaction *old, struct itimerval *prev);
+ * no recipe code; the watchdog is armed anyway, as for every run, with a
+ * budget of its own: freeing is precc's time, not the recipe's. */
+static void arm_watchdog(Sandbox *, long long us, struct sigaction *old, struct itimerval *prev);
 static void disarm_watchdog(struct sigaction *old, struct itimerval *prev);
 
 void
@@ -309,7 +317,8 @@ sandbox_free(Sandbox *sb)
 
 	if (!sb)
 		return;
-	arm_watchdog(sb, &old, &prev);
+	sb->task_line = 0;
+	arm_watchdog(sb, sb->cpu_s * 1000000LL, &old, &prev);
 	lua_close(sb->L);
 	disarm_watchdog(&old, &prev);
 	free(sb->path);
@@ -384,7 +393,10 @@ msgh(lua_State *L)
 /* The watchdog: C code (a runaway pattern match) cannot be interrupted
  * by hooks, so past the CPU-time limit precc reports and exits. CPU time,
  * not wall time: a loaded machine or a sanitizer build must not turn a
- * legitimate recipe into an error. */
+ * legitimate recipe into an error. The timer is armed with what is left
+ * of the sandbox's budget, and each run's CPU time is taken off it, so its
+ * runs share one budget: a rule that costs a second per layer is stopped on a model
+ * of any size, not allowed a budget per layer. */
 static Sandbox *watched;
 
 static void
@@ -394,20 +406,29 @@ on_alarm(int sig)
 	int n;
 
 	(void)sig;
-	n = snprintf(buf, sizeof buf, "%s:%d: error: %s used more than %d s of CPU time "
-	             "(a runaway pattern match?)\n", watched->path, watched->line, watched->what,
-	             sandbox_limits.cpu_s);
+	if (watched->task_line)
+		n = snprintf(buf, sizeof buf, "%s:%d: error: %s used more than %d s of CPU time "
+		             "in all, the last of it %s\n", watched->path, watched->task_line,
+		             watched->what, watched->cpu_s, watched->task);
+	else
+		n = snprintf(buf, sizeof buf, "%s:%d: error: %s used more than %d s of CPU time "
+		             "(a runaway pattern match?)\n", watched->path, watched->line,
+		             watched->what, watched->cpu_s);
 	if (n > 0)
 		(void)!write(2, buf, n < (int)sizeof buf ? n : (int)sizeof buf - 1);
 	_exit(1);
 }
 
 static void
-arm_watchdog(Sandbox *sb, struct sigaction *old, struct itimerval *prev)
+arm_watchdog(Sandbox *sb, long long us, struct sigaction *old, struct itimerval *prev)
 {
 	struct sigaction sa = {0};
-	struct itimerval limit = {.it_value = {.tv_sec = sandbox_limits.cpu_s}};
+	struct itimerval limit = {0};
 
+	if (us < 1)             /* 0 would disarm it */
+		us = 1;
+	limit.it_value.tv_sec = us / 1000000;
+	limit.it_value.tv_usec = us % 1000000;
 	watched = sb;
 	sa.sa_handler = on_alarm;
 	sigemptyset(&sa.sa_mask);
@@ -423,6 +444,18 @@ disarm_watchdog(struct sigaction *old, struct itimerval *prev)
 	watched = NULL;
 }
 
+/* The process's CPU time, as ITIMER_PROF counts it. Not the timer's own
+ * remainder: that moves only at scheduler ticks, so runs shorter than a
+ * tick (a predicate call) would spend nothing. */
+static long long
+cpu_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return t.tv_sec * 1000000LL + t.tv_nsec / 1000;
+}
+
 bool
 sandbox_call(Sandbox *sb, int nargs, int nresults, long long steps, SandboxError *err)
 {
@@ -436,9 +469,11 @@ sandbox_call(Sandbox *sb, int nargs, int nresults, long long steps, SandboxError
 	sb->over_steps = sb->over_mem = false;
 	lua_pushcfunction(L, msgh);
 	lua_insert(L, base);
-	arm_watchdog(sb, &old, &prev);
+	long long t0 = cpu_us();
+	arm_watchdog(sb, sb->cpu_left_us, &old, &prev);
 	int st = lua_pcall(L, nargs, nresults, base);
 	disarm_watchdog(&old, &prev);
+	sb->cpu_left_us -= cpu_us() - t0;
 	lua_remove(L, base);
 	if (st == LUA_OK)
 		return true;
