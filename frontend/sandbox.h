@@ -37,7 +37,10 @@ typedef struct Sandbox {
 	size_t mem, mem_limit;
 	long long steps, step_limit;
 	bool over_steps, over_mem;
-	int line;                 /* last line run in the recipe (line hook) */
+	int line;                 /* last line of the recipe's own code run
+	                             (line hook; a load()ed chunk's lines are
+	                             not the recipe's) */
+	int err_line;             /* where the last error is (msgh) */
 	int cpu_s;                /* the CPU budget of all runs together ... */
 	long long cpu_left_us;    /* ... and what is left of it */
 	/* What the watchdog blames while recipe code runs for precc (a rule
@@ -65,10 +68,13 @@ bool sandbox_load(Sandbox *, const char *text, size_t len, SandboxError *err);
  * the CPU time left to the sandbox: one budget for the recipe's load and
  * every call of its rules, so that a slow rule cannot run per layer. */
 bool sandbox_call(Sandbox *, int nargs, int nresults, long long steps, SandboxError *err);
-/* Raise a Lua error "path:line: msg" (line 0: the line now running);
+/* Raise a Lua error "path:line: msg" (line 0: the recipe's line now
+ * running); the error is then placed at that line, while the same text
+ * from the recipe's own error() is not trusted for a position;
  * fmt is lua_pushfstring's: %s %d %I %f %p %c %U %% only. */
 int sandbox_raise(lua_State *L, int line, const char *fmt, ...);
-/* The line of the recipe code that called the running C function, or 0. */
+/* The line of the recipe's own code that called the running C function
+ * (through load()ed chunks or pcall), or 0. */
 int sandbox_caller_line(lua_State *L);
 
 /* ---- srcpos.c ----------------------------------------------------------- */
