@@ -428,21 +428,20 @@ sandbox_new(const char *path, const char *what)
 /* No recipe object has a finalizer (sb_setmetatable), so lua_close() runs
  * no recipe code; the watchdog is armed anyway, as for every run, with a
  * budget of its own: freeing is precc's time, not the recipe's. */
-static void arm_watchdog(Sandbox *, long long us, struct sigaction *old, struct itimerval *prev);
-static void disarm_watchdog(struct sigaction *old, struct itimerval *prev);
+static void arm_watchdog(Sandbox *, long long us, struct itimerval *prev);
+static void disarm_watchdog(struct itimerval *prev);
 
 void
 sandbox_free(Sandbox *sb)
 {
-	struct sigaction old;
 	struct itimerval prev;
 
 	if (!sb)
 		return;
 	sb->task_line = 0;
-	arm_watchdog(sb, sb->cpu_s * 1000000LL, &old, &prev);
+	arm_watchdog(sb, sb->cpu_s * 1000000LL, &prev);
 	lua_close(sb->L);
-	disarm_watchdog(&old, &prev);
+	disarm_watchdog(&prev);
 	free(sb->path);
 	free(sb);
 }
@@ -569,6 +568,8 @@ on_alarm(int sig)
 	int n;
 
 	(void)sig;
+	if (!watched)          /* the handler stays; a late tick finds no run */
+		return;
 	if (watched->task_line)
 		n = snprintf(buf, sizeof buf, "%s:%d: error: %s used more than %d s of CPU time "
 		             "in all, the last of it %s\n", watched->path, watched->task_line,
@@ -582,10 +583,12 @@ on_alarm(int sig)
 	_exit(1);
 }
 
+/* The handler is installed once and stays (two system calls fewer on
+ * each of the up to rules x layers x 2 runs of a check). */
 static void
-arm_watchdog(Sandbox *sb, long long us, struct sigaction *old, struct itimerval *prev)
+arm_watchdog(Sandbox *sb, long long us, struct itimerval *prev)
 {
-	struct sigaction sa = {0};
+	static bool installed;
 	struct itimerval limit = {0};
 
 	if (us < 1)             /* 0 would disarm it */
@@ -593,17 +596,20 @@ arm_watchdog(Sandbox *sb, long long us, struct sigaction *old, struct itimerval 
 	limit.it_value.tv_sec = us / 1000000;
 	limit.it_value.tv_usec = us % 1000000;
 	watched = sb;
-	sa.sa_handler = on_alarm;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGPROF, &sa, old);
+	if (!installed) {
+		struct sigaction sa = {0};
+		sa.sa_handler = on_alarm;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGPROF, &sa, NULL);
+		installed = true;
+	}
 	setitimer(ITIMER_PROF, &limit, prev);
 }
 
 static void
-disarm_watchdog(struct sigaction *old, struct itimerval *prev)
+disarm_watchdog(struct itimerval *prev)
 {
 	setitimer(ITIMER_PROF, prev, NULL);
-	sigaction(SIGPROF, old, NULL);
 	watched = NULL;
 }
 
@@ -623,7 +629,6 @@ bool
 sandbox_call(Sandbox *sb, int nargs, int nresults, long long steps, SandboxError *err)
 {
 	lua_State *L = sb->L;
-	struct sigaction old;
 	struct itimerval prev;
 	int base = lua_gettop(L) - nargs;
 
@@ -634,9 +639,9 @@ sandbox_call(Sandbox *sb, int nargs, int nresults, long long steps, SandboxError
 	lua_pushcfunction(L, msgh);
 	lua_insert(L, base);
 	long long t0 = cpu_us();
-	arm_watchdog(sb, sb->cpu_left_us, &old, &prev);
+	arm_watchdog(sb, sb->cpu_left_us, &prev);
 	int st = lua_pcall(L, nargs, nresults, base);
-	disarm_watchdog(&old, &prev);
+	disarm_watchdog(&prev);
 	sb->cpu_left_us -= cpu_us() - t0;
 	lua_remove(L, base);
 	if (st == LUA_OK)
