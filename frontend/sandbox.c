@@ -96,8 +96,8 @@ hook(lua_State *L, lua_Debug *ar)
 {
 	Sandbox *sb = sandbox_of(L);
 
-	if (ar->event == LUA_HOOKLINE) {   /* runs on every line */
-		if (lua_getinfo(L, "S", ar) && is_recipe_source(sb, ar->source))
+	if (ar->event == LUA_HOOKLINE) {   /* runs on every line: cheap */
+		if (!sb->chunks || (lua_getinfo(L, "S", ar) && is_recipe_source(sb, ar->source)))
 			sb->line = ar->currentline;
 		return;
 	}
@@ -270,6 +270,7 @@ sb_load(lua_State *L)
 		else
 			lua_pushglobaltable(L);
 		lua_call(L, 4, LUA_MULTRET);
+		sandbox_of(L)->chunks = true;
 		return lua_gettop(L) - top - 1;
 	}
 	int line;
@@ -280,6 +281,7 @@ sb_load(lua_State *L)
 		lua_insert(L, -2);
 		return 2;
 	}
+	sandbox_of(L)->chunks = true;
 	if (top >= 4) {
 		lua_pushvalue(L, 4);
 		if (!lua_setupvalue(L, -2, 1))

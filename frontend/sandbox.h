@@ -40,6 +40,9 @@ typedef struct Sandbox {
 	int line;                 /* last line of the recipe's own code run
 	                             (line hook; a load()ed chunk's lines are
 	                             not the recipe's) */
+	bool chunks;              /* load() has made a chunk: from then on the
+	                             line hook checks whose line it is (twice
+	                             the time of a line, only then) */
 	int err_line;             /* where the last error is (msgh) */
 	int cpu_s;                /* the CPU budget of all runs together ... */
 	long long cpu_left_us;    /* ... and what is left of it */
