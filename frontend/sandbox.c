@@ -165,24 +165,31 @@ sb_pcall(lua_State *L)
 
 /* Text handed to Lua's parser a line at a time, so that a parser error
  * without a position (nesting too deep: "C stack overflow") can be placed
- * at the last line the parser read. */
+ * at the last line the parser read. Lines end as Lua's lexer ends them:
+ * \n, \r, \r\n or \n\r. */
 typedef struct LineReader { const char *s, *end; int line; } LineReader;
 
 static const char *
 read_line(lua_State *L, void *ud, size_t *size)
 {
 	LineReader *rd = ud;
-	const char *p = rd->s, *nl;
+	const char *p = rd->s, *e = p;
 
 	(void)L;
 	if (p >= rd->end) {
 		*size = 0;
 		return NULL;
 	}
-	nl = memchr(p, '\n', rd->end - p);
-	rd->s = nl ? nl + 1 : rd->end;
+	while (e < rd->end && *e != '\n' && *e != '\r')
+		e++;
+	if (e < rd->end) {
+		e++;
+		if (e < rd->end && (*e == '\n' || *e == '\r') && *e != e[-1])
+			e++;
+	}
+	rd->s = e;
 	rd->line++;
-	*size = rd->s - p;
+	*size = e - p;
 	return p;
 }
 

@@ -48,5 +48,6 @@ done
 # slow the fuzzers down: they stay in the lit tests
 rm -f $c/fuzz_recipe/recipe_pcall_loop.lua $c/fuzz_recipe/recipe_predicate_loop.lua \
       $c/fuzz_recipe/recipe_table_bomb.lua $c/fuzz_model_lua/model_loop.lua \
-      $c/fuzz_recipe/recipe_slow_pattern.lua $c/fuzz_recipe/recipe_slow_predicate.lua
+      $c/fuzz_recipe/recipe_slow_pattern.lua $c/fuzz_recipe/recipe_slow_predicate.lua \
+      $c/fuzz_recipe/recipe_chunk_runaway.lua
 for d in $c/*; do echo "seeds: $(basename $d): $(ls $d | wc -l) files"; done
