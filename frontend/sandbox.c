@@ -318,20 +318,40 @@ sb_setmetatable(lua_State *L)
 	return lua_gettop(L);
 }
 
-/* print goes to stderr as a note, so it never mixes with precc's output. */
+/* A control character of recipe text as \ddd (\n, \r as such): text
+ * cannot start a line of precc's output, where it could pass for a
+ * diagnostic of another file ("\n/etc/shadow:4: error: ..."). */
+static int
+escape_control(char *e, unsigned char c)
+{
+	return c == '\n' ? sprintf(e, "\\n") : c == '\r' ? sprintf(e, "\\r")
+	     : (c < 32 && c != '\t') || c == 127 ? sprintf(e, "\\%d", c) : 0;
+}
+
+/* print goes to stderr as a note, so it never mixes with precc's output;
+ * each of its lines is a note at the line that printed it. */
 static int
 sb_print(lua_State *L)
 {
 	Sandbox *sb = sandbox_of(L);
 	int n = lua_gettop(L), line = sandbox_caller_line(L);
+	char pre[1100], e[8];
 
-	fprintf(stderr, "%s:%d: note: ", sb->path, line ? line : sb->line);
+	snprintf(pre, sizeof pre, "%s:%d: note: ", sb->path, line ? line : sb->line);
+	fputs(pre, stderr);
 	for (int i = 1; i <= n; i++) {
 		size_t len;
 		const char *s = luaL_tolstring(L, i, &len);
 		if (i > 1)
 			fputc('\t', stderr);
-		fwrite(s, 1, len, stderr);
+		for (size_t k = 0; k < len; k++) {
+			if (s[k] == '\n')
+				fprintf(stderr, "\n%s", pre);
+			else if (escape_control(e, s[k]))
+				fputs(e, stderr);
+			else
+				fputc(s[k], stderr);
+		}
 		lua_pop(L, 1);
 	}
 	fputc('\n', stderr);
@@ -455,13 +475,24 @@ sandbox_free(Sandbox *sb)
 	free(sb);
 }
 
-/* An error in the recipe's file, at `line`. */
+/* An error in the recipe's file, at `line`, on one line of output. */
 static void
 fill_error(Sandbox *sb, const char *m, int line, SandboxError *err)
 {
+	size_t n = 0;
+	char e[8];
+
 	snprintf(err->file, sizeof err->file, "%s", sb->path);
 	err->line = line;
-	snprintf(err->msg, sizeof err->msg, "%s", m);
+	for (; *m && n + 8 < sizeof err->msg; m++) {
+		int k = escape_control(e, *m);
+		if (k)
+			memcpy(err->msg + n, e, k);
+		else
+			err->msg[n] = *m;
+		n += k ? k : 1;
+	}
+	err->msg[n] = 0;
 	if (!strcmp(err->msg, "stack overflow") || strstr(err->msg, "stack overflow ("))
 		snprintf(err->msg, sizeof err->msg, "stack overflow (recursion too deep?)");
 }
