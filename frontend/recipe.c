@@ -515,6 +515,11 @@ recipe_rule_matches(const Recipe *r, const Rule *u, const Linear *l)
 	lua_State *L = sb->L;
 	SandboxError err;
 
+	/* past the CPU budget, the watchdog blames this rule and layer */
+	sb->task_line = u->loc.line;
+	snprintf(sb->task, sizeof sb->task, u->pattern
+	         ? "matching this rule's pattern to layer '%s' (a runaway pattern match?)"
+	         : "in this rule's predicate on layer '%s' (a slow predicate?)", l->fqn);
 	if (u->pattern) {
 		lua_getfield(L, LUA_REGISTRYINDEX, REG_FIND);
 		lua_pushstring(L, l->fqn);
@@ -553,8 +558,10 @@ recipe_rule_matches(const Recipe *r, const Rule *u, const Linear *l)
 		if (!sandbox_call(sb, 1, 1, sandbox_limits.call_steps, &err))
 			errorf(err.file, err.line, "%s", err.msg);
 	} else {
+		sb->task_line = 0;
 		return false;
 	}
+	sb->task_line = 0;
 	bool m = lua_toboolean(L, -1);
 	lua_pop(L, 1);
 	return m;

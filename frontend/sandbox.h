@@ -16,12 +16,13 @@ enum {
 	SANDBOX_MEM_LIMIT = 64 << 20,        /* bytes of Lua heap */
 	SANDBOX_LOAD_STEPS = 20000000,       /* VM instructions to load a recipe */
 	SANDBOX_CALL_STEPS = 1000000,        /* ... per predicate call */
-	SANDBOX_CPU_S = 5,                   /* watchdog: CPU seconds per run */
+	SANDBOX_CPU_S = 5,                   /* watchdog: CPU seconds for all runs together */
 };
 
 /* The limits in force, SANDBOX_* above unless lowered. Only the fuzz
  * harnesses lower them (tests/fuzz/fuzz.h), so that a runaway input costs
- * them milliseconds rather than seconds. */
+ * them milliseconds rather than seconds; PRECC_SANDBOX_CPU_S lowers cpu_s
+ * for one precc run (tests, docs/testing.md). */
 typedef struct SandboxLimits {
 	size_t mem;
 	long long load_steps, call_steps;
@@ -36,7 +37,20 @@ typedef struct Sandbox {
 	size_t mem, mem_limit;
 	long long steps, step_limit;
 	bool over_steps, over_mem;
-	int line;                 /* last line run in the recipe (line hook) */
+	int line;                 /* last line of the recipe's own code run
+	                             (line hook; a load()ed chunk's lines are
+	                             not the recipe's) */
+	bool chunks;              /* load() has made a chunk: from then on the
+	                             line hook checks whose line it is (twice
+	                             the time of a line, only then) */
+	int err_line;             /* where the last error is (msgh) */
+	int cpu_s;                /* the CPU budget of all runs together ... */
+	long long cpu_left_us;    /* ... and what is left of it */
+	/* What the watchdog blames while recipe code runs for precc (a rule
+	 * matching a layer) rather than at its own top level: the line, and
+	 * the end of the message. task_line 0: the line running. */
+	int task_line;
+	char task[512];
 } Sandbox;
 
 /* A failed run: where and what, ready for errorf(file, line, "%s", msg). */
@@ -53,12 +67,17 @@ Sandbox *sandbox_of(lua_State *L);
  * sandbox's globals; pushes the chunk. Returns false and fills err on a
  * syntax error or a binary (bytecode) chunk. */
 bool sandbox_load(Sandbox *, const char *text, size_t len, SandboxError *err);
-/* lua_pcall with a fresh instruction budget and the watchdog armed. */
+/* lua_pcall with a fresh instruction budget and the watchdog armed with
+ * the CPU time left to the sandbox: one budget for the recipe's load and
+ * every call of its rules, so that a slow rule cannot run per layer. */
 bool sandbox_call(Sandbox *, int nargs, int nresults, long long steps, SandboxError *err);
-/* Raise a Lua error "path:line: msg" (line 0: the line now running);
+/* Raise a Lua error "path:line: msg" (line 0: the recipe's line now
+ * running); the error is then placed at that line, while the same text
+ * from the recipe's own error() is not trusted for a position;
  * fmt is lua_pushfstring's: %s %d %I %f %p %c %U %% only. */
 int sandbox_raise(lua_State *L, int line, const char *fmt, ...);
-/* The line of the recipe code that called the running C function, or 0. */
+/* The line of the recipe's own code that called the running C function
+ * (through load()ed chunks or pcall), or 0. */
 int sandbox_caller_line(lua_State *L);
 
 /* ---- srcpos.c ----------------------------------------------------------- */

@@ -63,5 +63,7 @@ PRECC_PTXAS=/nonexistent PRECC_CACHE_DIR=$tmp/cache PRECC_CACHE_KEY=$tmp/cache.k
 # the suite's deliberate runaways (each runs to a 5 s limit) would only
 # slow the fuzzers down: they stay in the lit tests
 rm -f $c/fuzz_recipe/recipe_pcall_loop.lua $c/fuzz_recipe/recipe_predicate_loop.lua \
-      $c/fuzz_recipe/recipe_table_bomb.lua $c/fuzz_model_lua/model_loop.lua
+      $c/fuzz_recipe/recipe_table_bomb.lua $c/fuzz_model_lua/model_loop.lua \
+      $c/fuzz_recipe/recipe_slow_pattern.lua $c/fuzz_recipe/recipe_slow_predicate.lua \
+      $c/fuzz_recipe/recipe_chunk_runaway.lua
 for d in $c/*; do echo "seeds: $(basename $d): $(ls $d | wc -l) files"; done
