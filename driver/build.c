@@ -369,6 +369,18 @@ run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath, const ch
 		job_fail(j, "precc: error: ptxas wrote no %s", cubinpath);
 		return -1;
 	}
+	/* ptxas 13.0 exits 0 on a full disk, its cubin cut short: what is
+	 * not a whole CUDA ELF fails the build and is neither written to -o
+	 * nor sealed into the cache */
+	const char *why = cache_cubin_check(j->e.cubin, j->e.cubin_len);
+	if (why) {
+		job_fail(j, "precc: error: ptxas exited 0 but its cubin for %s (%s) is malformed: "
+		         "%s (%zu bytes; a full disk?)", shown, j->f->name, why, j->e.cubin_len);
+		free(j->e.cubin);
+		j->e.cubin = NULL;
+		j->e.cubin_len = 0;
+		return -1;
+	}
 	return 0;
 }
 
