@@ -333,37 +333,64 @@ scan_after(const char *log, const char *word, int before)
 	return best;
 }
 
-/* ptxas ptxpath -> cubinpath (temporaries), its log beside them; errors
- * name the kernel's file in -o, shown. -1: ptxas rejected the PTX; -2:
- * it did not run, or its cubin cannot be trusted. */
+/* ptxas's output (the -v figures, or why it rejects the PTX), read
+ * through a pipe: a log file beside the cubin went short on a full disk,
+ * and a kernel with "regs": -1 was sealed into the cache. */
+static char *
+read_pipe(int fd)
+{
+	char *text = NULL, buf[4096];
+	size_t n = 0;
+	FILE *m = open_memstream(&text, &n);
+	ssize_t k;
+
+	while ((k = read(fd, buf, sizeof buf)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			break;
+		fwrite(buf, 1, (size_t)k, m);
+	}
+	fclose(m);
+	return text;
+}
+
+/* ptxas ptxpath -> cubinpath (temporaries); errors name the kernel's file
+ * in -o, shown. -1: ptxas rejected the PTX; -2: it did not run, or its
+ * cubin cannot be trusted. */
 static int
 run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath, const char *shown)
 {
-	char log[4500], arch[32];
+	char arch[32];
 	const char *sm = b->tg[j->t]->name;
 	posix_spawn_file_actions_t fa;
 	pid_t pid;
-	int st = 0, rc;
+	int st = 0, rc, fd[2];
 	double t0 = now_ms();
 
-	snprintf(log, sizeof log, "%s.log", cubinpath);
 	snprintf(arch, sizeof arch, "-arch=%s", sm);
 	char *argv[] = {b->ptxas, "-v", arch, "-o", (char *)cubinpath, (char *)ptxpath, NULL};
+	/* O_CLOEXEC: another worker's ptxas must not hold this pipe open */
+	if (pipe2(fd, O_CLOEXEC)) {
+		job_fail(j, "precc: error: cannot run %s: %s", b->ptxas, strerror(errno));
+		return -2;
+	}
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
 	rc = posix_spawn(&pid, b->ptxas, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
+	close(fd[1]);
 	if (rc) {
+		close(fd[0]);
 		job_fail(j, "precc: error: cannot run %s: %s", b->ptxas, strerror(rc));
 		return -2;
 	}
+	char *text = read_pipe(fd[0]);
+	close(fd[0]);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	j->ptxas_ms = now_ms() - t0;
-	size_t n = 0;
-	char *text = read_file(log, 0, &n, NULL);
-	unlink(log);
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 		job_fail(j, "precc: error: ptxas rejected %s (%s):\n%s", shown,
 		         j->f->name, text ? text : "");
