@@ -183,6 +183,10 @@ publish_begin(Build *b)
 	}
 	snprintf(b->stage, sizeof b->stage, "%s/.%s" STAGE_TAG "XXXXXX", parent, base);
 	if (!mkdtemp(b->stage)) {
+		/* a parent we may not write: in place; a full disk (ENOSPC, EDQUOT)
+		 * or worse fails the build before it touches -o */
+		if (errno != EACCES && errno != EPERM && errno != EROFS)
+			errorf(b->out, 0, "cannot stage the build beside it: %s", strerror(errno));
 		fprintf(stderr, "precc build: note: cannot stage beside %s (%s): writing into it in "
 		        "place, not as a unit (docs/artifacts.md)\n", b->out, strerror(errno));
 		snprintf(b->stage, sizeof b->stage, "%s", b->out);

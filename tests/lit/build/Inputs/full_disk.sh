@@ -40,6 +40,14 @@ for free in 0 65536 262144 524288; do
 done
 [ $nofit -gt 0 ] || fail "every build fitted"
 echo "full disk: $nofit builds failed with a reason, -o whole after each"
+# no inode left: the stage itself cannot be made
+used=$(($(df --output=iused "$t/mnt" | tail -1)))
+mount -o remount,nr_inodes=$used "$t/mnt" || fail "remount"
+build te_delayed_hybrid "$out" && fail "built with no inode left"
+grep -q "cannot stage the build beside it: No space left on device" "$t/err" || fail "no inode: no reason"
+[ "$(python3 "$in/out_whole.py" "$out")" = bf16 ] || fail "no inode: -o is not the old build"
+mount -o remount,nr_inodes=100000 "$t/mnt" || fail "remount"
+echo "no inode for the stage: failed with the reason, -o whole"
 build te_delayed_hybrid "$out" || fail "build with room"
 diff -r "$t/ref" "$out" || fail "differs from a clean serial build"
 echo "then equal to a clean serial build"
