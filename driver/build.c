@@ -96,10 +96,11 @@ job_fail(Job *j, const char *fmt, ...)
 }
 
 /* Writes dir/name whole or not at all: a mkstemp file ".name.XXXXXX" in
- * dir, written, fsync'ed and renamed over name, so no reader (ptxas,
- * precc_rt) sees a file half written, and a full disk (ENOSPC from write,
- * fsync or close) is an error naming shown/name, not a short file. dir is
- * the build's stage (publish.c), shown the -o the user named. */
+ * dir, written and renamed over name, so no reader (ptxas, precc_rt) sees
+ * a file half written, and a full disk (ENOSPC from write or close) is an
+ * error naming shown/name, not a short file. dir is the build's stage,
+ * shown the -o the user named; publish_commit syncs the stage once (an
+ * fsync per file cost 4-8 ms each on a busy ext4). */
 static int
 write_file(const char *dir, const char *shown, const char *name, const void *p, size_t n,
            char *err, size_t errsz)
@@ -123,7 +124,7 @@ write_file(const char *dir, const char *shown, const char *name, const void *p, 
 		b += k;
 		left -= (size_t)k;
 	}
-	if (fchmod(fd, 0644) || fsync(fd) || close(fd)) {
+	if (fchmod(fd, 0644) || close(fd)) {
 		fd = -1;
 		goto fail;
 	}

@@ -224,7 +224,17 @@ publish_commit(Build *b, char *err, size_t errsz)
 
 	if (b->inplace)
 		return 0;
-	sync_dir(b->stage);
+	/* one syncfs for the whole stage: its files on disk before the swap
+	 * names them, and a late write error (ENOSPC, EIO at writeback) fails
+	 * the build instead of publishing it */
+	int fd = open(b->stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || syncfs(fd)) {
+		snprintf(err, errsz, "%s: error: cannot write the build: %s", b->out, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
 	publish_kill_at("written");
 	snprintf(old, sizeof old, "%s", b->stage);
 	if (renameat2(AT_FDCWD, b->stage, AT_FDCWD, b->outdir, RENAME_EXCHANGE)) {
