@@ -96,17 +96,20 @@ job_fail(Job *j, const char *fmt, ...)
 }
 
 /* Writes dir/name whole or not at all: a mkstemp file ".name.XXXXXX" in
- * dir, renamed over name. Concurrent builds into one -o each write their
- * own temporaries; the last rename wins, and no reader (ptxas, precc_rt,
- * another build) ever sees a file half written. */
+ * dir, written and renamed over name, so no reader (ptxas, precc_rt) sees
+ * a file half written, and a full disk (ENOSPC from write or close) is an
+ * error naming shown/name, not a short file. dir is the build's stage,
+ * shown the -o the user named; publish_commit syncs the stage once (an
+ * fsync per file cost 4-8 ms each on a busy ext4). */
 static int
-write_file(const char *dir, const char *name, const void *p, size_t n, char *err, size_t errsz)
+write_file(const char *dir, const char *shown, const char *name, const void *p, size_t n,
+           char *err, size_t errsz)
 {
 	char path[4200], tmp[4300];
 	const unsigned char *b = p;
 	int fd;
 
-	snprintf(path, sizeof path, "%s/%s", dir, name);
+	snprintf(path, sizeof path, "%s/%s", shown, name);
 	snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", dir, name);
 	if ((fd = mkstemp(tmp)) < 0) {
 		snprintf(err, errsz, "%s: error: cannot write: %s", path, strerror(errno));
@@ -125,7 +128,9 @@ write_file(const char *dir, const char *name, const void *p, size_t n, char *err
 		fd = -1;
 		goto fail;
 	}
-	if (rename(tmp, path)) {
+	char dst[4200];
+	snprintf(dst, sizeof dst, "%s/%s", dir, name);
+	if (rename(tmp, dst)) {
 		fd = -1;
 		goto fail;
 	}
@@ -139,21 +144,28 @@ fail:
 }
 
 /* Builds into one -o take turns: an exclusive flock on DIR/.precc.lock,
- * held until exit, so a build's set of files (kernels, manifest, stale
- * removal) is never interleaved with another's and the last build wins
- * whole. Each file is also renamed into place (write_file), so a reader
- * that takes no lock (precc_rt) sees whole files. */
+ * held until exit, so one build at a time stages, sweeps and publishes
+ * (publish.c) and the last build wins whole. A publish swaps -o for a new
+ * directory holding a hard link of the same lock file; a lock taken on a
+ * file no longer at DIR/.precc.lock (a swap without it) is taken again. */
 static void
 lock_out(const char *dir)
 {
 	char path[4200];
+	struct stat held, now;
 	int fd;
 
 	snprintf(path, sizeof path, "%s/.precc.lock", dir);
-	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
-		errorf(path, 0, "cannot lock the output directory: %s", strerror(errno));
-	while (flock(fd, LOCK_EX) && errno == EINTR)
-		;
+	for (;;) {
+		if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
+			errorf(path, 0, "cannot lock the output directory: %s", strerror(errno));
+		while (flock(fd, LOCK_EX) && errno == EINTR)
+			;
+		if (fstat(fd, &held) || stat(path, &now)
+		    || (held.st_ino == now.st_ino && held.st_dev == now.st_dev))
+			break;
+		close(fd);
+	}
 	/* fd stays open: the lock goes with the process */
 }
 
@@ -322,36 +334,64 @@ scan_after(const char *log, const char *word, int before)
 	return best;
 }
 
-/* ptxas ptxpath -> cubinpath (temporaries), its log beside them; errors
- * name the kernel's file in -o, shown. */
+/* ptxas's output (the -v figures, or why it rejects the PTX), read
+ * through a pipe: a log file beside the cubin went short on a full disk,
+ * and a kernel with "regs": -1 was sealed into the cache. */
+static char *
+read_pipe(int fd)
+{
+	char *text = NULL, buf[4096];
+	size_t n = 0;
+	FILE *m = open_memstream(&text, &n);
+	ssize_t k;
+
+	while ((k = read(fd, buf, sizeof buf)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			break;
+		fwrite(buf, 1, (size_t)k, m);
+	}
+	fclose(m);
+	return text;
+}
+
+/* ptxas ptxpath -> cubinpath (temporaries); errors name the kernel's file
+ * in -o, shown. -1: ptxas rejected the PTX; -2: it did not run, or its
+ * cubin cannot be trusted. */
 static int
 run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath, const char *shown)
 {
-	char log[4500], arch[32];
+	char arch[32];
 	const char *sm = b->tg[j->t]->name;
 	posix_spawn_file_actions_t fa;
 	pid_t pid;
-	int st = 0, rc;
+	int st = 0, rc, fd[2];
 	double t0 = now_ms();
 
-	snprintf(log, sizeof log, "%s.log", cubinpath);
 	snprintf(arch, sizeof arch, "-arch=%s", sm);
 	char *argv[] = {b->ptxas, "-v", arch, "-o", (char *)cubinpath, (char *)ptxpath, NULL};
+	/* O_CLOEXEC: another worker's ptxas must not hold this pipe open */
+	if (pipe2(fd, O_CLOEXEC)) {
+		job_fail(j, "precc: error: cannot run %s: %s", b->ptxas, strerror(errno));
+		return -2;
+	}
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
 	rc = posix_spawn(&pid, b->ptxas, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
+	close(fd[1]);
 	if (rc) {
+		close(fd[0]);
 		job_fail(j, "precc: error: cannot run %s: %s", b->ptxas, strerror(rc));
-		return -1;
+		return -2;
 	}
+	char *text = read_pipe(fd[0]);
+	close(fd[0]);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	j->ptxas_ms = now_ms() - t0;
-	size_t n = 0;
-	char *text = read_file(log, 0, &n, NULL);
-	unlink(log);
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 		job_fail(j, "precc: error: ptxas rejected %s (%s):\n%s", shown,
 		         j->f->name, text ? text : "");
@@ -366,8 +406,20 @@ run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath, const ch
 	free(j->e.cubin);
 	j->e.cubin = (unsigned char *)read_file(cubinpath, 0, &j->e.cubin_len, NULL);
 	if (!j->e.cubin) {
-		job_fail(j, "precc: error: ptxas wrote no %s", cubinpath);
-		return -1;
+		job_fail(j, "precc: error: ptxas exited 0 but wrote no cubin for %s (%s)", shown, j->f->name);
+		return -2;
+	}
+	/* ptxas 13.0 exits 0 on a full disk, its cubin cut short: what is
+	 * not a whole CUDA ELF fails the build and is neither written to -o
+	 * nor sealed into the cache */
+	const char *why = cache_cubin_check(j->e.cubin, j->e.cubin_len);
+	if (why) {
+		job_fail(j, "precc: error: ptxas exited 0 but its cubin for %s (%s) is malformed: "
+		         "%s (%zu bytes; a full disk?)", shown, j->f->name, why, j->e.cubin_len);
+		free(j->e.cubin);
+		j->e.cubin = NULL;
+		j->e.cubin_len = 0;
+		return -2;
 	}
 	return 0;
 }
@@ -399,7 +451,7 @@ compile_job(Build *b, Job *j)
 	const char *sm = b->tg[j->t]->name;
 
 	snprintf(ptxname, sizeof ptxname, "%s.%s.ptx", j->name, sm);
-	snprintf(ptxpath, sizeof ptxpath, "%s/%s", b->out, ptxname);
+	snprintf(ptxpath, sizeof ptxpath, "%s/%s", b->out, ptxname);   /* as errors name it */
 	if (!j->hit) {
 		CodegenTarget ct = {b->sm[j->t], 0};
 		char err[1024];
@@ -416,35 +468,36 @@ compile_job(Build *b, Job *j)
 		 * results are renamed into place below like every other file */
 		char tptx[4300], tcubin[4400];
 		int fd;
-		snprintf(tptx, sizeof tptx, "%s/.%s.XXXXXX", b->out, ptxname);
+		snprintf(tptx, sizeof tptx, "%s/.%s.XXXXXX", b->stage, ptxname);
 		if ((fd = mkstemp(tptx)) < 0 || close(fd)) {
-			job_fail(j, "%s: error: cannot write: %s", tptx, strerror(errno));
+			job_fail(j, "%s: error: cannot write: %s", ptxpath, strerror(errno));
 			return;
 		}
 		snprintf(tcubin, sizeof tcubin, "%s.cubin", tptx);
 		FILE *f = fopen(tptx, "wb");
 		int bad = !f || fwrite(j->e.ptx, 1, j->e.ptx_len, f) != j->e.ptx_len;
 		if ((f && fclose(f)) || bad) {
-			job_fail(j, "%s: error: cannot write: %s", tptx, strerror(errno));
+			job_fail(j, "%s: error: cannot write: %s", ptxpath, strerror(errno));
 			unlink(tptx);
 			return;
 		}
 		int rc = run_ptxas(b, j, tptx, tcubin, ptxpath);
 		unlink(tptx);
 		unlink(tcubin);
-		if (rc) {   /* the rejected PTX stays in -o, to be read */
-			write_file(b->out, ptxname, j->e.ptx, j->e.ptx_len, werr, sizeof werr);
+		if (rc == -1)   /* the PTX ptxas rejected goes to -o itself, to be
+				 * read; the build fails and its stage with it */
+			write_file(b->out, b->out, ptxname, j->e.ptx, j->e.ptx_len, werr, sizeof werr);
+		if (rc)
 			return;
-		}
 	}
-	if (write_file(b->out, ptxname, j->e.ptx, j->e.ptx_len, werr, sizeof werr)) {
+	if (write_file(b->stage, b->out, ptxname, j->e.ptx, j->e.ptx_len, werr, sizeof werr)) {
 		job_fail(j, "%s", werr);
 		return;
 	}
 	if (j->e.cubin) {
 		char name[64];
 		snprintf(name, sizeof name, "%s.%s.cubin", j->name, sm);
-		if (write_file(b->out, name, j->e.cubin, j->e.cubin_len, werr, sizeof werr)) {
+		if (write_file(b->stage, b->out, name, j->e.cubin, j->e.cubin_len, werr, sizeof werr)) {
 			job_fail(j, "%s", werr);
 			return;
 		}
@@ -640,13 +693,14 @@ put_build(Build *b, uint64_t key, char *const text[3])
 	free(p);
 }
 
-/* Removes the kernel files of an earlier build from the output directory:
- * regular files named like ours (k_<16 hex>.<sm>.ptx|cubin) that this
- * build did not write, so the directory holds what its manifest lists. */
+/* Removes the kernel files of an earlier build from the stage (when it is
+ * -o itself: publish.c's in-place case): regular files named like ours
+ * (k_<16 hex>.<sm>.ptx|cubin) that this build did not write, so the
+ * directory holds what its manifest lists. */
 static void
 remove_stale(const Build *b)
 {
-	DIR *d = opendir(b->out);
+	DIR *d = opendir(b->stage);
 	struct dirent *e;
 
 	if (!d)
@@ -669,7 +723,7 @@ remove_stale(const Build *b)
 		if (!keep) {
 			char path[4400];
 			struct stat st;
-			snprintf(path, sizeof path, "%s/%s", b->out, n);
+			snprintf(path, sizeof path, "%s/%s", b->stage, n);
 			if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
 				unlink(path);
 		}
@@ -752,15 +806,15 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 		Job *j = &b->jobs[k];
 		char name[64];
 		snprintf(name, sizeof name, "%s.%s.ptx", j->name, b->tg[j->t]->name);
-		if (write_file(b->out, name, j->e.ptx, j->e.ptx_len, err, errsz))
+		if (write_file(b->stage, b->out, name, j->e.ptx, j->e.ptx_len, err, errsz))
 			ok = -1;
 		snprintf(name, sizeof name, "%s.%s.cubin", j->name, b->tg[j->t]->name);
 		if (ok == 1 && j->e.cubin
-		    && write_file(b->out, name, j->e.cubin, j->e.cubin_len, err, errsz))
+		    && write_file(b->stage, b->out, name, j->e.cubin, j->e.cubin_len, err, errsz))
 			ok = -1;
 	}
 	for (int i = 0; i < 3 && ok == 1; i++)
-		if (write_file(b->out, gen_files[i], text[i], strlen(text[i]), err, errsz))
+		if (write_file(b->stage, b->out, gen_files[i], text[i], strlen(text[i]), err, errsz))
 			ok = -1;
 	if (ok == 1)
 		remove_stale(b);
@@ -865,11 +919,11 @@ parse_targets(Build *b, const char *list)
 static int
 print_stats(Build *b)
 {
-	char path[4096];
+	char path[4300];
 	size_t n = 0;
-	snprintf(path, sizeof path, "%s/manifest.json", b->out);
+	snprintf(path, sizeof path, "%s/manifest.json", b->stage);
 	char *text = read_file(path, 0, &n, NULL);
-	char *st = text ? stats_manifest(text, b->out, b->stats_m, stderr) : NULL;
+	char *st = text ? stats_manifest(text, b->stage, b->stats_m, stderr) : NULL;
 	free(text);
 	free(st);
 	return st ? 0 : -1;
@@ -1034,6 +1088,8 @@ cmd_build(int argc, char **argv)
 	uint64_t ident = 0, bkey = 0;
 	if (!b.emit) {
 		char why[4200] = "";
+		/* after the recipe and model: their errors exit, leaving no stage */
+		publish_begin(&b);
 		find_ptxas(b.ptxas, sizeof b.ptxas, &b.ptxas_from, why, sizeof why);
 		if (!*b.ptxas)
 			fprintf(stderr, "precc build: note: ptxas not found (%s): no cubins are written "
@@ -1098,7 +1154,7 @@ cmd_build(int argc, char **argv)
 		tp = now_ms();
 		text[0] = artifacts_manifest(&b, rname, mname);
 		if (b.stats_m) {
-			char *st = stats_manifest(text[0], b.out, b.stats_m, stderr);
+			char *st = stats_manifest(text[0], b.stage, b.stats_m, stderr);
 			if (!st)
 				rc = 1;
 			else {
@@ -1108,7 +1164,7 @@ cmd_build(int argc, char **argv)
 		}
 		artifacts_c(&b, rname, mname, &text[1], &text[2]);
 		for (int i = 0; i < 3 && !rc; i++)
-			if (write_file(b.out, gen_files[i], text[i], strlen(text[i]), err, sizeof err)) {
+			if (write_file(b.stage, b.out, gen_files[i], text[i], strlen(text[i]), err, sizeof err)) {
 				fprintf(stderr, "%s\n", err);
 				rc = 1;
 			}
@@ -1121,6 +1177,16 @@ cmd_build(int argc, char **argv)
 		b.ms_write = now_ms() - tp;
 	}
 done:
+	if (b.out && !b.emit) {
+		char err[4400] = "";
+		if (rc)
+			publish_abort(&b);
+		else if (publish_commit(&b, err, sizeof err)) {
+			fprintf(stderr, "%s\n", err);
+			publish_abort(&b);
+			rc = 1;
+		}
+	}
 	if (b.timing && !b.emit)
 		print_times(&b, t0);
 	if (!rc && !b.emit)

@@ -50,6 +50,9 @@ typedef struct Build {
 	int nlayers, nclass;        /* driver/group.c's classes (0: off) */
 	long stats_m;               /* --stats at this M; 0: off */
 	int json;                   /* --json: the summary as JSON on stdout */
+	char outdir[4096];          /* -o, symlinks resolved (publish.c) */
+	char stage[4200];           /* where this build writes: beside -o, or -o itself */
+	int inplace;                /* stage is -o (a mount point, a parent we cannot write) */
 } Build;
 
 /* summary.c: the line a build ends with (stderr), or with --json its
@@ -64,6 +67,19 @@ Job *build_find_job(Build *, int t, const char *func);
  * malloc'ed texts. */
 char *artifacts_manifest(Build *, const char *recipe_name, const char *model_name);
 void artifacts_c(Build *, const char *recipe_name, const char *model_name, char **h, char **c);
+
+/* publish.c: -o written as a unit (docs/artifacts.md, "How a build is
+ * published"). publish_begin, with -o locked, sweeps what killed builds
+ * left and makes b->stage, where the build writes; publish_commit swaps
+ * it in for -o in one rename (0, or -1 and err: -o is the old build);
+ * publish_abort removes it. publish_ours: a name a build writes into -o
+ * (its files, the lock, their hidden temporaries). */
+void publish_begin(Build *);
+int publish_commit(Build *, char *err, size_t errsz);
+void publish_abort(Build *);
+int publish_ours(const char *name);
+/* PRECC_TEST_KILL_AT=point: SIGKILL at that point (tests only). */
+void publish_kill_at(const char *point);
 
 /* stats.c: manifest text with the --stats figures at M added (kernels[].stats,
  * layers[].stats, stats), read from it and the PTX files in dir; the table

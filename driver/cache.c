@@ -276,6 +276,56 @@ check_info(const CodegenKernel *k)
 	return NULL;
 }
 
+#define EM_CUDA 190
+
+static uint64_t
+le(const unsigned char *p, int n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | p[n];
+	return v;
+}
+
+/* a table of num entries of entsz bytes at off, inside n bytes */
+static int
+table_fits(uint64_t off, uint64_t num, uint64_t entsz, size_t n)
+{
+	return off <= n && entsz && num <= (n - off) / entsz;
+}
+
+const char *
+cache_cubin_check(const unsigned char *p, size_t n)
+{
+	if (n < 64 || memcmp(p, "\177ELF", 4))
+		return n < 64 ? "shorter than an ELF header" : "not an ELF file";
+	if (p[4] != 2 || p[5] != 1)
+		return "not a 64-bit little-endian ELF";
+	if (le(p + 18, 2) != EM_CUDA)
+		return "e_machine is not EM_CUDA";
+	uint64_t phoff = le(p + 32, 8), shoff = le(p + 40, 8);
+	uint64_t phent = le(p + 54, 2), phnum = le(p + 56, 2);
+	uint64_t shent = le(p + 58, 2), shnum = le(p + 60, 2);
+	if (shnum == 0 || shent < 64 || !table_fits(shoff, shnum, shent, n))
+		return "section header table beyond the end of the file";
+	if (phnum && (phent < 56 || !table_fits(phoff, phnum, phent, n)))
+		return "program header table beyond the end of the file";
+	for (uint64_t i = 0; i < shnum; i++) {
+		const unsigned char *sh = p + shoff + i * shent;
+		uint64_t off = le(sh + 24, 8), size = le(sh + 32, 8);
+		if (le(sh + 4, 4) != 8 /* SHT_NOBITS */ && (off > n || size > n - off))
+			return "a section beyond the end of the file";
+	}
+	for (uint64_t i = 0; i < phnum; i++) {
+		const unsigned char *ph = p + phoff + i * phent;
+		uint64_t off = le(ph + 8, 8), size = le(ph + 32, 8);
+		if (off > n || size > n - off)
+			return "a segment beyond the end of the file";
+	}
+	return NULL;
+}
+
 int
 cache_entry_fits(const CacheEntry *e, int nval)
 {
@@ -328,6 +378,8 @@ cache_get(Cache *c, uint64_t key, CacheEntry *e)
 	free(buf);
 	const char *why = r.bad || r.at != r.n || !e->ptx || strlen(e->ptx) != e->ptx_len
 	                  ? "malformed payload" : check_info(&e->info);
+	if (!why && e->cubin && cache_cubin_check(e->cubin, e->cubin_len))
+		why = "malformed cubin";
 	if (why) {
 		warnf(path, 0, "corrupt cache entry (%s): rebuilding it", why);
 		cache_entry_free(e);
@@ -420,8 +472,8 @@ cache_put(Cache *c, uint64_t key, const CacheEntry *e)
 	int32_t regs = e->regs, spills = e->spill_bytes;
 	uint64_t n;
 
-	if (!c)
-		return;
+	if (!c || (e->cubin && cache_cubin_check(e->cubin, e->cubin_len)))
+		return;              /* never seal a cubin that is not whole */
 	put(&w, &isz, 4);
 	put(&w, &e->info, sizeof e->info);
 	put(&w, &regs, 4);

@@ -64,6 +64,13 @@ void cache_warn(const Cache *, uint64_t key, const char *why);
 unsigned char *cache_get_blob(Cache *, uint64_t key, size_t *len);
 void cache_put_blob(Cache *, uint64_t key, const void *payload, size_t len);
 
+/* NULL if cubin[0..n) is a whole CUDA ELF (64-bit little-endian ELF,
+ * e_machine EM_CUDA, the section and program header tables and every
+ * section and segment inside the n bytes), else why not. ptxas on a full
+ * disk exits 0 and leaves a truncated cubin; nothing that fails this is
+ * written to -o or sealed into the cache. */
+const char *cache_cubin_check(const unsigned char *cubin, size_t n);
+
 /* cache_key.c: the key file's path ($PRECC_CACHE_KEY, else
  * $XDG_CONFIG_HOME/precc/cache.key, else ~/.config/precc/cache.key) in
  * buf, or NULL when none of them is set. */

@@ -87,34 +87,78 @@ static void find_recipe(const char *r, char *path, size_t n, char *name, size_t 
 	    r, PRECC_SOURCE_DIR);
 }
 
-/* precc build RECIPE --model MODEL -o DIR, its output in DIR.log. */
+/* precc build RECIPE --model MODEL -o DIR, its output in DIR.log. Read
+ * through a pipe, and its tail kept here: on a full disk the log cannot be
+ * written either, and a failure must still say why. */
 static void build(const char *recipe, const char *model, const char *dir)
 {
 	const char *precc = getenv("PRECC") ? getenv("PRECC") : PRECC_BIN;
-	char logf[4400];
+	char logf[4400], tail[4096], buf[4096], logerr[256] = "";
 	char *argv[] = {(char *)precc, "build", (char *)recipe, "--model", (char *)model,
 	                "-o", (char *)dir, NULL};
 	posix_spawn_file_actions_t fa;
+	size_t nt = 0;
+	ssize_t k;
 	pid_t pid;
-	int st, rc;
+	int st, rc, fd[2];
 
 	if ((size_t)snprintf(logf, sizeof logf, "%s.log", dir) >= sizeof logf)
 		die("output directory name too long: %s%s", dir, "");
+	if (pipe(fd))
+		die("cannot run '%s': %s", precc, strerror(errno));
+	FILE *log = fopen(logf, "w");
+	if (!log)
+		snprintf(logerr, sizeof logerr, "%s", strerror(errno));
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, logf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	posix_spawn_file_actions_addclose(&fa, fd[0]);
+	posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
+	posix_spawn_file_actions_addclose(&fa, fd[1]);
 	rc = posix_spawnp(&pid, precc, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
+	close(fd[1]);
 	if (rc)
 		die("cannot run '%s': %s (set $PRECC to the precc compiler)", precc, strerror(rc));
-	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
-		char line[1024];
-		FILE *f = fopen(logf, "r");
-		fprintf(stderr, "precc-train: precc build %s failed:\n", recipe);
-		while (f && fgets(line, sizeof line, f))
-			fprintf(stderr, "  %s", line);
-		if (f)
-			fclose(f);
+	while ((k = read(fd[0], buf, sizeof buf)) != 0) {
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (log && fwrite(buf, 1, (size_t)k, log) != (size_t)k && !*logerr)
+			snprintf(logerr, sizeof logerr, "%s", strerror(errno));
+		if ((size_t)k >= sizeof tail) {       /* keep the last sizeof tail bytes */
+			memcpy(tail, buf + k - sizeof tail, sizeof tail);
+			nt = sizeof tail;
+		} else {
+			if (nt + (size_t)k > sizeof tail) {
+				size_t drop = nt + (size_t)k - sizeof tail;
+				memmove(tail, tail + drop, nt - drop);
+				nt -= drop;
+			}
+			memcpy(tail + nt, buf, (size_t)k);
+			nt += (size_t)k;
+		}
+	}
+	close(fd[0]);
+	if (log && fclose(log) && !*logerr)
+		snprintf(logerr, sizeof logerr, "%s", strerror(errno));
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+		char how[64];
+		if (WIFEXITED(st))
+			snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(st));
+		else
+			snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(st));
+		fprintf(stderr, "precc-train: precc build %s failed (%s):\n", recipe, how);
+		for (char *p = tail, *e; p < tail + nt; p = e + 1) {
+			if (!(e = memchr(p, '\n', (size_t)(tail + nt - p))))
+				e = tail + nt;
+			fprintf(stderr, "  %.*s\n", (int)(e - p), p);
+		}
+		if (*logerr)
+			fprintf(stderr, "precc-train: (nor could %s be written: %s)\n", logf, logerr);
 		exit(1);
 	}
 }

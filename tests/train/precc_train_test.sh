@@ -9,7 +9,9 @@
 #    block the reader) is refused with the reason;
 #  - an injected NaN gradient skips the step: fp16 dynamic halves its scale,
 #    bf16 counts it; the losses before are unchanged and stay finite after;
-#  - the plot and the JSON are written.
+#  - the plot and the JSON are written;
+#  - a failed precc build is reported with its exit status and its output,
+#    also when its log cannot be written (a full disk: /dev/full here).
 set -u
 t=$1
 tmp=$(mktemp -d)
@@ -98,4 +100,15 @@ if ok:
           % (a["recipes"][0]["loss_scale"], b["recipes"][0]["loss_scale"]))
 sys.exit(0 if ok else 1)
 PY
+mkdir -p "$tmp/full/art" && ln -s /dev/full "$tmp/full/art/te_delayed_hybrid.log"
+printf '#!/bin/sh\necho "out/manifest.json: error: cannot write: No space left on device" >&2\nexit 1\n' \
+	> "$tmp/precc" && chmod +x "$tmp/precc"
+PRECC=$tmp/precc timeout 60 "$t" --recipe te_delayed_hybrid --steps 1 --out "$tmp/full" 2> "$tmp/f.err"
+if [ $? -eq 1 ] && grep -q "precc build .* failed (exit status 1):" "$tmp/f.err" \
+   && grep -q "  out/manifest.json: error: cannot write: No space left on device" "$tmp/f.err" \
+   && grep -q "nor could .*te_delayed_hybrid.log be written: No space left on device" "$tmp/f.err"; then
+	echo "ok    build failure on a full disk: $(head -c 160 "$tmp/f.err" | tr '\n' ' ')"
+else
+	fail "build failure on a full disk: $(head -c 400 "$tmp/f.err")"
+fi
 [ $fails -eq 0 ]

@@ -11,6 +11,8 @@ driver/cache.c. MODE:
   value     every kernel entry's first param names value 99999
   ptx       every kernel entry's PTX gets a comment line (a well-formed edit
             that only the MAC can catch)
+  cubin     every kernel entry's cubin is cut to its first 64 bytes (the
+            ELF header: what ptxas leaves on a full disk)
   nobuild   the build entry is removed (so kernel entries are read one by one)
   verify    no edit: check every entry's MAC against KEYFILE, print the count
 """
@@ -93,6 +95,15 @@ for path, hdr, p in entries(cache):
         extra = b"// poisoned\n"
         p[at:at + 8] = struct.pack("<Q", n + len(extra))
         p[at + 8:at + 8] = extra
+    elif mode == "cubin":
+        (isz,) = struct.unpack_from("<I", p, 0)
+        at = 4 + isz + 8
+        (n,) = struct.unpack_from("<Q", p, at)
+        at += 8 + n
+        (n,) = struct.unpack_from("<Q", p, at)
+        if n <= 64:
+            continue
+        p[at:] = struct.pack("<Q", 64) + p[at + 8:at + 8 + 64]
     else:
         continue
     seal(path, hdr, p)
