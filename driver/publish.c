@@ -215,6 +215,62 @@ publish_begin(Build *b)
 	publish_kill_at("staged");
 }
 
+/* Whether the file n is the same bytes in the directories a and b. */
+static int
+same_file(int a, int b, const char *n)
+{
+	int fa = openat(a, n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fb = openat(b, n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat sa, sb;
+	int same = fa >= 0 && fb >= 0 && !fstat(fa, &sa) && !fstat(fb, &sb)
+	           && S_ISREG(sa.st_mode) && S_ISREG(sb.st_mode) && sa.st_size == sb.st_size;
+	char x[16384], y[16384];
+	ssize_t k;
+
+	while (same && (k = read(fa, x, sizeof x)) > 0)
+		same = read(fb, y, (size_t)k) == k && !memcmp(x, y, (size_t)k);
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	return same && k == 0;
+}
+
+/* Whether -o already holds exactly the build the stage holds: the same
+ * build files, byte for byte, and none more. A warm rebuild into the same
+ * -o then publishes nothing, and pays no syncfs (0.5 s on a busy disk,
+ * where the rest of a warm 70B-class build is 0.05 s). */
+static int
+already_published(const char *stage, const char *out)
+{
+	int sfd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int ofd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int same = sfd >= 0 && ofd >= 0, ns = 0, no = 0;
+
+	for (int pass = 0; same && pass < 2; pass++) {
+		DIR *d = opendir(pass ? out : stage);
+		struct dirent *e;
+		while (same && d && (e = readdir(d))) {
+			const char *n = e->d_name;
+			if (n[0] == '.' || !publish_ours(n))
+				continue;   /* the lock, temporaries, the user's files */
+			if (pass)
+				no++;
+			else
+				ns++, same = same_file(sfd, ofd, n);
+		}
+		if (d)
+			closedir(d);
+		else
+			same = 0;
+	}
+	if (sfd >= 0)
+		close(sfd);
+	if (ofd >= 0)
+		close(ofd);
+	return same && ns == no;
+}
+
 /* Swaps the stage in for -o: 0, or -1 and err (-o then is the old build,
  * whole). */
 int
@@ -224,6 +280,10 @@ publish_commit(Build *b, char *err, size_t errsz)
 
 	if (b->inplace)
 		return 0;
+	if (already_published(b->stage, b->outdir)) {
+		retire(b->stage, b->outdir);
+		return 0;
+	}
 	/* one syncfs for the whole stage: its files on disk before the swap
 	 * names them, and a late write error (ENOSPC, EIO at writeback) fails
 	 * the build instead of publishing it */

@@ -37,6 +37,13 @@ for at in staged written exchanged; do
 	clean
 	echo "killed at $at: whole, swept"
 done
+# a rebuild of what -o holds publishes nothing: no syncfs, no swap
+ino=$(stat -c %i "$out")
+PRECC_TEST_KILL_AT=written build bf16 || fail "a rebuild of what -o holds went on to publish"
+[ "$(stat -c %i "$out")" = "$ino" ] || fail "a rebuild of what -o holds swapped it"
+whole bf16
+clean
+echo "rebuilt as it was: nothing published"
 # every rename of a build from the cache (a whole-build entry), every 7th
 # of one compiling afresh (kernel entries renamed into the cache count)
 hook=$t/kill_rename.so
