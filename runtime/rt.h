@@ -365,6 +365,9 @@ int rt_cuda_dtod_async(precc_rt *rt, CUdeviceptr dst, CUdeviceptr src,
 /* 0 when p is device (or managed) memory of the driver; -1 with "what is a
  * host pointer, the cuda backend needs device memory" otherwise. */
 int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what);
+/* The same check, quiet: 1 when rt_cuda_check_device_ptr would pass p
+ * (the per-call fast path; it formats no message). */
+int rt_cuda_device_ptr_ok(precc_rt *rt, const void *p);
 #endif
 /* 1 when the driver is loaded in this process and says p is device (or
  * managed) memory; 0 otherwise (no driver, host memory, or unknown). For
