@@ -240,6 +240,11 @@ typedef struct rt_split {
 	unsigned char *amax;    /* per buffer: a saved f32 the commit reads (an
 	                           amax to reduce across data-parallel ranks) */
 	void **ptr;             /* nbuf pointers: the bound buffers of a call */
+	/* the region layout at M = at_m (0: none yet), kept for the next call
+	 * at the same M (forward, backward and commit run at one M): */
+	long at_m;
+	size_t *at_off;         /* per buffer: offset in saved or workspace */
+	size_t at_saved, at_work, at_dw_slot;
 } rt_split;
 
 /* share.c — linears that read one tensor (docs/runtime.md, "Shared
