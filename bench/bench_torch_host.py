@@ -27,7 +27,10 @@ Per call, in thread CPU time (time.thread_time_ns) and wall time
   backward         fwd+bwd - forward (grad)
 torch's nn.Linear is timed the same way at the same shape (real CPU
 compute: at 128 x 128 x 128 it is mostly GEMM) and at 16 x 16, M = 16,
-where its compute is small and what remains is its own per-call cost.
+where its compute is small and what remains is its own per-call cost;
+and an autograd.Function that computes nothing (torch.empty outputs):
+the floor of any layer defined in Python, gradient accumulation into
+x.grad and weight.grad included.
 """
 import argparse
 import os
@@ -85,6 +88,26 @@ def measure(lin, m, k, n, dtype, calls):
     return out
 
 
+class _Nothing(torch.autograd.Function):
+    """A Linear that computes nothing: torch.empty outputs of the right
+    shapes. What torch's autograd alone costs a Python-defined layer."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.shapes = x.shape, w.shape, x.dtype
+        return torch.empty(x.shape[0], w.shape[0], dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, dy):
+        xs, ws, dt = ctx.shapes
+        return torch.empty(xs, dtype=dt), torch.empty(ws, dtype=dt)
+
+
+class NothingLinear(nn.Linear):
+    def forward(self, x):
+        return _Nothing.apply(x, self.weight)
+
+
 def to_fake_cuda(lin):
     """The bench-only hook: the Group's runtime for CPU tensors becomes the
     same artifacts on the cuda backend (the fake driver)."""
@@ -130,6 +153,8 @@ def main():
     for dt in (torch.bfloat16, torch.float32):
         lin = nn.Linear(k, n, bias=False, dtype=dt)
         show("torch nn.Linear %s" % str(dt)[6:], measure(lin, m, k, n, dt, a.calls))
+    show("autograd.Function, no work", measure(NothingLinear(k, n, bias=False, dtype=torch.bfloat16),
+                                               m, k, n, torch.bfloat16, a.calls))
     for dt in (torch.bfloat16, torch.float32):
         lin = nn.Linear(16, 16, bias=False, dtype=dt)
         show("torch nn.Linear %s 16x16 M=16" % str(dt)[6:], measure(lin, 16, 16, 16, dt, a.calls))

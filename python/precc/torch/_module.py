@@ -80,8 +80,8 @@ class Linear(nn.Linear):
             mp = group.program(self.precc_fqn, x2.device).layer.padded_m(x2.shape[0])
             if self._precc_root is not None:
                 root_saved = group.shared_input(self._precc_root, x_in, mp)
-        out = torch.ops.precc.linear(x2, w, b, self.precc_state, self._precc_key, needs_grad,
-                                     root_saved)
+        op = _ops.linear_eager if share else torch.ops.precc.linear
+        out = op(x2, w, b, self.precc_state, self._precc_key, needs_grad, root_saved)
         if share and len(out) == 2 and self.precc_fqn in group.sharers:
             group.offer_input(self.precc_fqn, x_in, mp, out[1])
         return out[0].reshape(*lead, N)
