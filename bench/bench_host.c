@@ -44,7 +44,7 @@
 #define FUNCS(X) X(cuInit) X(cuDeviceGet) X(cuDeviceGetName) \
 	X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuEventCreate) \
 	X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName) \
-	X(cuLaunchKernel) X(cuPointerGetAttribute) X(cuStreamSynchronize)
+	X(cuLaunchKernel) X(cuPointerGetAttribute) X(cuStreamSynchronize) X(cuMemcpyDtoDAsync)
 #include "gpu.h"
 
 #define RT(call) do { if ((call) < 0) { fprintf(stderr, BENCH ": %s: %s\n", #call, \
@@ -298,6 +298,28 @@ static void driver_floor(void *p, double *launch_ns, double *ptr_ns)
 	*ptr_ns = median(v, 7);
 }
 
+/* µs of CPU per layer for the driver's cuMemcpyDtoDAsync of each state
+ * buffer (what precc_rt_commit copies, next over state): the fake's
+ * memmove, a real driver's enqueue. */
+static double copy_floor(Model *md)
+{
+	double v[7];
+	for (int rep = 0; rep < 7; rep++) {
+		Clock a = now();
+		for (int l = 0; l < md->nl; l++)
+			for (int i = 0; i < precc_rt_buffer_count(md->rt, l); i++) {
+				precc_buffer_info bi;
+				if (precc_rt_buffer_info(md->rt, l, i, md->m, &bi) == 0 &&
+				    !strcmp(bi.role, "state"))
+					drv.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)md->work,
+					                      (CUdeviceptr)(uintptr_t)md->dw, bi.bytes, NULL);
+			}
+		Clock b = now();
+		v[rep] = us(a.cpu, b.cpu) / md->nl;
+	}
+	return median(v, 7);
+}
+
 int main(int argc, char **argv)
 {
 	char name[256], why[4096];
@@ -350,9 +372,12 @@ int main(int argc, char **argv)
 		double lns, pns;
 		driver_floor(md.x, &lns, &pns);
 		double nlaunch = (double)(r2.launch[FWD] + r2.launch[BWD] + r2.launch[COMMIT]) / md.nl;
+		double cp = copy_floor(&m2);
 		printf("fake driver floor: cuLaunchKernel %.0f ns, cuPointerGetAttribute %.0f ns "
-		       "per call;\n  unchecked fwd+bwd+commit less %.2f launches x floor: "
-		       "%.2f us per layer\n", lns, pns, nlaunch, r2.step_med - nlaunch * lns / 1e3);
+		       "per call; the commit's state copies %.2f us per layer (with their "
+		       "buffer lookups);\n  unchecked fwd+bwd+commit less %.2f launches x floor "
+		       "and the copies: %.2f us per layer\n", lns, pns, cp, nlaunch,
+		       r2.step_med - nlaunch * lns / 1e3 - cp);
 		precc_rt_close(rt2);
 	}
 	if (md.bulk)
