@@ -146,9 +146,15 @@ class _Plan:
         self.dy, self.dx, self.dw = layer.buffer("dy"), layer.buffer("dx"), layer.buffer("dw")
         self.bias = layer.buffer("bias")
         self.K, self.N = self.x.shape(1)[1], self.w.shape(1)[0]
+        self.shapes = {}
 
     def empty(self, b, m, like):
-        return torch.empty(b.storage_shape(m), dtype=torch_dtype(b.format), device=like.device)
+        # (shape, dtype) per buffer and M, worked out once (the per-call path)
+        key = (b.index, m)
+        sd = self.shapes.get(key)
+        if sd is None:
+            sd = self.shapes[key] = (b.storage_shape(m), torch_dtype(b.format))
+        return torch.empty(sd[0], dtype=sd[1], device=like.device)
 
     def pad(self, t, mp):
         if t.shape[0] == mp:
