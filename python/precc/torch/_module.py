@@ -72,7 +72,8 @@ class Linear(nn.Linear):
         elif self._precc_bdtype is not None:
             raise Error("precc: %s: its artifacts have a bias; the module has none" % self.precc_fqn)
         lead = x.shape[:-1]
-        x2 = x.reshape(-1, K)
+        flat = x.dim() == 2   # no reshape, no view node in the autograd graph
+        x2 = x if flat else x.reshape(-1, K)
         needs_grad = torch.is_grad_enabled() and (x2.requires_grad or w.requires_grad or
                                                   (b is not None and b.requires_grad))
         group, root_saved, share = self._precc_group, None, not torch.compiler.is_compiling()
@@ -84,7 +85,7 @@ class Linear(nn.Linear):
         out = op(x2, w, b, self.precc_state, self._precc_key, needs_grad, root_saved)
         if share and len(out) == 2 and self.precc_fqn in group.sharers:
             group.offer_input(self.precc_fqn, x_in, mp, out[1])
-        return out[0].reshape(*lead, N)
+        return out[0] if flat else out[0].reshape(*lead, N)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
                               missing_keys, unexpected_keys, error_msgs):

@@ -626,6 +626,7 @@ class _EagerLinear(torch.autograd.Function):
         out = _fwd_impl(x, w, bias, state, key, needs_grad, root_saved)
         _setup_context(ctx, (x, w, bias, state, key, needs_grad, root_saved), out)
         ctx.mark_non_differentiable(*out[1:])
+        ctx.set_materialize_grads(False)   # no zeros for saved's gradient
         return tuple(out)
 
     @staticmethod
