@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo train-demo test test-asan sweep bench install clean fuzz fuzz-smoke fuzz-build fuzz-deps
+.PHONY: all deps build demo train-demo test test-asan sweep bench bench-host install clean fuzz fuzz-smoke fuzz-build fuzz-deps
 
 all: build
 
@@ -92,6 +92,10 @@ sweep: build
 bench: build
 	./$(BUILD)/bench/bench_convert
 	./$(BUILD)/bench/bench_gemm
+
+# Host time per layer (precc_rt, fake driver) and per precc.torch.Linear call.
+bench-host: build
+	sh bench/host_overhead.sh $(BUILD)
 
 # Libraries, headers, precc, precc-run, the recipes and precc.pc under PREFIX.
 PREFIX ?= /usr/local

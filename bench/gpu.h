@@ -74,7 +74,7 @@ static int cmp_ms(const void *a, const void *b)
 }
 
 /* Median milliseconds of one repetition of what(arg). */
-static float timed(void (*what)(void *), void *arg)
+static __attribute__((unused)) float timed(void (*what)(void *), void *arg)
 {
 	float ms[REPS];
 

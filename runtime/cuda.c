@@ -493,6 +493,20 @@ int rt_cuda_is_device_ptr(const void *p)
 	       && type == CU_MEMORYTYPE_DEVICE;
 }
 
+int rt_cuda_device_ptr_ok(precc_rt *rt, const void *p)
+{
+	unsigned int type = 0;
+	CUresult r;
+	int pushed;
+
+	if (!p || !drv.lib || !rt->ctx || enter(rt, &pushed))
+		return 0;
+	r = drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+	                              (CUdeviceptr)(uintptr_t)p);
+	leave(rt, pushed);
+	return r == CUDA_SUCCESS && type != CU_MEMORYTYPE_HOST;
+}
+
 int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what)
 {
 	unsigned int type = 0;

@@ -43,6 +43,7 @@ void rt_split_free(rt_split *s)
 	free(s->state_off);
 	free(s->amax);
 	free(s->ptr);
+	free(s->at_off);
 	free(s);
 }
 
@@ -218,7 +219,8 @@ int rt_layers_split(rt_artifact *a)
 		    !(s->place = calloc(nb, 1)) || !(s->minv = calloc(nb, 1)) ||
 		    !(s->state_off = calloc(nb, sizeof *s->state_off)) ||
 		    !(s->amax = calloc(nb, 1)) ||
-		    !(s->ptr = calloc(nb, sizeof *s->ptr)) || split_layer(a, l, s)) {
+		    !(s->ptr = calloc(nb, sizeof *s->ptr)) ||
+		    !(s->at_off = calloc(nb, sizeof *s->at_off)) || split_layer(a, l, s)) {
 			rt_split_free(s);
 			rt_error("plan: out of memory");
 			return -1;
@@ -305,6 +307,29 @@ static size_t place_offset(const rt_layer *l, const rt_split *s, int b, long m)
 	return 0;
 }
 
+/* The layout at M of the calls that run a layer (forward, backward,
+ * commit): region_layout once per M, not per call and buffer. */
+static const rt_split *layout_at(const rt_layer *l, const rt_split *s, long m)
+{
+	rt_split *w = (rt_split *)(uintptr_t)s;   /* the cache only */
+
+	if (w->at_m != m) {
+		region_layout(l, s, m, w->at_off, &w->at_saved, &w->at_work, &w->at_dw_slot);
+		w->at_m = m;
+	}
+	return s;
+}
+
+/* place_offset from the layout at M (layout_at first) */
+static size_t offset_at(const rt_split *s, int b)
+{
+	int pb = s->place[b];
+
+	if (pb == PRECC_PLACE_STATE)
+		return s->state_off[b];
+	return pb == PRECC_PLACE_SAVED || pb == PRECC_PLACE_WORKSPACE ? s->at_off[b] : 0;
+}
+
 static int fmt_of(const rt_layer *l, const rt_split *s, int io)
 {
 	return s->io[io] >= 0 ? (int)l->buf[s->io[io]].type.fmt : -1;
@@ -367,6 +392,7 @@ static void bind(const rt_layer *l, const rt_split *s, long m,
 {
 	const void *io[NIO] = {p->x, p->w, p->bias, p->y, p->dy, p->dx, p->dw};
 
+	layout_at(l, s, m);
 	for (int b = 0; b < l->nbuf; b++) {
 		int pl = s->place[b];
 		char *base = pl == PRECC_PLACE_STATE ? p->state
@@ -377,7 +403,7 @@ static void bind(const rt_layer *l, const rt_split *s, long m,
 		else if (pl < PRECC_PLACE_STATE)
 			buf[b] = (void *)(uintptr_t)io[pl - PRECC_PLACE_X];
 		else
-			buf[b] = base ? base + place_offset(l, s, b, m) : NULL;
+			buf[b] = base ? base + offset_at(s, b) : NULL;
 	}
 }
 
@@ -467,12 +493,12 @@ static int need_region(const rt_layer *l, const char *what, const void *p,
 static int regions(const rt_layer *l, const rt_split *s, long m, void *saved,
                    void *state, void *workspace, size_t *dw_slot)
 {
-	size_t sv, wk;
-
-	region_layout(l, s, m, NULL, &sv, &wk, dw_slot);
-	return need_region(l, "saved", saved, sv) ||
+	layout_at(l, s, m);
+	if (dw_slot)
+		*dw_slot = s->at_dw_slot;
+	return need_region(l, "saved", saved, s->at_saved) ||
 	       need_region(l, "state", state, s->state_bytes) ||
-	       (dw_slot && need_region(l, "workspace", workspace, wk)) ? -1 : 0;
+	       (dw_slot && need_region(l, "workspace", workspace, s->at_work)) ? -1 : 0;
 }
 
 /* The cpu backend's skip flag in the saved header (host memory there):
@@ -524,7 +550,8 @@ static int share_bind(precc_rt *rt, const rt_layer *l, long m, const void *root_
 		return -1;
 	for (int b = 0; b < l->nbuf; b++)
 		if (sh->alias[b] >= 0)
-			buf[b] = (char *)(uintptr_t)root_saved + place_offset(r, r->split, sh->alias[b], m);
+			buf[b] = (char *)(uintptr_t)root_saved +
+			         offset_at(layout_at(r, r->split, m), sh->alias[b]);
 	return 0;
 }
 
@@ -536,7 +563,7 @@ static int share_copy(precc_rt *rt, const rt_layer *l, long m, void *saved,
 	for (int b = 0; b < l->nbuf; b++) {
 		if (!l->share->copy[b])
 			continue;
-		void *dst = (char *)saved + place_offset(l, l->split, b, m);
+		void *dst = (char *)saved + offset_at(layout_at(l, l->split, m), b);
 		size_t n = rt_type_bytes(&l->buf[b].type, m, NULL, NULL);
 #ifdef PRECC_HAVE_CUDA_H
 		if (rt->backend == PRECC_BACKEND_CUDA) {

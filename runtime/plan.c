@@ -323,6 +323,16 @@ int rt_check_buffer(precc_rt *rt, const rt_layer *l, long m,
 		         l->fqn, l->buf[b].name, l->buf[b].type_str, m);
 		return -1;
 	}
+	if (ptr && (!sizes || sizes[b] >= need) && (uintptr_t)ptr % ALIGN == 0) {
+#ifdef PRECC_HAVE_CUDA_H
+		if (rt->backend == PRECC_BACKEND_CUDA && rt_cuda_device_ptr_ok(rt, ptr))
+			return 0;
+#endif
+		if (rt->backend == PRECC_BACKEND_CPU && !rt_cuda_is_device_ptr(ptr))
+			return 0;
+	}
+	/* something is wrong: the checks again, with the message (the name
+	 * is formatted here only, not on every call) */
 	snprintf(what, sizeof what, "layer '%s' buffer %d '%s'", l->fqn, b,
 	         l->buf[b].name);
 	if (!ptr) {

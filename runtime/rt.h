@@ -240,6 +240,11 @@ typedef struct rt_split {
 	unsigned char *amax;    /* per buffer: a saved f32 the commit reads (an
 	                           amax to reduce across data-parallel ranks) */
 	void **ptr;             /* nbuf pointers: the bound buffers of a call */
+	/* the region layout at M = at_m (0: none yet), kept for the next call
+	 * at the same M (forward, backward and commit run at one M): */
+	long at_m;
+	size_t *at_off;         /* per buffer: offset in saved or workspace */
+	size_t at_saved, at_work, at_dw_slot;
 } rt_split;
 
 /* share.c — linears that read one tensor (docs/runtime.md, "Shared
@@ -365,6 +370,9 @@ int rt_cuda_dtod_async(precc_rt *rt, CUdeviceptr dst, CUdeviceptr src,
 /* 0 when p is device (or managed) memory of the driver; -1 with "what is a
  * host pointer, the cuda backend needs device memory" otherwise. */
 int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what);
+/* The same check, quiet: 1 when rt_cuda_check_device_ptr would pass p
+ * (the per-call fast path; it formats no message). */
+int rt_cuda_device_ptr_ok(precc_rt *rt, const void *p);
 #endif
 /* 1 when the driver is loaded in this process and says p is device (or
  * managed) memory; 0 otherwise (no driver, host memory, or unknown). For

@@ -7,7 +7,9 @@
  * whose text contains "bad" fails to JIT with a log, any module has the
  * functions "k" and "precc_*", launches only record their geometry, and
  * the async memset/copy run at once. Built with -DFAKE_MISSING it lacks
- * cuPointerGetAttribute.
+ * cuPointerGetAttribute. With $FAKE_CUDA_ANY_POINTER set, every non-NULL
+ * pointer is device memory (bench/bench_torch_host.py runs precc.torch's
+ * CPU tensors through it; launch checks need FAKE_CUDA_MANIFEST unset).
  *
  * It enforces what the real driver does at launch, for a device of
  * $FAKE_CUDA_SMS SMs (default 132) running kernels of $FAKE_CUDA_REGS
@@ -510,6 +512,13 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a,
                                        CUdeviceptr p)
 {
 	/* no NEED_CTX: with unified addressing the real one needs none */
+	static int any = -1;   /* $FAKE_CUDA_ANY_POINTER, read once */
+	if (any < 0)
+		any = getenv("FAKE_CUDA_ANY_POINTER") != NULL;
+	if (any && p) {
+		*(unsigned *)data = CU_MEMORYTYPE_DEVICE;
+		return 0;
+	}
 	for (int i = 0; i < 64; i++)
 		if (allocs[i] && (uintptr_t)allocs[i] == p) {
 			*(unsigned *)data = CU_MEMORYTYPE_DEVICE;

@@ -72,19 +72,22 @@ class Linear(nn.Linear):
         elif self._precc_bdtype is not None:
             raise Error("precc: %s: its artifacts have a bias; the module has none" % self.precc_fqn)
         lead = x.shape[:-1]
-        x2 = x.reshape(-1, K)
+        flat = x.dim() == 2   # no reshape, no view node in the autograd graph
+        x2 = x if flat else x.reshape(-1, K)
         needs_grad = torch.is_grad_enabled() and (x2.requires_grad or w.requires_grad or
                                                   (b is not None and b.requires_grad))
         group, root_saved, share = self._precc_group, None, not torch.compiler.is_compiling()
-        if share:
+        # the padded M, for layers that share an input (a root or a sharer) only
+        shares = share and (self._precc_root is not None or self.precc_fqn in group.sharers)
+        if shares:
             mp = group.program(self.precc_fqn, x2.device).layer.padded_m(x2.shape[0])
             if self._precc_root is not None:
                 root_saved = group.shared_input(self._precc_root, x_in, mp)
-        out = torch.ops.precc.linear(x2, w, b, self.precc_state, self._precc_key, needs_grad,
-                                     root_saved)
-        if share and len(out) == 2 and self.precc_fqn in group.sharers:
+        op = _ops.linear_eager if share else torch.ops.precc.linear
+        out = op(x2, w, b, self.precc_state, self._precc_key, needs_grad, root_saved)
+        if shares and len(out) == 2 and self.precc_fqn in group.sharers:
             group.offer_input(self.precc_fqn, x_in, mp, out[1])
-        return out[0].reshape(*lead, N)
+        return out[0] if flat else out[0].reshape(*lead, N)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
                               missing_keys, unexpected_keys, error_msgs):

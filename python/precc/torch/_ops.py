@@ -146,9 +146,15 @@ class _Plan:
         self.dy, self.dx, self.dw = layer.buffer("dy"), layer.buffer("dx"), layer.buffer("dw")
         self.bias = layer.buffer("bias")
         self.K, self.N = self.x.shape(1)[1], self.w.shape(1)[0]
+        self.shapes = {}
 
     def empty(self, b, m, like):
-        return torch.empty(b.storage_shape(m), dtype=torch_dtype(b.format), device=like.device)
+        # (shape, dtype) per buffer and M, worked out once (the per-call path)
+        key = (b.index, m)
+        sd = self.shapes.get(key)
+        if sd is None:
+            sd = self.shapes[key] = (b.storage_shape(m), torch_dtype(b.format))
+        return torch.empty(sd[0], dtype=sd[1], device=like.device)
 
     def pad(self, t, mp):
         if t.shape[0] == mp:
@@ -182,11 +188,22 @@ class ApiPlan(_Plan):
         # forward reads instead of quantizing x again (runtime/share.c)
         self.input_root = layer.input_root if layer.shared_steps else None
         self.phases = [[s for s in layer.steps if layer.phase(s) == p] for p in range(3)]
+        self.at_m = {}   # region_bytes
+        # the amaxes' (offset, bytes) in saved per M, for the all-reduce
+        self.amax_at = {}
         for mm in (m, 3 * m):  # our reading of the region layout vs precc_rt's
             if self.saved_bytes(mm) != layer.sizes(mm)["saved_bytes"]:
                 raise Error("precc: layer '%s': saved region of %d bytes at M=%d, precc_rt "
                             "says %d" % (layer.fqn, self.saved_bytes(mm), mm,
                                          layer.sizes(mm)["saved_bytes"]))
+
+    def region_bytes(self, mp):
+        """(saved, workspace) bytes at a concrete M, asked of precc_rt once
+        per M (the per-call path)."""
+        r = self.at_m.get(mp)
+        if r is None:
+            r = self.at_m[mp] = (self.saved_bytes(mp), self.layer.sizes(mp)["workspace_bytes"])
+        return r
 
     def saved_bytes(self, m):
         # SymInt-friendly (torch.compile's fake M): header + each buffer
@@ -201,9 +218,10 @@ class ApiPlan(_Plan):
 
     def forward(self, x, w, bias, state, mp, seed, root_saved=None):
         l = self.layer
-        ws = torch.empty(l.sizes(mp)["workspace_bytes"], dtype=torch.uint8, device=x.device)
+        saved_bytes, ws_bytes = self.region_bytes(mp)
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=x.device)
         y = self.empty(self.y, mp, x)
-        saved = torch.empty(self.saved_bytes(mp), dtype=torch.uint8, device=x.device)
+        saved = torch.empty(saved_bytes, dtype=torch.uint8, device=x.device)
         l.forward(mp, x.data_ptr(), w.data_ptr(), _ptr(bias), y.data_ptr(), saved.data_ptr(),
                   _ptr(state) if self.layout.size else None, ws.data_ptr(), seed, _stream(x),
                   root_saved=_ptr(root_saved))
@@ -213,7 +231,7 @@ class ApiPlan(_Plan):
         l = self.layer
         inputs = dict(zip(self.keep_inputs, kept))
         saved = kept[len(self.keep_inputs)]
-        ws = torch.empty(l.sizes(mp)["workspace_bytes"], dtype=torch.uint8, device=dy.device)
+        ws = torch.empty(self.region_bytes(mp)[1], dtype=torch.uint8, device=dy.device)
         dx, dw = self.empty(self.dx, mp, dy), self.empty(self.dw, mp, dy)
         x = inputs.get("x")
         if x is not None:
@@ -229,11 +247,11 @@ class _ApiPending:
         self.plan, self.saved, self.state, self.mp = plan, saved, state, mp
 
     def amaxes(self):
-        l, out = self.plan.layer, []
-        for b in self.plan.amax_bufs:
-            _, off = l.place(b, self.mp)
-            out.append(self.saved[off:off + b.bytes(self.mp)].view(torch.float32))
-        return out
+        p, mp = self.plan, self.mp
+        at = p.amax_at.get(mp)
+        if at is None:
+            at = p.amax_at[mp] = [(p.layer.place(b, mp)[1], b.bytes(mp)) for b in p.amax_bufs]
+        return [self.saved[off:off + n].view(torch.float32) for off, n in at]
 
     def commit(self):
         self.plan.layer.commit(self.mp, self.saved.data_ptr(), self.state.data_ptr(),
@@ -443,8 +461,8 @@ class Group:
             self.shared_inputs.clear()
             if not pending:
                 return
-            amaxes = [a for p in pending for a in p.amaxes()]
-            if amaxes and _distributed():
+            amaxes = [a for p in pending for a in p.amaxes()] if _distributed() else []
+            if amaxes:
                 flat = torch.cat([a.reshape(-1) for a in amaxes])
                 torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.MAX)
                 self.allreduce_calls += 1
@@ -580,16 +598,48 @@ def _setup_context(ctx, inputs, output):
     ctx.bias_dtype = bias.dtype if bias is not None else None
 
 
-def _backward(ctx, grads):
+def _backward_by(ctx, grads, linear_backward):
     state, *kept = ctx.saved_tensors
     root_saved = kept.pop() if ctx.shared else None
     dy = grads[0].contiguous()
-    dx, dw = torch.ops.precc.linear_backward(dy, state, kept, ctx.key, ctx.m, root_saved)
+    dx, dw = linear_backward(dy, state, kept, ctx.key, ctx.m, root_saved)
     db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if ctx.bias_dtype is not None else None
     return dx, dw, db, None, None, None, None
 
 
+def _backward(ctx, grads):
+    return _backward_by(ctx, grads, torch.ops.precc.linear_backward)
+
+
 torch.library.register_autograd("precc::linear", _backward, setup_context=_setup_context)
+
+
+class _EagerLinear(torch.autograd.Function):
+    """precc::linear and its autograd in eager mode: the same _fwd_impl,
+    _setup_context and backward, without torch.library's per-call
+    dispatch (its argument flattening, alias checks and autograd wrapper
+    cost more host time than the layer's own work; bench/RESULTS.md, "Host
+    overhead"). torch.compile traces the custom ops."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias, state, key, needs_grad, root_saved):
+        out = _fwd_impl(x, w, bias, state, key, needs_grad, root_saved)
+        _setup_context(ctx, (x, w, bias, state, key, needs_grad, root_saved), out)
+        ctx.mark_non_differentiable(*out[1:])
+        ctx.set_materialize_grads(False)   # no zeros for saved's gradient
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _backward_by(ctx, grads, _bwd_impl)
+
+
+def linear_eager(x, w, bias, state, key, needs_grad, root_saved):
+    """precc::linear outside torch.compile: _fwd_impl alone when no
+    gradient is needed, else through _EagerLinear."""
+    if not needs_grad:
+        return _fwd_impl(x, w, bias, state, key, needs_grad, root_saved)
+    return _EagerLinear.apply(x, w, bias, state, key, needs_grad, root_saved)
 
 
 def trace(plan, x, w, bias, state, dy=None, seed=0):
