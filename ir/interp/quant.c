@@ -82,6 +82,60 @@ typedef struct Quant {
 	int fast;
 } Quant;
 
+/* Where element i of the output starts (e2m1: i even). */
+static void *
+out_at(const Quant *k, size_t i)
+{
+	return (uint8_t *)k->q + (k->qes ? i * k->qes : i / 2);
+}
+
+/* RNE into a format precc_encode_rne_n serves: the scale multiply fused,
+ * straight from an fp32 input when there is no divisor. */
+static void
+quant_fast(const Quant *k, long r, long c0, long n, float *buf)
+{
+	const precc_quant_opts *o = k->o;
+	const float *srow = o->scale ? o->scale + (r / k->br) * k->nbc : NULL;
+	const float *drow = o->divisor ? o->divisor + (r / k->br) * k->nbc : NULL;
+	size_t off = (size_t)r * (size_t)k->cols + (size_t)c0;
+	const float *src = buf;
+	long j, bc = k->bc;
+	/* in place first: a divisor, or e2m1 blocks that split a byte */
+	bool in_place = drow || (srow && o->qf == PRECC_E2M1 && bc % 2);
+
+	if (k->xf == PRECC_FP32 && !in_place)
+		src = (const float *)k->x + off;
+	else
+		interp_load(k->x, k->xf, off, n, buf);
+	if (in_place) {
+		for (j = 0; j < n;) {
+			long c = c0 + j, end = (c / bc + 1) * bc - c0;
+			float d = drow ? drow[c / bc] : srow[c / bc];
+			if (end > n)
+				end = n;
+			if (drow)
+				for (; j < end; j++)
+					buf[j] /= d;
+			else
+				for (; j < end; j++)
+					buf[j] *= d;
+		}
+		srow = NULL;
+	}
+	if (!srow) {
+		precc_encode_rne_n(o->qf, o->saturate, src, 1.0f, out_at(k, off), n);
+		return;
+	}
+	for (j = 0; j < n;) {
+		long c = c0 + j, end = (c / bc + 1) * bc - c0;
+		if (end > n)
+			end = n;
+		precc_encode_rne_n(o->qf, o->saturate, src + j, srow[c / bc],
+		                   out_at(k, off + (size_t)j), end - j);
+		j = end;
+	}
+}
+
 static void
 quant_rows(void *ctx, int part, long r0, long r1)
 {
@@ -98,6 +152,10 @@ quant_rows(void *ctx, int part, long r0, long r1)
 		for (c0 = 0; c0 < cols; c0 += CHUNK) {
 			long n = cols - c0 < CHUNK ? cols - c0 : CHUNK, j;
 			size_t off = (size_t)r * (size_t)cols + (size_t)c0;
+			if (k->fast) {
+				quant_fast(k, r, c0, n, buf);
+				continue;
+			}
 			interp_load(k->x, k->xf, off, n, buf);
 			if (drow) {
 				for (j = 0; j < n;) {
@@ -117,14 +175,6 @@ quant_rows(void *ctx, int part, long r0, long r1)
 					for (; j < end; j++)
 						buf[j] *= s;
 				}
-			}
-			if (k->fast) {
-				uint8_t *d = (uint8_t *)k->q + off;
-				if (o->qf == PRECC_E4M3)
-					precc_encode_e4m3_rne_sat(buf, d, n);
-				else
-					precc_encode_e5m2_rne_sat(buf, d, n);
-				continue;
 			}
 			if (o->round == PRECC_SR && o->qf == PRECC_E2M1) {
 				/* 16 bits an element, 8 elements a Philox call */
@@ -180,8 +230,8 @@ precc_quantize(const void *x, precc_format xf, long rows, long cols,
 	k.cols = cols;
 	k.o = o;
 	k.q = q;
-	k.fast = o->round == PRECC_RNE && o->saturate
-	         && (o->qf == PRECC_E4M3 || o->qf == PRECC_E5M2);
+	k.fast = o->round == PRECC_RNE && o->qf != PRECC_FP32 && o->qf != PRECC_TF32
+	         && o->qf != PRECC_E8M0;
 	interp_parallel_rows(rows, cols, o->threads, quant_rows, &k);
 	return PRECC_IOK;
 }
