@@ -426,10 +426,17 @@ rne_fast(precc_format f, float x, bool saturate)
  * name##_base, name##_avx2 and name##_avx512. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_ISA_COPIES 1
+/* 512-bit vectors: GCC prefers 256 bits by default (twice slower here:
+ * bench/RESULTS.md); byte and word stores want AVX512BW/VL. */
+#ifdef __clang__
+#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl"), min_vector_width(512)))
+#else
+#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,prefer-vector-width=512")))
+#endif
 #define COPIES(BODY, name) \
 	BODY(name##_base, ) \
 	BODY(name##_avx2, __attribute__((target("avx2")))) \
-	BODY(name##_avx512, __attribute__((target("avx512f"))))
+	BODY(name##_avx512, TGT_AVX512)
 #else
 #define COPIES(BODY, name) BODY(name##_base, )
 #endif
@@ -437,7 +444,8 @@ rne_fast(precc_format f, float x, bool saturate)
 enum { ISA_BASE = 1, ISA_AVX2, ISA_AVX512 };
 
 /* The widest copy the CPU runs, capped by PRECC_INTERP_ISA (baseline,
- * avx2, avx512), read once: the rule of ir/interp/gemm.c. */
+ * avx2, avx512), read once: the rule of ir/interp/gemm.c, except that the
+ * AVX-512 copy also needs AVX512BW and VL. */
 static int
 isa(void)
 {
@@ -449,7 +457,8 @@ isa(void)
 		const char *e = getenv("PRECC_INTERP_ISA");
 		int want = !e ? ISA_AVX512 : !strcmp(e, "baseline") ? ISA_BASE
 		           : !strcmp(e, "avx2") ? ISA_AVX2 : ISA_AVX512;
-		int have = __builtin_cpu_supports("avx512f") ? ISA_AVX512
+		int have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+		           && __builtin_cpu_supports("avx512vl") ? ISA_AVX512
 		           : __builtin_cpu_supports("avx2") ? ISA_AVX2 : ISA_BASE;
 		s = want < have ? want : have;
 		atomic_store_explicit(&state, s, memory_order_relaxed);
@@ -480,15 +489,18 @@ precc_convert_isa(void)
 			o[i] = (T)rne_narrow(x[i] * scale, k); \
 	} while (0)
 
-/* e2m1: element i is nibble i & 1 (low first) of byte i / 2. */
+/* e2m1: element i is nibble i & 1 (low first) of byte i / 2; the codes of
+ * 32 elements go through a buffer, so that both loops vectorize. */
 #define E2M1_LOOP() \
 	do { \
-		uint8_t *o = out; \
+		uint8_t *o = out, c[32]; \
 		const Rne k = rne_sat[PRECC_E2M1]; \
-		for (; i + 32 <= n; i += 32) \
-			for (int j = 0; j < 32; j += 2) \
-				o[(i + j) / 2] = (uint8_t)(rne_narrow(x[i + j] * scale, k) \
-				                 | rne_narrow(x[i + j + 1] * scale, k) << 4); \
+		for (; i + 32 <= n; i += 32) { \
+			for (int j = 0; j < 32; j++) \
+				c[j] = (uint8_t)rne_narrow(x[i + j] * scale, k); \
+			for (int j = 0; j < 16; j++) \
+				o[i / 2 + j] = (uint8_t)(c[2 * j] | c[2 * j + 1] << 4); \
+		} \
 		for (; i + 1 < n; i += 2) \
 			o[i / 2] = (uint8_t)(rne_narrow(x[i] * scale, k) \
 			                     | rne_narrow(x[i + 1] * scale, k) << 4); \
@@ -588,12 +600,18 @@ name(precc_format f, const void *restrict codes, size_t off, float *restrict out
 	switch (f) { \
 	case PRECC_BF16: { \
 		const uint16_t *s = (const uint16_t *)codes + off; \
+		for (; i + 32 <= n; i += 32) \
+			for (int j = 0; j < 32; j++) \
+				out[i + j] = u2f((uint32_t)s[i + j] << 16); \
 		for (; i < n; i++) \
 			out[i] = u2f((uint32_t)s[i] << 16); \
 		break; \
 	} \
 	case PRECC_FP16: { \
 		const uint16_t *s = (const uint16_t *)codes + off; \
+		for (; i + 32 <= n; i += 32) \
+			for (int j = 0; j < 32; j++) \
+				out[i + j] = dec_fp16(s[i + j]); \
 		for (; i < n; i++) \
 			out[i] = dec_fp16(s[i]); \
 		break; \
