@@ -13,39 +13,40 @@ enum { CHUNK = 512 };
 
 /* max |v[i]| over n values; *nan set if any is NaN. On the bit patterns
  * of |v[i]|, which order like the values (NaN above inf) and are
- * non-negative as int32 (SSE2 has signed compares only): 32 running
- * maxima, elementwise so that the loop vectorizes; NaN counts 0 in m and
- * only in top. */
+ * non-negative as int32 (SSE2 has signed compares only); NaN counts 0 in
+ * mm and only in tt. Long spans keep 32 running maxima, elementwise so
+ * that the loop vectorizes; short ones (MX, NVFP4 blocks) and the tail
+ * take the float loop. */
 static float
 span_amax(const float *v, long n, int ignore, int *nan)
 {
-	int32_t m[32] = {0}, top[32] = {0}, u[32], mm = 0, tt = 0;
+	int32_t mm = 0, tt = 0;
 	float r;
 	long i = 0;
-	int j;
+	int j, bad = 0;
 
-	for (; i + 32 <= n; i += 32) {
-		memcpy(u, v + i, sizeof u);
+	if (n >= 64) {
+		int32_t m[32] = {0}, top[32] = {0}, u[32];
+		for (; i + 32 <= n; i += 32) {
+			memcpy(u, v + i, sizeof u);
+			for (j = 0; j < 32; j++) {
+				int32_t b = u[j] & 0x7fffffff, c = b > 0x7f800000 ? 0 : b;
+				top[j] = b > top[j] ? b : top[j];
+				m[j] = c > m[j] ? c : m[j];
+			}
+		}
 		for (j = 0; j < 32; j++) {
-			int32_t a = u[j] & 0x7fffffff, b = a > 0x7f800000 ? 0 : a;
-			top[j] = a > top[j] ? a : top[j];
-			m[j] = b > m[j] ? b : m[j];
+			mm = m[j] > mm ? m[j] : mm;
+			tt = top[j] > tt ? top[j] : tt;
 		}
 	}
-	for (j = 0; i < n; i++, j++) {
-		int32_t a;
-		memcpy(&a, v + i, 4);
-		a &= 0x7fffffff;
-		top[j] = a > top[j] ? a : top[j];
-		a = a > 0x7f800000 ? 0 : a;
-		m[j] = a > m[j] ? a : m[j];
-	}
-	for (j = 0; j < 32; j++) {
-		mm = m[j] > mm ? m[j] : mm;
-		tt = top[j] > tt ? top[j] : tt;
-	}
-	*nan |= (tt > 0x7f800000) & !ignore;
 	memcpy(&r, &mm, 4);
+	for (; i < n; i++) {
+		float f = fabsf(v[i]);
+		bad |= f != f;
+		r = f > r ? f : r;              /* false for NaN: skipped */
+	}
+	*nan |= (tt > 0x7f800000 || bad) & !ignore;
 	return r;
 }
 
