@@ -89,8 +89,33 @@ out_at(const Quant *k, size_t i)
 	return (uint8_t *)k->q + (k->qes ? i * k->qes : i / 2);
 }
 
-/* RNE into a format precc_encode_rne_n serves: the scale multiply fused,
- * straight from an fp32 input when there is no divisor. */
+/* buf[j] *= sc[j] (or /=); fixed trip counts vectorize. */
+static void
+scale_by(float *restrict buf, const float *restrict sc, long n, bool divide)
+{
+	long i = 0;
+
+	if (divide) {
+		for (; i + 32 <= n; i += 32)
+			for (int j = 0; j < 32; j++)
+				buf[i + j] /= sc[i + j];
+		for (; i < n; i++)
+			buf[i] /= sc[i];
+		return;
+	}
+	for (; i + 32 <= n; i += 32)
+		for (int j = 0; j < 32; j++)
+			buf[i + j] *= sc[i + j];
+	for (; i < n; i++)
+		buf[i] *= sc[i];
+}
+
+/* RNE into a format precc_encode_rne_n serves, straight from an fp32
+ * input. Blocks of 64 columns or more: the scale multiply fused, one call
+ * a block. Narrower blocks (MX, NVFP4), divisors, and e2m1 blocks that
+ * split a byte: each element's factor spread into a row first, the
+ * product (or quotient) rounded to fp32 as the fused form does, then one
+ * call for the chunk. */
 static void
 quant_fast(const Quant *k, long r, long c0, long n, float *buf)
 {
@@ -100,26 +125,26 @@ quant_fast(const Quant *k, long r, long c0, long n, float *buf)
 	size_t off = (size_t)r * (size_t)k->cols + (size_t)c0;
 	const float *src = buf;
 	long j, bc = k->bc;
-	/* in place first: a divisor, or e2m1 blocks that split a byte */
-	bool in_place = drow || (srow && o->qf == PRECC_E2M1 && bc % 2);
 
-	if (k->xf == PRECC_FP32 && !in_place)
+	if (k->xf == PRECC_FP32)
 		src = (const float *)k->x + off;
 	else
 		interp_load(k->x, k->xf, off, n, buf);
-	if (in_place) {
+	if (drow || (srow && (bc < 64 || (o->qf == PRECC_E2M1 && bc % 2)))) {
+		const float *f = drow ? drow : srow;
+		float sc[CHUNK];
 		for (j = 0; j < n;) {
 			long c = c0 + j, end = (c / bc + 1) * bc - c0;
-			float d = drow ? drow[c / bc] : srow[c / bc];
+			float d = f[c / bc];
 			if (end > n)
 				end = n;
-			if (drow)
-				for (; j < end; j++)
-					buf[j] /= d;
-			else
-				for (; j < end; j++)
-					buf[j] *= d;
+			for (; j < end; j++)
+				sc[j] = d;
 		}
+		if (src != buf)
+			memcpy(buf, src, (size_t)n * sizeof *buf);
+		scale_by(buf, sc, n, drow != NULL);
+		src = buf;
 		srow = NULL;
 	}
 	if (!srow) {
