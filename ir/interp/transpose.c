@@ -71,17 +71,19 @@ square4x16(const uint16_t *x, size_t ldx, uint16_t *y, size_t ldy)
 		memcpy(y + (size_t)i * ldy, &w[i], 8);
 }
 
-/* The full squares of rows x cols by S x S, tile by tile (TB); the
+/* The full squares of rows x cols by S x S, tile by tile: SQ_TR rows
+ * (64 bytes of each output row, a cache line) by SQ_TC columns; the
  * remaining right columns and bottom rows by the plain loop. */
+enum { SQ_TR = 64, SQ_TC = 32 };
 #define TRANSPOSE_SQ(T, S, SQUARE)                                           \
 static void                                                                  \
 transpose_sq_##T(const T *x, long rows, long cols, T *y)                     \
 {                                                                            \
 	long rs = rows / S * S, cs = cols / S * S, r0, c0, r, c;                 \
-	for (r0 = 0; r0 < rs; r0 += TB) {                                        \
-		long r1 = r0 + TB < rs ? r0 + TB : rs;                               \
-		for (c0 = 0; c0 < cs; c0 += TB) {                                    \
-			long c1 = c0 + TB < cs ? c0 + TB : cs;                           \
+	for (r0 = 0; r0 < rs; r0 += SQ_TR) {                                     \
+		long r1 = r0 + SQ_TR < rs ? r0 + SQ_TR : rs;                         \
+		for (c0 = 0; c0 < cs; c0 += SQ_TC) {                                 \
+			long c1 = c0 + SQ_TC < cs ? c0 + SQ_TC : cs;                     \
 			for (c = c0; c < c1; c += S)                                     \
 				for (r = r0; r < r1; r += S)                                 \
 					SQUARE(x + (size_t)r * (size_t)cols + (size_t)c,         \
