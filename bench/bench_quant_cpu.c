@@ -1,8 +1,8 @@
 /*
  * bench_quant_cpu.c — the interpreter's element-wise kernels on one
  * Llama-3-8B weight (4096 x 4096 fp32), one thread, in CPU time:
- * amax, quantize and transpose at the granularities the bundled recipes
- * use.
+ * amax and quantize at the granularities the bundled recipes use, and
+ * 1- and 2-byte transposes of the model's weight shapes.
  *
  *   [PRECC_INTERP_ISA=baseline|avx2|avx512] bench_quant_cpu [REPEATS]
  *
@@ -35,7 +35,7 @@ main(int argc, char **argv)
 	long n = (long)ROWS * COLS;
 	float *x = malloc(n * 4), *am = malloc(n / 16 * 4), *s = malloc(n / 16 * 4);
 	uint16_t *xb = malloc(n * 2);
-	uint8_t *q = malloc(n * 2), *t = malloc(n * 2);
+	uint8_t *q = malloc(n * 2);
 	uint64_t r = 88172645463325252ull;
 	static const struct {
 		const char *name;
@@ -87,15 +87,23 @@ main(int argc, char **argv)
 		}
 		printf("%-26s %9.1f %9.1f\n", rows[k].name, best_a * 1e3, best_q * 1e3);
 	}
-	for (size_t es = 1; es <= 4; es *= 2) {
-		double best = 1e9;
-		for (int i = 0; i < reps; i++) {
-			double t0 = cpu();
-			precc_transpose(q, es, ROWS, COLS / 4, t);
-			double dt = cpu() - t0;
-			best = dt < best ? dt : best;
+	static const long shapes[][2] = {
+		{4096, 4096}, {4096, 1024}, {4096, 128}, {128, 4096}, {14336, 4096}, {4096, 14336},
+	};
+	uint8_t *a = malloc((size_t)14336 * 4096 * 2), *b = malloc((size_t)14336 * 4096 * 2);
+	for (size_t i = 0; i < (size_t)14336 * 4096 * 2; i++)
+		a[i] = (uint8_t)(i * 7);
+	for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+		for (size_t es = 1; es <= 2; es++) {
+			double best = 1e9;
+			for (int i = 0; i < reps; i++) {
+				double t0 = cpu();
+				precc_transpose(a, es, shapes[k][0], shapes[k][1], b);
+				double dt = cpu() - t0;
+				best = dt < best ? dt : best;
+			}
+			printf("transpose %zu-byte [%5ld, %5ld] %9.1f\n", es, shapes[k][0], shapes[k][1],
+			       best * 1e3);
 		}
-		printf("transpose %zu-byte [%d, %d]   %9.1f\n", es, ROWS, COLS / 4, best * 1e3);
-	}
 	return 0;
 }

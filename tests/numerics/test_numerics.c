@@ -354,6 +354,8 @@ check_batch(precc_format f, bool sat, const float *xs, int n, float scale)
 	return bad;
 }
 
+static int only_fmt = -1;   /* --full FORMAT: that format alone */
+
 /* Patterns lo .. hi-1 by stride, in batches, every format both ways. */
 static long
 sweep(uint64_t lo, uint64_t hi, uint64_t stride)
@@ -366,8 +368,9 @@ sweep(uint64_t lo, uint64_t hi, uint64_t stride)
 		for (; n < BATCH && u < hi; n++, u += stride)
 			xs[n] = flt((uint32_t)u);
 		for (int k = 0; k < NFAST; k++)
-			for (int sat = 0; sat < 2; sat++)
-				bad += check_batch(fast_fmts[k], sat, xs, n, 0x1.8p-3f);
+			if (only_fmt < 0 || (int)fast_fmts[k] == only_fmt)
+				for (int sat = 0; sat < 2; sat++)
+					bad += check_batch(fast_fmts[k], sat, xs, n, 0x1.8p-3f);
 	}
 	return bad;
 }
@@ -511,8 +514,8 @@ part_main(void *arg)
 	return NULL;
 }
 
-/* --full: every fp32 pattern through every fast path (minutes; `make
- * sweep` runs it), on `threads` threads. */
+/* --full [THREADS [FORMAT]]: every fp32 pattern through every fast path
+ * (or FORMAT's), on THREADS threads (`make sweep` runs it). */
 static int
 full_sweep(int threads)
 {
@@ -532,16 +535,22 @@ full_sweep(int threads)
 		pthread_join(tid[t], NULL);
 		bad += part[t].bad;
 	}
-	printf("test_numerics --full: 2^32 patterns x %d formats x sat/nosat on the %s copy: "
-	       "%ld mismatches\n", NFAST, precc_convert_isa(), bad);
+	printf("test_numerics --full: 2^32 patterns x %s x sat/nosat on the %s copy: "
+	       "%ld mismatches\n", only_fmt < 0 ? "every fast format" : precc_format_get(only_fmt)->name,
+	       precc_convert_isa(), bad);
 	return bad != 0;
 }
 
 int
 main(int argc, char **argv)
 {
-	if (argc > 1 && !strcmp(argv[1], "--full"))
+	if (argc > 1 && !strcmp(argv[1], "--full")) {
+		if (argc > 3 && (only_fmt = precc_format_by_name(argv[3])) < 0) {
+			fprintf(stderr, "test_numerics: unknown format %s\n", argv[3]);
+			return 2;
+		}
 		return full_sweep(argc > 2 ? atoi(argv[2]) : 2);
+	}
 	test_table();
 	test_decode_every_code();
 	test_round_trip();
