@@ -1108,10 +1108,22 @@ gpu_nans(IrInterp *ip, const Ins *i)
 	}
 	if (i->res < 0 || vtype(ip, i->res)->fmt != PRECC_FP32 || !ip->buf[i->res])
 		return;
-	uint32_t *u = ip->buf[i->res];
-	for (long e = 0, n = nelem(ip, i->res); e < n; e++)
-		if ((u[e] & 0x7f800000u) == 0x7f800000u && (u[e] & 0x007fffffu))
-			u[e] = 0x7fffffffu;
+	/* |bits| as int32 above inf's is a NaN; a block of 32 is checked
+	 * first with a loop that vectorizes, and rewritten only if one is in. */
+	int32_t *u = ip->buf[i->res];
+	long e = 0, n = nelem(ip, i->res);
+	for (; e + 32 <= n; e += 32) {
+		int32_t any = 0;
+		for (int j = 0; j < 32; j++)
+			any |= (u[e + j] & 0x7fffffff) > 0x7f800000;
+		if (any)
+			for (int j = 0; j < 32; j++)
+				if ((u[e + j] & 0x7fffffff) > 0x7f800000)
+					u[e + j] = 0x7fffffff;
+	}
+	for (; e < n; e++)
+		if ((u[e] & 0x7fffffff) > 0x7f800000)
+			u[e] = 0x7fffffff;
 }
 
 int
