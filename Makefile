@@ -85,9 +85,13 @@ fuzz: fuzz-build
 fuzz-smoke: fuzz-build
 	sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_TIME)
 
-# Every one of the 2^32 fp32 bit patterns against the CUDA headers.
+# Every one of the 2^32 fp32 bit patterns against the CUDA headers, and
+# through every fast RNE path of every ISA copy against the generic encoder.
 sweep: build
 	./$(BUILD)/tests/numerics/cuda_ref_sweep --full
+	for isa in baseline avx2 avx512; do \
+		PRECC_INTERP_ISA=$$isa ./$(BUILD)/tests/numerics/test_numerics --full $$(nproc) || exit 1; \
+	done
 
 bench: build
 	./$(BUILD)/bench/bench_convert

@@ -1,17 +1,20 @@
 /*
  * bench_convert.c — conversions per second per format, on one core.
  *
- *   bench_convert [SECONDS_PER_ROW]     (default 0.25)
+ *   [PRECC_INTERP_ISA=baseline|avx2|avx512] bench_convert [SECONDS_PER_ROW]
  *
- * For each format: fp32 -> format with precc_encode(f, x, RNE, saturate=true)
- * and decode with precc_decode; for e4m3/e5m2 also the interpreter's fast
- * paths (precc_encode_*_rne_sat) and the 256-entry decode table. Inputs are
- * 64 Ki fp32 values (L2-resident) spread over the format's range, with
- * some subnormal, overflowing and NaN values. The fast paths are checked
- * against precc_encode on the same inputs before they are timed.
+ * For each format the interpreter converts on its hot paths, fp32 ->
+ * format in RNE with the format's default saturation: the generic encoder
+ * (precc_encode_generic, element by element), precc_encode (its scalar
+ * fast path), and the array path precc_encode_rne_n at scale 1 and with a
+ * fused scale (the ISA copy the process runs: the widest the CPU has, or
+ * PRECC_INTERP_ISA's); and back, precc_decode element by element against
+ * precc_decode_n. Inputs are 64 Ki fp32 values (L2-resident) spread over
+ * the format's range, with some subnormal, overflowing and NaN values.
+ * The array path's codes are checked against the generic encoder's.
  */
 #ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_THREAD_CPUTIME_ID */
 #endif
 #include <math.h>
 #include <stdint.h>
@@ -24,16 +27,28 @@ enum { N = 1 << 16 };
 
 static float xs[N];
 static uint32_t codes[N];
-static uint8_t codes8[N];
 static float back[N];
 static volatile uint32_t sink;
+
+/* Code i of the array path's output in `codes` (stored at f's width). */
+static uint32_t
+precc_interp_code_of(precc_format f, int i)
+{
+	const uint8_t *b = (const uint8_t *)codes;
+
+	if (f == PRECC_E2M1)
+		return b[i / 2] >> (4 * (i & 1)) & 0xf;
+	if (precc_format_get(f)->bits == 16)
+		return ((const uint16_t *)codes)[i];
+	return b[i];
+}
 
 static double
 now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);   /* CPU time: the machine is shared */
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -83,70 +98,98 @@ rate(pass_fn run, precc_format f, double secs)
 	return passes * (double)N / t / 1e6;
 }
 
+/* RNE with the format's default saturation (fp8/fp6/fp4 satfinite,
+ * bf16/fp16 overflow to inf), as the kernels convert. */
+static bool
+sat_of(precc_format f)
+{
+	return precc_default_saturate(f);
+}
+
+static void
+generic_pass(precc_format f)
+{
+	bool sat = sat_of(f);
+
+	for (int i = 0; i < N; i++)
+		codes[i] = precc_encode_generic(f, xs[i], PRECC_RNE, sat, 0);
+	sink = codes[N / 2];
+}
+
 static void
 encode_pass(precc_format f)
 {
+	bool sat = sat_of(f);
+
 	for (int i = 0; i < N; i++)
-		codes[i] = precc_encode(f, xs[i], PRECC_RNE, true, 0);
+		codes[i] = precc_encode(f, xs[i], PRECC_RNE, sat, 0);
 	sink = codes[N / 2];
+}
+
+static void
+array_pass(precc_format f)
+{
+	precc_encode_rne_n(f, sat_of(f), xs, 1.0f, codes, N);
+	sink = codes[N / 8];
+}
+
+static void
+array_scaled_pass(precc_format f)
+{
+	precc_encode_rne_n(f, sat_of(f), xs, 0.75f, codes, N);
+	sink = codes[N / 8];
 }
 
 static void
 decode_pass(precc_format f)
 {
 	for (int i = 0; i < N; i++)
-		back[i] = precc_decode(f, codes[i]);
+		back[i] = precc_decode(f, precc_interp_code_of(f, i));
 	sink = (uint32_t)back[N / 2];
 }
 
 static void
-fast_pass(precc_format f)
+decode_n_pass(precc_format f)
 {
-	if (f == PRECC_E4M3)
-		precc_encode_e4m3_rne_sat(xs, codes8, N);
-	else
-		precc_encode_e5m2_rne_sat(xs, codes8, N);
-	sink = codes8[N / 2];
-}
-
-static void
-table_pass(precc_format f)
-{
-	const float *t = precc_decode_table8(f);
-
-	for (int i = 0; i < N; i++)
-		back[i] = t[codes8[i]];
+	precc_decode_n(f, codes, 0, back, N);
 	sink = (uint32_t)back[N / 2];
 }
 
 int
 main(int argc, char **argv)
 {
+	static const precc_format fs[] = {
+		PRECC_BF16, PRECC_FP16, PRECC_E4M3, PRECC_E5M2, PRECC_E2M1, PRECC_E3M2, PRECC_E2M3,
+	};
 	double secs = argc > 1 ? atof(argv[1]) : 0.25;
 	int bad = 0;
 
 	if (secs <= 0)
 		secs = 0.25;
-	printf("bench_convert: one core, %d fp32 inputs per pass, M conversions/s\n\n", N);
-	printf("%-6s %14s %14s %14s %14s\n", "format", "encode rne sat", "fast path", "decode", "decode table");
-	for (int f = 0; f < PRECC_NFORMAT; f++) {
+	__builtin_cpu_init();
+	printf("bench_convert: one core, %d fp32 inputs a pass, M conversions per CPU-second; CPU has avx2 %s, "
+	       "avx512f %s; the array paths run the %s copy (PRECC_INTERP_ISA caps it)\n\n", N,
+	       __builtin_cpu_supports("avx2") ? "yes" : "no",
+	       __builtin_cpu_supports("avx512f") ? "yes" : "no", precc_convert_isa());
+	printf("%-6s %9s %9s %9s %9s | %9s %9s\n", "fp32->", "generic", "encode", "array",
+	       "array*s", "decode", "decode_n");
+	for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
+		precc_format f = fs[k];
 		const precc_format_info *fi = precc_format_get(f);
 		fill(fi);
-		double enc = rate(encode_pass, f, secs);
-		double dec = rate(decode_pass, f, secs);
-		printf("%-6s %14.0f", fi->name, enc);
-		if (f == PRECC_E4M3 || f == PRECC_E5M2) {
-			fast_pass(f);
-			for (int i = 0; i < N; i++)
-				if (codes8[i] != precc_encode(f, xs[i], PRECC_RNE, true, 0)) {
-					fprintf(stderr, "bench_convert: %s fast path differs at %a\n", fi->name, xs[i]);
-					bad = 1;
-					break;
-				}
-			printf(" %14.0f %14.0f %14.0f\n", rate(fast_pass, f, secs), dec, rate(table_pass, f, secs));
-		} else {
-			printf(" %14s %14.0f %14s\n", "-", dec, "-");
-		}
+		double gen = rate(generic_pass, f, secs), enc = rate(encode_pass, f, secs);
+		double arr = rate(array_pass, f, secs), arrs = rate(array_scaled_pass, f, secs);
+		/* the array's codes against the generic encoder's, then decode them */
+		array_pass(f);
+		for (int i = 0; i < N; i++)
+			if (precc_interp_code_of(f, i) != precc_encode_generic(f, xs[i], PRECC_RNE, sat_of(f), 0)) {
+				fprintf(stderr, "bench_convert: %s array path differs at %a\n", fi->name, xs[i]);
+				bad = 1;
+				break;
+			}
+		double dec = rate(decode_pass, f, secs), decn = rate(decode_n_pass, f, secs);
+		printf("%-6s %9.0f %9.0f %9.0f %9.0f | %9.0f %9.0f\n", fi->name, gen, enc, arr, arrs,
+		       dec, decn);
 	}
 	return bad;
 }

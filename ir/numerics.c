@@ -13,6 +13,8 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <threads.h>
 #include "precc/numerics.h"
@@ -204,8 +206,19 @@ encode(precc_format f, float x, precc_round r, bool saturate, uint32_t rbits, in
 	return sign | code << e->code_shift;
 }
 
+static uint32_t rne_fast(precc_format f, float x, bool saturate);
+
 uint32_t
 precc_encode(precc_format f, float x, precc_round r, bool saturate, uint32_t rbits)
+{
+	if (r == PRECC_RNE && f != PRECC_FP32 && f != PRECC_TF32 && f != PRECC_E8M0
+	    && (unsigned)f < PRECC_NFORMAT)
+		return rne_fast(f, x, saturate);
+	return encode(f, x, r, saturate, rbits, 32);
+}
+
+uint32_t
+precc_encode_generic(precc_format f, float x, precc_round r, bool saturate, uint32_t rbits)
 {
 	return encode(f, x, r, saturate, rbits, 32);
 }
@@ -257,6 +270,7 @@ decode_fields(precc_format f, uint32_t code)
 }
 
 static float tables8[PRECC_NFORMAT][256];
+static float e2m1_pairs[256][2];     /* byte -> its two e2m1 values */
 static once_flag tables8_once = ONCE_FLAG_INIT;
 
 static void
@@ -266,6 +280,10 @@ fill_tables8(void)
 		if (formats[f].bits <= 8)
 			for (uint32_t c = 0; c < 256; c++)
 				tables8[f][c] = decode_fields((precc_format)f, c);
+	for (uint32_t c = 0; c < 256; c++) {
+		e2m1_pairs[c][0] = tables8[PRECC_E2M1][c & 0xf];
+		e2m1_pairs[c][1] = tables8[PRECC_E2M1][c >> 4];
+	}
 }
 
 float
@@ -322,67 +340,303 @@ precc_encode_default(precc_format f, float x)
 }
 
 /*
- * Fast fp8 paths. Normal targets: rebias the fp32 pattern and round the
- * dropped bits with the usual "add half-ulp-minus-one plus the kept LSB"
- * trick. Subnormal targets: |x| + 2^(q+23), where 2^q is the target's
- * subnormal step, makes the FPU round |x| to a multiple of 2^q (ties to
- * even); the low bits of the sum are the code. Branches are masks, so
- * the loops vectorize.
+ * Fast RNE paths (docs/numerics.md, "Fast paths"). Narrow formats, normal
+ * targets: rebias the fp32 pattern and round the dropped bits with the
+ * usual "add half-ulp-minus-one plus the kept LSB" trick. Subnormal
+ * targets: |x| + 2^(q+23), where 2^q is the target's subnormal step, makes
+ * the FPU round |x| to a multiple of 2^q (ties to even); the low bits of
+ * the sum are the code. bf16 is fp32's top half, rounded the same way.
+ * Branches are masks, so the loops vectorize; each loop is compiled for
+ * the baseline, AVX2 and AVX-512 and the widest the CPU has runs
+ * (PRECC_INTERP_ISA caps it, as for the GEMM). Every one is checked bit
+ * for bit against the generic encoder (tests/numerics).
  */
 /* all-ones when cond, else zero */
 #define MASK(cond) (0u - (uint32_t)(cond))
+#define INLINE static inline __attribute__((always_inline))
 
-static inline uint8_t
-fast_e4m3(float x)
+/* The constants of one narrow format's RNE encoder. */
+typedef struct Rne {
+	int mbits, bias, sign_shift;
+	uint32_t big;       /* |x| bits above this overflow (or saturate) */
+	uint32_t bigcode;   /* the magnitude code they get; sign is kept */
+	uint32_t nancode;   /* the result for NaN input */
+} Rne;
+
+/* Above max for satfinite; for no-saturate, from the midpoint between max
+ * and the next step up that ties away from max (e4m3 464 -> NaN, e5m2
+ * 61440 -> inf, fp16 65520 -> inf). e2m1/e3m2/e2m3 saturate either way. */
+static const Rne rne_sat[PRECC_NFORMAT] = {
+	[PRECC_FP16] = {10, 15, 15, 0x477fe000, 0x7bff, 0x7fff},
+	[PRECC_E4M3] = {3, 7, 7, 0x43e00000, 0x7e, 0x7f},
+	[PRECC_E5M2] = {2, 15, 7, 0x47600000, 0x7b, 0x7f},
+	[PRECC_E2M1] = {1, 1, 3, 0x40c00000, 0x7, 0x7},
+	[PRECC_E3M2] = {2, 3, 5, 0x41e00000, 0x1f, 0x1f},
+	[PRECC_E2M3] = {3, 1, 5, 0x40f00000, 0x1f, 0x1f},
+};
+static const Rne rne_nosat[PRECC_NFORMAT] = {
+	[PRECC_FP16] = {10, 15, 15, 0x477fefff, 0x7c00, 0x7fff},
+	[PRECC_E4M3] = {3, 7, 7, 0x43e80000, 0x7f, 0x7f},
+	[PRECC_E5M2] = {2, 15, 7, 0x476fffff, 0x7c, 0x7f},
+	[PRECC_E2M1] = {1, 1, 3, 0x40c00000, 0x7, 0x7},
+	[PRECC_E3M2] = {2, 3, 5, 0x41e00000, 0x1f, 0x1f},
+	[PRECC_E2M3] = {3, 1, 5, 0x40f00000, 0x1f, 0x1f},
+};
+
+/* k's fields are compile-time constants where this is inlined. */
+INLINE uint32_t
+rne_narrow(float x, const Rne k)
 {
-	uint32_t u = f2u(x), a = u & 0x7fffffff, sign = (u >> 24) & 0x80;
-	uint32_t n = (a - (120u << 23) + 0x7ffff + ((a >> 20) & 1)) >> 20;
-	uint32_t d = f2u(u2f(a) + 16384.0f) - 0x46800000u;
-	uint32_t sub = MASK(a < 0x3c800000), big = MASK(a > 0x43e00000);
+	int drop = 23 - k.mbits;
+	uint32_t u = f2u(x), a = u & 0x7fffffff, sign = (u >> 31) << k.sign_shift;
+	uint32_t n = (a - ((uint32_t)(127 - k.bias) << 23) + ((1u << (drop - 1)) - 1)
+	              + ((a >> drop) & 1)) >> drop;
+	/* 2^(q+23), q = 1 - bias - mbits the subnormal step's exponent */
+	uint32_t addbits = (uint32_t)(127 + 24 - k.bias - k.mbits) << 23;
+	uint32_t d = f2u(u2f(a) + u2f(addbits)) - addbits;
+	uint32_t sub = MASK(a < (uint32_t)(128 - k.bias) << 23), big = MASK(a > k.big);
 	uint32_t nan = MASK(a > 0x7f800000);
 	uint32_t c = (d & sub) | (n & ~sub);
-	c = (0x7e & big) | (c & ~big);     /* > 448 (and inf): satfinite */
-	c = (0x7f & nan) | ((c | sign) & ~nan);
-	return (uint8_t)c;
+	c = (k.bigcode & big) | (c & ~big);
+	return (k.nancode & nan) | ((c | sign) & ~nan);
 }
 
-static inline uint8_t
-fast_e5m2(float x)
+/* bf16: fp32's top half; overflow carries into inf. */
+INLINE uint32_t
+rne_bf16(float x, bool sat)
 {
-	uint32_t u = f2u(x), a = u & 0x7fffffff, sign = (u >> 24) & 0x80;
-	uint32_t n = (a - (112u << 23) + 0xfffff + ((a >> 21) & 1)) >> 21;
-	uint32_t d = f2u(u2f(a) + 128.0f) - 0x43000000u;
-	uint32_t sub = MASK(a < 0x38800000), big = MASK(a > 0x47600000);
+	uint32_t u = f2u(x), a = u & 0x7fffffff;
+	uint32_t c = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
 	uint32_t nan = MASK(a > 0x7f800000);
-	uint32_t c = (d & sub) | (n & ~sub);
-	c = (0x7b & big) | (c & ~big);     /* > 57344 (and inf): satfinite */
-	c = (0x7f & nan) | ((c | sign) & ~nan);
-	return (uint8_t)c;
+	uint32_t big = MASK(sat && (c & 0x7fff) == 0x7f80);
+	c = (((c & 0x8000) | 0x7f7f) & big) | (c & ~big);
+	return (0x7fff & nan) | (c & ~nan);
+}
+
+/* precc_encode's RNE path for fp16, bf16 and the narrow formats. */
+static uint32_t
+rne_fast(precc_format f, float x, bool saturate)
+{
+	if (f == PRECC_BF16)
+		return rne_bf16(x, saturate);
+	return rne_narrow(x, saturate ? rne_sat[f] : rne_nosat[f]);
+}
+
+/* One copy of every array loop per ISA: BODY(name, target) defines
+ * name##_base, name##_avx2 and name##_avx512. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_ISA_COPIES 1
+/* 512-bit vectors: GCC prefers 256 bits by default (twice slower here:
+ * bench/RESULTS.md); byte and word stores want AVX512BW/VL. */
+#ifdef __clang__
+#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl"), min_vector_width(512)))
+#else
+#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,prefer-vector-width=512")))
+#endif
+#define COPIES(BODY, name) \
+	BODY(name##_base, ) \
+	BODY(name##_avx2, __attribute__((target("avx2")))) \
+	BODY(name##_avx512, TGT_AVX512)
+#else
+#define COPIES(BODY, name) BODY(name##_base, )
+#endif
+
+enum { ISA_BASE = 1, ISA_AVX2, ISA_AVX512 };
+
+/* The widest copy the CPU runs, capped by PRECC_INTERP_ISA (baseline,
+ * avx2, avx512), read once: the rule of ir/interp/gemm.c, except that the
+ * AVX-512 copy also needs AVX512BW and VL. */
+static int
+isa(void)
+{
+#ifdef HAVE_ISA_COPIES
+	static atomic_int state;       /* 0 unknown */
+	int s = atomic_load_explicit(&state, memory_order_relaxed);
+
+	if (s == 0) {
+		const char *e = getenv("PRECC_INTERP_ISA");
+		int want = !e ? ISA_AVX512 : !strcmp(e, "baseline") ? ISA_BASE
+		           : !strcmp(e, "avx2") ? ISA_AVX2 : ISA_AVX512;
+		int have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+		           && __builtin_cpu_supports("avx512vl") ? ISA_AVX512
+		           : __builtin_cpu_supports("avx2") ? ISA_AVX2 : ISA_BASE;
+		s = want < have ? want : have;
+		atomic_store_explicit(&state, s, memory_order_relaxed);
+	}
+	return s;
+#else
+	return ISA_BASE;
+#endif
+}
+
+const char *
+precc_convert_isa(void)
+{
+	static const char *const names[] = {"?", "baseline", "avx2", "avx512"};
+	return names[isa()];
+}
+
+/* out[i] = code of x[i] * scale; fixed trip counts vectorize at -O2. The
+ * product is rounded to fp32 first (no contraction: ISO C mode). */
+#define NARROW_LOOP(T, FMT, SAT) \
+	do { \
+		T *o = out; \
+		const Rne k = (SAT) ? rne_sat[FMT] : rne_nosat[FMT]; \
+		for (; i + 32 <= n; i += 32) \
+			for (int j = 0; j < 32; j++) \
+				o[i + j] = (T)rne_narrow(x[i + j] * scale, k); \
+		for (; i < n; i++) \
+			o[i] = (T)rne_narrow(x[i] * scale, k); \
+	} while (0)
+
+/* e2m1: element i is nibble i & 1 (low first) of byte i / 2; the codes of
+ * 32 elements go through a buffer, so that both loops vectorize. */
+#define E2M1_LOOP() \
+	do { \
+		uint8_t *o = out, c[32]; \
+		const Rne k = rne_sat[PRECC_E2M1]; \
+		for (; i + 32 <= n; i += 32) { \
+			for (int j = 0; j < 32; j++) \
+				c[j] = (uint8_t)rne_narrow(x[i + j] * scale, k); \
+			for (int j = 0; j < 16; j++) \
+				o[i / 2 + j] = (uint8_t)(c[2 * j] | c[2 * j + 1] << 4); \
+		} \
+		for (; i + 1 < n; i += 2) \
+			o[i / 2] = (uint8_t)(rne_narrow(x[i] * scale, k) \
+			                     | rne_narrow(x[i + 1] * scale, k) << 4); \
+		if (i < n) \
+			o[i / 2] = (uint8_t)rne_narrow(x[i] * scale, k); \
+	} while (0)
+
+#define BF16_LOOP(SAT) \
+	do { \
+		uint16_t *o = out; \
+		for (; i + 32 <= n; i += 32) \
+			for (int j = 0; j < 32; j++) \
+				o[i + j] = (uint16_t)rne_bf16(x[i + j] * scale, SAT); \
+		for (; i < n; i++) \
+			o[i] = (uint16_t)rne_bf16(x[i] * scale, SAT); \
+	} while (0)
+
+#define ENCODE_BODY(name, target) \
+target static void \
+name(precc_format f, bool sat, const float *restrict x, float scale, void *restrict out, long n) \
+{ \
+	long i = 0; \
+	switch (f) { \
+	case PRECC_BF16: \
+		if (sat) BF16_LOOP(true); else BF16_LOOP(false); \
+		break; \
+	case PRECC_FP16: \
+		if (sat) NARROW_LOOP(uint16_t, PRECC_FP16, true); else NARROW_LOOP(uint16_t, PRECC_FP16, false); \
+		break; \
+	case PRECC_E4M3: \
+		if (sat) NARROW_LOOP(uint8_t, PRECC_E4M3, true); else NARROW_LOOP(uint8_t, PRECC_E4M3, false); \
+		break; \
+	case PRECC_E5M2: \
+		if (sat) NARROW_LOOP(uint8_t, PRECC_E5M2, true); else NARROW_LOOP(uint8_t, PRECC_E5M2, false); \
+		break; \
+	case PRECC_E3M2: NARROW_LOOP(uint8_t, PRECC_E3M2, true); break; \
+	case PRECC_E2M3: NARROW_LOOP(uint8_t, PRECC_E2M3, true); break; \
+	case PRECC_E2M1: E2M1_LOOP(); break; \
+	default: break; \
+	} \
+}
+COPIES(ENCODE_BODY, encode_rne)
+
+bool
+precc_encode_rne_n(precc_format f, bool saturate, const float *x, float scale, void *out, long n)
+{
+	switch (f) {
+	case PRECC_BF16: case PRECC_FP16: case PRECC_E4M3: case PRECC_E5M2:
+	case PRECC_E2M1: case PRECC_E3M2: case PRECC_E2M3:
+		break;
+	default:
+		return false;
+	}
+	if (n <= 0)
+		return true;
+	switch (isa()) {
+#ifdef HAVE_ISA_COPIES
+	case ISA_AVX512: encode_rne_avx512(f, saturate, x, scale, out, n); break;
+	case ISA_AVX2: encode_rne_avx2(f, saturate, x, scale, out, n); break;
+#endif
+	default: encode_rne_base(f, saturate, x, scale, out, n); break;
+	}
+	return true;
 }
 
 void
-precc_encode_e4m3_rne_sat(const float *restrict x, uint8_t *restrict out, long n)
+precc_encode_e4m3_rne_sat(const float *x, uint8_t *out, long n)
 {
-	long i = 0;
-
-	for (; i + 16 <= n; i += 16)      /* fixed trip count: vectorizes at -O2 */
-		for (int j = 0; j < 16; j++)
-			out[i + j] = fast_e4m3(x[i + j]);
-	for (; i < n; i++)
-		out[i] = fast_e4m3(x[i]);
+	precc_encode_rne_n(PRECC_E4M3, true, x, 1.0f, out, n);
 }
 
 void
-precc_encode_e5m2_rne_sat(const float *restrict x, uint8_t *restrict out, long n)
+precc_encode_e5m2_rne_sat(const float *x, uint8_t *out, long n)
 {
-	long i = 0;
-
-	for (; i + 16 <= n; i += 16)      /* fixed trip count: vectorizes at -O2 */
-		for (int j = 0; j < 16; j++)
-			out[i + j] = fast_e5m2(x[i + j]);
-	for (; i < n; i++)
-		out[i] = fast_e5m2(x[i]);
+	precc_encode_rne_n(PRECC_E5M2, true, x, 1.0f, out, n);
 }
+
+/* Decoders: bf16 is a shift; fp16 rebiases (x 2^112 makes its subnormals
+ * fp32 normals, exactly) and fixes inf/NaN; the 8-bit formats look up
+ * their table, e2m1 a table of byte -> two floats. */
+INLINE float
+dec_fp16(uint32_t h)
+{
+	uint32_t sign = (h & 0x8000) << 16, m = h & 0x7fff;
+	uint32_t v = f2u(u2f(m << 13) * 0x1p112f);
+	uint32_t inf = MASK(m == 0x7c00), nan = MASK(m > 0x7c00);
+	v = (0x7f800000 & inf) | (v & ~inf);
+	return u2f((0x7fffffff & nan) | ((v | sign) & ~nan));
+}
+
+#define DECODE_BODY(name, target) \
+target static void \
+name(precc_format f, const void *restrict codes, size_t off, float *restrict out, long n, \
+     const float *restrict t) \
+{ \
+	long i = 0; \
+	switch (f) { \
+	case PRECC_BF16: { \
+		const uint16_t *s = (const uint16_t *)codes + off; \
+		for (; i + 32 <= n; i += 32) \
+			for (int j = 0; j < 32; j++) \
+				out[i + j] = u2f((uint32_t)s[i + j] << 16); \
+		for (; i < n; i++) \
+			out[i] = u2f((uint32_t)s[i] << 16); \
+		break; \
+	} \
+	case PRECC_FP16: { \
+		const uint16_t *s = (const uint16_t *)codes + off; \
+		for (; i + 32 <= n; i += 32) \
+			for (int j = 0; j < 32; j++) \
+				out[i + j] = dec_fp16(s[i + j]); \
+		for (; i < n; i++) \
+			out[i] = dec_fp16(s[i]); \
+		break; \
+	} \
+	case PRECC_E2M1: { \
+		const uint8_t *s = (const uint8_t *)codes + off / 2; \
+		if (off % 2 && n > 0) \
+			out[i++] = t[*s++ >> 4]; \
+		for (; i + 1 < n; i += 2, s++) { \
+			out[i] = e2m1_pairs[*s][0]; \
+			out[i + 1] = e2m1_pairs[*s][1]; \
+		} \
+		if (i < n) \
+			out[i] = t[*s & 0xf]; \
+		break; \
+	} \
+	default: { \
+		const uint8_t *s = (const uint8_t *)codes + off; \
+		for (; i < n; i++) \
+			out[i] = t[s[i]]; \
+		break; \
+	} \
+	} \
+}
+COPIES(DECODE_BODY, decode)
 
 const float *
 precc_decode_table8(precc_format f)
@@ -391,6 +645,30 @@ precc_decode_table8(precc_format f)
 		return NULL;
 	call_once(&tables8_once, fill_tables8);
 	return tables8[f];
+}
+
+void
+precc_decode_n(precc_format f, const void *codes, size_t off, float *out, long n)
+{
+	const float *t = NULL;
+
+	if (n <= 0 || (unsigned)f >= PRECC_NFORMAT)
+		return;
+	if (f == PRECC_FP32 || f == PRECC_TF32) {
+		memcpy(out, (const float *)codes + off, (size_t)n * sizeof *out);
+		return;
+	}
+	if (formats[f].bits <= 8) {
+		call_once(&tables8_once, fill_tables8);
+		t = tables8[f];
+	}
+	switch (isa()) {
+#ifdef HAVE_ISA_COPIES
+	case ISA_AVX512: decode_avx512(f, codes, off, out, n, t); break;
+	case ISA_AVX2: decode_avx2(f, codes, off, out, n, t); break;
+#endif
+	default: decode_base(f, codes, off, out, n, t); break;
+	}
 }
 
 float

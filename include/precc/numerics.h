@@ -11,6 +11,7 @@
 #define PRECC_NUMERICS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -116,6 +117,12 @@ int precc_round_by_name(const char *name);
 uint32_t precc_encode(precc_format f, float x, precc_round r, bool saturate,
                       uint32_t rbits);
 
+/* precc_encode without its fast paths: the one integer rounding routine
+ * every format and mode share, slower; the reference the fast paths are
+ * tested against (tests/numerics), with the same results. */
+uint32_t precc_encode_generic(precc_format f, float x, precc_round r, bool saturate,
+                              uint32_t rbits);
+
 /* Stochastic rounding with nbits (1..32) random bits, the low nbits of
  * rbits: the rule above with nbits for 32, i.e. rounds away iff
  * D + (rbits mod 2^s) >= 2^s when s <= nbits, else iff
@@ -147,9 +154,29 @@ uint32_t precc_encode_default(precc_format f, float x);
 precc_round precc_default_round(precc_format f);
 bool precc_default_saturate(precc_format f);
 
-/* Fast paths for the interpreter's hot loops: out[i] =
- * precc_encode(f, x[i], PRECC_RNE, true, 0) for i < n, bit for bit
- * (assumes the default fp32 rounding mode, round to nearest even). */
+/*
+ * Array conversions for the interpreter's hot loops, vectorized for the
+ * widest ISA the CPU has (detected at run time; PRECC_INTERP_ISA=baseline|
+ * avx2|avx512 caps it, as for the interpreter's GEMM). They assume the
+ * default fp32 environment (round to nearest even, no flush to zero).
+ *
+ * precc_encode_rne_n: code i = precc_encode(f, x[i] * scale, PRECC_RNE,
+ *   saturate, 0) for i < n, bit for bit (the product rounded to fp32
+ *   first; scale 1 leaves x as it is), stored at f's width: two bytes for
+ *   fp16/bf16, one for e4m3/e5m2/e3m2/e2m3, and for e2m1 two codes a byte
+ *   from out's first byte, element i in nibble i & 1 (low first; an odd
+ *   n's last high nibble is written 0). Returns false, writing nothing,
+ *   for the formats it has no fast path for (fp32, tf32, e8m0).
+ * precc_decode_n: out[i] = precc_decode(f, code off + i) for i < n, the
+ *   codes stored as above (e2m1: code j in nibble j & 1 of byte j / 2).
+ * precc_convert_isa: "baseline", "avx2" or "avx512", the copy they run.
+ */
+bool precc_encode_rne_n(precc_format f, bool saturate, const float *x, float scale,
+                        void *out, long n);
+void precc_decode_n(precc_format f, const void *codes, size_t off, float *out, long n);
+const char *precc_convert_isa(void);
+
+/* precc_encode_rne_n for e4m3 / e5m2, saturating, scale 1. */
 void precc_encode_e4m3_rne_sat(const float *x, uint8_t *out, long n);
 void precc_encode_e5m2_rne_sat(const float *x, uint8_t *out, long n);
 

@@ -11,21 +11,43 @@
 
 enum { CHUNK = 512 };
 
-/* max |v[i]| over n values; *nan set if any is NaN. */
+/* max |v[i]| over n values; *nan set if any is NaN. On the bit patterns
+ * of |v[i]|, which order like the values (NaN above inf) and are
+ * non-negative as int32 (SSE2 has signed compares only); NaN counts 0 in
+ * mm and only in tt. Long spans keep 32 running maxima, elementwise so
+ * that the loop vectorizes; short ones (MX, NVFP4 blocks) and the tail
+ * take the float loop. */
 static float
 span_amax(const float *v, long n, int ignore, int *nan)
 {
-	float m = 0.0f;
-	int bad = 0;
-	long i;
+	int32_t mm = 0, tt = 0;
+	float r;
+	long i = 0;
+	int j, bad = 0;
 
-	for (i = 0; i < n; i++) {
-		float a = fabsf(v[i]);
-		bad |= a != a;
-		m = a > m ? a : m;
+	if (n >= 64) {
+		int32_t m[32] = {0}, top[32] = {0}, u[32];
+		for (; i + 32 <= n; i += 32) {
+			memcpy(u, v + i, sizeof u);
+			for (j = 0; j < 32; j++) {
+				int32_t b = u[j] & 0x7fffffff, c = b > 0x7f800000 ? 0 : b;
+				top[j] = b > top[j] ? b : top[j];
+				m[j] = c > m[j] ? c : m[j];
+			}
+		}
+		for (j = 0; j < 32; j++) {
+			mm = m[j] > mm ? m[j] : mm;
+			tt = top[j] > tt ? top[j] : tt;
+		}
 	}
-	*nan |= bad & !ignore;   /* a > m is false for NaN: skipped */
-	return m;
+	memcpy(&r, &mm, 4);
+	for (; i < n; i++) {
+		float f = fabsf(v[i]);
+		bad |= f != f;
+		r = f > r ? f : r;              /* false for NaN: skipped */
+	}
+	*nan |= (tt > 0x7f800000 || bad) & !ignore;
+	return r;
 }
 
 static void
@@ -60,8 +82,12 @@ amax_rows(const Amax *k, long r0, long r1, float *out, float *gp, int *gnanp)
 		float *orow = out + (r / k->br) * k->nbc;
 		for (c0 = 0; c0 < k->cols; c0 += CHUNK) {
 			long n = k->cols - c0 < CHUNK ? k->cols - c0 : CHUNK, s;
-			interp_load(k->x, k->xf, (size_t)r * (size_t)k->cols
-			            + (size_t)c0, n, buf);
+			size_t off = (size_t)r * (size_t)k->cols + (size_t)c0;
+			const float *src = buf;
+			if (k->xf == PRECC_FP32 || k->xf == PRECC_TF32)
+				src = (const float *)k->x + off;   /* in place */
+			else
+				interp_load(k->x, k->xf, off, n, buf);
 			/* split the chunk at block boundaries */
 			for (s = 0; s < n;) {
 				long c = c0 + s, end = (c / bc + 1) * bc - c0;
@@ -69,7 +95,7 @@ amax_rows(const Amax *k, long r0, long r1, float *out, float *gp, int *gnanp)
 				float m;
 				if (end > n)
 					end = n;
-				m = span_amax(buf + s, end - s, k->ignore_nan, &nan);
+				m = span_amax(src + s, end - s, k->ignore_nan, &nan);
 				merge(&orow[c / bc], m, nan);
 				gnan |= nan;
 				g = m > g ? m : g;

@@ -878,24 +878,34 @@ op_pad_slice(IrInterp *ip, const Ins *i)
 }
 
 /* fp4/fp6 codes re-encoded as e4m3 (every e2m1, e3m2, e2m3 value is an
- * e4m3 value), for the GEMM's fp8 decode tables. Exact. */
+ * e4m3 value), for the GEMM's fp8 decode tables. Exact: a table of
+ * encode(e4m3, decode(f, code)) over the 256 byte values. */
 static uint8_t *
 widen_to_e4m3(IrInterp *ip, const Ins *i, int v)
 {
-	long n = nelem(ip, v);
-	uint8_t *w = malloc((size_t)n);
-	float row[256];
+	precc_format f = vtype(ip, v)->fmt;
+	long n = nelem(ip, v), k;
+	uint8_t *w = malloc((size_t)n), lut[256];
+	const uint8_t *s = ip->buf[v];
 
 	if (!w) {
 		fail(ip, i, "out of memory");
 		return NULL;
 	}
-	for (long k0 = 0; k0 < n; k0 += 256) {
-		long c = n - k0 < 256 ? n - k0 : 256;
-		interp_load(ip->buf[v], vtype(ip, v)->fmt, (size_t)k0, c, row);
-		for (long k = 0; k < c; k++)
-			w[k0 + k] = (uint8_t)precc_encode(PRECC_E4M3, row[k], PRECC_RNE, true, 0);
+	for (int c = 0; c < 256; c++)
+		lut[c] = (uint8_t)precc_encode(PRECC_E4M3, precc_decode(f, (uint32_t)c), PRECC_RNE,
+		                               true, 0);
+	if (f != PRECC_E2M1) {
+		for (k = 0; k < n; k++)
+			w[k] = lut[s[k]];
+		return w;
 	}
+	for (k = 0; k + 1 < n; k += 2) {       /* two codes a byte, low first */
+		w[k] = lut[s[k / 2] & 0xf];
+		w[k + 1] = lut[s[k / 2] >> 4];
+	}
+	if (k < n)
+		w[k] = lut[s[k / 2] & 0xf];
 	return w;
 }
 
@@ -1101,10 +1111,22 @@ gpu_nans(IrInterp *ip, const Ins *i)
 	}
 	if (i->res < 0 || vtype(ip, i->res)->fmt != PRECC_FP32 || !ip->buf[i->res])
 		return;
-	uint32_t *u = ip->buf[i->res];
-	for (long e = 0, n = nelem(ip, i->res); e < n; e++)
-		if ((u[e] & 0x7f800000u) == 0x7f800000u && (u[e] & 0x007fffffu))
-			u[e] = 0x7fffffffu;
+	/* |bits| as int32 above inf's is a NaN; a block of 32 is checked
+	 * first with a loop that vectorizes, and rewritten only if one is in. */
+	int32_t *u = ip->buf[i->res];
+	long e = 0, n = nelem(ip, i->res);
+	for (; e + 32 <= n; e += 32) {
+		int32_t any = 0;
+		for (int j = 0; j < 32; j++)
+			any |= (u[e + j] & 0x7fffffff) > 0x7f800000;
+		if (any)
+			for (int j = 0; j < 32; j++)
+				if ((u[e + j] & 0x7fffffff) > 0x7f800000)
+					u[e + j] = 0x7fffffff;
+	}
+	for (; e < n; e++)
+		if ((u[e] & 0x7fffffff) > 0x7f800000)
+			u[e] = 0x7fffffff;
 }
 
 int

@@ -82,6 +82,85 @@ typedef struct Quant {
 	int fast;
 } Quant;
 
+/* Where element i of the output starts (e2m1: i even). */
+static void *
+out_at(const Quant *k, size_t i)
+{
+	return (uint8_t *)k->q + (k->qes ? i * k->qes : i / 2);
+}
+
+/* buf[j] *= sc[j] (or /=); fixed trip counts vectorize. */
+static void
+scale_by(float *restrict buf, const float *restrict sc, long n, bool divide)
+{
+	long i = 0;
+
+	if (divide) {
+		for (; i + 32 <= n; i += 32)
+			for (int j = 0; j < 32; j++)
+				buf[i + j] /= sc[i + j];
+		for (; i < n; i++)
+			buf[i] /= sc[i];
+		return;
+	}
+	for (; i + 32 <= n; i += 32)
+		for (int j = 0; j < 32; j++)
+			buf[i + j] *= sc[i + j];
+	for (; i < n; i++)
+		buf[i] *= sc[i];
+}
+
+/* RNE into a format precc_encode_rne_n serves, straight from an fp32
+ * input. Blocks of 64 columns or more: the scale multiply fused, one call
+ * a block. Narrower blocks (MX, NVFP4), divisors, and e2m1 blocks that
+ * split a byte: each element's factor spread into a row first, the
+ * product (or quotient) rounded to fp32 as the fused form does, then one
+ * call for the chunk. */
+static void
+quant_fast(const Quant *k, long r, long c0, long n, float *buf)
+{
+	const precc_quant_opts *o = k->o;
+	const float *srow = o->scale ? o->scale + (r / k->br) * k->nbc : NULL;
+	const float *drow = o->divisor ? o->divisor + (r / k->br) * k->nbc : NULL;
+	size_t off = (size_t)r * (size_t)k->cols + (size_t)c0;
+	const float *src = buf;
+	long j, bc = k->bc;
+
+	if (k->xf == PRECC_FP32)
+		src = (const float *)k->x + off;
+	else
+		interp_load(k->x, k->xf, off, n, buf);
+	if (drow || (srow && (bc < 64 || (o->qf == PRECC_E2M1 && bc % 2)))) {
+		const float *f = drow ? drow : srow;
+		float sc[CHUNK];
+		for (j = 0; j < n;) {
+			long c = c0 + j, end = (c / bc + 1) * bc - c0;
+			float d = f[c / bc];
+			if (end > n)
+				end = n;
+			for (; j < end; j++)
+				sc[j] = d;
+		}
+		if (src != buf)
+			memcpy(buf, src, (size_t)n * sizeof *buf);
+		scale_by(buf, sc, n, drow != NULL);
+		src = buf;
+		srow = NULL;
+	}
+	if (!srow) {
+		precc_encode_rne_n(o->qf, o->saturate, src, 1.0f, out_at(k, off), n);
+		return;
+	}
+	for (j = 0; j < n;) {
+		long c = c0 + j, end = (c / bc + 1) * bc - c0;
+		if (end > n)
+			end = n;
+		precc_encode_rne_n(o->qf, o->saturate, src + j, srow[c / bc],
+		                   out_at(k, off + (size_t)j), end - j);
+		j = end;
+	}
+}
+
 static void
 quant_rows(void *ctx, int part, long r0, long r1)
 {
@@ -98,6 +177,10 @@ quant_rows(void *ctx, int part, long r0, long r1)
 		for (c0 = 0; c0 < cols; c0 += CHUNK) {
 			long n = cols - c0 < CHUNK ? cols - c0 : CHUNK, j;
 			size_t off = (size_t)r * (size_t)cols + (size_t)c0;
+			if (k->fast) {
+				quant_fast(k, r, c0, n, buf);
+				continue;
+			}
 			interp_load(k->x, k->xf, off, n, buf);
 			if (drow) {
 				for (j = 0; j < n;) {
@@ -117,14 +200,6 @@ quant_rows(void *ctx, int part, long r0, long r1)
 					for (; j < end; j++)
 						buf[j] *= s;
 				}
-			}
-			if (k->fast) {
-				uint8_t *d = (uint8_t *)k->q + off;
-				if (o->qf == PRECC_E4M3)
-					precc_encode_e4m3_rne_sat(buf, d, n);
-				else
-					precc_encode_e5m2_rne_sat(buf, d, n);
-				continue;
 			}
 			if (o->round == PRECC_SR && o->qf == PRECC_E2M1) {
 				/* 16 bits an element, 8 elements a Philox call */
@@ -180,8 +255,8 @@ precc_quantize(const void *x, precc_format xf, long rows, long cols,
 	k.cols = cols;
 	k.o = o;
 	k.q = q;
-	k.fast = o->round == PRECC_RNE && o->saturate
-	         && (o->qf == PRECC_E4M3 || o->qf == PRECC_E5M2);
+	k.fast = o->round == PRECC_RNE && o->qf != PRECC_FP32 && o->qf != PRECC_TF32
+	         && o->qf != PRECC_E8M0;
 	interp_parallel_rows(rows, cols, o->threads, quant_rows, &k);
 	return PRECC_IOK;
 }

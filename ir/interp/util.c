@@ -195,49 +195,7 @@ interp_input_format(precc_format f)
 void
 interp_load(const void *x, precc_format f, size_t off, long n, float *dst)
 {
-	long i;
-
-	switch (f) {
-	case PRECC_FP32: case PRECC_TF32:
-		memcpy(dst, (const float *)x + off, (size_t)n * sizeof *dst);
-		return;
-	case PRECC_BF16: {
-		const uint16_t *s = (const uint16_t *)x + off;
-		for (i = 0; i < n; i++) {
-			uint32_t u = (uint32_t)s[i] << 16;
-			memcpy(&dst[i], &u, 4);
-		}
-		return;
-	}
-	case PRECC_FP16: {
-		const uint16_t *s = (const uint16_t *)x + off;
-		for (i = 0; i < n; i++)
-			dst[i] = precc_decode(PRECC_FP16, s[i]);
-		return;
-	}
-	case PRECC_E2M1: {
-		/* element j is nibble j & 1 (low first) of byte j / 2 */
-		const uint8_t *s = x;
-		const float *t = precc_decode_table8(f);
-		for (i = 0; i < n; i++) {
-			size_t j = off + (size_t)i;
-			dst[i] = t[s[j / 2] >> (4 * (j & 1)) & 0xf];
-		}
-		return;
-	}
-	default: {
-		const uint8_t *s = (const uint8_t *)x + off;
-		const float *t = precc_decode_table8(f);
-		if (t == NULL) {
-			for (i = 0; i < n; i++)
-				dst[i] = precc_decode(f, s[i]);
-			return;
-		}
-		for (i = 0; i < n; i++)
-			dst[i] = t[s[i]];
-		return;
-	}
-	}
+	precc_decode_n(f, x, off, dst, n);   /* vectorized per ISA (numerics.h) */
 }
 
 int

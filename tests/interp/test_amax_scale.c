@@ -101,7 +101,7 @@ test_amax_special(void)
 }
 
 /* Large enough to be split across threads: every granularity against a
- * plain loop, with and without a NaN. */
+ * plain loop, with and without NaN and inf, under both NaN policies. */
 static void
 test_amax_big(void)
 {
@@ -114,8 +114,11 @@ test_amax_big(void)
 	for (long i = 0; i < n; i++)
 		x[i] = nrand() * (i % 1013 == 0 ? 50.0f : 1.0f);
 	for (int pass = 0; pass < 2; pass++) {
-		if (pass)
+		if (pass) {
 			x[345 * cols + 678] = NAN;
+			x[100 * cols + 33] = -INFINITY;
+			x[599 * cols + 699] = -NAN;
+		}
 		for (unsigned t = 0; t < sizeof blks / sizeof blks[0]; t++) {
 			precc_block b = blks[t];
 			long nbc, nb = precc_block_count(rows, cols, b, NULL, &nbc);
@@ -133,6 +136,21 @@ test_amax_big(void)
 			CHECK_OK(precc_amax(x, PRECC_FP32, rows, cols, b, out, &g));
 			expect("big amax", out, want, nb);
 			CHECK(fbits(g) == fbits(wg) || (isnan(g) && isnan(wg)));
+			/* NaN skipped (TE's fmaxf): inf and the rest still count */
+			wg = 0;
+			for (long i = 0; i < nb; i++)
+				want[i] = 0;
+			for (long r = 0; r < rows; r++)
+				for (long c = 0; c < cols; c++) {
+					float a = fabsf(x[r * cols + c]);
+					float *w = &want[(r / br) * nbc + c / bc];
+					*w = fmaxf(*w, a);
+					wg = fmaxf(wg, a);
+				}
+			CHECK_OK(precc_amax_policy(x, PRECC_FP32, rows, cols, b,
+			                           PRECC_AMAX_NAN_IGNORE, out, &g));
+			expect("big amax, NaN ignored", out, want, nb);
+			CHECK(fbits(g) == fbits(wg));
 		}
 	}
 	free(x);

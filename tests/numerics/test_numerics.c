@@ -5,8 +5,10 @@
  * independent formula gives (double arithmetic from the bit fields) and
  * has the structural properties of its format; every code round-trips
  * through precc_encode in every rounding mode; hand-picked RZ / RU / RNA /
- * SR / saturation / subnormal / -0 cases; the fp8 fast paths against
- * precc_encode; the scale helpers' defined results.
+ * SR / saturation / subnormal / -0 cases; the fast RNE paths (scalar and
+ * array, on the ISA copy PRECC_INTERP_ISA picks) and precc_decode_n
+ * against the generic encoder and decoder (--full: every fp32 pattern);
+ * the scale helpers' defined results.
  */
 #include <float.h>
 #include <math.h>
@@ -310,36 +312,159 @@ test_sr(void)
 	CHECK(E(BF16, 0x1.01p0f, SR, false, 0x7fff) == 0x3f80 && E(BF16, 0x1.01p0f, SR, false, 0x8000) == 0x3f81, "sr bf16");
 }
 
+/* The fast RNE paths (precc_encode's own, and the array loops of the ISA
+ * this process runs: PRECC_INTERP_ISA, see CMakeLists.txt) against the
+ * generic encoder. */
+static const precc_format fast_fmts[] = {
+	PRECC_BF16, PRECC_FP16, PRECC_E4M3, PRECC_E5M2, PRECC_E2M1, PRECC_E3M2, PRECC_E2M3,
+};
+enum { NFAST = sizeof fast_fmts / sizeof fast_fmts[0], BATCH = 4096 };
+
+static uint32_t
+packed_code(precc_format f, const uint8_t *buf, int i)
+{
+	if (f == PRECC_E2M1)
+		return buf[i / 2] >> (4 * (i & 1)) & 0xf;
+	if (precc_format_get(f)->bits == 16)
+		return ((const uint16_t *)(const void *)buf)[i];
+	return buf[i];
+}
+
+/* Mismatches over xs[0..n): the array path at scale 1 and at `scale`, and
+ * the scalar path, each against precc_encode_generic. */
+static long
+check_batch(precc_format f, bool sat, const float *xs, int n, float scale)
+{
+	static _Thread_local _Alignas(64) uint8_t out[2 * BATCH], outs[2 * BATCH];
+	long bad = 0;
+
+	precc_encode_rne_n(f, sat, xs, 1.0f, out, n);
+	precc_encode_rne_n(f, sat, xs, scale, outs, n);
+	for (int i = 0; i < n; i++) {
+		uint32_t g = precc_encode_generic(f, xs[i], PRECC_RNE, sat, 0);
+		uint32_t gs = precc_encode_generic(f, xs[i] * scale, PRECC_RNE, sat, 0);
+		bool ok = packed_code(f, out, i) == g && packed_code(f, outs, i) == gs
+		          && precc_encode(f, xs[i], PRECC_RNE, sat, 0) == g;
+		if (!ok && bad++ < 3)
+			printf("fast path: %s sat %d x %a (0x%08x) scale %a: generic 0x%x array 0x%x "
+			       "scaled 0x%x/0x%x scalar 0x%x\n", precc_format_get(f)->name, sat, xs[i],
+			       bits(xs[i]), scale, g, packed_code(f, out, i), gs,
+			       packed_code(f, outs, i), precc_encode(f, xs[i], PRECC_RNE, sat, 0));
+	}
+	return bad;
+}
+
+static int only_fmt = -1;   /* --full FORMAT: that format alone */
+
+/* Patterns lo .. hi-1 by stride, in batches, every format both ways. */
+static long
+sweep(uint64_t lo, uint64_t hi, uint64_t stride)
+{
+	static _Thread_local float xs[BATCH];
+	long bad = 0;
+
+	for (uint64_t u = lo; u < hi;) {
+		int n = 0;
+		for (; n < BATCH && u < hi; n++, u += stride)
+			xs[n] = flt((uint32_t)u);
+		for (int k = 0; k < NFAST; k++)
+			if (only_fmt < 0 || (int)fast_fmts[k] == only_fmt)
+				for (int sat = 0; sat < 2; sat++)
+					bad += check_batch(fast_fmts[k], sat, xs, n, 0x1.8p-3f);
+	}
+	return bad;
+}
+
 static void
 test_fast_paths(void)
 {
-	enum { N = 4096 };
-	static float xs[N];
-	static uint8_t a[N], b[N];
-	uint64_t u = 0;
+	static float xs[BATCH];
 	long bad = 0;
 
-	/* a stride through all patterns, plus every pattern with low bits 0/1 */
-	while (u < ((uint64_t)1 << 32)) {
-		int n = 0;
-		for (; n < N && u < ((uint64_t)1 << 32); n++, u += 4099)
-			xs[n] = flt((uint32_t)u);
-		precc_encode_e4m3_rne_sat(xs, a, n);
-		precc_encode_e5m2_rne_sat(xs, b, n);
-		for (int i = 0; i < n; i++) {
-			bad += a[i] != precc_encode(PRECC_E4M3, xs[i], PRECC_RNE, true, 0);
-			bad += b[i] != precc_encode(PRECC_E5M2, xs[i], PRECC_RNE, true, 0);
+	printf("test_numerics: conversions on the %s copy\n", precc_convert_isa());
+	/* a stride through all patterns (odd, so every low-bit pattern comes) */
+	bad += sweep(0, (uint64_t)1 << 32, 4099);
+	/* every pattern whose low 16 bits are 0, 1, 0x7fff, 0x8000, 0x8001 or
+	 * 0xffff: the bf16 rounding boundaries */
+	for (uint32_t lo16 = 0; lo16 < 6; lo16++) {
+		static const uint32_t low[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0xffff};
+		for (uint32_t hi = 0; hi < 0x10000;) {
+			int n = 0;
+			for (; n < BATCH && hi < 0x10000; n++, hi++)
+				xs[n] = flt(hi << 16 | low[lo16]);
+			for (int k = 0; k < NFAST; k++)
+				for (int sat = 0; sat < 2; sat++)
+					bad += check_batch(fast_fmts[k], sat, xs, n, 1.5f);
 		}
 	}
-	for (uint32_t hi = 0; hi < 0x10000; hi++)
-		for (uint32_t lo = 0; lo < 2; lo++) {
-			float x = flt(hi << 16 | lo);
-			precc_encode_e4m3_rne_sat(&x, a, 1);
-			precc_encode_e5m2_rne_sat(&x, b, 1);
-			bad += a[0] != precc_encode(PRECC_E4M3, x, PRECC_RNE, true, 0);
-			bad += b[0] != precc_encode(PRECC_E5M2, x, PRECC_RNE, true, 0);
+	/* every rounding boundary of every format: the midpoint between two
+	 * neighbouring codes' values, and 2 ulps either side */
+	for (int k = 0; k < NFAST; k++) {
+		precc_format f = fast_fmts[k];
+		uint32_t ncode = 1u << (precc_format_get(f)->bits - 1), c = 0;
+		while (c + 1 < ncode) {
+			int n = 0;
+			for (; n + 10 <= BATCH && c + 1 < ncode; c++) {
+				float a = precc_decode(f, c), b = precc_decode(f, c + 1);
+				double mid = ((double)a + (double)b) / 2;
+				if (isnan(a) || isnan(b) || isinf(b))
+					continue;
+				for (int d = -2; d <= 2; d++) {
+					float x = flt(bits((float)mid) + (uint32_t)d);
+					xs[n++] = x;
+					xs[n++] = -x;
+				}
+			}
+			for (int sat = 0; sat < 2; sat++)
+				bad += check_batch(f, sat, xs, n, 1.0f);
 		}
+	}
 	CHECK(bad == 0, "%ld fast-path mismatches", bad);
+}
+
+/* Every code of every format the decoder serves, at every offset parity. */
+static void
+test_decode_n(void)
+{
+	static const precc_format fs[] = {
+		PRECC_BF16, PRECC_FP16, PRECC_E4M3, PRECC_E5M2, PRECC_E8M0,
+		PRECC_E2M1, PRECC_E3M2, PRECC_E2M3, PRECC_FP32,
+	};
+	static uint8_t codes[4 * 0x10000];
+	static float out[0x10000 + 8];
+	long bad = 0;
+
+	for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
+		precc_format f = fs[k];
+		int b = precc_format_get(f)->bits;
+		uint32_t n = b >= 16 ? 0x10000 : 1u << b;
+		for (uint32_t c = 0; c < n; c++) {
+			uint32_t code = b == 32 ? c * 0x10001u + 0x3f : c;
+			if (f == PRECC_E2M1)
+				codes[c / 2] = (uint8_t)((codes[c / 2] & ~(0xfu << 4 * (c & 1))) | c << 4 * (c & 1));
+			else if (b == 32)
+				memcpy(codes + 4 * c, &code, 4);
+			else if (b == 16)
+				memcpy(codes + 2 * c, &code, 2);
+			else
+				codes[c] = (uint8_t)c;
+		}
+		for (uint32_t off = 0; off < 3; off++) {
+			precc_decode_n(f, codes, off, out, (long)(n - off));
+			for (uint32_t c = off; c < n; c++) {
+				uint32_t code = b == 32 ? c * 0x10001u + 0x3f : c;
+				float want = precc_decode(f, code);
+				if (bits(out[c - off]) != bits(want) && bad++ < 3)
+					printf("decode_n %s code 0x%x off %u: %a, want %a\n",
+					       precc_format_get(f)->name, code, off, out[c - off], want);
+			}
+		}
+	}
+	CHECK(bad == 0, "%ld decode_n mismatches", bad);
+	CHECK(!precc_encode_rne_n(PRECC_E8M0, true, (const float *)codes, 1.0f, out, 1)
+	      && !precc_encode_rne_n(PRECC_FP32, true, (const float *)codes, 1.0f, out, 1)
+	      && !precc_encode_rne_n(PRECC_TF32, true, (const float *)codes, 1.0f, out, 1),
+	      "no fast path for e8m0, fp32, tf32");
 }
 
 static void
@@ -377,15 +502,62 @@ test_scale(void)
 	CHECK(isnan(precc_compute_scale(NAN, &p, &nf)) && nf, "eps does not hide NaN");
 }
 
-int
-main(void)
+#include <pthread.h>
+
+typedef struct Part { uint64_t lo, hi; long bad; } Part;
+
+static void *
+part_main(void *arg)
 {
+	Part *p = arg;
+	p->bad = sweep(p->lo, p->hi, 1);
+	return NULL;
+}
+
+/* --full [THREADS [FORMAT]]: every fp32 pattern through every fast path
+ * (or FORMAT's), on THREADS threads (`make sweep` runs it). */
+static int
+full_sweep(int threads)
+{
+	enum { MAXT = 64 };
+	pthread_t tid[MAXT];
+	Part part[MAXT];
+	long bad = 0;
+
+	if (threads < 1 || threads > MAXT)
+		threads = 2;
+	for (int t = 0; t < threads; t++) {
+		part[t].lo = ((uint64_t)1 << 32) / threads * t;
+		part[t].hi = t + 1 == threads ? (uint64_t)1 << 32 : ((uint64_t)1 << 32) / threads * (t + 1);
+		pthread_create(&tid[t], NULL, part_main, &part[t]);
+	}
+	for (int t = 0; t < threads; t++) {
+		pthread_join(tid[t], NULL);
+		bad += part[t].bad;
+	}
+	printf("test_numerics --full: 2^32 patterns x %s x sat/nosat on the %s copy: "
+	       "%ld mismatches\n", only_fmt < 0 ? "every fast format" : precc_format_get(only_fmt)->name,
+	       precc_convert_isa(), bad);
+	return bad != 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "--full")) {
+		if (argc > 3 && (only_fmt = precc_format_by_name(argv[3])) < 0) {
+			fprintf(stderr, "test_numerics: unknown format %s\n", argv[3]);
+			return 2;
+		}
+		return full_sweep(argc > 2 ? atoi(argv[2]) : 2);
+	}
 	test_table();
 	test_decode_every_code();
 	test_round_trip();
 	test_edges();
 	test_sr();
 	test_fast_paths();
+	test_decode_n();
 	test_scale();
 	if (failures) {
 		printf("test_numerics: %d failures\n", failures);
