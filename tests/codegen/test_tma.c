@@ -60,6 +60,11 @@ kernel(void **args)
 			precc_emu_mbar_try_wait(&empty[s], (uint32_t)(round & 1) ^ 1);
 			if (!(mode == 1 && t == 5))
 				precc_emu_mbar_arrive_expect_tx(&full[s], box);
+			/* a second arrival while the phase still waits for its bytes:
+			 * always in the same phase (a consumer's second arrival was not,
+			 * when its first one happened to complete the phase) */
+			if (mode == 2 && t == 2)
+				precc_emu_mbar_arrive(&full[s]);
 			uint8_t *dst = ring + (uint64_t)s * box + (mode == 3 ? 128 : 0);
 			precc_emu_tma_load_2d(dst, tmap, c0, c1, &full[s]);
 		} else if (tid >= 32) {
@@ -76,8 +81,6 @@ kernel(void **args)
 						__atomic_add_fetch(&bad_bytes, 1, __ATOMIC_RELAXED);
 				}
 			precc_emu_mbar_arrive(&empty[s]);
-			if (mode == 2 && t == 2 && l == 0)
-				precc_emu_mbar_arrive(&empty[s]);
 		}
 	}
 }
