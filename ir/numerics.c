@@ -444,10 +444,11 @@ rne_fast(precc_format f, float x, bool saturate)
 enum { ISA_BASE = 1, ISA_AVX2, ISA_AVX512 };
 
 /* The widest copy the CPU runs, capped by PRECC_INTERP_ISA (baseline,
- * avx2, avx512), read once: the rule of ir/interp/gemm.c, except that the
- * AVX-512 copy also needs AVX512BW and VL. */
-static int
-isa(void)
+ * avx2, avx512), read once; ir/interp/gemm.c picks its copies by it too.
+ * AVX2 comes with FMA (the GEMM's copies use it), AVX-512 with BW and VL
+ * (byte and word stores here). */
+int
+precc_isa_level(void)
 {
 #ifdef HAVE_ISA_COPIES
 	static atomic_int state;       /* 0 unknown */
@@ -459,7 +460,8 @@ isa(void)
 		           : !strcmp(e, "avx2") ? ISA_AVX2 : ISA_AVX512;
 		int have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
 		           && __builtin_cpu_supports("avx512vl") ? ISA_AVX512
-		           : __builtin_cpu_supports("avx2") ? ISA_AVX2 : ISA_BASE;
+		           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? ISA_AVX2
+		           : ISA_BASE;
 		s = want < have ? want : have;
 		atomic_store_explicit(&state, s, memory_order_relaxed);
 	}
@@ -473,7 +475,7 @@ const char *
 precc_convert_isa(void)
 {
 	static const char *const names[] = {"?", "baseline", "avx2", "avx512"};
-	return names[isa()];
+	return names[precc_isa_level()];
 }
 
 /* out[i] = code of x[i] * scale; fixed trip counts vectorize at -O2. The
@@ -556,7 +558,7 @@ precc_encode_rne_n(precc_format f, bool saturate, const float *x, float scale, v
 	}
 	if (n <= 0)
 		return true;
-	switch (isa()) {
+	switch (precc_isa_level()) {
 #ifdef HAVE_ISA_COPIES
 	case ISA_AVX512: encode_rne_avx512(f, saturate, x, scale, out, n); break;
 	case ISA_AVX2: encode_rne_avx2(f, saturate, x, scale, out, n); break;
@@ -662,7 +664,7 @@ precc_decode_n(precc_format f, const void *codes, size_t off, float *out, long n
 		call_once(&tables8_once, fill_tables8);
 		t = tables8[f];
 	}
-	switch (isa()) {
+	switch (precc_isa_level()) {
 #ifdef HAVE_ISA_COPIES
 	case ISA_AVX512: decode_avx512(f, codes, off, out, n, t); break;
 	case ISA_AVX2: decode_avx2(f, codes, off, out, n, t); break;

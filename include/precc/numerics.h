@@ -170,11 +170,15 @@ bool precc_default_saturate(precc_format f);
  * precc_decode_n: out[i] = precc_decode(f, code off + i) for i < n, the
  *   codes stored as above (e2m1: code j in nibble j & 1 of byte j / 2).
  * precc_convert_isa: "baseline", "avx2" or "avx512", the copy they run.
+ * precc_isa_level: that copy as 1 (baseline), 2 (AVX2 with FMA) or 3
+ *   (AVX-512 F, BW and VL): the widest the CPU has, capped by
+ *   PRECC_INTERP_ISA, read once; the interpreter's GEMM picks by it too.
  */
 bool precc_encode_rne_n(precc_format f, bool saturate, const float *x, float scale,
                         void *out, long n);
 void precc_decode_n(precc_format f, const void *codes, size_t off, float *out, long n);
 const char *precc_convert_isa(void);
+int precc_isa_level(void);
 
 /* precc_encode_rne_n for e4m3 / e5m2, saturating, scale 1. */
 void precc_encode_e4m3_rne_sat(const float *x, uint8_t *out, long n);

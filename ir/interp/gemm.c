@@ -368,32 +368,19 @@ MACRO_COPY(macro_fp32_avx512_fma, T_AVX512, 0, AVX512(0, 1))
 MACRO_COPY(macro_trunc_avx512_fma, T_AVX512, 1, AVX512(1, 1))
 #endif
 
-/* Which copy runs: the widest the CPU has (__builtin_cpu_supports), or
- * what PRECC_INTERP_ISA says (baseline, avx2, avx512; the tests run every
- * copy and compare bits). An ISA the CPU lacks falls back to a narrower
- * one. */
+/* Which copy runs: precc_isa_level (numerics.c), the widest the CPU has
+ * or what PRECC_INTERP_ISA says (baseline, avx2, avx512; the tests run
+ * every copy and compare bits). An ISA the CPU lacks falls back to a
+ * narrower one. */
 enum { ISA_BASE = 1, ISA_AVX2, ISA_AVX512 };
 
 static int
 isa(void)
 {
 #ifdef HAVE_AVX2_COPY
-	static atomic_int state;       /* 0 unknown */
-	int s = atomic_load_explicit(&state, memory_order_relaxed);
-
-	if (s == 0) {
-		const char *e = getenv("PRECC_INTERP_ISA");
-		int want = !e ? ISA_AVX512 : !strcmp(e, "baseline") ? ISA_BASE
-		           : !strcmp(e, "avx2") ? ISA_AVX2 : ISA_AVX512;
-		int have = __builtin_cpu_supports("avx512f") ? ISA_AVX512
-		           : __builtin_cpu_supports("avx2")
-		             && __builtin_cpu_supports("fma") ? ISA_AVX2 : ISA_BASE;
-		s = want < have ? want : have;
-		atomic_store_explicit(&state, s, memory_order_relaxed);
-	}
-	return s;
+	return precc_isa_level();
 #else
-	return 1;
+	return ISA_BASE;
 #endif
 }
 
