@@ -706,13 +706,10 @@ remove_stale(const Build *b)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		const char *n = e->d_name, *dot;
-		int ours = !strncmp(n, "k_", 2) && strlen(n) > 19 && n[18] == '.';
-		for (int i = 2; ours && i < 18; i++)
-			ours = (n[i] >= '0' && n[i] <= '9') || (n[i] >= 'a' && n[i] <= 'f');
-		dot = ours ? strrchr(n, '.') : NULL;
-		if (!dot || (strcmp(dot, ".ptx") && strcmp(dot, ".cubin")))
+		const char *n = e->d_name;
+		if (!publish_kernel_file(n))
 			continue;
+		const char *dot = strrchr(n, '.');
 		int keep = 0;
 		for (int k = 0; k < b->njobs && !keep; k++) {
 			const Job *j = &b->jobs[k];
@@ -721,7 +718,7 @@ remove_stale(const Build *b)
 			keep = !strcmp(want, n) && (!strcmp(dot, ".ptx") || j->e.cubin);
 		}
 		if (!keep) {
-			char path[4400];
+			char path[sizeof b->stage + 257];   /* stage / a d_name */
 			struct stat st;
 			snprintf(path, sizeof path, "%s/%s", b->stage, n);
 			if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))

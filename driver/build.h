@@ -78,6 +78,7 @@ void publish_begin(Build *);
 int publish_commit(Build *, char *err, size_t errsz);
 void publish_abort(Build *);
 int publish_ours(const char *name);
+int publish_kernel_file(const char *name); /* k_<hex16>.<sm>.ptx|cubin */
 /* PRECC_TEST_KILL_AT=point: SIGKILL at that point (tests only). */
 void publish_kill_at(const char *point);
 

@@ -27,10 +27,10 @@
 
 static const char *const own_files[] = {"manifest.json", "precc_kernels.h", "precc_kernels.c"};
 
+/* k_<16 hex>.<anything>: a kernel's name and the dot after it */
 static int
-kernel_file(const char *n)
+kernel_stem(const char *n)
 {
-	/* k_<16 hex>.<sm>.ptx|cubin, as remove_stale in build.c has it */
 	if (strncmp(n, "k_", 2) || strlen(n) < 20 || n[18] != '.')
 		return 0;
 	for (int i = 2; i < 18; i++)
@@ -39,21 +39,29 @@ kernel_file(const char *n)
 	return 1;
 }
 
+/* A kernel file a build writes: k_<16 hex>.<sm>.ptx or .cubin. */
+int
+publish_kernel_file(const char *n)
+{
+	size_t l = strlen(n);
+
+	return kernel_stem(n) && ((l > 4 && !strcmp(n + l - 4, ".ptx"))
+	                          || (l > 6 && !strcmp(n + l - 6, ".cubin")));
+}
+
 /* A name a build writes into -o: its files, the lock, and the hidden
  * temporaries of both (".NAME.XXXXXX", ptxas's ".cubin" beside them, the
  * ".cubin.log" of older precc). Everything else in -o is the user's. */
 int
 publish_ours(const char *n)
 {
-	size_t l = strlen(n);
-
 	if (!strcmp(n, ".precc.lock"))
 		return 1;
 	for (int i = 0; i < 3; i++)
 		if (!strcmp(n, own_files[i]))
 			return 1;
-	if (kernel_file(n))
-		return (l > 4 && !strcmp(n + l - 4, ".ptx")) || (l > 6 && !strcmp(n + l - 6, ".cubin"));
+	if (kernel_stem(n))
+		return publish_kernel_file(n);
 	if (n[0] != '.')
 		return 0;
 	for (int i = 0; i < 3; i++) {
@@ -61,7 +69,7 @@ publish_ours(const char *n)
 		if (!strncmp(n + 1, own_files[i], k) && n[1 + k] == '.')
 			return 1;
 	}
-	return kernel_file(n + 1) && (strstr(n, ".ptx.") || strstr(n, ".cubin."));
+	return kernel_stem(n + 1) && (strstr(n, ".ptx.") || strstr(n, ".cubin."));
 }
 
 /* PRECC_TEST_KILL_AT=POINT: SIGKILL here, as an OOM kill or a power cut
