@@ -1,21 +1,40 @@
 """ctypes bindings of libprecc_rt (include/precc/precc_rt.h), and where the
-library and the precc compiler are found.
+library, the precc compiler and the shipped recipes are found
+(docs/pytorch.md, "Installing").
 
-Search order, library: $PRECC_LIB (the .so itself or a directory holding
-it), the build tree this package lies in (python/../build), an install
-prefix (PREFIX/lib/pythonX/site-packages/precc -> PREFIX/lib), then the
-loader's own path. Compiler: $PRECC_BIN (the executable or its directory),
-the build tree, PATH.
+Each of the three is looked for in these places, in order; the first that
+has it wins, and when none has it the error names every place looked:
+
+  1. its own variable: $PRECC_LIB (the .so or its directory), $PRECC_BIN
+     (the executable or its directory), $PRECC_RECIPES. Set but wrong is an
+     error, never a fall-through. Recipes are also looked for beside the
+     $PRECC_BIN / $PRECC_LIB given: PREFIX/share/precc/recipes of an
+     install, the source tree's recipes/ of a build tree (its CMakeCache.txt);
+  2. the source tree this package lies in: ../build, ../recipes;
+  3. pkg-config's precc.pc (`pkg-config --path precc`: $PKG_CONFIG_PATH,
+     then pkg-config's own path; without pkg-config, $PKG_CONFIG_PATH):
+     its libdir, bindir (else PREFIX/bin) and recipedir;
+  4. the prefix of the precc on PATH (PREFIX/bin/precc): PREFIX/lib (lib64,
+     lib/<multiarch>), PREFIX/share/precc/recipes;
+  5. the prefix this package is installed in
+     (PREFIX/lib/pythonX.Y/site-packages/precc), the same three places;
+  6. the library only: the dynamic loader's own path (LD_LIBRARY_PATH,
+     ld.so.cache), when dlopen finds it there, under its real path.
 """
 import ctypes
+import itertools
 import os
 import shutil
+import subprocess
+import sysconfig
 import threading
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TREE = os.path.normpath(os.path.join(_HERE, "..", ".."))  # python/precc -> root
 
 LIBNAME = "libprecc_rt.so"
+BINNAME = "precc"
+RECIPE_PROBE = "bf16.lua"   # a shipped recipe: a directory with it is the recipes
 
 
 class Error(RuntimeError):
@@ -23,62 +42,280 @@ class Error(RuntimeError):
     ...`) or the runtime's precc_rt_last_error()."""
 
 
-def _candidates_lib():
-    env = os.environ.get("PRECC_LIB")
-    if env:
-        return [os.path.join(env, LIBNAME) if os.path.isdir(env) else env], "PRECC_LIB"
-    c = [os.path.join(_TREE, "build", LIBNAME)]
-    # An installed package: PREFIX/lib/pythonX.Y/site-packages/precc.
-    prefix = os.path.normpath(os.path.join(_HERE, "..", "..", "..", ".."))
-    c += [os.path.join(prefix, d, LIBNAME) for d in ("lib", "lib64")]
-    c.append(LIBNAME)  # the loader's path (LD_LIBRARY_PATH, ld.so.cache)
-    return c, None
+# ---- where precc is ------------------------------------------------------------
+#
+# A place is (what it is, {"lib": [paths], "bin": [paths], "recipes":
+# [dirs]} or a string saying why it has nothing). Each find_* walks the
+# places and keeps a line per place for the error.
+
+_HOW = ("then: build precc (cmake --build build), or install it (make install PREFIX=P) "
+        "and put P/bin on PATH or P/lib/pkgconfig on PKG_CONFIG_PATH, or set %s")
+
+
+def _libdirs(prefix):
+    dirs = [os.path.join(prefix, "lib"), os.path.join(prefix, "lib64")]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    if multiarch:
+        dirs.append(os.path.join(prefix, "lib", multiarch))
+    return dirs
+
+
+def _prefix_place(prefix):
+    prefix = os.path.normpath(prefix)
+    return {"lib": [os.path.join(d, LIBNAME) for d in _libdirs(prefix)],
+            "bin": [os.path.join(prefix, "bin", BINNAME)],
+            "recipes": [os.path.join(prefix, "share", "precc", "recipes")]}
+
+
+def _source_of_build(d):
+    """The source tree of a CMake build directory d (CMakeCache.txt), or None."""
+    try:
+        with open(os.path.join(d, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _beside(path):
+    """Recipe directories that belong with a library or compiler at path:
+    its prefix's share/precc/recipes, or its build tree's source recipes."""
+    d = os.path.dirname(os.path.realpath(path))
+    out = [os.path.normpath(os.path.join(d, "..", "share", "precc", "recipes"))]
+    src = _source_of_build(d)
+    if src:
+        out.append(os.path.join(src, "recipes"))
+    return out
+
+
+def _pc_read(path):
+    """The variables of a .pc file, ${...} expanded (pcfiledir included)."""
+    var = {"pcfiledir": os.path.dirname(os.path.abspath(path))}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#") or "=" not in line:
+                continue
+            k, v = line.split("=", 1)
+            if ":" in k or not k.replace("_", "").isalnum():
+                continue
+            for _ in range(16):  # ${a} inside ${b}: a few rounds settle it
+                n = v
+                for name, val in var.items():
+                    n = n.replace("${%s}" % name, val)
+                if n == v:
+                    break
+                v = n
+            var[k.strip()] = v.strip()
+    return var
+
+
+_PC_FOUND = {}
+
+
+def _pc_file():
+    """(path of precc.pc or None, how it was looked for). A path found is
+    kept for this environment (one pkg-config run a process)."""
+    env = tuple(os.environ.get(v) for v in ("PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR", "PATH"))
+    path = _PC_FOUND.get(env)
+    if path and os.path.isfile(path):
+        return path, None
+    path, why = _pc_lookup()
+    if path:
+        _PC_FOUND[env] = path
+    return path, why
+
+
+def _pc_lookup():
+    exe = shutil.which("pkg-config")
+    if exe:
+        try:
+            p = subprocess.run([exe, "--path", "precc"], capture_output=True, text=True,
+                               timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return None, "pkg-config --path precc failed: %s" % e
+        path = p.stdout.strip()
+        if p.returncode == 0 and path:
+            return path, None
+        return None, "pkg-config has no precc (PKG_CONFIG_PATH=%s)" % (
+            os.environ.get("PKG_CONFIG_PATH", ""))
+    for d in filter(None, os.environ.get("PKG_CONFIG_PATH", "").split(os.pathsep)):
+        f = os.path.join(d, "precc.pc")
+        if os.path.isfile(f):
+            return f, None
+    return None, "no pkg-config, and no precc.pc in PKG_CONFIG_PATH=%s" % (
+        os.environ.get("PKG_CONFIG_PATH", ""))
+
+
+def _pc_place():
+    path, why = _pc_file()
+    if path is None:
+        return "pkg-config precc", why
+    try:
+        v = _pc_read(path)
+    except OSError as e:
+        return "pkg-config precc (%s)" % path, "cannot read it: %s" % e
+    prefix = v.get("prefix", os.path.join(os.path.dirname(path), "..", ".."))
+    libdir = v.get("libdir", os.path.join(prefix, "lib"))
+    bindir = v.get("bindir", os.path.join(prefix, "bin"))
+    recipedir = v.get("recipedir", os.path.join(prefix, "share", "precc", "recipes"))
+    norm = os.path.normpath
+    return "pkg-config precc (%s)" % path, {
+        "lib": [norm(os.path.join(libdir, LIBNAME))], "bin": [norm(os.path.join(bindir, BINNAME))],
+        "recipes": [norm(recipedir)]}
+
+
+def _path_place():
+    exe = shutil.which(BINNAME)
+    if not exe:
+        return "the prefix of the precc on PATH", "no precc on PATH"
+    real = os.path.realpath(exe)
+    prefix = os.path.dirname(os.path.dirname(real))
+    place = _prefix_place(prefix)
+    place["bin"] = [exe]
+    if _source_of_build(os.path.dirname(real)):   # a build tree's precc
+        place["lib"].insert(0, os.path.join(os.path.dirname(real), LIBNAME))
+    place["recipes"] = _beside(real)
+    return "the prefix of the precc on PATH (%s)" % exe, place
+
+
+def _package_prefix():
+    """PREFIX when this package is PREFIX/lib*/pythonX.Y/{site,dist}-packages/precc."""
+    site = os.path.dirname(_HERE)
+    py = os.path.dirname(site)
+    lib = os.path.dirname(py)
+    if (os.path.basename(site) in ("site-packages", "dist-packages")
+            and os.path.basename(py).startswith("python")
+            and os.path.basename(lib).startswith("lib")):
+        return os.path.dirname(lib)
+    return None
+
+
+def _places():
+    """The places after the variables, in order (1 is per item), each
+    looked at only when the ones before had nothing."""
+    if os.path.isfile(os.path.join(_TREE, "CMakeLists.txt")):
+        yield ("the source tree this package lies in (%s)" % _TREE, {
+            "lib": [os.path.join(_TREE, "build", LIBNAME)],
+            "bin": [os.path.join(_TREE, "build", BINNAME)],
+            "recipes": [os.path.join(_TREE, "recipes")]})
+    else:
+        yield ("the source tree this package lies in",
+               "none (%s is an installed package)" % _HERE)
+    yield _pc_place()
+    yield _path_place()
+    prefix = _package_prefix()
+    if prefix:
+        yield ("the prefix this package is installed in (%s)" % prefix, _prefix_place(prefix))
+    else:
+        yield ("the prefix this package is installed in",
+               "none (%s is not under PREFIX/lib/pythonX.Y/site-packages)" % _HERE)
+
+
+def _is(what, p):
+    if what == "lib":
+        return os.path.isfile(p)
+    if what == "bin":
+        return os.path.isfile(p) and os.access(p, os.X_OK)
+    return os.path.isfile(os.path.join(p, RECIPE_PROBE))
+
+
+def _search(what, places):
+    """The first path of kind `what` (lib, bin, recipes) in places, and the
+    lines saying what each place had."""
+    tried = []
+    for name, place in places:
+        if isinstance(place, str):
+            tried.append("%s: %s" % (name, place))
+            continue
+        for p in place[what]:
+            if _is(what, p):
+                return p, tried
+        tried.append("%s: %s" % (name, ", ".join(place[what]) + (
+            " (no %s there)" % RECIPE_PROBE if what == "recipes" else ": not there")))
+    return None, tried
+
+
+def _not_found(thing, var, tried):
+    return Error("precc: cannot find %s; looked in, in order:\n  %s\n%s"
+                 % (thing, "\n  ".join(tried), _HOW % var))
+
+
+def _loaded_path(name):
+    """Where the loader took the library called name from (/proc/self/maps)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                p = line.split(None, 5)[-1].strip()
+                if os.path.basename(p).startswith(name):
+                    return p
+    except OSError:
+        pass
+    return None
 
 
 def find_library():
-    """The path of libprecc_rt.so that `load()` uses."""
-    cands, env = _candidates_lib()
-    for p in cands:
-        if os.sep not in p or os.path.isfile(p):
+    """The path of libprecc_rt.so that `load()` uses (the order above)."""
+    env = os.environ.get("PRECC_LIB")
+    if env:
+        p = os.path.join(env, LIBNAME) if os.path.isdir(env) else env
+        if os.path.isfile(p):
             return p
-    raise Error("precc: cannot find %s (PRECC_LIB=%s)" % (LIBNAME, cands[0]) if env else
-                "precc: cannot find %s: build precc (cmake --build build) or set "
-                "PRECC_LIB to the library or its directory" % LIBNAME)
+        raise Error("precc: PRECC_LIB=%s: %s does not exist" % (env, p))
+    p, tried = _search("lib", itertools.chain([("$PRECC_LIB", "not set")], _places()))
+    if p:
+        return p
+    try:
+        ctypes.CDLL(LIBNAME)
+        p = _loaded_path(LIBNAME)
+        if p:
+            return p
+        tried.append("the loader's path: dlopen(%s) worked but /proc/self/maps does not "
+                     "say from where" % LIBNAME)
+    except OSError as e:
+        tried.append("the loader's path (LD_LIBRARY_PATH, ld.so.cache): %s" % e)
+    raise _not_found(LIBNAME, "PRECC_LIB", tried)
 
 
 def find_compiler():
     """The path of the precc executable (for precc check/build)."""
     env = os.environ.get("PRECC_BIN")
     if env:
-        p = os.path.join(env, "precc") if os.path.isdir(env) else env
-        if os.access(p, os.X_OK):
+        p = os.path.join(env, BINNAME) if os.path.isdir(env) else env
+        if _is("bin", p):
             return p
         raise Error("precc: PRECC_BIN=%s is not an executable precc" % env)
-    p = os.path.join(_TREE, "build", "precc")
-    if os.access(p, os.X_OK):
-        return p
-    p = shutil.which("precc")
+    p, tried = _search("bin", itertools.chain([("$PRECC_BIN", "not set")], _places()))
     if p:
         return p
-    raise Error("precc: cannot find the precc compiler: build it, put it on PATH or "
-                "set PRECC_BIN (or pass artifacts=DIR built elsewhere)")
+    raise _not_found("the precc compiler (or pass artifacts=DIR built elsewhere)",
+                     "PRECC_BIN", tried)
 
 
-def find_recipes_dir():
-    """Where the shipped recipes are: $PRECC_RECIPES, the source tree, or
-    PREFIX/share/precc/recipes next to the compiler."""
+def find_recipes_dir(required=False):
+    """The directory of the shipped recipes (the order above); None when
+    there is none, or with required=True an Error naming every place."""
     env = os.environ.get("PRECC_RECIPES")
     if env:
-        return env
-    d = os.path.join(_TREE, "recipes")
-    if os.path.isfile(os.path.join(d, "bf16.lua")):
-        return d
-    try:
-        bindir = os.path.dirname(os.path.realpath(find_compiler()))
-    except Error:
-        return None
-    d = os.path.join(bindir, "..", "share", "precc", "recipes")
-    return os.path.normpath(d) if os.path.isdir(d) else None
+        if os.path.isdir(env) and any(f.endswith(".lua") for f in os.listdir(env)):
+            return env
+        raise Error("precc: PRECC_RECIPES=%s is not a directory of .lua recipes" % env)
+    given = []
+    for var in ("PRECC_BIN", "PRECC_LIB"):
+        v = os.environ.get(var)
+        if v:
+            exe = os.path.join(v, BINNAME if var == "PRECC_BIN" else LIBNAME) \
+                if os.path.isdir(v) else v
+            given.append(("beside $%s=%s" % (var, v), {"recipes": _beside(exe)}))
+        else:
+            given.append(("beside $%s" % var, "not set"))
+    p, tried = _search("recipes", itertools.chain([("$PRECC_RECIPES", "not set")], given,
+                                                  _places()))
+    if p or not required:
+        return p
+    raise _not_found("the shipped recipes", "PRECC_RECIPES", tried)
 
 
 # ---- the C API -----------------------------------------------------------
