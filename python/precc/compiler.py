@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 from . import _lib
 from ._lib import Error
@@ -62,32 +63,33 @@ def resolve_recipe(recipe):
     if os.path.isfile(r):
         return os.path.abspath(r)
     if os.sep not in r and not r.endswith(".lua"):
-        d = _lib.find_recipes_dir()
-        if d and os.path.isfile(os.path.join(d, r + ".lua")):
+        d = _lib.find_recipes_dir(required=True)
+        if os.path.isfile(os.path.join(d, r + ".lua")):
             return os.path.join(d, r + ".lua")
-        names = sorted(f[:-4] for f in os.listdir(d) if f.endswith(".lua")) if d else []
-        raise Error("precc: no recipe '%s': a .lua path or one of the shipped recipes (%s)"
-                    % (r, ", ".join(names) or "none found: set PRECC_RECIPES"))
+        names = sorted(f[:-4] for f in os.listdir(d) if f.endswith(".lua"))
+        raise Error("precc: no recipe '%s': a .lua path or one of the shipped recipes in %s (%s)"
+                    % (r, d, ", ".join(names)))
     raise Error("precc: recipe file '%s' does not exist" % r)
 
 
+# Every precc process this package started: (subcommand, seconds), for the
+# benches and the tests that count them (a warm convert starts none).
+RUNS = []
+
+
 def _run(args, what):
+    t0 = time.perf_counter()
     try:
         p = subprocess.run([_lib.find_compiler()] + args, capture_output=True, text=True)
     except OSError as e:
         raise Error("precc: cannot run %s: %s" % (_lib.find_compiler(), e)) from None
+    finally:
+        RUNS.append((what, time.perf_counter() - t0))
     if p.returncode != 0:
         # precc's stderr is `file:line: error: message` lines; keep them whole.
         msg = "\n".join(l for l in p.stderr.strip().splitlines() if l.strip())
         raise Error(msg or "precc %s exited %d" % (what, p.returncode))
     return p
-
-
-def check(recipe, model_path):
-    """`precc check RECIPE --model MODEL --json`: the plan, one dict per layer."""
-    p = _run(["check", resolve_recipe(recipe), "--model", os.fspath(model_path), "--json"],
-             "check")
-    return json.loads(p.stdout)
 
 
 def _cache_root():
@@ -98,30 +100,110 @@ def _cache_root():
     return os.path.join(base, "precc", "torch")
 
 
+_IDS = {}
+
+
+def compiler_id():
+    """The sha256 of the precc executable's bytes: what a cache entry made
+    by it is keyed on (one hash per file state and process, no precc run)."""
+    exe = _lib.find_compiler()
+    st = os.stat(exe)
+    key = (os.path.realpath(exe), st.st_size, st.st_mtime_ns, st.st_ino)
+    h = _IDS.get(key)
+    if h is None:
+        with open(exe, "rb") as f:
+            h = _IDS[key] = hashlib.sha256(f.read()).hexdigest()
+    return h
+
+
+def _key(*parts):
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(hashlib.sha256(part if isinstance(part, bytes) else part.encode()).digest())
+    return h.hexdigest()[:16]
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _publish(text, final):
+    """Write text to final through a temporary file and a rename."""
+    d = os.path.dirname(final)
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=d)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def check(recipe, model_path, cache=True):
+    """`precc check RECIPE --model MODEL --json`: the plan, one dict per layer.
+    Cached (cache=True) under the artifact cache's check/, keyed on the
+    recipe's and the model file's bytes and the compiler's (compiler_id),
+    so a second convert of a model starts no precc process."""
+    recipe = resolve_recipe(recipe)
+    args = ["check", recipe, "--model", os.fspath(model_path), "--json"]
+    if not cache:
+        return json.loads(_run(args, "check").stdout)
+    path = os.path.join(_cache_root(), "check", "%s-%s.json" % (
+        os.path.basename(recipe)[:-4],
+        _key(_read(recipe), _read(model_path), compiler_id())))
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        pass
+    out = _run(args, "check").stdout
+    plan = json.loads(out)
+    _publish(out, path)
+    return plan
+
+
 def version():
     return _run(["--version"], "--version").stdout.strip()
+
+
+# The summary (precc build --json) of the last build this process ran:
+# kernel_builds, cache_hits, layers, ... (docs/artifacts.md).
+LAST_BUILD = None
+
+
+def _build(args):
+    global LAST_BUILD
+    p = _run(args + ["--json"], "build")
+    try:
+        LAST_BUILD = json.loads(p.stdout)
+    except ValueError:
+        LAST_BUILD = None
+    return p
 
 
 def build(recipe, model_path, targets="sm_90a", out=None, jobs=None):
     """`precc build` into out (with a copy of the model file as
     precc_model.lua), or into the cache: one directory per (recipe
-    bytes, model file bytes, targets, compiler version), built in a
+    bytes, model file bytes, targets, compiler bytes), built in a
     temporary directory and renamed into place, so a directory there is
-    always whole and a second convert of the same model reuses it."""
+    always whole and a second convert of the same model reuses it
+    without running precc. The kernels themselves are cached by precc
+    build ($PRECC_CACHE_DIR): a layer already built for another model is
+    not compiled again."""
     recipe = resolve_recipe(recipe)
     args = ["build", recipe, "--model", os.fspath(model_path), "--target", targets]
     if jobs:
         args += ["--jobs", str(jobs)]
     if out is not None:
-        _run(args + ["-o", os.fspath(out)], "build")
+        _build(args + ["-o", os.fspath(out)])
         shutil.copyfile(model_path, os.path.join(out, MODEL_FILE))
         return os.fspath(out)
-    h = hashlib.sha256()
-    for part in (open(recipe, "rb").read(), open(model_path, "rb").read(),
-                 targets.encode(), version().encode(),
-                 str(os.stat(_lib.find_compiler()).st_mtime_ns).encode()):
-        h.update(hashlib.sha256(part).digest())
-    name = "%s-%s" % (os.path.basename(recipe)[:-4], h.hexdigest()[:16])
+    name = "%s-%s" % (os.path.basename(recipe)[:-4],
+                      _key(_read(recipe), _read(model_path), targets, compiler_id()))
     root = _cache_root()
     final = os.path.join(root, name)
     if os.path.isfile(os.path.join(final, "manifest.json")):
@@ -129,7 +211,7 @@ def build(recipe, model_path, targets="sm_90a", out=None, jobs=None):
     os.makedirs(root, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="." + name + ".", dir=root)
     try:
-        _run(args + ["-o", tmp], "build")
+        _build(args + ["-o", tmp])
         shutil.copyfile(model_path, os.path.join(tmp, MODEL_FILE))
         try:
             os.rename(tmp, final)
