@@ -161,3 +161,156 @@ def test_pip_install(tmp_path):
     assert p.returncode == 0, p.stderr
     f, lib = p.stdout.split()
     assert f.startswith(str(target)) and lib == precc.find_library()
+
+
+# ---- where an installed package finds precc (docs/pytorch.md, "Installing") ----
+#
+# Each case runs a copy of the package outside the source tree (as pip
+# installs it) in a fresh python with a controlled environment: no PRECC_*,
+# no PYTHONPATH but the copy, PKG_CONFIG_LIBDIR empty (no system .pc).
+
+_LOOKUP = r"""
+import json, precc
+out = {"file": precc.__file__}
+for f, a in (("find_library", ()), ("find_compiler", ()), ("find_recipes_dir", (True,))):
+    try:
+        out[f] = getattr(precc, f)(*a)
+    except precc.Error as e:
+        out[f] = "Error: " + str(e)
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def built():
+    """The library and compiler under test (run.sh's PRECC_LIB, PRECC_BIN)."""
+    return precc.find_library(), precc.find_compiler()
+
+
+def _site(dest):
+    shutil.copytree(os.path.join(ROOT, "python", "precc"), dest,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def _prefix(p, built, pc=True):
+    """An install prefix: a copy of the library, a precc (a script running
+    the real one), the recipes, and precc.pc."""
+    lib, exe = built
+    (p / "lib" / "pkgconfig").mkdir(parents=True)
+    shutil.copyfile(lib, p / "lib" / "libprecc_rt.so")
+    (p / "bin").mkdir()
+    (p / "bin" / "precc").write_text('#!/bin/sh\nexec "%s" "$@"\n' % exe)
+    (p / "bin" / "precc").chmod(0o755)
+    (p / "share" / "precc").mkdir(parents=True)
+    os.symlink(os.path.join(ROOT, "recipes"), p / "share" / "precc" / "recipes")
+    if pc:
+        (p / "lib" / "pkgconfig" / "precc.pc").write_text(
+            "prefix=${pcfiledir}/../..\nbindir=${prefix}/bin\nlibdir=${prefix}/lib\n"
+            "recipedir=${prefix}/share/precc/recipes\n\nName: precc\nDescription: x\n"
+            "Version: 0.1.0\nLibs: -L${libdir} -lprecc_rt\n")
+    return p
+
+
+def _lookup(tmp_path, site, **env):
+    (tmp_path / "empty").mkdir(exist_ok=True)
+    e = {"PATH": "/usr/bin:/bin", "PKG_CONFIG_LIBDIR": str(tmp_path / "empty"),
+         "HOME": str(tmp_path), "PYTHONPATH": str(site.parent)}
+    e.update({k: str(v) for k, v in env.items() if v is not None})
+    e = {k: v for k, v in e.items() if v != "<unset>"}
+    p = subprocess.run([sys.executable, "-c", _LOOKUP], capture_output=True, text=True, env=e,
+                       cwd=str(tmp_path / "empty"))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["file"].startswith(str(site))
+    return out
+
+
+def _at(out, p):
+    real = os.path.realpath
+    return (real(out["find_library"]) == real(p / "lib" / "libprecc_rt.so")
+            and out["find_compiler"] == str(p / "bin" / "precc")
+            and out["find_recipes_dir"] == str(p / "share" / "precc" / "recipes"))
+
+
+def test_lookup_nothing_names_every_place(tmp_path):
+    out = _lookup(tmp_path, _site(tmp_path / "site" / "precc"))
+    lib = out["find_library"]
+    assert lib.startswith("Error: precc: cannot find libprecc_rt.so; looked in, in order:")
+    for line in ("$PRECC_LIB: not set", "the source tree this package lies in: none",
+                 "pkg-config precc: pkg-config has no precc", "the prefix of the precc on PATH: "
+                 "no precc on PATH", "the prefix this package is installed in: none",
+                 "the loader's path (LD_LIBRARY_PATH, ld.so.cache): libprecc_rt.so: cannot open"):
+        assert "\n  " + line in lib, line
+    assert "set PRECC_LIB" in lib
+    cc = out["find_compiler"]
+    assert cc.startswith("Error: precc: cannot find the precc compiler") and "set PRECC_BIN" in cc
+    assert "\n  the prefix of the precc on PATH: no precc on PATH" in cc
+    r = out["find_recipes_dir"]
+    assert r.startswith("Error: precc: cannot find the shipped recipes") and "beside $PRECC_BIN: not set" in r
+
+
+def test_lookup_pkg_config(tmp_path, built):
+    p = _prefix(tmp_path / "p", built)
+    site = _site(tmp_path / "site" / "precc")
+    assert _at(_lookup(tmp_path, site, PKG_CONFIG_PATH=p / "lib" / "pkgconfig"), p)
+    # without the pkg-config program: precc.pc read from PKG_CONFIG_PATH
+    (tmp_path / "nobin").mkdir()
+    assert _at(_lookup(tmp_path, site, PATH=tmp_path / "nobin",
+                       PKG_CONFIG_PATH=p / "lib" / "pkgconfig"), p)
+
+
+def test_lookup_path_and_order(tmp_path, built):
+    a = _prefix(tmp_path / "a", built)
+    b = _prefix(tmp_path / "b", built, pc=False)
+    site = _site(tmp_path / "site" / "precc")
+    assert _at(_lookup(tmp_path, site, PATH="%s:/usr/bin:/bin" % (b / "bin")), b)
+    # pkg-config's precc.pc comes before the precc on PATH
+    assert _at(_lookup(tmp_path, site, PATH="%s:/usr/bin:/bin" % (b / "bin"),
+                       PKG_CONFIG_PATH=a / "lib" / "pkgconfig"), a)
+
+
+def test_lookup_package_prefix(tmp_path, built):
+    p = _prefix(tmp_path / "p", built, pc=False)
+    site = _site(p / "lib" / "python3" / "site-packages" / "precc")
+    assert _at(_lookup(tmp_path, site), p)
+
+
+def test_lookup_loader_path(tmp_path, built):
+    p = _prefix(tmp_path / "p", built, pc=False)
+    out = _lookup(tmp_path, _site(tmp_path / "site" / "precc"), LD_LIBRARY_PATH=p / "lib")
+    # the path the loader really took, never the bare name
+    assert os.path.realpath(out["find_library"]) == os.path.realpath(p / "lib" / "libprecc_rt.so")
+    assert out["find_compiler"].startswith("Error: precc: cannot find the precc compiler")
+
+
+def test_lookup_variables(tmp_path, built):
+    lib, exe = built
+    site = _site(tmp_path / "site" / "precc")
+    # a build tree's PRECC_LIB and PRECC_BIN: the recipes are its source tree's
+    # (they were looked for at build/../share/precc/recipes)
+    out = _lookup(tmp_path, site, PRECC_LIB=lib, PRECC_BIN=exe)
+    assert out["find_library"] == lib and out["find_compiler"] == exe
+    assert os.path.realpath(out["find_recipes_dir"]) == os.path.realpath(os.path.join(ROOT, "recipes"))
+    # set but wrong: an error naming the variable, never a fall-through
+    p = _prefix(tmp_path / "p", built)
+    out = _lookup(tmp_path, site, PKG_CONFIG_PATH=p / "lib" / "pkgconfig",
+                  PRECC_LIB=tmp_path / "nope.so", PRECC_BIN=tmp_path, PRECC_RECIPES=tmp_path / "empty")
+    assert out["find_library"].startswith("Error: precc: PRECC_LIB=%s" % (tmp_path / "nope.so"))
+    assert "PRECC_BIN=%s is not an executable precc" % tmp_path in out["find_compiler"]
+    assert "PRECC_RECIPES=%s is not a directory of .lua recipes" % (tmp_path / "empty") \
+        in out["find_recipes_dir"]
+    out = _lookup(tmp_path, site, PRECC_RECIPES=os.path.join(ROOT, "recipes"))
+    assert out["find_recipes_dir"] == os.path.join(ROOT, "recipes")
+
+
+def test_recipe_name_without_recipes(tmp_path, built, monkeypatch):
+    monkeypatch.setattr(precc._lib, "_TREE", str(tmp_path))   # not a source tree
+    monkeypatch.setattr(precc._lib, "_HERE", str(tmp_path / "site" / "precc"))
+    monkeypatch.setenv("PRECC_BIN", str(tmp_path))            # a directory without precc
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PKG_CONFIG_PATH", str(tmp_path))
+    monkeypatch.delenv("PRECC_LIB", raising=False)
+    with pytest.raises(precc.Error, match=r"cannot find the shipped recipes; looked in, in order:"
+                       r"\n  \$PRECC_RECIPES: not set\n  beside \$PRECC_BIN="):
+        compiler.resolve_recipe("deepseek_v3")
