@@ -1,6 +1,7 @@
 """precc.torch.convert: what it swaps, what it keeps and why, the model
 description it writes, prebuilt artifacts, bad input, and the layer's
 results against torch's own linear."""
+import json
 import os
 import warnings
 
@@ -167,3 +168,40 @@ def test_deepcopy_shares_artifacts_keeps_state():
     x = torch.randn(32, 128, dtype=torch.bfloat16, requires_grad=True)
     b(x).float().sum().backward()
     assert not torch.equal(a[0].precc_state, b[0].precc_state)  # only b's state moved
+
+
+def test_convert_compiles_nothing_twice(tmp_path, monkeypatch):
+    """Identical layers share kernels and a state layout, and a second
+    convert runs no precc: three identical blocks are compiled as one
+    (precc build's layer classes), a one-block model then finds every
+    kernel in the kernel cache, and converting the three-block model again
+    starts no precc process (check and build come from convert's cache)."""
+    monkeypatch.setenv("PRECC_TORCH_CACHE", str(tmp_path / "artifacts"))
+    monkeypatch.setenv("PRECC_CACHE_DIR", str(tmp_path / "kernels"))
+
+    def blocks(n):
+        return nn.Sequential(*[nn.Sequential(nn.Linear(128, 256, bias=False),
+                                             nn.Linear(256, 128, bias=False)) for _ in range(n)])
+    runs = compiler.RUNS
+    n = len(runs)
+    a = pt.convert(blocks(3), recipe="te_delayed_hybrid")
+    assert [w for w, _ in runs[n:]] == ["check", "build"]
+    cold = compiler.LAST_BUILD
+    assert cold["layers"] == 6 and cold["cache_hits"] == 0
+    with open(os.path.join(a.precc_group.artifacts, "manifest.json")) as f:
+        man = json.load(f)
+    assert len(man["layer_classes"]) == 2
+    assert cold["kernel_builds"] == len(man["kernels"])      # each distinct kernel once
+    lay = a.precc_group.layouts
+    assert lay["0.0"] is lay["1.0"] is lay["2.0"] and lay["0.1"] is lay["2.1"]
+    assert lay["0.0"] is not lay["0.1"]
+    # another model of the same layers: every kernel from the cache
+    n = len(runs)
+    pt.convert(blocks(1), recipe="te_delayed_hybrid")
+    assert [w for w, _ in runs[n:]] == ["check", "build"]
+    assert compiler.LAST_BUILD["kernel_builds"] == cold["kernel_builds"]
+    assert compiler.LAST_BUILD["cache_hits"] == cold["kernel_builds"]
+    # the same model again: no precc process at all
+    n = len(runs)
+    b = pt.convert(blocks(3), recipe="te_delayed_hybrid")
+    assert runs[n:] == [] and b.precc_group.artifacts == a.precc_group.artifacts

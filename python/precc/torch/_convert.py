@@ -1,5 +1,6 @@
 """convert(): a model description from the module tree, precc check and
 build, and the swap of each selected nn.Linear."""
+import json
 import os
 import tempfile
 import warnings
@@ -97,6 +98,25 @@ def _plan_reasons(plan):
     return out
 
 
+def _layouts(rt, artifacts, fqns):
+    """fqn -> its state layout, one per layer class of the manifest: the
+    layers precc build found identical (one set of kernels, one body)
+    share one layout object."""
+    try:
+        with open(os.path.join(artifacts, "manifest.json"), encoding="utf-8") as f:
+            cls = {l["fqn"]: ("class", l["class"]) for l in json.load(f)["layers"]
+                   if "class" in l}
+    except (OSError, ValueError, KeyError, TypeError):
+        cls = {}
+    made, out = {}, {}
+    for fqn in fqns:
+        k = cls.get(fqn, ("fqn", fqn))
+        if k not in made:
+            made[k] = _ops.make_layout(rt.layer(fqn))
+        out[fqn] = made[k]
+    return out
+
+
 def default_targets(model):
     dev = next((p.device for p in model.parameters()), torch.device("cpu"))
     if dev.type != "cuda":
@@ -184,7 +204,7 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
             warnings.warn("precc: convert took no linear layer of %s" % name)
         model.precc_report = [report[f] for f, _ in mods]
         return model
-    layouts = {fqn: _ops.make_layout(rt.layer(fqn)) for fqn, _ in cands}
+    layouts = _layouts(rt, artifacts, [f for f, _ in cands])
     group = _ops.Group(artifacts, layouts, seed)
     group.runtimes[("cpu", None)] = rt
     group.recipe = rt.info["recipe"]
