@@ -205,3 +205,65 @@ def test_convert_compiles_nothing_twice(tmp_path, monkeypatch):
     n = len(runs)
     b = pt.convert(blocks(3), recipe="te_delayed_hybrid")
     assert runs[n:] == [] and b.precc_group.artifacts == a.precc_group.artifacts
+
+
+def test_unconvert_round_trip():
+    """convert -> train -> unconvert gives plain nn.Linear modules with the
+    same Parameters, whose state_dict loads with strict=True into the model
+    as built (plain_state_dict does the same for the converted model's);
+    converting again and loading the converted checkpoint resumes the
+    precc model exactly."""
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(128, 256), nn.GELU(), nn.Linear(256, 128, bias=False))
+    plain, net = make(), make()
+    params = list(net.parameters())
+    pt.convert(net, recipe="te_delayed_hybrid")
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x = torch.randn(32, 128)
+    for _ in range(2):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = net(x).float().pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        y_precc = net(x)
+    sd = {k: v.clone() for k, v in net.state_dict().items()}   # not the live tensors
+    assert sorted(k for k in sd if k.endswith("precc_state")) == ["0.precc_state", "2.precc_state"]
+    with pytest.raises(RuntimeError, match="Unexpected key"):
+        plain.load_state_dict(sd)
+    plain.load_state_dict(pt.plain_state_dict(sd), strict=True)
+    assert list(pt.plain_state_dict(net)) == list(plain.state_dict())
+
+    assert pt.unconvert(net) is net
+    assert [type(m) for m in net] == [nn.Linear, nn.GELU, nn.Linear]
+    assert all(p is q for p, q in zip(net.parameters(), params))   # the optimizer's own
+    assert not hasattr(net, "precc_group") and not hasattr(net, "precc_report")
+    assert list(net.state_dict()) == list(plain.state_dict())
+    plain.load_state_dict(net.state_dict(), strict=True)
+    with torch.no_grad():
+        assert torch.equal(net(x), plain(x))
+        assert torch.equal(net(x), F.linear(F.gelu(F.linear(x, params[0], params[1])), params[2]))
+    opt.step()   # still the model's Parameters
+
+    # and back: the converted checkpoint loads strictly and resumes bit for bit
+    plain2 = make()
+    plain2.load_state_dict(pt.plain_state_dict(sd), strict=True)
+    pt.convert(plain2, recipe="te_delayed_hybrid")
+    plain2.load_state_dict(sd, strict=True)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(plain2(x), y_precc)
+
+
+def test_unconvert_ties_and_bare_linear():
+    torch.manual_seed(0)
+    net = Net()
+    pt.convert(net, recipe="current_tensorwise", warn=False)
+    pt.unconvert(net)
+    assert not any(isinstance(m, pt.Linear) for m in net.modules())
+    assert net.head.weight is net.emb.weight
+    assert list(net.state_dict()) == list(Net().state_dict())
+    lin = pt.convert(nn.Linear(128, 64), recipe="bf16")
+    back = pt.unconvert(lin)
+    assert type(back) is nn.Linear and back.weight is lin.weight and back.bias is lin.bias

@@ -5,7 +5,7 @@ custom ops precc::linear and precc::linear_backward. docs/pytorch.md."""
 import torch
 
 from .._lib import Error
-from ._convert import Decision, convert, default_targets
+from ._convert import Decision, convert, default_targets, plain_state_dict, unconvert
 from ._module import Linear
 from ._state import flush, load_state, save_state
 from . import _ops
@@ -27,4 +27,4 @@ def inspect(module, x, dy=None, seed=0):
     return _ops.trace(prog, x, w, b, module.precc_state, dy, seed)
 
 __all__ = ["Decision", "Error", "Linear", "convert", "default_targets", "flush", "inspect",
-           "load_state", "save_state"]
+           "load_state", "plain_state_dict", "save_state", "unconvert"]

@@ -1,5 +1,6 @@
 """convert(): a model description from the module tree, precc check and
-build, and the swap of each selected nn.Linear."""
+build, and the swap of each selected nn.Linear; unconvert() and
+plain_state_dict(): back to plain nn.Linear modules and their keys."""
 import json
 import os
 import tempfile
@@ -223,3 +224,51 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
         warnings.warn("precc: %d linear(s) stay nn.Linear:\n  %s" % (
             len(kept), "\n  ".join("%s: %s" % (d.fqn, d.reason) for d in kept)))
     return new_root
+
+
+def _to_linear(mod):
+    """A plain nn.Linear holding mod's own weight and bias Parameters."""
+    new = nn.Linear(mod.in_features, mod.out_features, bias=mod.bias is not None,
+                    device="meta", dtype=mod.weight.dtype)
+    new.weight = mod.weight
+    new.bias = mod.bias
+    new.train(mod.training)
+    return new
+
+
+def unconvert(model):
+    """convert() undone: each precc.torch.Linear of model becomes a plain
+    nn.Linear holding the same weight and bias Parameters (an optimizer
+    keeps working; ties stay tied), as torchao's QAT convert step swaps a
+    FakeQuantizedLinear back with to_linear(). The model's state_dict then
+    has no precc_state keys and loads with strict=True into the model as it
+    was before convert. The scaling state is dropped: keep a state_dict of
+    the converted model (or save_state) to resume precc training. In place
+    and returned; a bare precc.torch.Linear is returned as a new nn.Linear."""
+    if isinstance(model, Linear):
+        return _to_linear(model)
+    done = {}
+    for mod in list(model.modules()):
+        for cname, child in list(mod.named_children()):
+            if isinstance(child, Linear):
+                new = done.get(id(child))
+                if new is None:
+                    new = done[id(child)] = _to_linear(child)
+                setattr(mod, cname, new)
+    for attr in ("precc_group", "precc_report"):
+        if attr in model.__dict__:
+            delattr(model, attr)
+    return model
+
+
+def plain_state_dict(state):
+    """A state_dict (or a module's) without precc's keys (each Linear's
+    precc_state): what a plain copy of the model loads with strict=True."""
+    if isinstance(state, nn.Module):
+        state = state.state_dict()
+    out = type(state)((k, v) for k, v in state.items()
+                      if k.rsplit(".", 1)[-1] != "precc_state")
+    meta = getattr(state, "_metadata", None)
+    if meta is not None:
+        out._metadata = meta
+    return out
