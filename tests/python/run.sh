@@ -18,6 +18,7 @@ fi
 [ $rc -eq 0 ] || exit $rc
 export PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}"
 export PRECC_LIB="$build/libprecc_rt.so" PRECC_BIN="$build/precc"
+export PRECC_TEST_BUILD="$build"   # test_install.py installs this build
 export PRECC_TORCH_CACHE="$build/python-cache/artifacts" PRECC_CACHE_DIR="$build/python-cache/kernels"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} PYTHONDONTWRITEBYTECODE=1
 cd "$src/tests/python" || exit 1
