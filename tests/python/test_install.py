@@ -24,6 +24,11 @@ def installed(tmp_path_factory):
     """(prefix, venv python, work directory outside the tree)."""
     if not BUILD or not os.path.isfile(os.path.join(BUILD, "CMakeCache.txt")):
         pytest.skip("PRECC_TEST_BUILD names no build directory (run.sh sets it)")
+    try:
+        import setuptools  # noqa: F401
+    except ImportError:
+        pytest.skip("setuptools is not installed in the test venv, and pip may not fetch it "
+                    "(--no-build-isolation, offline)")
     tmp = tmp_path_factory.mktemp("install")
     prefix = tmp / "prefix"
     cmake = os.environ.get("PRECC_CMAKE") or shutil.which("cmake")
