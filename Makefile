@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo train-demo test test-asan sweep bench bench-host install clean fuzz fuzz-smoke fuzz-build fuzz-deps
+.PHONY: all deps build demo train-demo test test-asan sweep bench bench-host bench-convert install clean fuzz fuzz-smoke fuzz-build fuzz-deps
 
 all: build
 
@@ -100,6 +100,15 @@ bench: build
 # Host time per layer (precc_rt, fake driver) and per precc.torch.Linear call.
 bench-host: build
 	sh bench/host_overhead.sh $(BUILD)
+
+# precc.torch.convert of a 4-layer toy Llama (29 linears): a process on
+# empty caches (its first convert compiles every kernel), then a warm one.
+bench-convert: build
+	sh tests/python/venv.sh python3 $(BUILD)/python-venv
+	d=$$(mktemp -d) && for run in cold warm; do \
+	  PRECC_LIB=$(BUILD) PRECC_BIN=$(BUILD)/precc PYTHONPATH=python PRECC_TORCH_CACHE=$$d/a \
+	  PRECC_CACHE_DIR=$$d/k $(BUILD)/python-venv/bin/python bench/bench_convert_torch.py --runs 2 \
+	  || { rm -rf $$d; exit 1; }; done; rm -rf $$d
 
 # Libraries, headers, precc, precc-run, the recipes and precc.pc under PREFIX.
 PREFIX ?= /usr/local

@@ -12,9 +12,12 @@ down linears (Llama's names) and an lm_head: 7 * layers + 1 linears
 process. --cold points PRECC_TORCH_CACHE and PRECC_CACHE_DIR at a new
 empty directory first, so the first run builds every kernel (what a user's
 very first convert pays); later runs are warm (the artifact cache).
-Printed per run: wall and process CPU seconds (this process + its
-children: the precc compiler), how many precc processes it started, and
-with --profile the top functions (cProfile, cumulative) of the last run.
+Printed: the import of torch and precc.torch; per run, wall and CPU
+seconds (this process + its children: the precc compiler and ptxas), the
+precc processes it started and, for a build, how many kernels precc
+compiled and how many came from its kernel cache; with --profile the top
+functions (cProfile, cumulative) of the last run. Runs on an older
+precc.torch too (processes then print "?"), for before/after figures.
 """
 import argparse
 import os
@@ -23,11 +26,13 @@ import sys
 import tempfile
 import time
 
-import torch
-from torch import nn
+_T0, _C0 = time.perf_counter(), time.process_time()
+import torch                 # noqa: E402
+from torch import nn         # noqa: E402
 
-import precc.torch as pt
-from precc import compiler
+import precc.torch as pt     # noqa: E402
+from precc import compiler   # noqa: E402
+_IMPORT = (time.perf_counter() - _T0, time.process_time() - _C0)
 
 
 class Block(nn.Module):
@@ -83,14 +88,15 @@ def main():
         os.environ["PRECC_TORCH_CACHE"] = os.path.join(d, "artifacts")
         os.environ["PRECC_CACHE_DIR"] = os.path.join(d, "kernels")
     torch.manual_seed(0)
-    print("convert %s: %d layers, hidden %d, ffn %d; load %s; cache %s"
+    print("convert %s: %d layers, hidden %d, ffn %d; load %s; cache %s; import torch + "
+          "precc.torch took %.2f s wall, %.2f s CPU"
           % (a.recipe, a.layers, a.hidden, a.ffn,
              " ".join("%.2f" % x for x in os.getloadavg()),
-             os.environ.get("PRECC_TORCH_CACHE", "(default)")))
-    runs = compiler.RUNS
+             os.environ.get("PRECC_TORCH_CACHE", "(default)"), _IMPORT[0], _IMPORT[1]))
+    runs = getattr(compiler, "RUNS", None)   # None: a precc.torch before it counted them
     for i in range(a.runs):
         model = ToyLlama(a.layers, a.hidden, a.ffn)
-        n0, c0, w0 = len(runs), cpu_seconds(), time.perf_counter()
+        n0, c0, w0 = len(runs or ()), cpu_seconds(), time.perf_counter()
         if a.profile and i == a.runs - 1:
             import cProfile
             import pstats
@@ -102,9 +108,12 @@ def main():
             pt.convert(model, recipe=a.recipe)
         w, c = time.perf_counter() - w0, cpu_seconds() - c0
         conv = sum(d.converted for d in model.precc_report)
-        print("run %d: %.3f s wall, %.3f s CPU, %d precc process(es) %s, %d/%d linears converted"
-              % (i + 1, w, c, len(runs) - n0, [r[0] for r in runs[n0:]], conv,
-                 len(model.precc_report)))
+        procs = "?" if runs is None else "%d %s" % (len(runs) - n0, [r[0] for r in runs[n0:]])
+        built = getattr(compiler, "LAST_BUILD", None) if runs and len(runs) > n0 else None
+        kern = (", %d kernel builds, %d from the kernel cache" % (
+            built["kernel_builds"], built["cache_hits"])) if built and runs[-1][0] == "build" else ""
+        print("run %d: %.3f s wall, %.3f s CPU, precc processes: %s%s; %d/%d linears converted"
+              % (i + 1, w, c, procs, kern, conv, len(model.precc_report)))
         sys.stdout.flush()
     if a.profile:
         pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
