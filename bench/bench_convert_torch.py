@@ -6,6 +6,8 @@ where the time goes.
     python bench/bench_convert_torch.py [--layers 4] [--hidden 256] [--ffn 512]
         [--recipe current_tensorwise] [--runs 3] [--cold] [--profile]
 
+or `make bench-convert` (a process on empty caches, then a warm one).
+
 The model: an embedding, `layers` decoder blocks of q, k, v, o, gate, up,
 down linears (Llama's names) and an lm_head: 7 * layers + 1 linears
 (29 at 4 layers). Each run converts a fresh copy of the model in this
