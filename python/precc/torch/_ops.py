@@ -57,10 +57,16 @@ def _ptr(t):
     return t.data_ptr() if t is not None else None
 
 
-def _stream(t):
-    if t is not None and t.device.type == "cuda":
-        return torch.cuda.current_stream(t.device).cuda_stream
+def _stream_of(dev):
+    """The stream precc_rt launches on for tensors on dev: torch's current
+    stream of that device (a cudaStream_t is a CUstream), None on the CPU."""
+    if dev.type == "cuda":
+        return torch.cuda.current_stream(dev).cuda_stream
     return None
+
+
+def _stream(t):
+    return _stream_of(t.device) if t is not None else None
 
 
 def _distributed():
@@ -260,7 +266,7 @@ class ApiPlan(_Plan):
     def forward(self, x, w, bias, state, mp, seed, root_saved=None):
         sb, wb, ys, _, _ = self.at(mp)
         dev = x.device
-        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
+        stream = _stream_of(dev)
         ws = self.workspace(dev, stream, wb)
         y = torch.empty(ys[0], dtype=ys[1], device=dev)
         saved = torch.empty(sb, dtype=torch.uint8, device=dev)
@@ -278,7 +284,7 @@ class ApiPlan(_Plan):
         _, wb, _, dxs, dws = self.at(mp)
         dev = dy.device
         saved = kept[self._nk]
-        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
+        stream = _stream_of(dev)
         ws = self.workspace(dev, stream, wb)
         dx = torch.empty(dxs[0], dtype=dxs[1], device=dev)
         dw = torch.empty(dws[0], dtype=dws[1], device=dev)
@@ -560,14 +566,28 @@ class Group:
             self.commits += 1
 
 
-def _open_cuda(artifacts, device):
-    # precc_rt uses the context current on the calling thread: PyTorch's
-    # primary context of this device, made current by torch.cuda first.
+def _cuda_context(idx):
+    """torch's primary context of device idx, current on this thread while
+    precc_rt opens (precc_rt keeps the context current at open and makes
+    it current around its own calls)."""
     torch.cuda.init()
+    torch.empty(1, device="cuda:%d" % idx)
+    return torch.cuda.device(idx)
+
+
+def _open_cuda(artifacts, device):
     idx = device.index if device.index is not None else torch.cuda.current_device()
-    with torch.cuda.device(idx):
-        torch.empty(1, device="cuda:%d" % idx)
-        return Runtime(artifacts, "cuda")
+    with _cuda_context(idx):
+        try:
+            return Runtime(artifacts, "cuda")
+        except Error as e:
+            raise Error("precc: tensors on %s, but this libprecc_rt (%s) cannot run its cuda "
+                        "backend: %s" % (device, _lib_path(), e)) from None
+
+
+def _lib_path():
+    from .. import _lib
+    return getattr(_lib.load(), "path", "libprecc_rt.so")
 
 
 _REGISTRY = {}
