@@ -639,7 +639,7 @@ def _fwd_run(group, plan, x, w, bias, state, needs_grad, root_saved):
 
 
 def _fwd_fake(x, w, bias, state, key, needs_grad, root_saved=None):
-    group, fqn = lookup(key)
+    group, fqn = lookup(int(key))
     plan = group.program(fqn, torch.device("cpu"))
     mp = _padded(plan, x.shape[0])
     return [x.new_empty((x.shape[0], plan.N), dtype=torch_dtype(plan.y.format))] + \
@@ -673,7 +673,9 @@ def _bwd_run(group, plan, dy, state, kept, m, root_saved, again=False):
 
 
 def _bwd_fake(dy, state, kept, key, m, root_saved=None):
-    group, fqn = lookup(abs(key))
+    # int(): a traced backward (compiled autograd) may see the key as a
+    # SymInt; it is a constant of the layer (a guard on it)
+    group, fqn = lookup(abs(int(key)))
     plan = group.program(fqn, torch.device("cpu"))
     return [dy.new_empty((m, plan.K), dtype=torch_dtype(plan.dx.format)),
             dy.new_empty((plan.N, plan.K), dtype=torch_dtype(plan.dw.format))]
