@@ -773,6 +773,13 @@ class _EagerLinear(torch.autograd.Function):
         return _backward_by(ctx, grads, None) + (None,)
 
 
+# autograd.Function.apply without its Python wrapper (default-argument
+# binding, and functorch's unwrapping of dead wrappers, which only matters
+# while a functorch transform is active: then the wrapper is used)
+_eager_apply = super(torch.autograd.Function, _EagerLinear).apply
+_functorch_active = torch._C._are_functorch_transforms_active
+
+
 def linear_eager(x, w, bias, state, key, needs_grad, root_saved, group=None, plan=None):
     """precc::linear outside torch.compile: the forward alone when no
     gradient is needed, else through _EagerLinear."""
@@ -781,7 +788,9 @@ def linear_eager(x, w, bias, state, key, needs_grad, root_saved, group=None, pla
         plan = group.program(fqn, x.device)
     if not needs_grad:
         return _fwd_run(group, plan, x, w, bias, state, False, root_saved)
-    return _EagerLinear.apply(x, w, bias, state, group, plan, key, root_saved)
+    if _functorch_active():
+        return _EagerLinear.apply(x, w, bias, state, group, plan, key, root_saved)
+    return _eager_apply(x, w, bias, state, group, plan, key, root_saved)
 
 
 def trace(plan, x, w, bias, state, dy=None, seed=0):
