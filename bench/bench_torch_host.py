@@ -31,6 +31,14 @@ where its compute is small and what remains is its own per-call cost;
 and an autograd.Function that computes nothing (torch.empty outputs):
 the floor of any layer defined in Python, gradient accumulation into
 x.grad and weight.grad included.
+
+A single layer's backward carries the whole start of autograd's engine
+(about 30 us here); in a model it is paid once per backward, not per
+layer. So --chain L (default 32) also times a Sequential of L linears,
+one step = forward with grad + backward, per layer (the step's time / L,
+median over --chain-steps steps), for precc, torch's nn.Linear and the
+do-nothing Function: the per-call cost at a model's scale (Llama-3-70B's
+561 linears run the same per-layer path).
 """
 import argparse
 import os
@@ -168,6 +176,7 @@ def main():
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--chain", type=int, default=32,
                     help="layers of the chain whose step is timed per layer (0: none)")
+    ap.add_argument("--chain-steps", type=int, default=200)
     a = ap.parse_args()
     if not os.environ.get("PRECC_LIBCUDA"):
         sys.exit("bench_torch_host: set PRECC_LIBCUDA to tests/runtime's libprecc_fake_cuda_count.so")
@@ -194,7 +203,7 @@ def main():
         show("torch nn.Linear %s 16x16 M=16" % str(dt)[6:], measure(lin, 16, 16, 16, dt, a.calls))
     L = a.chain
     if L:
-        steps = max(20, a.calls // L)
+        steps = a.chain_steps
         print("a chain of %d linears %d x %d, M=%d: per layer of a step (forward with grad; "
               "backward = fwd+bwd - forward), %d steps" % (L, k, k, m, steps))
         for recipe in a.recipes.split(","):

@@ -15,6 +15,9 @@ the same data:
                             torchao.float8.convert_to_float8_training,
                             then torch.compile (what torchao recommends)
   bf16 + compile
+  precc current_tensorwise + compile
+                            the converted block under torch.compile (the
+                            precc ops in the graph, the rest fused)
 
 Reported per variant: ms per step (steps 10..N, CUDA-synchronized wall
 time), the loss's mean over its last 5 steps against bf16's, peak memory.
@@ -364,6 +367,7 @@ def main():
     if not a.no_torchao:
         names += ["torchao tensorwise + compile", "torchao rowwise + compile"]
     names += ["precc " + r for r in recipes[1:]] + ["bf16 + compile"]
+    names += ["precc " + r + " + compile" for r in recipes[:1]]
     res = {}
     print("%-32s %10s %12s %12s %10s" % ("variant", "ms/step", "loss (last 5)", "vs bf16",
                                          "peak GiB"))
