@@ -264,7 +264,11 @@ class Env:
         ms = (time.perf_counter() - t) / (steps - warm) * 1e3
         peak = torch.cuda.max_memory_allocated() / 2 ** 30 if self.cuda else float("nan")
         losses = torch.stack(losses).float().cpu()
-        del m, fwd, opt
+        del m, fwd, opt, step
+        if name.endswith("+ compile"):
+            torch._dynamo.reset()   # its caches hold the compiled model
+        import gc
+        gc.collect()
         return ms, losses, peak
 
     def graph_check(self, recipe, base, data, n=5):
@@ -363,6 +367,9 @@ def main():
               cfg["hidden"], cfg["inter"], cfg["heads"], cfg["kv_heads"], cfg["seq"],
               cfg["batch"], a.steps, a.lr, ", torch.compile backend " + a.compile_backend))
     base, data = env.base_and_data(cfg)
+    if env.cuda:
+        print("resident before the variants (the base block, its data): %.2f GiB; each "
+              "variant's peak includes it" % (torch.cuda.memory_allocated() / 2 ** 30))
     names = ["bf16"] + ["precc " + r for r in recipes[:1]]
     if not a.no_torchao:
         names += ["torchao tensorwise + compile", "torchao rowwise + compile"]
