@@ -556,11 +556,10 @@ class Group:
                 flat = torch.cat([a.reshape(-1) for a in amaxes])
                 torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.MAX)
                 self.allreduce_calls += 1
-                off = 0
-                for a in amaxes:
-                    n = a.numel()
-                    a.copy_(flat[off:off + n].view_as(a))
-                    off += n
+                # back into each layer's saved region: one multi-tensor copy
+                # (one launch on CUDA for all layers, not one per amax)
+                parts = torch.split(flat, [a.numel() for a in amaxes])
+                torch._foreach_copy_(amaxes, [p.view_as(a) for p, a in zip(parts, amaxes)])
             for p in pending:
                 p.commit()
             self.commits += 1
