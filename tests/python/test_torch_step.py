@@ -25,10 +25,13 @@ def test_dry_run():
     assert r.returncode == 0, out + r.stderr[-3000:]
     assert "ERROR" not in out and "FAIL" not in out and "Traceback" not in r.stderr, out
     rows = {l.split("  ")[0] for l in out.splitlines()}
-    for v in ("bf16", "precc current_tensorwise", "precc te_delayed_hybrid", "bf16 + compile"):
+    for v in ("bf16", "precc current_tensorwise", "precc te_delayed_hybrid", "bf16 + compile",
+              "precc current_tensorwise + compile"):
         assert v in rows, (v, out)
     if "--no-torchao" not in args:
         assert "torchao tensorwise + compile" in rows and "torchao rowwise + compile" in rows, out
     assert "DRY precc current_tensorwise step" in out
     assert "DRY precc te_delayed_hybrid loss" in out
     assert "SKIP cuda graph replay: no GPU in a dry run" in out
+    assert ("DRY DDP (gloo, world size 1) around precc te_delayed_hybrid == no DDP, 3 steps: "
+            "losses equal, parameters equal, precc_state equal") in out, out
