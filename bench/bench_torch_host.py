@@ -31,6 +31,14 @@ where its compute is small and what remains is its own per-call cost;
 and an autograd.Function that computes nothing (torch.empty outputs):
 the floor of any layer defined in Python, gradient accumulation into
 x.grad and weight.grad included.
+
+A single layer's backward carries the whole start of autograd's engine
+(about 30 us here); in a model it is paid once per backward, not per
+layer. So --chain L (default 32) also times a Sequential of L linears,
+one step = forward with grad + backward, per layer (the step's time / L,
+median over --chain-steps steps), for precc, torch's nn.Linear and the
+do-nothing Function: the per-call cost at a model's scale (Llama-3-70B's
+561 linears run the same per-layer path).
 """
 import argparse
 import os
@@ -117,12 +125,44 @@ def to_fake_cuda(lin):
     if "fake" not in rt.why:
         raise SystemExit("bench_torch_host: PRECC_LIBCUDA is not the fake driver: %s" % rt.why)
     g.runtimes[("cpu", None)] = rt
-    g.plans.clear()
+    if hasattr(g, "reset_plans"):
+        g.reset_plans()
+    else:   # the package before reset_plans (to time "before" with this script)
+        g.plans.clear()
     return rt
+
+
+def measure_chain(net, L, m, k, dtype, calls):
+    """Per layer of a chain of L linears, one forward and one backward each
+    step (as in a model: autograd's engine starts once per backward, not
+    once per layer): the step's time / L."""
+    xg = torch.randn(m, k, dtype=dtype).requires_grad_(True)
+    dy = torch.randn(m, k, dtype=dtype)
+
+    def fwd_grad():
+        net(xg)
+
+    def fwd_bwd():
+        net(xg).backward(dy)
+
+    out = {"forward (grad)": timed(fwd_grad, calls, warm=5)}
+    net.zero_grad(set_to_none=True)
+    flush = getattr(getattr(net, "precc_group", None), "flush", None)
+    if flush:
+        flush()
+    out["fwd+bwd"] = timed(fwd_bwd, calls, warm=5)
+    out["backward"] = tuple(a - b for a, b in zip(out["fwd+bwd"], out["forward (grad)"]))
+    return {ph: tuple(v / L for v in t) for ph, t in out.items()}
+
+
+def chain(L, k, dtype, cls=nn.Linear):
+    return nn.Sequential(*[cls(k, k, bias=False, dtype=dtype) for _ in range(L)])
 
 
 def show(name, res):
     for ph in ("forward", "forward (grad)", "backward", "fwd+bwd"):
+        if ph not in res:
+            continue
         cm, cmin, wm, wmin = res[ph]
         print("  %-32s %-15s %8.1f us %8.1f us %8.1f us %8.1f us" % (name, ph, cm, cmin, wm, wmin))
 
@@ -134,6 +174,9 @@ def main():
     ap.add_argument("--k", type=int, default=128)
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--chain", type=int, default=32,
+                    help="layers of the chain whose step is timed per layer (0: none)")
+    ap.add_argument("--chain-steps", type=int, default=200)
     a = ap.parse_args()
     if not os.environ.get("PRECC_LIBCUDA"):
         sys.exit("bench_torch_host: set PRECC_LIBCUDA to tests/runtime's libprecc_fake_cuda_count.so")
@@ -158,6 +201,23 @@ def main():
     for dt in (torch.bfloat16, torch.float32):
         lin = nn.Linear(16, 16, bias=False, dtype=dt)
         show("torch nn.Linear %s 16x16 M=16" % str(dt)[6:], measure(lin, 16, 16, 16, dt, a.calls))
+    L = a.chain
+    if L:
+        steps = a.chain_steps
+        print("a chain of %d linears %d x %d, M=%d: per layer of a step (forward with grad; "
+              "backward = fwd+bwd - forward), %d steps" % (L, k, k, m, steps))
+        for recipe in a.recipes.split(","):
+            net = pt.convert(chain(L, k, torch.bfloat16), recipe=recipe, warn=False)
+            to_fake_cuda(net)
+            show("precc %s, per layer" % recipe,
+                 measure_chain(net, L, m, k, torch.bfloat16, steps))
+        show("torch nn.Linear bf16, per layer",
+             measure_chain(chain(L, k, torch.bfloat16), L, m, k, torch.bfloat16, steps))
+        show("torch nn.Linear bf16 16x16, M=16",
+             measure_chain(chain(L, 16, torch.bfloat16), L, 16, 16, torch.bfloat16, steps))
+        show("autograd.Function, no work",
+             measure_chain(chain(L, k, torch.bfloat16, NothingLinear), L, m, k, torch.bfloat16,
+                           steps))
 
 
 if __name__ == "__main__":

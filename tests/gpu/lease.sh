@@ -10,6 +10,11 @@
 #      on tiny plans with GEMMs of each family
 #   B  precc-run --check on llama-3-8b's layer 0 for every recipe, in
 #      parallel (the interpreter's side is the slow one)
+#   T  (PRECC_LEASE_T=1, first) tests/gpu/torch_step.py: precc.torch on
+#      CUDA tensors, a Llama-style block's step against bf16 and torchao
+#      + compile, 50 steps' loss, a CUDA graph of the step; its own box
+#      (PRECC_LEASE_T_SECONDS, default 300), the rest of the budget after
+#      it. PRECC_LEASE_T=only: T alone.
 #
 # Logs: one tarball in $OUT (the device tool's folder), else /tmp/precc-lease.
 # Before it, here: sh tests/gpu/prepare.sh with PRECC_GPU_SLIM=1 (the lease
@@ -60,6 +65,36 @@ b_report() {
 	done
 }
 
+if [ "${PRECC_LEASE_T:-0}" != 0 ]; then
+	TT=${PRECC_LEASE_T_SECONDS:-300}
+	echo "== T: torch_step.py ($(left) s left, box $TT s)"
+	# libprecc_rt.so (run.sh builds it with the static libraries)
+	PRECC_GPU_OUT=$B PRECC_GPU_CHECKS=none PRECC_GPU_BENCH=0 timeout 120 sh tests/gpu/run.sh \
+		>"$LOG/T.build.log" 2>&1
+	site=/tmp/precc-site
+	rm -rf "$site"
+	if ls tests/gpu/wheels/*.whl >/dev/null 2>&1; then
+		python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+			--target "$site" tests/gpu/wheels/*.whl >"$LOG/T.pip.log" 2>&1 ||
+			echo "T: pip install of tests/gpu/wheels failed ($(tail -1 "$LOG/T.pip.log"))"
+	fi
+	if [ -f "$B/libprecc_rt.so" ]; then
+		PYTHONUNBUFFERED=1 PYTHONPATH="$site:$ROOT/python" PRECC_LIB=$B/libprecc_rt.so \
+			timeout "$TT" python3 tests/gpu/torch_step.py --artifacts "$ART/torch_step" \
+			--budget $((TT - 25)) >"$LOG/T.log" 2>&1
+		rc=$?
+		grep -vE '^W[0-9]|^ +File|Warning' "$LOG/T.log" | tail -40
+		echo "T exit $rc"
+		cp "$LOG/T.log" "$O/T.log" 2>/dev/null
+	else
+		echo "T: no $B/libprecc_rt.so: $(tail -3 "$LOG/T.build.log")"
+	fi
+	if [ "${PRECC_LEASE_T}" = only ]; then
+		tar -C "$LOG" -czf "$O/logs.tgz" . 2>/dev/null
+		exit 0
+	fi
+	TA=$(( $(left) - TB - 60 < TA ? $(left) - TB - 60 : TA ))
+fi
 if [ "${PRECC_LEASE_B_FIRST:-0}" = 1 ]; then
 	# run.sh builds precc-run; for B beside A, build it first (run.sh
 	# rebuilds the same objects)

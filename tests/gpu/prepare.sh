@@ -5,15 +5,18 @@
 # for sm_90 alone (tiny-sm_90: the mma.sync GEMMs on a Hopper), the
 # bandwidth benchmark's 8192 x 8192 layer (tests/gpu/bw8192.lua) for the
 # two recipes bench/bench_quant_bw.c measures, and bench/gemm/shapes.lua
-# for bench/bench_gemm_gpu.c (gemm/: sm_90a; gemm-sm_90/: sm_90). The artifacts are build output: never
-# commit them (tests/gpu/.gitignore).
+# for bench/bench_gemm_gpu.c (gemm/: sm_90a; gemm-sm_90/: sm_90), and the
+# Llama-style block of tests/gpu/torch_step.py (torch_step/: sm_90a) with
+# the torchao wheel that script takes along (tests/gpu/wheels/). The
+# artifacts and wheels are build output: never commit them
+# (tests/gpu/.gitignore).
 #
 #   sh tests/gpu/prepare.sh                 into tests/gpu/artifacts/
 #   PRECC=build/precc PRECC_GPU_ARTIFACTS=/tmp/a sh tests/gpu/prepare.sh
 #   PRECC_GPU_SLIM=1 sh tests/gpu/prepare.sh   only what an sm_90 GPU loads
 #
 # Layout: ARTIFACTS/<model>/<recipe>/manifest.json, ARTIFACTS/bench/<recipe>/,
-# ARTIFACTS/gemm/<recipe>/, ARTIFACTS/gemm-sm_90/<recipe>/.
+# ARTIFACTS/gemm/<recipe>/, ARTIFACTS/gemm-sm_90/<recipe>/, ARTIFACTS/torch_step/<recipe>/.
 # A recipe that does not build is listed in ARTIFACTS/FAILED (with the
 # error), which run.sh reports as failures; when it builds for the first
 # target alone (sm_90a, the H200's), that build is kept for the GPU check.
@@ -78,7 +81,35 @@ for rname in current_tensorwise deepseek_v3; do
 	build "gemm-sm_90/$rname" "recipes/$rname.lua" bench/gemm/shapes.lua \
 		"$OUT/gemm-sm_90/$rname" sm_90
 done
+# tests/gpu/torch_step.py's Llama-style block (hidden 4096, intermediate
+# 14336), each fp8 recipe it runs, sm_90a
+if PYTHONPATH="$ROOT/python" PRECC_BIN="$PRECC" \
+   python3 tests/gpu/torch_step.py --build "$OUT/torch_step" --targets sm_90a >"$OUT/build.log" 2>&1; then
+	n=$(grep -c '^built' "$OUT/build.log"); built=$((built + n)); echo "built  torch_step ($n recipes)"
+else
+	grep '^FAILED' "$OUT/build.log" | tee -a "$OUT/FAILED"
+	failed=$((failed + $(grep -c '^FAILED' "$OUT/build.log")))
+	built=$((built + $(grep -c '^built' "$OUT/build.log")))
+fi
 rm -f "$OUT/build.log"
+# torchao for torch_step.py: the GPU machine has no package index. Its torch
+# is the image's own (2.11.0+cu130 when last seen; a CUDA wheel of torch is
+# ~900 MB, beyond the 64 MiB a lease carries), so the torchao of that torch
+# (0.17.0, 3 MB) goes as a wheel into tests/gpu/wheels (git ignores it;
+# carry it with the tree). PRECC_GPU_TORCHAO=0.18.0 for another, none: skip.
+TORCHAO=${PRECC_GPU_TORCHAO:-0.17.0}
+WHEELS=$ROOT/tests/gpu/wheels
+if [ "$TORCHAO" != none ]; then
+	mkdir -p "$WHEELS" && rm -f "$WHEELS"/torchao-*.whl
+	if python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+		--implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
+		--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-d "$WHEELS" "torchao==$TORCHAO" >/dev/null 2>&1; then
+		echo "wheel  $(basename "$WHEELS"/torchao-*.whl)"
+	else
+		echo "note: pip download torchao==$TORCHAO failed: torch_step.py runs without torchao"
+	fi
+fi
 # PRECC_GPU_SLIM=1: only what an sm_90 GPU loads (a lease carries at most
 # 64 MiB; tests/gpu/slim.py)
 if [ "${PRECC_GPU_SLIM:-0}" = 1 ]; then

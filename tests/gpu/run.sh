@@ -41,7 +41,7 @@ for d in ${CUDA_HOME:+"$CUDA_HOME/include"} /usr/local/cuda/include; do
 	if [ -f "$d/cuda.h" ]; then CUDA_INC=$d; break; fi
 done
 
-CFLAGS="-std=c17 -O2 -g -Wall -Wextra -Wno-unused-parameter
+CFLAGS="-std=c17 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter
  -D_POSIX_C_SOURCE=200809L -I$OUT/include -Iinclude -Iir -Iruntime"
 if [ -n "$CUDA_INC" ]; then
 	CFLAGS="$CFLAGS -DPRECC_HAVE_CUDA_H=1 -I$CUDA_INC"
@@ -91,6 +91,10 @@ build_libs() {
 	rm -f "$OUT"/obj/*.o
 	lib precc_ir ir/*.c ir/interp/*.c
 	lib precc_rt $(ls runtime/*.c | grep -v 'runtime/precc_run\.c$')
+	# libprecc_rt.so, as CMake's precc_rt_shared: what precc.torch loads
+	# (tests/gpu/torch_step.py: PRECC_LIB=$OUT/libprecc_rt.so)
+	$CC -shared -Wl,--version-script=runtime/precc_rt.map -o "$OUT/libprecc_rt.so" \
+		"$OUT"/obj/precc_rt-*.o "$OUT"/obj/precc_ir-*.o $LIBS || fail_build libprecc_rt.so
 }
 
 build_tools() {

@@ -58,3 +58,55 @@ def test_compiled_delayed_scaling_updates_state():
         assert torch.equal(l1, l2), i
     assert torch.equal(a[0].precc_state, b[0].precc_state)
     assert a[0]._precc_group.commits == 3
+
+
+def _block(recipe):
+    """tests/gpu/torch_step.py's Llama-style block (RMSNorm, GQA attention
+    with RoPE, SwiGLU) at its dry-run size, bf16, converted."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu"))
+    import torch_step
+    Block = torch_step.make_block_classes(torch, nn, torch.nn.functional)
+    torch.manual_seed(0)
+    b = Block(dict(torch_step.TINY)).to(torch.bfloat16)
+    x = torch.randn(1, 32, 128, dtype=torch.bfloat16)
+    return pt.convert(b, recipe=recipe, warn=False, example_inputs=x)
+
+
+def test_block_step_no_graph_breaks():
+    """A converted block's forward and backward in one traced function:
+    dynamo captures it whole (with trace_autograd_ops, the backward inside
+    the function), every linear as precc::linear; compiled (fullgraph,
+    aot_eager) it gives the eager losses, gradients and delayed-scaling
+    state bit for bit."""
+    import copy
+    torch._dynamo.reset()
+    a = _block("te_delayed_hybrid")
+    b = copy.deepcopy(a)    # the same Group: one model's artifacts
+
+    def step_of(m):
+        def step(t):
+            loss = m(t).float().pow(2).mean()
+            loss.backward()
+            return loss.detach()
+        return step
+
+    x = torch.randn(1, 32, 128, dtype=torch.bfloat16)
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        ex = torch._dynamo.explain(step_of(copy.deepcopy(a)))(x)
+        assert ex.graph_break_count == 0 and ex.graph_count == 1, ex.break_reasons
+        assert ex.graphs[0].code.count("precc.linear(") == 7, ex.graphs[0].code
+        torch._dynamo.reset()
+        f = torch.compile(step_of(a), backend="aot_eager", fullgraph=True)
+        g = step_of(b)
+        for i in range(3):
+            xi = torch.randn(1, 32, 128, dtype=torch.bfloat16,
+                             generator=torch.Generator().manual_seed(i))
+            assert torch.equal(f(xi), g(xi)), i
+            for p, q in zip(a.parameters(), b.parameters()):
+                assert torch.equal(p.grad, q.grad), i
+                p.grad = q.grad = None
+    for (n, s), (_, t) in zip(a.named_buffers(), b.named_buffers()):
+        if n.endswith("precc_state"):
+            assert torch.equal(s, t), n

@@ -55,6 +55,55 @@ def test_cuda_matches_cpu(recipe):
     assert (xg.grad.cpu().float() - xc.grad.float()).norm() <= 1e-2 * xc.grad.float().norm()
 
 
+@pytest.mark.parametrize("recipe", ["current_tensorwise", "te_delayed_hybrid"])
+def test_step_without_sync_and_in_a_graph(recipe):
+    """A training step makes no host sync (torch's sync debug mode raises
+    on one), and a CUDA graph of the whole step replays it bit for bit
+    against the same steps run eagerly from the same state."""
+    import copy
+    _, gpu = _pair(recipe)
+    opt = torch.optim.SGD(gpu.parameters(), lr=0.01)
+    x = torch.randn(256, 256, device="cuda").to(torch.bfloat16)
+
+    def step(m, o):
+        loss = m(x).float().pow(2).mean()
+        loss.backward()
+        o.step()
+        return loss
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            step(gpu, opt)
+            opt.zero_grad(set_to_none=True)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            step(gpu, opt)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        opt.zero_grad(set_to_none=True)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    twin = copy.deepcopy(gpu)
+    topt = torch.optim.SGD(twin.parameters(), lr=0.01)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        sl = step(gpu, opt)
+    lg, le = [], []
+    for _ in range(3):
+        g.replay()
+        lg.append(sl.clone())
+    for _ in range(3):
+        le.append(step(twin, topt).detach())
+        topt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(lg, le))
+    for a, b in zip(gpu.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
+    assert torch.equal(gpu[0].precc_state, twin[0].precc_state)
+
+
 @pytest.mark.skipif(os.environ.get("PRECC_GPU_BENCH") != "1", reason="PRECC_GPU_BENCH=1 runs it")
 def test_llama_block_step_time(capsys):
     """Llama-3-8B-shaped linears (4096 -> 4096/1024/14336), random weights:

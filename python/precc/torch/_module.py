@@ -41,53 +41,58 @@ class Linear(nn.Linear):
 
     def forward(self, x):
         x_in = x   # what a sharer compares: the same tensor gives the same x2
-        K, N = self._precc_K, self._precc_N
+        K = self._precc_K
         if x.dim() < 1 or x.shape[-1] != K:
             raise Error("precc: %s: input of shape %s; the layer takes [..., %d]"
                         % (self.precc_fqn, list(x.shape), K))
-        if x.device != self.weight.device:
-            raise Error("precc: %s: input on %s, weight on %s" % (self.precc_fqn, x.device,
-                                                                  self.weight.device))
+        dev, weight, state = x.device, self.weight, self.precc_state
+        if dev != weight.device:
+            raise Error("precc: %s: input on %s, weight on %s" % (self.precc_fqn, dev,
+                                                                  weight.device))
+        if dev != state.device:
+            raise Error("precc: %s: precc_state on %s, input on %s (move the whole module)"
+                        % (self.precc_fqn, state.device, dev))
         want = self._precc_xdtype
         if x.dtype != want:
-            dev = x.device.type
-            if torch.is_autocast_enabled(dev) and torch.get_autocast_dtype(dev) == want:
+            dt = dev.type
+            if torch.is_autocast_enabled(dt) and torch.get_autocast_dtype(dt) == want:
                 x = x.to(want)
             else:
                 raise Error("precc: %s: input is %s; the recipe runs this layer on %s "
                             "inputs (cast the model, or run under torch.autocast(%r, dtype=%s))"
-                            % (self.precc_fqn, x.dtype, want, dev, want))
-        if self.precc_state.device != x.device:
-            raise Error("precc: %s: precc_state on %s, input on %s (move the whole module)"
-                        % (self.precc_fqn, self.precc_state.device, x.device))
+                            % (self.precc_fqn, x.dtype, want, dt, want))
         # Master weights stay as they are (fp32, say); the kernels read the
         # recipe's format, and autograd casts dw back.
-        w = self.weight.to(self._precc_wdtype)
-        b = None
-        if self.bias is not None:
+        w = weight.to(self._precc_wdtype)
+        b, bias = None, self.bias
+        if bias is not None:
             if self._precc_bdtype is None:
                 raise Error("precc: %s has a bias; its artifacts were built without one"
                             % self.precc_fqn)
-            b = self.bias.to(self._precc_bdtype)
+            b = bias.to(self._precc_bdtype)
         elif self._precc_bdtype is not None:
             raise Error("precc: %s: its artifacts have a bias; the module has none" % self.precc_fqn)
-        lead = x.shape[:-1]
         flat = x.dim() == 2   # no reshape, no view node in the autograd graph
         x2 = x if flat else x.reshape(-1, K)
         needs_grad = torch.is_grad_enabled() and (x2.requires_grad or w.requires_grad or
                                                   (b is not None and b.requires_grad))
-        group, root_saved, share = self._precc_group, None, not torch.compiler.is_compiling()
-        # the padded M, for layers that share an input (a root or a sharer) only
-        shares = share and (self._precc_root is not None or self.precc_fqn in group.sharers)
-        if shares:
-            mp = group.program(self.precc_fqn, x2.device).layer.padded_m(x2.shape[0])
-            if self._precc_root is not None:
-                root_saved = group.shared_input(self._precc_root, x_in, mp)
-        op = _ops.linear_eager if share else torch.ops.precc.linear
-        out = op(x2, w, b, self.precc_state, self._precc_key, needs_grad, root_saved)
-        if shares and len(out) == 2 and self.precc_fqn in group.sharers:
-            group.offer_input(self.precc_fqn, x_in, mp, out[1])
-        return out[0] if flat else out[0].reshape(*lead, N)
+        group, fqn = self._precc_group, self.precc_fqn
+        if torch.compiler.is_compiling():
+            out = torch.ops.precc.linear(x2, w, b, state, self._precc_key, needs_grad, None)
+        else:
+            plan = group.program(fqn, dev)
+            root_saved = None
+            # layers that share an input (a root or a sharer) need the padded M
+            shares = self._precc_root is not None or fqn in group.sharers
+            if shares:
+                mp = plan.layer.padded_m(x2.shape[0])
+                if self._precc_root is not None:
+                    root_saved = group.shared_input(self._precc_root, x_in, mp)
+            out = _ops.linear_eager(x2, w, b, state, self._precc_key, needs_grad, root_saved,
+                                    group, plan)
+            if shares and len(out) == 2 and fqn in group.sharers:
+                group.offer_input(fqn, x_in, mp, out[1])
+        return out[0] if flat else out[0].reshape(*x.shape[:-1], self._precc_N)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
                               missing_keys, unexpected_keys, error_msgs):

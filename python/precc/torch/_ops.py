@@ -20,12 +20,13 @@ from typing import List, Optional
 
 import torch
 
-from .._lib import Error
+from .._lib import Error, check
 from ..runtime import Runtime
 
 DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16,
           "bf16": torch.bfloat16}
 REGION_ALIGN, SAVED_HEADER = 256, 64   # runtime/layer.c's region layout
+GRAD_SIDE = "dy."   # the state of the backward's operand (its amax history, scale)
 
 
 def torch_dtype(fmt):
@@ -56,10 +57,16 @@ def _ptr(t):
     return t.data_ptr() if t is not None else None
 
 
-def _stream(t):
-    if t is not None and t.device.type == "cuda":
-        return torch.cuda.current_stream(t.device).cuda_stream
+def _stream_of(dev):
+    """The stream precc_rt launches on for tensors on dev: torch's current
+    stream of that device (a cudaStream_t is a CUstream), None on the CPU."""
+    if dev.type == "cuda":
+        return torch.cuda.current_stream(dev).cuda_stream
     return None
+
+
+def _stream(t):
+    return _stream_of(t.device) if t is not None else None
 
 
 def _distributed():
@@ -134,6 +141,8 @@ def make_layout(layer):
 # ---- plans --------------------------------------------------------------------
 
 class _Plan:
+    ws_cache = {}   # the Group's workspaces (Group.program sets it)
+
     def __init__(self, layer, layout):
         self.layer, self.layout = layer, layout
         for n, role in (("x", "input"), ("w", "weight"), ("y", "output"), ("dy", "grad_output"),
@@ -178,6 +187,7 @@ class ApiPlan(_Plan):
                         "target's %d" % (layer.fqn, sz["state_bytes"], layout.size * 4))
         self.keep_inputs = [n for n, k in (("x", "backward_reads_x"), ("w", "backward_reads_w"))
                             if sz[k]]
+        self.keep_x, self.keep_w = "x" in self.keep_inputs, "w" in self.keep_inputs
         places = {b.name: layer.place(b, m) for b in layer.buffers}
         self.saved_bufs = [b for b in layer.buffers if places[b.name][0] == "saved"]
         # The amaxes the commit reads from saved: what is reduced across ranks.
@@ -188,7 +198,7 @@ class ApiPlan(_Plan):
         # forward reads instead of quantizing x again (runtime/share.c)
         self.input_root = layer.input_root if layer.shared_steps else None
         self.phases = [[s for s in layer.steps if layer.phase(s) == p] for p in range(3)]
-        self.at_m = {}   # region_bytes
+        self.at_m = {}   # at(): sizes and shapes per padded M
         # the amaxes' (offset, bytes) in saved per M, for the all-reduce
         self.amax_at = {}
         for mm in (m, 3 * m):  # our reading of the region layout vs precc_rt's
@@ -196,14 +206,7 @@ class ApiPlan(_Plan):
                 raise Error("precc: layer '%s': saved region of %d bytes at M=%d, precc_rt "
                             "says %d" % (layer.fqn, self.saved_bytes(mm), mm,
                                          layer.sizes(mm)["saved_bytes"]))
-
-    def region_bytes(self, mp):
-        """(saved, workspace) bytes at a concrete M, asked of precc_rt once
-        per M (the per-call path)."""
-        r = self.at_m.get(mp)
-        if r is None:
-            r = self.at_m[mp] = (self.saved_bytes(mp), self.layer.sizes(mp)["workspace_bytes"])
-        return r
+        self._bind()
 
     def saved_bytes(self, m):
         # SymInt-friendly (torch.compile's fake M): header + each buffer
@@ -216,33 +219,91 @@ class ApiPlan(_Plan):
     def saved_fake(self, x, mp):
         return [x.new_empty((self.saved_bytes(mp),), dtype=torch.uint8)]
 
+    def at(self, mp):
+        """What a call at padded M allocates, worked out once per M (the
+        per-call path): (saved bytes, workspace bytes, y's shape and dtype,
+        dx's, dw's)."""
+        r = self.at_m.get(mp)
+        if r is None:
+            sb, wb = self.region_bytes(mp)
+            r = self.at_m[mp] = (sb, wb) + tuple(
+                (b.storage_shape(mp), torch_dtype(b.format)) for b in (self.y, self.dx, self.dw))
+        return r
+
+    def region_bytes(self, mp):
+        return self.saved_bytes(mp), self.layer.sizes(mp)["workspace_bytes"]
+
+    def _bind(self):
+        # The ctypes entry points, handle and lock, looked up once: a call
+        # is then one locked C call (runtime.Layer.forward/backward/commit
+        # do the same through a Python frame more each)
+        rt = self.layer.rt
+        self._lock, self._h, self._i = rt.lock, rt.handle, self.layer.index
+        self._cf = rt.lib.precc_rt_forward_shared
+        self._cb = rt.lib.precc_rt_backward_shared
+        self._cc = rt.lib.precc_rt_commit
+        self._state_ptr = bool(self.layout.size)
+        self._kx = self.keep_inputs.index("x") if "x" in self.keep_inputs else -1
+        self._kw = self.keep_inputs.index("w") if "w" in self.keep_inputs else -1
+        self._nk = len(self.keep_inputs)
+
+    def workspace(self, dev, stream, nbytes):
+        """The per-call scratch: one buffer per device and stream, reused by
+        every layer of the Group (calls on one stream are ordered), grown
+        when a call needs more. Under CUDA graph capture a fresh one from
+        the graph's pool, so that no captured graph reads a buffer a later
+        growth frees."""
+        key = (dev, stream)
+        t = self.ws_cache.get(key)
+        if t is not None and t.numel() >= nbytes:
+            if stream is None or not torch.cuda.is_current_stream_capturing():
+                return t
+        elif stream is None or not torch.cuda.is_current_stream_capturing():
+            t = self.ws_cache[key] = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=dev)
+            return t
+        return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=dev)
+
     def forward(self, x, w, bias, state, mp, seed, root_saved=None):
-        l = self.layer
-        saved_bytes, ws_bytes = self.region_bytes(mp)
-        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=x.device)
-        y = self.empty(self.y, mp, x)
-        saved = torch.empty(saved_bytes, dtype=torch.uint8, device=x.device)
-        l.forward(mp, x.data_ptr(), w.data_ptr(), _ptr(bias), y.data_ptr(), saved.data_ptr(),
-                  _ptr(state) if self.layout.size else None, ws.data_ptr(), seed, _stream(x),
-                  root_saved=_ptr(root_saved))
+        sb, wb, ys, _, _ = self.at(mp)
+        dev = x.device
+        stream = _stream_of(dev)
+        ws = self.workspace(dev, stream, wb)
+        y = torch.empty(ys[0], dtype=ys[1], device=dev)
+        saved = torch.empty(sb, dtype=torch.uint8, device=dev)
+        with self._lock:
+            rc = self._cf(self._h, self._i, mp, x.data_ptr(), w.data_ptr(),
+                          bias.data_ptr() if bias is not None else None, y.data_ptr(),
+                          saved.data_ptr(), state.data_ptr() if self._state_ptr else None,
+                          ws.data_ptr(), seed, stream,
+                          root_saved.data_ptr() if root_saved is not None else None)
+        if rc < 0:
+            check(rc)
         return y, [saved]
 
     def backward(self, dy, state, kept, mp, seed, root_saved=None):
-        l = self.layer
-        inputs = dict(zip(self.keep_inputs, kept))
-        saved = kept[len(self.keep_inputs)]
-        ws = torch.empty(self.region_bytes(mp)[1], dtype=torch.uint8, device=dy.device)
-        dx, dw = self.empty(self.dx, mp, dy), self.empty(self.dw, mp, dy)
-        x = inputs.get("x")
-        if x is not None:
-            x = self.pad(x, mp)
-        l.backward(mp, _ptr(x), _ptr(inputs.get("w")), dy.data_ptr(), dx.data_ptr(),
-                   dw.data_ptr(), saved.data_ptr(), _ptr(state) if self.layout.size else None,
-                   ws.data_ptr(), seed, _stream(dy), root_saved=_ptr(root_saved))
+        _, wb, _, dxs, dws = self.at(mp)
+        dev = dy.device
+        saved = kept[self._nk]
+        stream = _stream_of(dev)
+        ws = self.workspace(dev, stream, wb)
+        dx = torch.empty(dxs[0], dtype=dxs[1], device=dev)
+        dw = torch.empty(dws[0], dtype=dws[1], device=dev)
+        x = self.pad(kept[self._kx], mp) if self._kx >= 0 else None
+        w = kept[self._kw] if self._kw >= 0 else None
+        with self._lock:
+            rc = self._cb(self._h, self._i, mp, x.data_ptr() if x is not None else None,
+                          w.data_ptr() if w is not None else None, dy.data_ptr(),
+                          dx.data_ptr(), dw.data_ptr(), None, saved.data_ptr(),
+                          state.data_ptr() if self._state_ptr else None, ws.data_ptr(), seed,
+                          stream, root_saved.data_ptr() if root_saved is not None else None)
+        if rc < 0:
+            check(rc)
         return dx, dw, (_ApiPending(self, saved, state, mp) if self.has_state else None)
 
 
 class _ApiPending:
+    grad_only = False   # a second backward over one forward: update dy's state alone
+
     def __init__(self, plan, saved, state, mp):
         self.plan, self.saved, self.state, self.mp = plan, saved, state, mp
 
@@ -254,8 +315,21 @@ class _ApiPending:
         return [self.saved[off:off + n].view(torch.float32) for off, n in at]
 
     def commit(self):
-        self.plan.layer.commit(self.mp, self.saved.data_ptr(), self.state.data_ptr(),
-                               _stream(self.state))
+        p = self.plan
+        state = self.state
+        if self.grad_only:   # on a copy, of which dy's part is kept
+            state = self.state.clone()
+        with p._lock:
+            rc = p._cc(p._h, p._i, self.mp, self.saved.data_ptr(), state.data_ptr(),
+                       _stream(state))
+        if rc < 0:
+            check(rc)
+        if self.grad_only:
+            # .data: autograd saved this tensor; the commit writes it behind
+            # autograd's back, like precc_rt does, without a version bump
+            for n, o, r, c in p.layout.pieces:
+                if n.startswith(GRAD_SIDE):
+                    self.state.data[o:o + r * c].copy_(state[o:o + r * c])
 
 
 class StepPlan(_Plan):
@@ -288,6 +362,7 @@ class StepPlan(_Plan):
         made_b = {o for s in b for o in s.outs}
         read_later = {i for s in b + u for i in s.ins}
         self.keep_inputs = [n for n in ("x", "w") if layer.buffer(n).index in read_later]
+        self.keep_x, self.keep_w = "x" in self.keep_inputs, "w" in self.keep_inputs
         self.saved_bufs = [B[i] for i in sorted(made_f & read_later) if B[i].role != "state"]
         self.fwd_new = [B[i] for i in sorted(made_f)]
         self.bwd_new = [B[i] for i in sorted(made_b)]
@@ -338,6 +413,8 @@ class StepPlan(_Plan):
 
 
 class _StepPending:
+    grad_only = False
+
     def __init__(self, plan, bufs):
         self.plan, self.bufs = plan, bufs
 
@@ -352,7 +429,8 @@ class _StepPending:
         # State buffers never depend on M; any valid M will do.
         p._run(p.phases[2], p.layer.m_multiple, bufs, 0, _stream(like))
         for st, nx in p.layer.updates:
-            bufs[st.name].copy_(bufs[nx.name])
+            if not self.grad_only or st.name.startswith(GRAD_SIDE):
+                bufs[st.name].data.copy_(bufs[nx.name])
 
 
 def make_plan(layer, layout):
@@ -368,6 +446,8 @@ class Group:
     def __init__(self, artifacts, layouts, seed=0):
         self.artifacts, self.layouts, self.seed = artifacts, layouts, seed
         self.runtimes, self.plans = {}, {}
+        self.fast = {}           # (fqn, device) -> plan: program()'s per-call lookup
+        self.workspaces = {}     # (device, stream) -> the layers' shared scratch
         self.lock = threading.RLock()
         self.pending = []        # _ApiPending / _StepPending awaiting the commit
         self.forwards = 0        # forwards with grad since the last flush
@@ -423,12 +503,22 @@ class Group:
             return rt
 
     def program(self, fqn, device):
-        rt = self.runtime(device)
-        key = (id(rt), fqn)
-        p = self.plans.get(key)
+        p = self.fast.get((fqn, device))
         if p is None:
-            p = self.plans[key] = make_plan(rt.layer(fqn), self.layouts[fqn])
+            rt = self.runtime(device)
+            key = (id(rt), fqn)
+            p = self.plans.get(key)
+            if p is None:
+                p = self.plans[key] = make_plan(rt.layer(fqn), self.layouts[fqn])
+                p.ws_cache = self.workspaces
+            self.fast[(fqn, device)] = p
         return p
+
+    def reset_plans(self):
+        """Forget the plans (after a runtime of self.runtimes was swapped)."""
+        self.plans.clear()
+        self.fast.clear()
+        self.workspaces.clear()
 
     def next_seed(self):
         self.calls += 1
@@ -466,24 +556,37 @@ class Group:
                 flat = torch.cat([a.reshape(-1) for a in amaxes])
                 torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.MAX)
                 self.allreduce_calls += 1
-                off = 0
-                for a in amaxes:
-                    n = a.numel()
-                    a.copy_(flat[off:off + n].view_as(a))
-                    off += n
+                # back into each layer's saved region: one multi-tensor copy
+                # (one launch on CUDA for all layers, not one per amax)
+                parts = torch.split(flat, [a.numel() for a in amaxes])
+                torch._foreach_copy_(amaxes, [p.view_as(a) for p, a in zip(parts, amaxes)])
             for p in pending:
                 p.commit()
             self.commits += 1
 
 
-def _open_cuda(artifacts, device):
-    # precc_rt uses the context current on the calling thread: PyTorch's
-    # primary context of this device, made current by torch.cuda first.
+def _cuda_context(idx):
+    """torch's primary context of device idx, current on this thread while
+    precc_rt opens (precc_rt keeps the context current at open and makes
+    it current around its own calls)."""
     torch.cuda.init()
+    torch.empty(1, device="cuda:%d" % idx)
+    return torch.cuda.device(idx)
+
+
+def _open_cuda(artifacts, device):
     idx = device.index if device.index is not None else torch.cuda.current_device()
-    with torch.cuda.device(idx):
-        torch.empty(1, device="cuda:%d" % idx)
-        return Runtime(artifacts, "cuda")
+    with _cuda_context(idx):
+        try:
+            return Runtime(artifacts, "cuda")
+        except Error as e:
+            raise Error("precc: tensors on %s, but this libprecc_rt (%s) cannot run its cuda "
+                        "backend: %s" % (device, _lib_path(), e)) from None
+
+
+def _lib_path():
+    from .. import _lib
+    return getattr(_lib.load(), "path", "libprecc_rt.so")
 
 
 _REGISTRY = {}
@@ -512,9 +615,14 @@ def _padded(plan, m):
 
 def _fwd_impl(x, w, bias, state, key, needs_grad, root_saved=None):
     group, fqn = lookup(key)
-    plan = group.program(fqn, x.device)
+    return _fwd_run(group, group.program(fqn, x.device), x, w, bias, state, needs_grad,
+                    root_saved)
+
+
+def _fwd_run(group, plan, x, w, bias, state, needs_grad, root_saved):
     m = x.shape[0]
-    mp = _padded(plan, m)
+    k = plan.layer.m_multiple
+    mp = (m + k - 1) // k * k
     if m == 0:
         return [x.new_empty((0, plan.N), dtype=torch_dtype(plan.y.format))] + \
                plan.saved_fake(x, 0)
@@ -530,7 +638,7 @@ def _fwd_impl(x, w, bias, state, key, needs_grad, root_saved=None):
 
 
 def _fwd_fake(x, w, bias, state, key, needs_grad, root_saved=None):
-    group, fqn = lookup(key)
+    group, fqn = lookup(int(key))
     plan = group.program(fqn, torch.device("cpu"))
     mp = _padded(plan, x.shape[0])
     return [x.new_empty((x.shape[0], plan.N), dtype=torch_dtype(plan.y.format))] + \
@@ -538,15 +646,25 @@ def _fwd_fake(x, w, bias, state, key, needs_grad, root_saved=None):
 
 
 def _bwd_impl(dy, state, kept, key, m, root_saved=None):
-    group, fqn = lookup(key)
-    plan = group.program(fqn, dy.device)
-    mp = _padded(plan, m)
+    # key < 0: the same layer, a second backward over one forward
+    again = key < 0
+    group, fqn = lookup(-key if again else key)
+    return _bwd_run(group, group.program(fqn, dy.device), dy, state, kept, m, root_saved, again)
+
+
+def _bwd_run(group, plan, dy, state, kept, m, root_saved, again=False):
+    k = plan.layer.m_multiple
+    mp = (m + k - 1) // k * k
     if m == 0:
         return [dy.new_empty((0, plan.K), dtype=torch_dtype(plan.dx.format)),
                 dy.new_zeros((plan.N, plan.K), dtype=torch_dtype(plan.dw.format))]
     with group.lock:
         dx, dw, pending = plan.backward(plan.pad(dy, mp), state, kept, mp, group.next_seed(),
                                         root_saved)
+        if pending is not None and again:
+            # a second backward over the same forward (retain_graph=True):
+            # its commit updates dy's state alone (docs/pytorch.md)
+            pending.grad_only = True
         group.add_backward(pending)
     if mp != m:
         dx = dx[:m].clone()
@@ -554,7 +672,9 @@ def _bwd_impl(dy, state, kept, key, m, root_saved=None):
 
 
 def _bwd_fake(dy, state, kept, key, m, root_saved=None):
-    group, fqn = lookup(key)
+    # int(): a traced backward (compiled autograd) may see the key as a
+    # SymInt; it is a constant of the layer (a guard on it)
+    group, fqn = lookup(abs(int(key)))
     plan = group.program(fqn, torch.device("cpu"))
     return [dy.new_empty((m, plan.K), dtype=torch_dtype(plan.dx.format)),
             dy.new_empty((plan.N, plan.K), dtype=torch_dtype(plan.dw.format))]
@@ -590,19 +710,34 @@ linear_backward_op.register_fake(_bwd_fake)
 def _setup_context(ctx, inputs, output):
     x, w, bias, state, key, needs_grad, root_saved = inputs
     group, fqn = lookup(key)
-    plan = group.program(fqn, x.device)
-    kept = [{"x": x, "w": w}[n] for n in plan.keep_inputs] + list(output[1:])
+    _setup_by(ctx, group.program(fqn, x.device), x, w, bias, state, key, root_saved, output)
+
+
+def _setup_by(ctx, plan, x, w, bias, state, key, root_saved, output):
+    kept = [x, w] if plan.keep_x and plan.keep_w else [x] if plan.keep_x else \
+        [w] if plan.keep_w else []
+    kept += output[1:]
     ctx.shared = root_saved is not None     # kept until this layer's backward
-    ctx.save_for_backward(state, *kept, *([root_saved] if ctx.shared else []))
+    if ctx.shared:
+        kept.append(root_saved)
+    ctx.save_for_backward(state, *kept)
     ctx.key, ctx.m = key, x.shape[0]
     ctx.bias_dtype = bias.dtype if bias is not None else None
+    ctx.backwards = 0
 
 
 def _backward_by(ctx, grads, linear_backward):
     state, *kept = ctx.saved_tensors
     root_saved = kept.pop() if ctx.shared else None
     dy = grads[0].contiguous()
-    dx, dw = linear_backward(dy, state, kept, ctx.key, ctx.m, root_saved)
+    again = ctx.backwards > 0     # retain_graph=True: this forward's second backward
+    ctx.backwards += 1
+    if linear_backward is None:   # eager: the plan the forward ran
+        dx, dw = _bwd_run(ctx.group, ctx.plan, dy, state, kept, ctx.m, root_saved, again)
+    elif again:
+        dx, dw = linear_backward(dy, state, kept, -ctx.key, ctx.m, root_saved)
+    else:
+        dx, dw = linear_backward(dy, state, kept, ctx.key, ctx.m, root_saved)
     db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if ctx.bias_dtype is not None else None
     return dx, dw, db, None, None, None, None
 
@@ -615,31 +750,46 @@ torch.library.register_autograd("precc::linear", _backward, setup_context=_setup
 
 
 class _EagerLinear(torch.autograd.Function):
-    """precc::linear and its autograd in eager mode: the same _fwd_impl,
-    _setup_context and backward, without torch.library's per-call
-    dispatch (its argument flattening, alias checks and autograd wrapper
-    cost more host time than the layer's own work; bench/RESULTS.md, "Host
-    overhead"). torch.compile traces the custom ops."""
+    """precc::linear and its autograd in eager mode: the same forward,
+    context and backward as the custom ops, without torch.library's
+    per-call dispatch (its argument flattening, alias checks and autograd
+    wrapper cost more host time than the layer's own work; bench/RESULTS.md,
+    "Host overhead"), and with the plan looked up once per call, kept in
+    ctx for the backward. torch.compile traces the custom ops."""
 
     @staticmethod
-    def forward(ctx, x, w, bias, state, key, needs_grad, root_saved):
-        out = _fwd_impl(x, w, bias, state, key, needs_grad, root_saved)
-        _setup_context(ctx, (x, w, bias, state, key, needs_grad, root_saved), out)
-        ctx.mark_non_differentiable(*out[1:])
+    def forward(ctx, x, w, bias, state, group, plan, key, root_saved):
+        out = _fwd_run(group, plan, x, w, bias, state, True, root_saved)
+        _setup_by(ctx, plan, x, w, bias, state, key, root_saved, out)
+        ctx.group, ctx.plan = group, plan
+        if len(out) > 1:
+            ctx.mark_non_differentiable(*out[1:])
         ctx.set_materialize_grads(False)   # no zeros for saved's gradient
         return tuple(out)
 
     @staticmethod
     def backward(ctx, *grads):
-        return _backward_by(ctx, grads, _bwd_impl)
+        return _backward_by(ctx, grads, None) + (None,)
 
 
-def linear_eager(x, w, bias, state, key, needs_grad, root_saved):
-    """precc::linear outside torch.compile: _fwd_impl alone when no
+# autograd.Function.apply without its Python wrapper (default-argument
+# binding, and functorch's unwrapping of dead wrappers, which only matters
+# while a functorch transform is active: then the wrapper is used)
+_eager_apply = super(torch.autograd.Function, _EagerLinear).apply
+_functorch_active = torch._C._are_functorch_transforms_active
+
+
+def linear_eager(x, w, bias, state, key, needs_grad, root_saved, group=None, plan=None):
+    """precc::linear outside torch.compile: the forward alone when no
     gradient is needed, else through _EagerLinear."""
+    if plan is None:
+        group, fqn = lookup(key)
+        plan = group.program(fqn, x.device)
     if not needs_grad:
-        return _fwd_impl(x, w, bias, state, key, needs_grad, root_saved)
-    return _EagerLinear.apply(x, w, bias, state, key, needs_grad, root_saved)
+        return _fwd_run(group, plan, x, w, bias, state, False, root_saved)
+    if _functorch_active():
+        return _EagerLinear.apply(x, w, bias, state, group, plan, key, root_saved)
+    return _eager_apply(x, w, bias, state, group, plan, key, root_saved)
 
 
 def trace(plan, x, w, bias, state, dy=None, seed=0):
