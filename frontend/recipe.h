@@ -354,6 +354,15 @@ void plan_print_json(const Plan *, FILE *);
  * whose FQN matches layer_pattern (a glob when it has * ? or [, else a
  * substring; NULL: all). Free with ir_module_free. */
 struct Module *lower_plan(const Plan *, const char *layer_pattern);
+/* The expert groups of the plan's MoE blocks (the experts 0..E-1 of one
+ * block and module, one policy): for each, its fprop and wgrad as one
+ * gemm_grouped func named after the group (the fused parameter's key, or
+ * the FQN without the expert index: BLOCK.experts.w1.fprop) whose weight
+ * is the experts' stacked [E*N, K] and whose %offs are the groups' end
+ * offsets; what gemm_grouped cannot express per expert (dgrad, padding,
+ * bias, tensorwise activation, delayed and NVFP4 scales) is left out: the
+ * per-expert funcs of lower_plan compute it. */
+struct Module *lower_grouped(const Plan *, const char *layer_pattern);
 /* Whether to print progress for `work` layers: PRECC_PROGRESS=1/0 forces
  * it on/off, else on a tty from LOWER_PROGRESS_MIN layers. */
 enum { LOWER_PROGRESS_MIN = 2000 };
