@@ -161,7 +161,10 @@ check(const char *recipe, const char *model, int want_funcs, long H, long I)
 	static const int fcount[8] = {130, 0, 1, 128, 37, 5, 3, 60};
 	static const int wcount[8] = {128, 0, 256, 128, 0, 128, 384, 128};
 
-	snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, recipe);
+	if (recipe[0] == '/')
+		snprintf(path, sizeof path, "%s", recipe);
+	else
+		snprintf(path, sizeof path, "%s/%s.lua", PRECC_RECIPES, recipe);
 	Recipe *r = recipe_load(path);
 	Model *m = model_load(model);
 	Plan *p = plan_resolve(r, m);
@@ -215,6 +218,17 @@ main(void)
 	check("mxfp8", mix, 6, 256, 384);
 	check("deepseek_v3", mix, 6, 256, 384);      /* 1x128 activations, 128x128 weights */
 	check("current_tensorwise", mix, 0, 256, 384); /* an activation amax per expert: no */
+	/* one tensorwise weight scale per expert ({N x *} over the stacked
+	 * weights), 1x128 activation and gradient tiles */
+	const char *mixed = "/tmp/precc_test_grouped_mixed.lua";
+	f = fopen(mixed, "w");
+	fputs("recipe \"mixed\" {\n  format = e4m3,\n  weight = { scaling = current },\n"
+	      "  input = { scaling = blockwise { 1, 128 } },\n"
+	      "  grad_output = { scaling = blockwise { 1, 128 } },\n"
+	      "  accumulate = promote { every = 128 },\n  output = bf16,\n}\n", f);
+	fclose(f);
+	check(mixed, mix, 6, 256, 384);
+	remove(mixed);
 	check("bf16", olm, 4, 256, 128);             /* gate_up_proj, down_proj */
 	check("deepseek_v3", olm, 4, 256, 128);
 	remove(mix), remove(olm);
