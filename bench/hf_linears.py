@@ -34,10 +34,15 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageText
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WRAPS = {"gemma3", "llava", "qwen2_5_vl"}
+WRAPS = {"gemma3", "llava", "qwen2_5_vl", "llama4"}
 TYPES = ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text",
          "olmo2", "granite", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
-         "gemma3", "llava", "qwen2_5_vl"]
+         "gpt_oss", "llama4_text", "granitemoe", "granitemoeshared", "phimoe", "olmoe",
+         "gemma3", "llava", "qwen2_5_vl", "llama4"]
+# Types whose experts precc names as transformers 5 stores them: one GEMM per fused 3-D
+# parameter and expert (experts.N.gate_up_proj, experts.N.down_proj, with "param" and
+# "param_shape" in precc's JSON), not the 4.x per-expert modules.
+FUSED = {"gpt_oss", "llama4_text", "granitemoe", "granitemoeshared", "phimoe", "olmoe", "llama4"}
 PUBLISHED = [
     "recipes/models/llama-3-8b.json", "recipes/models/phi-3-mini-4k.json",
     "recipes/models/gemma-2-2b.json", "recipes/models/gemma-3-4b.json",
@@ -49,12 +54,12 @@ PUBLISHED = [
     "tests/lit/Inputs/model_qwen3_8b.json", "tests/lit/Inputs/model_gemma3_12b.json",
     "tests/lit/Inputs/model_llava_1_5_7b.json", "tests/lit/Inputs/model_qwen2_5_vl_7b.json",
     "tests/lit/Inputs/model_olmo2_7b.json", "tests/lit/Inputs/model_granite_3_1_8b.json",
+    "recipes/models/gpt-oss-20b.json", "recipes/models/llama-4-scout-17b-16e.json",
+    "recipes/models/llama-4-maverick-17b-128e.json", "recipes/models/granite-3.1-3b-a800m.json",
+    "tests/lit/Inputs/model_phimoe.json", "recipes/models/olmoe-1b-7b-0924.json",
 ]
 # Differences known and left to another issue: label -> why.
-KNOWN = {
-    "deepseek_v2 mlp_bias, 4 layers": "transformers 5 fuses DeepSeek-V2's experts without a "
-    "bias; 4.x built each as DeepseekV2MLP with mlp_bias, as precc does (the MoE issue)",
-}
+KNOWN = {}
 VISION = re.compile(r"(^|\.)(visual|vision_tower|vision_model|multi_modal_projector)\.")
 
 
@@ -68,6 +73,7 @@ def hf_linears(cfg_dict):
     with torch.device("meta"):
         model = auto.from_config(cfg)
     mods = dict(model.named_modules())
+    fused = cfg.model_type in FUSED
     out = []
     for name, p in model.named_parameters(remove_duplicate=False):
         if VISION.search(name):
@@ -77,17 +83,24 @@ def hf_linears(cfg_dict):
         if isinstance(m, torch.nn.Linear):
             if leaf == "weight":
                 out.append((mod, m.in_features, m.out_features, m.bias is not None))
-        elif p.dim() == 3 and leaf == "gate_up_proj":   # fused experts [E, 2I, H]
-            e, i2, h = p.shape
+        elif p.dim() == 3 and leaf in ("gate_up_proj", "down_proj"):   # fused experts
+            # [E, out, in], or [E, in, out] where the experts compute x @ W[e]: the
+            # ones marked is_transposed (gpt-oss) and Llama4TextExperts (its bmm)
+            tr = getattr(m, "is_transposed", False) or type(m).__name__ == "Llama4TextExperts"
+            e, o, i = p.shape
+            if tr:
+                i, o = o, i
+            bias = hasattr(m, leaf + "_bias")
             for n in range(e):
-                out.append((f"{mod}.{n}.gate_proj", h, i2 // 2, False))
-                out.append((f"{mod}.{n}.up_proj", h, i2 // 2, False))
-        elif p.dim() == 3 and leaf == "down_proj":      # [E, H, I]
-            e, h, i = p.shape
-            for n in range(e):
-                out.append((f"{mod}.{n}.down_proj", i, h, False))
-        elif p.dim() == 2 and leaf == "weight" and mod.endswith(".gate"):   # a router
-            out.append((mod, p.shape[1], p.shape[0], False))
+                if fused:
+                    out.append((f"{mod}.{n}.{leaf}", i, o, bias, name, tuple(p.shape)))
+                elif leaf == "gate_up_proj":
+                    out.append((f"{mod}.{n}.gate_proj", i, o // 2, bias))
+                    out.append((f"{mod}.{n}.up_proj", i, o // 2, bias))
+                else:
+                    out.append((f"{mod}.{n}.down_proj", i, o, bias))
+        elif p.dim() == 2 and leaf == "weight" and re.search(r"\.(gate|router)$", mod):  # a router
+            out.append((mod, p.shape[1], p.shape[0], getattr(m, "bias", None) is not None))
     emb = model.get_input_embeddings().weight
     tied = model.get_output_embeddings().weight is emb
     return out, tied
@@ -106,8 +119,11 @@ def precc_linears(precc, cfg_dict):
     for line in p.stdout.splitlines():
         if line.startswith('{"fqn"'):
             j = json.loads(line.rstrip(","))
-            out.append((j["fqn"], j["in_features"], j["out_features"], j["bias"]))
-            if j["fqn"] == "lm_head":
+            t = (j["fqn"], j["in_features"], j["out_features"], j["bias"])
+            if "param" in j:
+                t += (j["param"], tuple(j["param_shape"]))
+            out.append(t)
+            if j["fqn"].endswith("lm_head"):
                 tied = j["tied"]
     return out, tied
 
@@ -130,8 +146,8 @@ def compare(precc, label, cfg):
     if ours is None:
         print(f"FAIL {label}: precc: {otied}")
         return False
-    a = sorted((canon(n), i, o, b) for n, i, o, b in ours)
-    b = sorted((canon(n), i, o, b) for n, i, o, b in theirs)
+    a = sorted((canon(x[0]),) + tuple(x[1:]) for x in ours)
+    b = sorted((canon(x[0]),) + tuple(x[1:]) for x in theirs)
     if a == b and otied == ttied:
         print(f"ok   {label}: {len(a)} linears, lm_head {ours[-1][1]}->{ours[-1][2]}"
               f"{' tied' if ttied else ''}")
@@ -160,6 +176,17 @@ def variants(t):
         if t == "llava":
             yield "llava text mistral", {"model_type": t, "text_config": {"model_type": "mistral"}}
         return
+    extra = {
+        "llama4_text": [("interleave 2", {"interleave_moe_layer_step": 2}),
+                        ("moe_layers [0, 3]", {"moe_layers": [0, 3]})],
+        "granitemoeshared": [("shared 512", {"shared_intermediate_size": 512})],
+        "phimoe": [("lm_head_bias", {"lm_head_bias": True})],
+        "olmoe": [("num_local_experts 4", {"num_local_experts": 4})],
+        "gpt_oss": [("num_experts 4", {"num_experts": 4})],
+        "deepseek_v2": [("moe_layer_freq 2", {"moe_layer_freq": 2})],
+    }
+    for label, keys in extra.get(t, []):
+        yield f"{t} {label}", dict({"model_type": t}, **keys)
     yield f"{t} attention_bias", {"model_type": t, "attention_bias": True}
     yield f"{t} mlp_bias", {"model_type": t, "mlp_bias": True}
     yield f"{t} tied", {"model_type": t, "tie_word_embeddings": not t.startswith("gemma")}
@@ -173,8 +200,11 @@ def small(cfg):
     tgt.setdefault("num_hidden_layers", 4)
     if c["model_type"] in ("deepseek_v2", "deepseek_v3"):
         tgt.setdefault("n_routed_experts", 8)
-    if c["model_type"] in ("qwen2_moe", "qwen3_moe"):
+    if c["model_type"] in ("qwen2_moe", "qwen3_moe", "olmoe"):
         tgt.setdefault("num_experts", 8)
+    if c["model_type"] in ("gpt_oss", "llama4", "llama4_text", "granitemoe", "granitemoeshared",
+                           "phimoe"):
+        tgt.setdefault("num_local_experts", 8)
     return c
 
 
@@ -192,7 +222,7 @@ def main():
             fails += compare(precc, label + ("" if full else ", 4 layers"),
                              cfg if full else small(cfg)) is False
     # did-you-mean: never another architecture
-    known = set(TYPES) | {"gemma3_text"}
+    known = set(TYPES)
     bad = 0
     for t in sorted(CONFIG_MAPPING_NAMES):
         if t in known:

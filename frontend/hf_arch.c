@@ -29,7 +29,26 @@
 
 typedef enum { ATTN_GQA, ATTN_QKV, ATTN_MLA } Attn;
 typedef enum { MLP_GATED, MLP_GATE_UP } Mlp;
-typedef enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN2, MOE_QWEN3, MOE_DEEPSEEK } Moe;
+typedef enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN2, MOE_QWEN3, MOE_DEEPSEEK, MOE_FUSED } Moe;
+typedef enum { SHARED_NONE, SHARED_LLAMA4, SHARED_GRANITE } Shared;
+
+/* transformers 5's fused experts (MOE_FUSED): one 3-D parameter per GEMM
+ * for all E experts of a block, `BLOCK.experts.gate_up_proj` (H -> 2I, gate
+ * and up in one GEMM) and `BLOCK.experts.down_proj` (I -> H), which precc
+ * lists per expert as BLOCK.experts.E.gate_up_proj / .down_proj (Linear.group,
+ * docs/models.md), and a router BLOCK.ROUTER (H -> E). */
+typedef struct Fused {
+	const char *block;        /* the MoE module: mlp, block_sparse_moe, feed_forward */
+	const char *router;       /* its router's name: router, gate */
+	const char *experts_key;  /* E's key */
+	const char *alias;        /* attribute_map's other name for it, or NULL */
+	bool in_out;              /* stored [E, in, out] (x @ W[e]), else [E, out, in] */
+	bool expert_bias;         /* gate_up_proj_bias, down_proj_bias (gpt-oss) */
+	bool router_bias;
+	Shared shared;
+	bool interleave;          /* Llama-4: moe_layers / interleave_moe_layer_step */
+} Fused;
+
 
 /* Which config keys put biases on which linears (modeling_<type>.py):
  * attention_bias on q/k/v/o (MLA: q_a, kv_a, o); q/k/v always (Qwen2);
@@ -104,6 +123,28 @@ static const Default olmo2_defs[] = {     /* Olmo2Config */
 static const Default granite_defs[] = {   /* GraniteConfig */
 	DENSE(32000, 4096, 11008, 32, 32, NONE), {"head_dim", NONE}, {"tie_word_embeddings", 0},
 	{"attention_bias", 0}, {"mlp_bias", 0}, END};
+/* configuration_gpt_oss.py:51-77 (GptOssConfig) */
+static const Default gpt_oss_defs[] = {
+	DENSE(201088, 2880, 2880, 36, 64, 8), {"head_dim", 64}, {"tie_word_embeddings", 0},
+	{"attention_bias", 1}, {"num_local_experts", 128}, END};
+/* configuration_llama4.py:129-163 (Llama4TextConfig) */
+static const Default llama4_defs[] = {
+	DENSE(202048, 5120, 8192, 48, 40, 8), {"intermediate_size_mlp", 16384}, {"head_dim", 128},
+	{"tie_word_embeddings", 0}, {"attention_bias", 0}, {"num_local_experts", 16},
+	{"interleave_moe_layer_step", 1}, END};
+/* configuration_granitemoe.py:59-84 (GraniteMoeConfig); granitemoeshared
+ * :70-96 adds shared_intermediate_size 0 */
+static const Default granitemoe_defs[] = {
+	DENSE(32000, 4096, 11008, 32, 32, NONE), {"head_dim", NONE}, {"tie_word_embeddings", 0},
+	{"attention_bias", 0}, {"num_local_experts", 8}, {"shared_intermediate_size", 0}, END};
+/* configuration_phimoe.py:62-87 (PhimoeConfig) */
+static const Default phimoe_defs[] = {
+	DENSE(32064, 4096, 6400, 32, 32, 8), {"head_dim", NONE}, {"tie_word_embeddings", 0},
+	{"attention_bias", 0}, {"lm_head_bias", 0}, {"num_local_experts", 16}, END};
+/* configuration_olmoe.py:59-82 (OlmoeConfig) */
+static const Default olmoe_defs[] = {
+	DENSE(50304, 2048, 2048, 16, 16, NONE), {"head_dim", NONE}, {"tie_word_embeddings", 0},
+	{"attention_bias", 0}, {"num_experts", 64}, END};
 static const Default qwen2_5_vl_defs[] = { /* Qwen2_5_VLTextConfig (tie: Qwen2_5_VLConfig) */
 	DENSE(152064, 8192, 29568, 80, 64, 8), {"head_dim", NONE}, {"tie_word_embeddings", 0}, END};
 #undef DENSE
@@ -117,32 +158,70 @@ typedef struct Arch {
 	unsigned bias;            /* BIAS_* */
 	const Default *defs;
 	bool inner;               /* only as a text tower (no model_type of its own here) */
+	const Fused *fused;       /* MOE_FUSED's layout */
+	const char *mlp_mod;      /* the dense MLP's module (NULL: mlp) */
 } Arch;
 
+/* modeling_<type>.py of transformers 5.25.0: GptOssMLP (router: not an
+ * nn.Linear, weight [E, H] and bias [E]; GptOssExperts [E, H, 2I] + bias
+ * [E, 2I], [E, I, H] + bias [E, H]: :67-77, :116-136); Llama4TextMoe
+ * (experts [E, H, 2I], [E, I, H], router an nn.Linear H -> E, shared_expert
+ * a Llama4TextMLP of intermediate_size; dense layers intermediate_size_mlp:
+ * :55-63, :145-167, :397-407); GraniteMoeMoE (router [E, H], experts
+ * [E, 2I, H], [E, H, I]: :113-182; granitemoeshared adds shared_mlp
+ * input_linear H -> 2S, output_linear S -> H: :70-86, :344);
+ * PhimoeSparseMoeBlock (router an nn.Linear, experts [E, 2I, H]:
+ * :301-310, :463-502); OlmoeSparseMoeBlock (gate [E, H], experts [E, 2I, H]:
+ * :279-343). */
+static const Fused gpt_oss_moe = {"mlp", "router", "num_local_experts", "num_experts", true,
+                                  true, true, SHARED_NONE, false};
+static const Fused llama4_moe = {"feed_forward", "router", "num_local_experts", NULL, true,
+                                 false, false, SHARED_LLAMA4, true};
+static const Fused granitemoe_moe = {"block_sparse_moe", "router", "num_local_experts", NULL,
+                                     false, false, false, SHARED_NONE, false};
+static const Fused granitemoeshared_moe = {"block_sparse_moe", "router", "num_local_experts",
+                                           NULL, false, false, false, SHARED_GRANITE, false};
+static const Fused phimoe_moe = {"mlp", "router", "num_local_experts", NULL, false, false, false,
+                                 SHARED_NONE, false};
+static const Fused olmoe_moe = {"mlp", "gate", "num_experts", "num_local_experts", false, false,
+                                false, SHARED_NONE, false};
+
 static const Arch archs[] = {
-	{"llama", "LlamaConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN | BIAS_MLP, llama_defs, false},
-	{"mistral", "MistralConfig", ATTN_GQA, MLP_GATED, MOE_NONE, 0, mistral_defs, false},
-	{"qwen2", "Qwen2Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_QKV, qwen2_defs, false},
-	{"qwen3", "Qwen3Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, qwen3_defs, false},
-	{"phi3", "Phi3Config", ATTN_QKV, MLP_GATE_UP, MOE_NONE, 0, phi3_defs, false},
-	{"gemma", "GemmaConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, gemma_defs, false},
-	{"gemma2", "Gemma2Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, gemma2_defs, false},
+	{"llama", "LlamaConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN | BIAS_MLP, llama_defs, false, NULL, NULL},
+	{"mistral", "MistralConfig", ATTN_GQA, MLP_GATED, MOE_NONE, 0, mistral_defs, false, NULL, NULL},
+	{"qwen2", "Qwen2Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_QKV, qwen2_defs, false, NULL, NULL},
+	{"qwen3", "Qwen3Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, qwen3_defs, false, NULL, NULL},
+	{"phi3", "Phi3Config", ATTN_QKV, MLP_GATE_UP, MOE_NONE, 0, phi3_defs, false, NULL, NULL},
+	{"gemma", "GemmaConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, gemma_defs, false, NULL, NULL},
+	{"gemma2", "Gemma2Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, gemma2_defs, false, NULL, NULL},
 	{"gemma3_text", "Gemma3TextConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, gemma3_defs,
-	 false},
-	{"olmo2", "Olmo2Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, olmo2_defs, false},
+	 false, NULL, NULL},
+	{"olmo2", "Olmo2Config", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN, olmo2_defs, false, NULL, NULL},
 	{"granite", "GraniteConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_ATTN | BIAS_MLP,
-	 granite_defs, false},
-	{"mixtral", "MixtralConfig", ATTN_GQA, MLP_GATED, MOE_MIXTRAL, 0, mixtral_defs, false},
+	 granite_defs, false, NULL, NULL},
+	{"mixtral", "MixtralConfig", ATTN_GQA, MLP_GATED, MOE_MIXTRAL, 0, mixtral_defs, false, NULL, NULL},
 	{"qwen2_moe", "Qwen2MoeConfig", ATTN_GQA, MLP_GATED, MOE_QWEN2, BIAS_QKV_KEY, qwen2_moe_defs,
-	 false},
+	 false, NULL, NULL},
 	{"qwen3_moe", "Qwen3MoeConfig", ATTN_GQA, MLP_GATED, MOE_QWEN3, BIAS_ATTN, qwen3_moe_defs,
-	 false},
+	 false, NULL, NULL},
 	{"deepseek_v2", "DeepseekV2Config", ATTN_MLA, MLP_GATED, MOE_DEEPSEEK, BIAS_ATTN | BIAS_MLP,
-	 deepseek_v2_defs, false},
+	 deepseek_v2_defs, false, NULL, NULL},
 	{"deepseek_v3", "DeepseekV3Config", ATTN_MLA, MLP_GATED, MOE_DEEPSEEK, BIAS_ATTN,
-	 deepseek_v3_defs, false},
+	 deepseek_v3_defs, false, NULL, NULL},
 	{"qwen2_5_vl_text", "Qwen2_5_VLTextConfig", ATTN_GQA, MLP_GATED, MOE_NONE, BIAS_QKV,
-	 qwen2_5_vl_defs, true},
+	 qwen2_5_vl_defs, true, NULL, NULL},
+	{"gpt_oss", "GptOssConfig", ATTN_GQA, MLP_GATED, MOE_FUSED, BIAS_ATTN, gpt_oss_defs, false,
+	 &gpt_oss_moe, NULL},
+	{"llama4_text", "Llama4TextConfig", ATTN_GQA, MLP_GATED, MOE_FUSED, BIAS_ATTN, llama4_defs,
+	 false, &llama4_moe, "feed_forward"},
+	{"granitemoe", "GraniteMoeConfig", ATTN_GQA, MLP_GATED, MOE_FUSED, BIAS_ATTN,
+	 granitemoe_defs, false, &granitemoe_moe, NULL},
+	{"granitemoeshared", "GraniteMoeSharedConfig", ATTN_GQA, MLP_GATED, MOE_FUSED, BIAS_ATTN,
+	 granitemoe_defs, false, &granitemoeshared_moe, NULL},
+	{"phimoe", "PhimoeConfig", ATTN_GQA, MLP_GATED, MOE_FUSED, BIAS_ATTN, phimoe_defs, false,
+	 &phimoe_moe, NULL},
+	{"olmoe", "OlmoeConfig", ATTN_GQA, MLP_GATED, MOE_FUSED, BIAS_ATTN, olmoe_defs, false,
+	 &olmoe_moe, NULL},
 };
 #define NARCH (int)(sizeof archs / sizeof archs[0])
 
@@ -156,6 +235,9 @@ typedef struct Wrap {
 	bool flat;                /* without text_config, the text keys sit at the top */
 	bool tied;                /* the class's tie_word_embeddings */
 	bool tie_text;            /* text_config's tie_word_embeddings ties too */
+	const char *pre;          /* the text tower's layers: PRE layers.N. */
+	const char *head;         /* lm_head's name */
+	bool text_tie_only;       /* only text_config's flag ties (its own is not read) */
 } Wrap;
 
 /* Gemma3Config, LlavaConfig, Qwen2_5_VLConfig (transformers 5.25.0): the
@@ -164,15 +246,25 @@ typedef struct Wrap {
  * takes the top-level keys when there is no text_config (the Hub's
  * files), and both forward a text_config tie_word_embeddings. */
 static const Wrap wraps[] = {
-	{"gemma3", "Gemma3Config", "gemma3_text", false, false, true, false},
-	{"llava", "LlavaConfig", "llama", true, false, false, true},
-	{"qwen2_5_vl", "Qwen2_5_VLConfig", "qwen2_5_vl_text", false, true, false, true},
+	{"gemma3", "Gemma3Config", "gemma3_text", false, false, true, false,
+	 "model.language_model.", "lm_head", false},
+	{"llava", "LlavaConfig", "llama", true, false, false, true, "model.language_model.",
+	 "lm_head", false},
+	{"qwen2_5_vl", "Qwen2_5_VLConfig", "qwen2_5_vl_text", false, true, false, true,
+	 "model.language_model.", "lm_head", false},
+	/* Llama4ForConditionalGeneration (modeling_llama4.py:1140-1151) holds a
+	 * Llama4ForCausalLM as language_model, not a bare text model */
+	/* ... and ties by that model's own (text_config's) flag, :575-578 */
+	{"llama4", "Llama4Config", "llama4_text", false, false, false, true,
+	 "language_model.model.", "language_model.lm_head", true},
 };
 #define NWRAP (int)(sizeof wraps / sizeof wraps[0])
 
 const char *const hf_known_types = "llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
                                    "gemma3, gemma3_text, olmo2, granite, mixtral, qwen2_moe, "
-                                   "qwen3_moe, deepseek_v2, deepseek_v3, llava, qwen2_5_vl";
+                                   "qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4, "
+                                   "llama4_text, granitemoe, granitemoeshared, phimoe, olmoe, "
+                                   "llava, qwen2_5_vl";
 
 typedef struct Json {
 	Model *m;
@@ -562,9 +654,9 @@ find_arch(Json *j, const char *type, const Wrap **w)
 /* The shapes every architecture shares, read once. */
 typedef struct Dims {
 	long hidden, inter, layers, heads, kv, vocab, head_dim;
-	bool qkv_bias, o_bias, mlp_bias, tied;
+	bool qkv_bias, o_bias, mlp_bias, tied, lm_bias;
 	/* MoE */
-	long experts, moe_inter, shared_inter, n_shared, first_dense, moe_freq, sparse_step;
+	long experts, moe_inter, shared_inter, n_shared, first_dense, sparse_step, moe_step;
 	/* MLA */
 	long q_lora, kv_lora, rope_dim, nope_dim, v_dim;
 } Dims;
@@ -587,22 +679,29 @@ add(Json *j, Dims *d, const char *pre, long i, const char *part, long in, long o
 /* gate and up read the MLP's input; so does `with` (the MoE router that
  * feeds a shared expert the same hidden state), unless -1 */
 static void
-add_mlp(Json *j, Dims *d, const char *pre, long i, const char *mod, long inter, bool gate_up,
-        int with)
+add_mlp_b(Json *j, Dims *d, const char *pre, long i, const char *mod, long inter, bool gate_up,
+          int with, bool bias)
 {
 	char p[96];
 	int g;
 
 	snprintf(p, sizeof p, "%s.%s", mod, gate_up ? "gate_up_proj" : "gate_proj");
-	g = add(j, d, pre, i, p, d->hidden, gate_up ? 2 * inter : inter, d->mlp_bias);
+	g = add(j, d, pre, i, p, d->hidden, gate_up ? 2 * inter : inter, bias);
 	if (with >= 0)
 		model_share_input(j->m, g, with);
 	if (!gate_up) {
 		snprintf(p, sizeof p, "%s.up_proj", mod);
-		model_share_input(j->m, add(j, d, pre, i, p, d->hidden, inter, d->mlp_bias), g);
+		model_share_input(j->m, add(j, d, pre, i, p, d->hidden, inter, bias), g);
 	}
 	snprintf(p, sizeof p, "%s.down_proj", mod);
-	add(j, d, pre, i, p, inter, d->hidden, d->mlp_bias);
+	add(j, d, pre, i, p, inter, d->hidden, bias);
+}
+
+static void
+add_mlp(Json *j, Dims *d, const char *pre, long i, const char *mod, long inter, bool gate_up,
+        int with)
+{
+	add_mlp_b(j, d, pre, i, mod, inter, gate_up, with, d->mlp_bias);
 }
 
 static void
@@ -653,10 +752,52 @@ add_experts(Json *j, Dims *d, const char *pre, long i, const char *mod, bool mix
 			add(j, d, pre, i, p, d->moe_inter, d->hidden, false);
 			snprintf(p, sizeof p, "%s.experts.%ld.w3", mod, e);
 			model_share_input(j->m, add(j, d, pre, i, p, d->hidden, d->moe_inter, false), w1);
-		} else {   /* each expert its own routed tokens: no sharing across experts */
+		} else {   /* each expert its own routed tokens: no sharing across experts;
+			    * no bias: transformers 5 fuses DeepSeek-V2's experts without
+			    * one (modeling_deepseek_v2.py:46-55), whatever mlp_bias says */
 			snprintf(p, sizeof p, "%s.experts.%ld", mod, e);
-			add_mlp(j, d, pre, i, p, d->moe_inter, false, -1);
+			add_mlp_b(j, d, pre, i, p, d->moe_inter, false, -1, false);
 		}
+}
+
+/* A MOE_FUSED block (Fused): router, experts (gate_up, down per expert,
+ * slices of the two 3-D parameters), shared expert; in module order. */
+static void
+add_fused_moe(Json *j, Dims *d, const Fused *f, const char *pre, long i)
+{
+	char p[128];
+	int r = -1;
+
+	/* Llama4TextMoe builds experts before its router; the rest router first */
+	if (f->shared != SHARED_LLAMA4) {
+		snprintf(p, sizeof p, "%s.%s", f->block, f->router);
+		r = add(j, d, pre, i, p, d->hidden, d->experts, f->router_bias);
+	}
+	for (long e = 0; e < d->experts; e++) {
+		snprintf(p, sizeof p, "%s.experts.%ld.gate_up_proj", f->block, e);
+		model_fuse(j->m, add(j, d, pre, i, p, d->hidden, 2 * d->moe_inter, f->expert_bias),
+		           (int)d->experts, f->in_out);
+		snprintf(p, sizeof p, "%s.experts.%ld.down_proj", f->block, e);
+		model_fuse(j->m, add(j, d, pre, i, p, d->moe_inter, d->hidden, f->expert_bias),
+		           (int)d->experts, f->in_out);
+	}
+	switch (f->shared) {
+	case SHARED_LLAMA4:   /* the router and the shared expert read the hidden state */
+		snprintf(p, sizeof p, "%s.%s", f->block, f->router);
+		r = add(j, d, pre, i, p, d->hidden, d->experts, f->router_bias);
+		snprintf(p, sizeof p, "%s.shared_expert", f->block);
+		add_mlp_b(j, d, pre, i, p, d->shared_inter, false, r, false);
+		break;
+	case SHARED_GRANITE:  /* GraniteMoeSharedMLP: input_linear H -> 2S, output_linear */
+		if (d->shared_inter) {
+			model_share_input(j->m, add(j, d, pre, i, "shared_mlp.input_linear", d->hidden,
+			                            2 * d->shared_inter, false), r);
+			add(j, d, pre, i, "shared_mlp.output_linear", d->shared_inter, d->hidden, false);
+		}
+		break;
+	case SHARED_NONE:
+		break;
+	}
 }
 
 /* Is layer i a MoE layer? Each family has its own rule (modeling_*.py). */
@@ -672,8 +813,15 @@ moe_layer(Json *j, const Arch *a, const Dims *d, long i)
 	case MOE_QWEN3:   /* Qwen2MoeDecoderLayer */
 		return !in_int_array(j, "mlp_only_layers", i, d->layers)
 		    && (i + 1) % d->sparse_step == 0;
-	case MOE_DEEPSEEK:
-		return i >= d->first_dense && i % d->moe_freq == 0;
+	case MOE_DEEPSEEK:   /* DeepseekV2DecoderLayer, modeling_deepseek_v2.py:412 */
+		return i >= d->first_dense;
+	case MOE_FUSED:      /* Llama4TextDecoderLayer: i in moe_layers (:403), whose
+		              * default is range(step - 1, L, step) (configuration_llama4.py:175) */
+		if (!a->fused->interleave)
+			return true;
+		if (j->cfg && last_item(j->cfg, "moe_layers") && !cJSON_IsNull(last_item(j->cfg, "moe_layers")))
+			return in_int_array(j, "moe_layers", i, d->layers);
+		return i >= d->moe_step - 1 && (i - (d->moe_step - 1)) % d->moe_step == 0;
 	}
 	return false;
 }
@@ -738,10 +886,34 @@ read_dims(Json *j, const Arch *a, Dims *d)
 		d->n_shared = json_int(j, "n_shared_experts", 0, 4096);
 		d->first_dense = json_int(j, "first_k_dense_replace", 0, MODEL_MAX_LAYERS);
 		/* first_k_dense_replace past the last layer: all dense, as in
-		 * DeepseekV3DecoderLayer (DeepseekV3Config's 3 with 2 layers) */
-		d->moe_freq = json_int(j, "moe_layer_freq", 1, MODEL_MAX_LAYERS);
+		 * DeepseekV3DecoderLayer (DeepseekV3Config's 3 with 2 layers).
+		 * moe_layer_freq is not read: transformers 5 makes every layer from
+		 * first_k_dense_replace on MoE (modeling_deepseek_v2.py:412,
+		 * modeling_deepseek_v3.py:477); DeepSeek's remote code of 4.x
+		 * skipped i % moe_layer_freq != 0, and every published config has 1 */
+		break;
+	case MOE_FUSED: {
+		const Fused *f = a->fused;
+		const char *ek = f->experts_key;
+		/* attribute_map: the other name sets the same field, and wins
+		 * when both are written (GptOssConfig(num_local_experts=8,
+		 * num_experts=4) has 4, in either order; so does OlmoeConfig) */
+		if (f->alias && j->cfg && last_item(j->cfg, f->alias))
+			ek = f->alias;
+		d->experts = json_int(j, ek, 1, 4096);
+		d->moe_inter = d->inter;
+		if (f->shared == SHARED_LLAMA4) {
+			d->inter = json_int(j, "intermediate_size_mlp", 1, F);
+			d->shared_inter = d->moe_inter;
+			d->moe_step = json_int(j, "interleave_moe_layer_step", 1, MODEL_MAX_LAYERS);
+		}
+		if (f->shared == SHARED_GRANITE)
+			d->shared_inter = json_int(j, "shared_intermediate_size", 0, F);
 		break;
 	}
+	}
+	if (a->defs == phimoe_defs)   /* PhimoeForCausalLM: lm_head bias=lm_head_bias (:750) */
+		d->lm_bias = json_bool(j, "lm_head_bias");
 	if (a->attn == ATTN_MLA) {
 		d->q_lora = json_num(j, "q_lora_rank", 0, F, true);   /* null: q_proj */
 		if (d->q_lora == NONE)
@@ -765,6 +937,9 @@ count_linears(Json *j, const Arch *a, const Dims *d)
 		n += attn;
 		if (!moe_layer(j, a, d, i))
 			n += dense;
+		else if (a->moe == MOE_FUSED)
+			n += 1 + 2 * d->experts + (a->fused->shared == SHARED_LLAMA4 ? 3
+			                           : d->shared_inter ? 2 : 0);
 		else
 			n += 1 + 3 * d->experts + (d->shared_inter || d->n_shared ? 3 : 0)
 			   + (d->shared_inter ? 1 : 0);
@@ -816,7 +991,7 @@ hf_load(Model *m, char *text)
 		static Member ms[MAX_MEMBERS];
 		const cJSON *t = last_item(j.root, "text_config");
 		const Member *tm = member(ms, members(j.text, j.obj, ms, MAX_MEMBERS), "text_config");
-		pre = "model.language_model.";
+		pre = w->pre;
 		if (t && !cJSON_IsNull(t) && !cJSON_IsObject(t))
 			json_fail(&j, top_line(&j, "text_config"), "key 'text_config' must be an object "
 			          "(the text model's keys), not %s", json_type(t));
@@ -847,7 +1022,8 @@ hf_load(Model *m, char *text)
 		m->name = xstrdup(name);
 	}
 	if (w) {   /* the wrapper's flag ties; Llava and Qwen2.5-VL forward text_config's */
-		d.tied = top_bool(&j, "tie_word_embeddings", w->tied) || (w->tie_text && d.tied);
+		d.tied = w->text_tie_only ? d.tied
+		       : top_bool(&j, "tie_word_embeddings", w->tied) || (w->tie_text && d.tied);
 		fprintf(stderr, "%s: note: model_type '%s' is vision-language: precc reads its text "
 		        "tower (%s, %ld layers under %s) and lm_head; the vision tower and the "
 		        "multimodal projector stay out\n", m->path, w->type, a->type,
@@ -856,10 +1032,14 @@ hf_load(Model *m, char *text)
 	for (long i = 0; i < d.layers; i++) {
 		add_attn(&j, &d, a, pre, i);
 		if (!moe_layer(&j, a, &d, i)) {
-			add_mlp(&j, &d, pre, i, "mlp", d.inter, a->mlp == MLP_GATE_UP, -1);
+			add_mlp(&j, &d, pre, i, a->mlp_mod ? a->mlp_mod : "mlp", d.inter,
+			        a->mlp == MLP_GATE_UP, -1);
 			continue;
 		}
 		switch (a->moe) {
+		case MOE_FUSED:
+			add_fused_moe(&j, &d, a->fused, pre, i);
+			break;
 		case MOE_MIXTRAL:   /* MixtralSparseMoeBlock: gate, experts */
 			add(&j, &d, pre, i, "block_sparse_moe.gate", d.hidden, d.experts, false);
 			add_experts(&j, &d, pre, i, "block_sparse_moe", true);
@@ -888,7 +1068,7 @@ hf_load(Model *m, char *text)
 			break;
 		}
 	}
-	model_add_linear(m, "lm_head", d.hidden, d.vocab, d.tied, false);
+	model_add_linear(m, w ? w->head : "lm_head", d.hidden, d.vocab, d.tied, d.lm_bias);
 	cJSON_Delete(j.root);
 	free(j.text);
 }

@@ -35,6 +35,7 @@ typedef struct Lo {
 	const LayerPlan *lp;
 	Gemm g;
 	long in, out;           /* padded features (the GEMM's shape) */
+	int groups;             /* an expert group's G (gemm_grouped), else 0 */
 	int upd[4][2]; int nupd;/* state updates, emitted before ret */
 } Lo;
 
@@ -267,6 +268,10 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 
 	if (c->scaling == SCALING_DELAYED || c->scaling == SCALING_CURRENT)
 		b0 = b1 = 0, square = true, after = tr;
+	/* the stacked weights of a group: one tensorwise scale per expert is
+	 * the granularity {N x *} over [G*N, K] */
+	if (l->groups && k == 1 && c->scaling == SCALING_CURRENT)
+		b0 = l->out;
 	if (!quantized(c->format)) {
 		if (tr) {
 			st_.dim[0] = vtype(l, src).dim[1], st_.dim[1] = vtype(l, src).dim[0];
@@ -446,14 +451,15 @@ block_desc(char *buf, size_t n, const Cast *c)
 }
 
 static void
-lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
+lower_gemm(Module *m, const LayerPlan *lp, Gemm g, int groups, const char *gfqn)
 {
 	static const char *const eq[NGEMM] = {
 		"Y[M,N] = X[M,K]·W[N,K]ᵀ", "dX[M,K] = dY[M,N]·W[N,K]", "dW[N,K] = dY[M,N]ᵀ·X[M,K]"};
 	const GemmPolicy *p = &lp->gemm[g];
 	const Linear *li = lp->linear;
 	char name[512], da[96], db[96];
-	Lo l = {.lp = lp, .g = g};
+	Lo l = {.lp = lp, .g = g, .groups = groups};
+	long G = groups ? groups : 1;
 	long K = li->in_features, N = li->out_features;
 	int src[2], a[6], na, acc, y;
 	State st[2] = {{0}};
@@ -468,11 +474,16 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 
 	l.in = lp->pad[0] > K ? lp->pad[0] : K;
 	l.out = lp->pad[1] > N ? lp->pad[1] : N;
-	snprintf(name, sizeof name, "%s.%s", li->fqn, gname[g]);
+	snprintf(name, sizeof name, "%s.%s", gfqn ? gfqn : li->fqn, gname[g]);
 	l.f = ir_func_new(m, name);
 	block_desc(da, sizeof da, &p->operand[0]);
 	block_desc(db, sizeof db, &p->operand[1]);
-	ir_comment(&l.f->comment, "%s %s: %s, K=%ld N=%ld", li->fqn, gname[g], eq[g], K, N);
+	ir_comment(&l.f->comment, "%s %s: %s, K=%ld N=%ld", gfqn ? gfqn : li->fqn, gname[g], eq[g],
+	           K, N);
+	if (groups)
+		ir_comment(&l.f->comment, "%d experts as one gemm_grouped (%s): %s", groups,
+		           g == GEMM_WGRAD ? "group=k, dW stacked [G*N,K]" : "group=m, W stacked [G*N,K]",
+		           "rows sorted by expert, %offs their end offsets");
 	char acc_s[32];
 	if (p->accum == ACCUM_PROMOTE || p->accum == ACCUM_FAST)
 		snprintf(acc_s, sizeof acc_s, "%s:%d", accum_name(p->accum),
@@ -494,10 +505,15 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 		Role r = srole[g][k];
 		static const ParamKind kind[NROLE] = {PARAM_IN, PARAM_WEIGHT, PARAM_GRAD};
 		Type t = r == ROLE_INPUT ? ir_tensor(sf, DIM_M, K)
-		       : r == ROLE_WEIGHT ? ir_tensor(sf, N, K)
+		       : r == ROLE_WEIGHT ? ir_tensor(sf, G * N, K)
 		       : ir_tensor(sf, DIM_M, N);
 		src[k] = def(&l, t, OP_param, NULL, 0, "%s", tname[r]);
 		last(&l)->param = kind[r];
+	}
+	int offs = -1;
+	if (groups) {
+		offs = def(&l, ir_index_vector(groups), OP_param, NULL, 0, "offs");
+		last(&l)->param = PARAM_IN;
 	}
 	int b = -1;
 	if (hasbias) {
@@ -507,7 +523,7 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	int mg = -1;
 	if (accumulate) {
 		/* dW = fl(main_grad + dW.acc): wgrad into the fp32 main_grad */
-		mg = def(&l, ir_tensor(PRECC_FP32, N, K), OP_param, NULL, 0, "main_grad");
+		mg = def(&l, ir_tensor(PRECC_FP32, G * N, K), OP_param, NULL, 0, "main_grad");
 		last(&l)->param = PARAM_MAIN_GRAD;
 	}
 	for (int k = 0; k < 2; k++)
@@ -521,7 +537,7 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 		Type t = vtype(&l, src[k]);
 		Role r = srole[g][k];
 		long want1 = r == ROLE_GRAD_OUTPUT ? l.out : l.in;
-		long want0 = r == ROLE_WEIGHT ? l.out : t.dim[0];
+		long want0 = r == ROLE_WEIGHT ? G * l.out : t.dim[0];
 		if (t.dim[0] != want0 || t.dim[1] != want1) {
 			t.dim[0] = want0, t.dim[1] = want1;
 			src[k] = def(&l, t, OP_pad, &src[k], 1, "%s.pad", tname[r]);
@@ -548,12 +564,20 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 
 	na = 0;
 	a[na++] = o[0].data, a[na++] = o[1].data;
+	if (groups)
+		a[na++] = offs;
 	if (o[0].sinv >= 0 && o[1].sinv >= 0)
 		a[na++] = o[0].sinv, a[na++] = o[1].sinv;
 	if (o[0].gsinv >= 0 && o[1].gsinv >= 0)
 		a[na++] = o[0].gsinv, a[na++] = o[1].gsinv;
-	acc = def(&l, ir_tensor(PRECC_FP32, vtype(&l, o[0].data).dim[0], vtype(&l, o[1].data).dim[0]),
-	          OP_gemm, a, na, "%s.acc", outname[g]);
+	long r0 = vtype(&l, o[0].data).dim[0], r1 = vtype(&l, o[1].data).dim[0];
+	if (groups && g == GEMM_WGRAD)
+		r0 *= G;
+	else if (groups)
+		r1 /= G;
+	acc = def(&l, ir_tensor(PRECC_FP32, r0, r1), groups ? OP_gemm_grouped : OP_gemm, a, na,
+	          "%s.acc", outname[g]);
+	last(&l)->group_k = groups && g == GEMM_WGRAD;
 	last(&l)->accum = p->accum == ACCUM_PROMOTE ? ACC_PROMOTE : p->accum == ACCUM_FAST ? ACC_FAST
 	                : ACC_FP32;
 	last(&l)->accum_n = p->accum == ACCUM_PROMOTE ? p->promote_every
@@ -568,7 +592,7 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g)
 	 * output cast, unpadding */
 	int rets[3], nret = 0, amax = -1, sinv = -1;
 	Type ot = vtype(&l, y);
-	long w0 = g == GEMM_WGRAD ? N : DIM_M, w1 = g == GEMM_FPROP ? N : K;
+	long w0 = g == GEMM_WGRAD ? G * N : DIM_M, w1 = g == GEMM_FPROP ? N : K;
 	bool padded = ot.dim[0] != w0 || ot.dim[1] != w1;
 	bool blk_amax = p->out_amax && (p->out_amax_block[0] || p->out_amax_block[1]);
 	if (p->out_amax)
@@ -649,9 +673,105 @@ lower_plan(const Plan *plan, const char *layer_pattern)
 		if (!layer_matches(lp->linear->fqn, layer_pattern))
 			continue;
 		for (int g = 0; g < NGEMM; g++)
-			lower_gemm(m, lp, (Gemm)g);
+			lower_gemm(m, lp, (Gemm)g, 0, NULL);
 	}
 	if (show)
 		fprintf(stderr, "\rprecc: lowered %d layers to %d funcs\n", plan->nlayers, m->nfn);
+	return m;
+}
+
+/* Can GEMM g of an expert group run as one gemm_grouped that computes,
+ * expert by expert, what each expert's own GEMM does? fprop (m-grouped)
+ * and wgrad (k-grouped); dgrad's B is each expert's Wᵀ, which the stacked
+ * weights do not give by one transpose, so it stays per expert. Scales
+ * must be expressible per expert over the stacked or token-sorted
+ * operands: rows of A (and 1xB, MX blocks) follow the tokens; a
+ * tensorwise weight scale becomes {N x *}; a tensorwise activation scale
+ * would need each expert's own amax (a grouped amax, not here). */
+static const char *
+group_refusal(const LayerPlan *lp, Gemm g)
+{
+	const GemmPolicy *p = &lp->gemm[g];
+
+	if (g == GEMM_DGRAD)
+		return "dgrad: B is each expert's transposed weight";
+	if (lp->pad[0] || lp->pad[1])
+		return "padded";
+	if ((g == GEMM_FPROP && (p->bias || lp->linear->bias)) || p->out_amax
+	    || quantized(p->out_format))
+		return "an epilogue per expert (bias, output amax or fp8 output)";
+	for (int k = 0; k < 2; k++) {
+		const Cast *c = &p->operand[k];
+		if (!quantized(c->format))
+			continue;
+		switch (c->scaling) {
+		case SCALING_BLOCK: case SCALING_MX:
+			if (g == GEMM_FPROP && k == 1 && c->block[0] > 1 && lp->linear->out_features
+			                                                    % c->block[0])
+				return "a weight block straddles two experts";
+			break;
+		case SCALING_ROWWISE:
+			if (g == GEMM_WGRAD)
+				return "rowwise wgrad scales span every expert's tokens";
+			break;
+		case SCALING_CURRENT:
+			if (g == GEMM_FPROP && k == 1)
+				break;
+			return "a tensorwise activation scale per expert (a grouped amax)";
+		default:
+			return "delayed or NVFP4 scaling per expert";
+		}
+	}
+	return NULL;
+}
+
+static bool
+same_policy(const GemmPolicy *a, const GemmPolicy *b)
+{
+	return !memcmp(a, b, sizeof *a);
+}
+
+Module *
+lower_grouped(const Plan *plan, const char *layer_pattern)
+{
+	Module *m = ir_module_new();
+
+	for (int i = 0; i < plan->nlayers; i++) {
+		const LayerPlan *lp = &plan->layers[i];
+		const Linear *li = lp->linear;
+		char key[256];
+		int n = 1;
+		if (li->expert != 0 || !layer_matches(li->fqn, layer_pattern))
+			continue;   /* a group starts at its expert 0 */
+		model_fused_param(li, key, sizeof key);
+		for (int j = i + 1; j < plan->nlayers; j++) {
+			char k2[256];
+			const Linear *lj = plan->layers[j].linear;
+			if (lj->expert != n || lj->block != li->block)
+				continue;
+			model_fused_param(lj, k2, sizeof k2);
+			if (!strcmp(k2, key) && lj->in_features == li->in_features
+			    && lj->out_features == li->out_features)
+				n++;
+		}
+		if (n < 2)
+			continue;
+		for (int g = 0; g < NGEMM; g++) {
+			bool same = !group_refusal(lp, (Gemm)g);
+			for (int j = i + 1, e = 1; same && j < plan->nlayers && e < n; j++) {
+				char k2[256];
+				const LayerPlan *lq = &plan->layers[j];
+				model_fused_param(lq->linear, k2, sizeof k2);
+				if (lq->linear->expert == e && lq->linear->block == li->block
+				    && !strcmp(k2, key)) {
+					same = same_policy(&lq->gemm[g], &lp->gemm[g])
+					    && lq->linear->bias == li->bias;
+					e++;
+				}
+			}
+			if (same)
+				lower_gemm(m, lp, (Gemm)g, n, key);
+		}
+	}
 	return m;
 }

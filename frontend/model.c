@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -58,6 +59,25 @@ model_share_input(Model *m, int later, int first)
 	m->linears[later].shares_input = 1 + (r >= 0 ? r : first);
 }
 
+void
+model_fuse(Model *m, int i, int group, bool in_out)
+{
+	m->linears[i].group = group;
+	m->linears[i].param_in_out = in_out;
+}
+
+/* "model.layers.0.mlp.experts.3.gate_up_proj" -> "...experts.gate_up_proj" */
+void
+model_fused_param(const Linear *l, char *out, size_t cap)
+{
+	const char *e = strstr(l->fqn, "experts."), *d = e ? strchr(e + 8, '.') : NULL;
+
+	if (!e || !d)
+		snprintf(out, cap, "%s", l->fqn);
+	else
+		snprintf(out, cap, "%.*s%s", (int)(e + 7 - l->fqn), l->fqn, d);
+}
+
 int
 model_input_root(const Model *m, int i)
 {
@@ -94,19 +114,22 @@ kind_of(const char *fqn)
 	static const struct { const char *leaf, *part; } mlp[] = {
 		{"gate_proj", "up"}, {"up_proj", "up"}, {"w1", "up"}, {"w3", "up"},
 		{"gate_up_proj", "gate_up"}, {"down_proj", "down"}, {"w2", "down"},
+		{"input_linear", "gate_up"}, {"output_linear", "down"},   /* Granite shared_mlp */
 	};
 	const char *dot = strrchr(fqn, '.'), *leaf = dot ? dot + 1 : fqn;
 
 	if (!strcmp(fqn, "lm_head") || !strcmp(leaf, "lm_head"))
 		return "lm_head";
-	if (!strcmp(leaf, "gate") || !strcmp(leaf, "shared_expert_gate"))
+	/* gate (Mixtral, Qwen, DeepSeek, OLMoE), router (gpt-oss, Llama-4,
+	 * Granite-MoE, Phi-3.5-MoE in transformers 5), shared_expert_gate */
+	if (!strcmp(leaf, "gate") || !strcmp(leaf, "router") || !strcmp(leaf, "shared_expert_gate"))
 		return "router";
 	for (size_t k = 0; k < sizeof attn / sizeof attn[0]; k++)
 		if (!strcmp(leaf, attn[k].leaf))
 			return attn[k].kind;
 	for (size_t k = 0; k < sizeof mlp / sizeof mlp[0]; k++)
 		if (!strcmp(leaf, mlp[k].leaf)) {
-			bool shared = strstr(fqn, "shared_expert") != NULL;
+			bool shared = strstr(fqn, "shared_expert") || strstr(fqn, "shared_mlp");
 			bool expert = !shared && index_after(fqn, "experts") >= 0;
 			bool up = !strcmp(mlp[k].part, "up"), down = !strcmp(mlp[k].part, "down");
 			if (shared)

@@ -323,6 +323,25 @@ legalize(LayerPlan *lp, Gemm g, const Fail *fb, char *err, size_t errn)
 	return true;
 }
 
+/* A MoE router (kind router) that no rule names keeps its low-precision
+ * operands in bf16, unscaled, as DeepSeek-V3 (§3.3.1), Megatron and TE's
+ * GroupedLinear users do: top-k routing flips on small logit errors. A
+ * rule that matches it (`l.kind == "router"`) decides instead. */
+static void
+keep_router(LayerPlan *lp, Gemm g)
+{
+	GemmPolicy *p = &lp->gemm[g];
+
+	if (!lowp(p->operand[0].format) && !lowp(p->operand[1].format))
+		return;
+	for (int i = 0; i < 2; i++)
+		if (lowp(p->operand[i].format))
+			p->operand[i] = default_cast;
+	p->accum = ACCUM_FP32;
+	p->promote_every = p->accum_bits = 0;
+	lp->reason[g] = xstrdup("router → bf16 (no rule names it)");
+}
+
 static const char *
 rule_label(const Rule *r)
 {
@@ -362,6 +381,8 @@ plan_resolve(const Recipe *rc, const Model *m)
 		for (int g = 0; g < NGEMM; g++) {
 			char err[600];
 			lp->gemm[g] = resolve_gemm(rc, rule, g);
+			if (!rule && lp->linear->kind && !strcmp(lp->linear->kind, "router"))
+				keep_router(lp, g);
 			if (!legalize(lp, g, &fb, err, sizeof err)) {
 				char file[512];
 				snprintf(file, sizeof file, "%s",

@@ -557,6 +557,18 @@ layer_json(const Plan *plan, const LayerPlan *lp)
 		cJSON_AddStringToObject(o, "shares_input", plan->model->linears[root].fqn);
 	else
 		cJSON_AddNullToObject(o, "shares_input");
+	if (lp->linear->group) {   /* an expert's slice of a fused 3-D parameter */
+		const Linear *l = lp->linear;
+		char key[256];
+		model_fused_param(l, key, sizeof key);
+		cJSON_AddStringToObject(o, "param", key);
+		cJSON *sh = cJSON_AddArrayToObject(o, "param_shape");
+		cJSON_AddItemToArray(sh, cJSON_CreateNumber(l->group));
+		cJSON_AddItemToArray(sh, cJSON_CreateNumber(l->param_in_out ? l->in_features
+		                                                            : l->out_features));
+		cJSON_AddItemToArray(sh, cJSON_CreateNumber(l->param_in_out ? l->out_features
+		                                                            : l->in_features));
+	}
 	if (lp->rule)
 		cJSON_AddStringToObject(o, "rule", lp->rule);
 	else

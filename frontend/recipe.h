@@ -239,6 +239,13 @@ typedef struct Linear {
 	int shares_input;         /* 1 + the index of the first linear that reads
 	                             the same input tensor (q for k and v, gate for
 	                             up), 0 none (so zero-initialised is none) */
+	/* An expert's slice of a fused 3-D parameter (transformers 5's
+	 * experts.gate_up_proj, not an nn.Linear): the parameter's state_dict
+	 * key is the FQN without its ".E" (model_fused_param), and it holds
+	 * `group` experts, stored [E, in, out] (x @ W[e]: gpt-oss, Llama-4)
+	 * when param_in_out, else [E, out, in]. group 0: an nn.Linear. */
+	int group;
+	bool param_in_out;
 } Linear;
 
 typedef struct Model {
@@ -317,6 +324,10 @@ void model_add_linear(Model *, const char *fqn, long in, long out, bool tied, bo
 /* Linear `later` reads the same input tensor as linear `first` (an earlier
  * one; its own root if it shares too). */
 void model_share_input(Model *, int later, int first);
+/* Marks linear i an expert's slice of a fused parameter of `group` experts
+ * (Linear.group); model_fused_param writes the parameter's key. */
+void model_fuse(Model *, int i, int group, bool in_out);
+void model_fused_param(const Linear *, char *out, size_t cap);
 /* The index of the first linear reading linear i's input, or -1 (none). */
 int model_input_root(const Model *, int i);
 _Noreturn void model_fail(Model *, const char *file, int line, const char *fmt, ...);
@@ -343,6 +354,15 @@ void plan_print_json(const Plan *, FILE *);
  * whose FQN matches layer_pattern (a glob when it has * ? or [, else a
  * substring; NULL: all). Free with ir_module_free. */
 struct Module *lower_plan(const Plan *, const char *layer_pattern);
+/* The expert groups of the plan's MoE blocks (the experts 0..E-1 of one
+ * block and module, one policy): for each, its fprop and wgrad as one
+ * gemm_grouped func named after the group (the fused parameter's key, or
+ * the FQN without the expert index: BLOCK.experts.w1.fprop) whose weight
+ * is the experts' stacked [E*N, K] and whose %offs are the groups' end
+ * offsets; what gemm_grouped cannot express per expert (dgrad, padding,
+ * bias, tensorwise activation, delayed and NVFP4 scales) is left out: the
+ * per-expert funcs of lower_plan compute it. */
+struct Module *lower_grouped(const Plan *, const char *layer_pattern);
 /* Whether to print progress for `work` layers: PRECC_PROGRESS=1/0 forces
  * it on/off, else on a tty from LOWER_PROGRESS_MIN layers. */
 enum { LOWER_PROGRESS_MIN = 2000 };

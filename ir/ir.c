@@ -505,6 +505,14 @@ ir_vector(precc_format fmt, long d0)
 }
 
 Type
+ir_index_vector(long d0)
+{
+	Type t = {.fmt = PRECC_FP32, .rank = 1, .dim = {d0, 0}, .index = true};
+
+	return t;
+}
+
+Type
 ir_scale_type(precc_format fmt, long d0, long d1, long b0, long b1)
 {
 	Type t = {.fmt = fmt, .rank = 2, .dim = {d0, d1}, .is_scale = true,
@@ -533,7 +541,8 @@ ir_scale_of(precc_format fmt, const Type *d, long b0, long b1)
 bool
 ir_type_eq(const Type *a, const Type *b)
 {
-	if (a->fmt != b->fmt || a->rank != b->rank || a->is_scale != b->is_scale)
+	if (a->fmt != b->fmt || a->rank != b->rank || a->is_scale != b->is_scale
+	    || a->index != b->index)
 		return false;
 	for (int i = 0; i < a->rank; i++) {
 		if (a->dim[i] != b->dim[i])

@@ -45,6 +45,7 @@ enum {
 	A_DIV       = 1 << 16, /* quantize divides by its scale operand */
 	A_NVFP4     = 1 << 17, /* nvfp4=precc | te2.14+ | te2.8-2.13 | torchao */
 	A_SIGNS     = 1 << 18, /* hadamard: sign mask (bit i flips row i) */
+	A_GROUP     = 1 << 19, /* gemm_grouped: group=m (rows) | k (reduction) */
 };
 
 typedef enum Op {
@@ -72,6 +73,8 @@ typedef struct Type {
 	int rank;                 /* 1 or 2 */
 	long dim[MAXRANK];
 	bool is_scale;            /* carries a granularity */
+	bool index;               /* i32 (gemm_grouped's offsets); fmt is f32,
+	                             the storage width */
 	long block[MAXRANK];      /* scale tensors: data tile per element,
 	                             0 = the whole extent ({1x128}, {*x*}) */
 } Type;
@@ -137,6 +140,7 @@ typedef struct Ins {
 	bool divide;              /* quantize div: x / s instead of x * s */
 	Nvfp4Rule nvfp4;          /* block_scale, two-level quantize */
 	unsigned signs;           /* hadamard: 16-bit sign mask */
+	bool group_k;             /* gemm_grouped: group=k (else group=m) */
 	int line, col;            /* source position when parsed, else 0 */
 	char *comment;            /* lines printed before it ("# ...", and
 	                             blank lines at module level), or NULL */
@@ -218,6 +222,7 @@ int pass_attr_by_name(const char *);               /* -1 if unknown */
 void ir_comment(char **slot, const char *fmt, ...);
 Type ir_tensor(precc_format, long d0, long d1);    /* rank 2 data */
 Type ir_vector(precc_format, long d0);             /* rank 1 */
+Type ir_index_vector(long d0);                     /* i32[d0] */
 Type ir_scale_type(precc_format, long d0, long d1, long b0, long b1);
 /* Scale type of granularity b0 x b1 (0 = whole) over data type d. */
 Type ir_scale_of(precc_format, const Type *d, long b0, long b1);

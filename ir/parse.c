@@ -296,7 +296,11 @@ type(Parser *ps)
 	Type t = {0};
 	const char *s;
 
-	t.fmt = format(ps);
+	if (!strncmp(ps->p, "i32[", 4)) {   /* gemm_grouped's offsets */
+		t.index = true, t.fmt = PRECC_FP32;
+		ps->p += 3;
+	} else
+		t.fmt = format(ps);
 	if (*ps->p != '[')
 		errat(ps, ps->p, "expected '[' after the format");
 	ps->p++;
@@ -461,7 +465,7 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 	    || IS("algo", A_ALGO) || IS("round", A_ROUND) || IS("sat", A_SAT)
 	    || IS("stream", A_STREAM) || IS("accum", A_ACCUM) || IS("mode", A_MXMODE)
 	    || IS("nan", A_NAN) || IS("zero", A_ZERO) || IS("form", A_FORM) || IS("div", A_DIV)
-	    || IS("nvfp4", A_NVFP4) || IS("signs", A_SIGNS)) {
+	    || IS("nvfp4", A_NVFP4) || IS("signs", A_SIGNS) || IS("group", A_GROUP)) {
 		if (!(a & bit))
 			errat(ps, at, "%s takes no attribute '%s'", opinfo[i->op].name, key);
 	} else
@@ -517,6 +521,11 @@ attribute(Parser *ps, Ins *i, unsigned *seen)
 		if (*end || m > 0xffff || val[0] == '-')
 			errat(ps, vat, "bad signs '%s' (expected a 16-bit mask, 0 to 0xffff)", val);
 		i->signs = (unsigned)m;
+		break;
+	}
+	case A_GROUP: {
+		static const char *const gv[] = {"m", "k"};
+		i->group_k = enumval(ps, vat, key, val, gv, 2) == 1;
 		break;
 	}
 	case A_NVFP4: {
@@ -724,6 +733,8 @@ instruction(Parser *ps, Func *f)
 		errat(ps, opat, "%s needs mode=rceil or mode=floor", opname);
 	if ((opinfo[op].attrs & A_ACCUM) && !(seen & A_ACCUM))
 		errat(ps, opat, "%s needs accum=fp32, accum=promote:N or accum=fast:B", opname);
+	if ((opinfo[op].attrs & A_GROUP) && !(seen & A_GROUP))
+		errat(ps, opat, "%s needs group=m or group=k", opname);
 	i->type = t;
 	if (resat) {
 		v = names_find(&ps->vals, res);

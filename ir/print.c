@@ -30,7 +30,7 @@ print_block(FILE *f, long b)
 void
 ir_print_type(FILE *f, const Type *t)
 {
-	fprintf(f, "%s[", ir_fmt_name(t->fmt));
+	fprintf(f, "%s[", t->index ? "i32" : ir_fmt_name(t->fmt));
 	for (int i = 0; i < t->rank; i++) {
 		if (i)
 			fputc(',', f);
@@ -158,6 +158,8 @@ print_ins(FILE *f, const Func *fn, const Ins *i, const int *canon)
 		fputs(" form=amax_over_fmax", f);
 	if ((a & A_DIV) && i->divide)
 		fputs(" div", f);
+	if (a & A_GROUP)
+		fputs(i->group_k ? " group=k" : " group=m", f);
 	if ((a & A_NVFP4) && i->nvfp4 != NV_PRECC)
 		fprintf(f, " nvfp4=%s", nvfp4_rule_name(i->nvfp4));
 	if ((a & A_SIGNS) && i->signs)

@@ -450,6 +450,81 @@ check_op(Ctx *c)
 			return bad(c, "accum=promote:%d: the interval must be positive", i->accum_n);
 		return true;
 	}
+	case OP_gemm_grouped: {
+		const Type *A = at(c, 0), *B = at(c, 1), *O = at(c, 2);
+		bool qa, qb;
+		long G;
+
+		if (!data(c, 0, "A") || !data(c, 1, "B"))
+			return false;
+		if (!O->index || O->rank != 1 || O->dim[0] < 1)
+			return bad(c, "offsets %%%s must be i32[G], the groups' end offsets, got %s",
+			           vn(c, 2), tstr(O));
+		G = O->dim[0];
+		if (A->rank != 2 || B->rank != 2)
+			return bad(c, "A %%%s and B %%%s must be rank 2, got %s and %s", vn(c, 0),
+			           vn(c, 1), tstr(A), tstr(B));
+		if (A->dim[1] != B->dim[1])
+			return bad(c, "%s mismatch: A %%%s is %s and B %%%s is %s", i->group_k
+			           ? "token" : "K", vn(c, 0), shape(A), vn(c, 1), shape(B));
+		if (!i->group_k) {   /* A[M,K] rows by group, B[G*N,K] the groups' weights */
+			if (B->dim[0] < 0 || B->dim[0] % G)
+				return bad(c, "group=m: B %%%s %s must stack the %ld groups' [N,K] "
+				           "weights: [%ld*N,K]", vn(c, 1), shape(B), G, G);
+			want = ir_tensor(PRECC_FP32, A->dim[0], B->dim[0] / G);
+		} else {             /* A[N,M], B[K,M]: each group reduces its tokens */
+			if (A->dim[0] < 0 || B->dim[0] < 0)
+				return bad(c, "group=k: A %%%s and B %%%s reduce over their columns; their "
+				           "rows are static", vn(c, 0), vn(c, 1));
+			want = ir_tensor(PRECC_FP32, G * A->dim[0], B->dim[0]);
+		}
+		if (!result_is(c, &want))
+			return false;
+		qa = ir_fmt_quantized(A->fmt), qb = ir_fmt_quantized(B->fmt);
+		if (qa != qb)
+			return bad(c, "A %%%s is %s but B %%%s is %s: quantize both or neither", vn(c, 0),
+			           ir_fmt_name(A->fmt), vn(c, 1), ir_fmt_name(B->fmt));
+		if (!qa && (i->narg != 3 || !ir_fmt_high(A->fmt) || !ir_fmt_high(B->fmt)))
+			return bad(c, "high-precision operands take no scales: gemm_grouped %%a, %%b, "
+			           "%%offs (got %d operands, %s and %s)", i->narg, ir_fmt_name(A->fmt),
+			           ir_fmt_name(B->fmt));
+		if (qa) {
+			if (A->fmt == PRECC_E2M1 || B->fmt == PRECC_E2M1)
+				return bad(c, "gemm_grouped takes no two-level (e2m1) scales");
+			if (i->narg != 5)
+				return bad(c, "%s operands need one scale_inv each: gemm_grouped %%a, %%b, "
+				           "%%offs, %%sa, %%sb (got %d operands)", ir_fmt_name(A->fmt),
+				           i->narg);
+			if (!covers(c, A, vn(c, 0), at(c, 3), vn(c, 3))
+			    || !covers(c, B, vn(c, 1), at(c, 4), vn(c, 4)))
+				return false;
+			long N = B->dim[0] / G, b0 = at(c, 4)->block[0];
+			if (!i->group_k && b0 && b0 != B->dim[0] && N % b0)
+				return bad(c, "group=m: the row block %ld of %%%s straddles two groups' "
+				           "weights (N=%ld)", b0, vn(c, 4), N);
+			for (int k = 3; k <= 4 && !i->group_k; k++) {
+				long kb = at(c, k)->block[1];
+				if (kb > 0 && A->dim[1] % kb)
+					return bad(c, "K=%ld is not a multiple of the K block of %%%s %s: "
+					              "blocks along K may not be partial", A->dim[1], vn(c, k),
+					           blockstr(at(c, k)));
+			}
+			if (i->accum == ACC_PROMOTE)
+				for (int k = 3; k <= 4; k++) {
+					long kb = at(c, k)->block[1];
+					if (kb && kb % i->accum_n)
+						return bad(c, "accum=promote:%d applies scales at each promotion, so "
+						              "K blocks must be multiples of %d; %%%s has %s",
+						           i->accum_n, i->accum_n, vn(c, k), blockstr(at(c, k)));
+				}
+		}
+		if (i->accum == ACC_FAST && (i->accum_n < 1 || i->accum_n > 23))
+			return bad(c, "accum=fast:%d: the accumulator keeps 1 to 23 mantissa bits",
+			           i->accum_n);
+		if (i->accum == ACC_PROMOTE && i->accum_n < 1)
+			return bad(c, "accum=promote:%d: the interval must be positive", i->accum_n);
+		return true;
+	}
 	case OP_bias:
 		a = at(c, 0);
 		if (a->rank != 2 || a->is_scale || a->fmt != PRECC_FP32)
@@ -550,6 +625,11 @@ type_ok(Ctx *c, const Type *t)
 	}
 	if (t->is_scale && t->rank != 2)
 		return bad(c, "result type %s: scale tensors are rank 2", tstr(t));
+	if (t->index && (t->rank != 1 || t->is_scale || t->dim[0] < 1))
+		return bad(c, "result type %s: i32 is a static vector (offsets)", tstr(t));
+	if (t->index && c->i->op != OP_param && c->i->op != OP_call)
+		return bad(c, "only a param (or a call) defines an i32 value, not %s",
+		           opinfo[c->i->op].name);
 	/* two codes a byte, row by row (an M last dim is checked at run time) */
 	if (t->fmt == PRECC_E2M1 && t->dim[t->rank - 1] > 0 && t->dim[t->rank - 1] % 2)
 		return bad(c, "result type %s: e2m1 is stored two codes per byte along the last "
@@ -572,6 +652,8 @@ check_arity(Ctx *c)
 		return bad(c, "takes %d operand%s, got %d", o->minargs, o->minargs == 1 ? "" : "s", n);
 	if (c->i->op == OP_gemm)
 		return bad(c, "takes 2, 4 or 6 operands, got %d", n);
+	if (c->i->op == OP_gemm_grouped)
+		return bad(c, "takes 3 or 5 operands (%%a, %%b, %%offs [, %%sa, %%sb]), got %d", n);
 	return bad(c, "takes %d to %d operands, got %d", o->minargs, o->maxargs, n);
 }
 
@@ -647,6 +729,10 @@ verify_func(Ctx *c)
 				ok = bad(c, "%%%s is never defined", v->name);
 			else if (v->def >= k)
 				ok = bad(c, "%%%s is used before its definition", v->name);
+			else if (v->type.index && !(i->op == OP_gemm_grouped && a == 2)
+			         && i->op != OP_call)
+				ok = bad(c, "%%%s is i32 (offsets): only gemm_grouped's third operand "
+				         "reads it", v->name);
 		}
 		if (ok)
 			check_op(c);

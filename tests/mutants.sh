@@ -77,6 +77,15 @@ tmap_launcher_args|driver/artifacts.c|lit.build|			fprintf(c, "%s(void *)&tm[%d]
 wgmma_promote_tail|codegen/k_gemm_sm90.c|codegen.emu_sm90a|begin_if(e, LLVMBuildOr(b, at_p, last, ""));|begin_if(e, LLVMBuildAnd(b, at_p, LLVMBuildOr(b, at_p, last, ""), ""));
 tensor_scale_unbounded|codegen/k_gemm.c|codegen.emu$\|codegen.emu_sm90a|	*p = sel(e, over, cf(e, 0x1p64), sel(e, under, cf(e, 0x1p-64), cf(e, 1.0)));|	*p = cf(e, 1.0);
 grid_tiled_rows|include/precc/grid.h|runtime.plan.fake\|runtime.precc_run.m_variant|gy = (g->rows + g->tile_rows - 1) / g->tile_rows;|gy = g->rows / g->tile_rows;'
+# issue 29, MoE (moefront): gemm_grouped's reference and lowering, the fused-expert
+# configs, routers in bf16
+MUTANTS="$MUTANTS
+grouped_b_offset|ir/interp/grouped.c|ir.grouped\|frontend.grouped_lower|s.b.data = (const char *)d->b.data + (size_t)g * (size_t)d->n|s.b.data = (const char *)d->b.data + (size_t)(g ? g - 1 : 0) * (size_t)d->n
+grouped_monotone|ir/interp/grouped.c|ir.grouped|if (g && offs[g] < offs[g - 1])|if (0 && offs[g] < offs[g - 1])
+grouped_weight_scale|frontend/lower.c|frontend.grouped_lower|		b0 = l->out;|		b0 = 0;
+router_bf16|frontend/plan.c|lit.check|				keep_router(lp, g);|				(void)lp;
+fused_layout|frontend/hf_arch.c|lit.check|\"num_local_experts\", \"num_experts\", true,|\"num_local_experts\", \"num_experts\", false,
+dsv2_expert_bias|frontend/hf_arch.c|lit.check|false, -1, false);|false, -1, d->mlp_bias);"
 
 survivors=0
 stale=0

@@ -34,6 +34,7 @@
 
 #include "ir.h"
 #include "util.h"
+#include "grouped.h"
 
 struct Interp {
 	const Func *f;
@@ -161,6 +162,9 @@ scratch_bytes(const IrInterp *ip, const Ins *i)
 {
 	size_t s = 0;
 
+	if (i->op == OP_gemm_grouped)   /* its scales, and group=k's column copies */
+		return (size_t)(nelem(ip, i->arg[0]) + nelem(ip, i->arg[1])) * 4
+		     + (i->narg == 5 ? (size_t)(nelem(ip, i->arg[3]) + nelem(ip, i->arg[4])) * 4 : 0);
 	if (i->op != OP_gemm && i->op != OP_quantize && i->op != OP_dequantize && i->op != OP_bias)
 		return 0;
 	for (int k = 0; k < i->narg && (i->op != OP_gemm || k < 4); k++) {
@@ -920,6 +924,11 @@ op_gemm(IrInterp *ip, const Ins *i)
 {
 	int A = i->arg[0], B = i->arg[1], C = i->res, e = -1;
 	long m = ip->shape[A][0], k = ip->shape[A][1], n = ip->shape[B][0];
+	/* gemm_grouped (ir/interp/grouped.c): %offs before the scales; B
+	 * stacks the groups' weights (group=m), C the groups' dW (group=k) */
+	bool grp = i->op == OP_gemm_grouped;
+	int so = grp ? 3 : 2, ng = grp ? (int)nelem(ip, i->arg[2]) : 1;
+	long cm = grp && i->group_k ? ng * m : m, cn = grp && !i->group_k ? n / ng : n;
 	AccumKind acc = i->accum;
 	int accn = i->accum_n;
 	precc_gemm_desc d;
@@ -930,23 +939,24 @@ op_gemm(IrInterp *ip, const Ins *i)
 	if (ip->shape[B][1] != k)
 		return fail(ip, i, "K mismatch: A %%%s is [%ld, %ld], B %%%s is [%ld, %ld]",
 		            ip->f->val[A].name, m, k, ip->f->val[B].name, n, ip->shape[B][1]);
-	if (ip->shape[C][0] != m || ip->shape[C][1] != n || vtype(ip, C)->fmt != PRECC_FP32)
-		return fail(ip, i, "result must be f32[%ld, %ld]", m, n);
+	if (ip->shape[C][0] != cm || ip->shape[C][1] != cn || vtype(ip, C)->fmt != PRECC_FP32
+	    || (grp && (!vtype(ip, i->arg[2])->index || (!i->group_k && n % ng))))
+		return fail(ip, i, "result must be f32[%ld, %ld]", cm, cn);
 	if ((acc == ACC_PROMOTE && accn < 1) || (acc == ACC_FAST && (accn < 1 || accn > 23)))
 		return fail(ip, i, "accum %s:%d is out of range", accum_kind_name(acc), accn);
-	if (i->narg != 2 && i->narg != 4 && i->narg != 6)
-		return fail(ip, i, "takes 2, 4 or 6 operands, got %d", i->narg);
+	if (grp ? i->narg != 3 && i->narg != 5 : i->narg != 2 && i->narg != 4 && i->narg != 6)
+		return fail(ip, i, "takes %s operands, got %d", grp ? "3 or 5" : "2, 4 or 6", i->narg);
 	precc_gemm_desc_init(&d);
-	d.m = m, d.n = n, d.k = k;
+	d.m = m, d.n = cn, d.k = k;
 	d.threads = ip->o.threads;
 	d.c = ip->buf[C];
-	if (i->narg >= 4)
+	if (i->narg >= so + 2)
 		for (int o = 0; o < 2; o++) {
-			int s = i->arg[2 + o], g = i->narg == 6 ? i->arg[4 + o] : -1;
+			int s = i->arg[so + o], g = i->narg == 6 ? i->arg[4 + o] : -1;
 			long kb = vtype(ip, s)->block[1];
 			if (check_cover(ip, i, i->arg[o], s))
 				goto out;
-			if (kb > 0 && k % kb) {
+			if (kb > 0 && k % kb && !(grp && i->group_k)) {   /* group=k: per group */
 				fail(ip, i, "K=%ld is not a multiple of the K block %ld of %%%s: blocks "
 				     "along K may not be partial", k, kb, ip->f->val[s].name);
 				goto out;
@@ -971,7 +981,7 @@ op_gemm(IrInterp *ip, const Ins *i)
 		}
 		op->scale_inv = sinv[o];
 		if (sinv[o])
-			op->blk = block_of(vtype(ip, i->arg[2 + o]));
+			op->blk = block_of(vtype(ip, i->arg[so + o]));
 	}
 	if (acc == ACC_PROMOTE)
 		d.promote_every = accn, d.acc_mbits = ip->o.promote_bits;
@@ -979,7 +989,8 @@ op_gemm(IrInterp *ip, const Ins *i)
 		d.acc_mbits = accn;
 	if (ip->o.fp32_accum)
 		d.acc_mbits = 0;
-	if ((e = precc_gemm(&d)) != 0)
+	if ((e = grp ? precc_gemm_grouped(&d, i->group_k, ip->buf[i->arg[2]], ng)
+	             : precc_gemm(&d)) != 0)
 		kfail(ip, i, e);
 out:
 	free(ts[0]), free(ts[1]), free(w[0]), free(w[1]);
@@ -1104,7 +1115,7 @@ gpu_nans(IrInterp *ip, const Ins *i)
 {
 	switch (i->op) {
 	case OP_scale: case OP_block_scale: case OP_recip: case OP_dequantize:
-	case OP_hadamard: case OP_gemm: case OP_bias: case OP_accumulate:
+	case OP_hadamard: case OP_gemm: case OP_gemm_grouped: case OP_bias: case OP_accumulate:
 		break;
 	default:
 		return;
@@ -1166,7 +1177,7 @@ ir_interp_run(IrInterp *ip)
 		case OP_hadamard: r = op_hadamard(ip, i); break;
 		case OP_pad:
 		case OP_slice: r = op_pad_slice(ip, i); break;
-		case OP_gemm: r = op_gemm(ip, i); break;
+		case OP_gemm: case OP_gemm_grouped: r = op_gemm(ip, i); break;
 		case OP_bias: r = op_bias(ip, i); break;
 		case OP_accumulate: r = op_accumulate(ip, i); break;
 		case OP_call: r = op_call(ip, i); break;

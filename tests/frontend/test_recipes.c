@@ -127,10 +127,10 @@ deepseek_v3(void)
 	CHECK(r->rules[0].pattern && !strcmp(r->rules[0].pattern, "^lm_head$"));
 	CHECK(r->rules[0].settings.all.v.format == PRECC_BF16 && r->rules[0].loc.line > 0);
 	CHECK(strstr(r->rules[0].label, "output head") != NULL);
-	Linear head = {"lm_head", 4096, 128256, false, false, -1, -1, 0, "other", 0};
-	Linear q = {"model.layers.3.self_attn.q_proj", 4096, 4096, false, false, -1, -1, 0, "other", 0};
-	Linear gate = {"model.layers.3.mlp.gate", 7168, 256, false, false, -1, -1, 0, "other", 0};
-	Linear gate_proj = {"model.layers.3.mlp.gate_proj", 7168, 18432, false, false, -1, -1, 0, "other", 0};
+	Linear head = {"lm_head", 4096, 128256, false, false, -1, -1, 0, "other", 0, 0, false};
+	Linear q = {"model.layers.3.self_attn.q_proj", 4096, 4096, false, false, -1, -1, 0, "other", 0, 0, false};
+	Linear gate = {"model.layers.3.mlp.gate", 7168, 256, false, false, -1, -1, 0, "other", 0, 0, false};
+	Linear gate_proj = {"model.layers.3.mlp.gate_proj", 7168, 18432, false, false, -1, -1, 0, "other", 0, 0, false};
 	CHECK(recipe_rule_matches(r, &r->rules[0], &head));
 	CHECK(!recipe_rule_matches(r, &r->rules[0], &q));
 	CHECK(recipe_rule_matches(r, &r->rules[1], &gate));
@@ -176,12 +176,12 @@ rule_forms(void)
 		recipe_free(r);
 		return;
 	}
-	Linear head = {"lm_head", 4096, 32000, false, false, -1, -1, 0, "other", 0};
-	Linear q = {"model.layers.0.self_attn.q_proj", 4096, 4096, false, false, -1, -1, 0, "other", 0};
-	Linear k = {"model.layers.0.self_attn.k_proj", 4096, 1024, false, false, -1, -1, 0, "other", 0};
-	Linear down = {"model.layers.0.mlp.down_proj", 14336, 4096, false, false, -1, -1, 0, "other", 0};
-	Linear up = {"model.layers.0.mlp.up_proj", 4096, 14336, false, false, -1, -1, 0, "other", 0};
-	Linear emb = {"model.embed_tokens", 4096, 4096, false, false, -1, -1, 0, "other", 0};
+	Linear head = {"lm_head", 4096, 32000, false, false, -1, -1, 0, "other", 0, 0, false};
+	Linear q = {"model.layers.0.self_attn.q_proj", 4096, 4096, false, false, -1, -1, 0, "other", 0, 0, false};
+	Linear k = {"model.layers.0.self_attn.k_proj", 4096, 1024, false, false, -1, -1, 0, "other", 0, 0, false};
+	Linear down = {"model.layers.0.mlp.down_proj", 14336, 4096, false, false, -1, -1, 0, "other", 0, 0, false};
+	Linear up = {"model.layers.0.mlp.up_proj", 4096, 14336, false, false, -1, -1, 0, "other", 0, 0, false};
+	Linear emb = {"model.embed_tokens", 4096, 4096, false, false, -1, -1, 0, "other", 0, 0, false};
 	const Rule *u = r->rules;
 	CHECK(recipe_rule_matches(r, &u[0], &head) && !recipe_rule_matches(r, &u[0], &q));
 	CHECK(recipe_rule_matches(r, &u[1], &q) && !recipe_rule_matches(r, &u[1], &k));

@@ -1,0 +1,33 @@
+/*
+ * interp/grouped.h — the reference of gemm_grouped (docs/ir.md), private
+ * to precc_ir like util.h.
+ */
+#ifndef PRECC_INTERP_GROUPED_H
+#define PRECC_INTERP_GROUPED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "precc/interp.h"
+
+/* The experts of one MoE block, each through precc_gemm on its own slice.
+ * offs[g] is group g's end (group g is [offs[g-1], offs[g]), offs[-1] = 0);
+ * the offsets must be >= 0, non-decreasing and at most the rows (group=m)
+ * or tokens (group=k); anything else is refused with PRECC_IEINVAL.
+ *
+ * group=m (fprop, dgrad; rows sorted by group): d->a is A[m, k] (all the
+ * rows), d->b the groups' weights B[ngroups * n, k] stacked, d->c C[m, n].
+ * Group g's rows of C are A_g . B[g*n .. g*n + n)^T; rows past the last
+ * offset are zero.
+ * group=k (wgrad): d->a is A[m, k] and d->b B[n, k], k the tokens; d->c is
+ * C[ngroups * m, n], group g's [m, n] the product over its tokens (zero for
+ * a group without one).
+ * Scales (scale_inv and blk as precc_gemm's, over the whole operands)
+ * follow the slices; a scale block may not straddle two groups: a group's
+ * first row (group=m, A) or token (group=k) must start a block. No bias,
+ * no out_amax; operands of at least 8 bits (the interpreter widens
+ * fp4/fp6 to e4m3 first). */
+int precc_gemm_grouped(const precc_gemm_desc *d, bool group_k, const int32_t *offs,
+                       int ngroups);
+
+#endif
