@@ -6,6 +6,7 @@ import torch
 
 from .._lib import Error
 from ._convert import Decision, convert, default_targets, plain_state_dict, unconvert
+from ._experts import GroupedExperts
 from ._module import Linear
 from ._state import flush, load_state, save_state
 from . import _ops
@@ -26,5 +27,5 @@ def inspect(module, x, dy=None, seed=0):
     b = module.bias.to(module._precc_bdtype) if module.bias is not None else None
     return _ops.trace(prog, x, w, b, module.precc_state, dy, seed)
 
-__all__ = ["Decision", "Error", "Linear", "convert", "default_targets", "flush", "inspect",
+__all__ = ["Decision", "Error", "GroupedExperts", "Linear", "convert", "default_targets", "flush", "inspect",
            "load_state", "plain_state_dict", "save_state", "unconvert"]

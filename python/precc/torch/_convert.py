@@ -13,6 +13,8 @@ from .. import compiler
 from .._lib import Error
 from ..runtime import Runtime
 from . import _ops
+from . import _experts
+from ._experts import GroupedExperts
 from ._module import Linear
 
 
@@ -42,6 +44,25 @@ def _linears(model):
                 found.setdefault(id(child), (fqn, child))
     if isinstance(model, nn.Linear) and not isinstance(model, Linear):
         found.setdefault(id(model), ("linear", model))
+    return list(found.values()), places
+
+
+class _Shape:
+    """in/out features for a Decision about a fused expert parameter."""
+    def __init__(self, kd):
+        self.in_features, self.out_features = kd.K, kd.N
+
+
+def _fused_experts(model):
+    """Each transformers 5 fused experts module once (first FQN), with every
+    place it is attached."""
+    found, places = {}, {}
+    for name, mod in model.named_modules(remove_duplicate=False):
+        for cname, child in mod.named_children():
+            if _experts.is_fused_experts(child):
+                fqn = name + "." + cname if name else cname
+                places.setdefault(id(child), []).append((mod, cname))
+                found.setdefault(id(child), (fqn, child))
     return list(found.values()), places
 
 
@@ -159,6 +180,35 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
         else:
             cands.append((fqn, mod))
     shared = _shared_inputs(model, cands, example_inputs) if example_inputs is not None else {}
+    # transformers 5's fused experts: one precc layer per expert and GEMM
+    # (up or gate_up, down), named BLOCK.experts.E.PARAM as precc check names them
+    exps, exp_places = _fused_experts(model)
+    exp_cands = []     # (fqn, module, [Kind up, Kind down])
+    for fqn, mod in exps:
+        kinds = [_experts.Kind(mod, _experts.up_name(mod), fqn), _experts.Kind(mod, "down_proj", fqn)]
+        why = None
+        if module_filter_fn is not None and not module_filter_fn(mod, fqn):
+            why = "module_filter_fn said no"
+        elif not compiler.FQN_RE.match(fqn):
+            why = ("its name has characters precc model files do not take (letters, digits, "
+                   "'.', '_', '-')")
+        else:
+            why = _experts.why_not(mod)
+        if why is not None:
+            for kd in kinds:
+                f = fqn + "." + kd.param
+                report[f] = Decision(f, False, why, _Shape(kd))
+            continue
+        exp_cands.append((fqn, mod, kinds))
+
+    def exp_desc():
+        return [compiler.Linear(f, kd.K, kd.N, kd.bias is not None)
+                for _, _, kinds in exp_cands for kd in kinds if kd.precc is not None
+                for f in kd.fqns]
+
+    for _, _, kinds in exp_cands:
+        for kd in kinds:
+            kd.precc = True     # until the plan or the artifacts say otherwise
 
     def desc(sel):
         # linears that took one tensor share it with the first of them in
@@ -172,22 +222,43 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
                 for f, m in sel]
 
     name = "torch_" + type(model).__name__
+    def n_exp():
+        return sum(1 for _, _, kinds in exp_cands for kd in kinds if kd.precc)
+
     with tempfile.TemporaryDirectory(prefix="precc-convert-") as tmp:
         if artifacts is None:
             path = os.path.join(tmp, "model.lua")
             with open(path, "w") as f:
-                f.write(compiler.model_lua(name, desc(cands)))
-            why = _plan_reasons(compiler.check(recipe, path)) if cands else {}
+                f.write(compiler.model_lua(name, desc(cands) + exp_desc()))
+            why = _plan_reasons(compiler.check(recipe, path)) if cands or exp_cands else {}
             for fqn, mod in cands:
                 if fqn in why:
                     report[fqn] = Decision(fqn, False, why[fqn], mod)
             cands = [(f, m) for f, m in cands if f not in why]
-            if cands:
+            for _, _, kinds in exp_cands:
+                for kd in kinds:   # a kind runs in precc for every expert or none
+                    r = next((why[f] for f in kd.fqns if f in why), None)
+                    if r is not None:
+                        kd.precc, kd.reason = None, r
+            if cands or n_exp():
                 with open(path, "w") as f:
-                    f.write(compiler.model_lua(name, desc(cands)))
+                    f.write(compiler.model_lua(name, desc(cands) + exp_desc()))
                 artifacts = compiler.build(recipe, path, targets or default_targets(model))
-        if cands:
+        if cands or n_exp():
             rt = Runtime(artifacts, "cpu")
+            for _, _, kinds in exp_cands:
+                for kd in kinds:
+                    if not kd.precc:
+                        continue
+                    for f in kd.fqns:
+                        l = rt.by_fqn.get(f)
+                        if l is None:
+                            kd.precc, kd.reason = None, "%s is not a layer of %s" % (f, artifacts)
+                            break
+                        K, N = l.buffer("x").shape(1)[1], l.buffer("w").shape(1)[0]
+                        if (K, N) != (kd.K, kd.N):
+                            raise Error("precc: %s is %d->%d; in %s it is %d->%d (artifacts of "
+                                        "another model?)" % (f, kd.K, kd.N, artifacts, K, N))
             sel = []
             for fqn, mod in cands:
                 l = rt.by_fqn.get(fqn)
@@ -200,12 +271,26 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
                                 "model?)" % (fqn, mod.in_features, mod.out_features, artifacts, K, N))
                 sel.append((fqn, mod))
             cands = sel
-    if not cands:
+    # a block whose GEMMs precc takes none of stays as it is
+    for fqn, mod, kinds in exp_cands:
+        for kd in kinds:
+            f = fqn + "." + kd.param
+            if kd.precc:
+                report[f] = Decision(f, True, "", _Shape(kd))
+            else:
+                report[f] = Decision(f, False, kd.reason, _Shape(kd))
+    exp_cands = [c for c in exp_cands if any(kd.precc for kd in c[2])]
+    exp_report = [fqn + "." + kd.param for fqn, mod in exps
+                  for kd in (_experts.Kind(mod, _experts.up_name(mod), fqn),
+                             _experts.Kind(mod, "down_proj", fqn))]
+    if not cands and not exp_cands:
         if warn:
             warnings.warn("precc: convert took no linear layer of %s" % name)
-        model.precc_report = [report[f] for f, _ in mods]
+        model.precc_report = [report[f] for f, _ in mods] + [report[f] for f in exp_report]
         return model
-    layouts = _layouts(rt, artifacts, [f for f, _ in cands])
+    layouts = _layouts(rt, artifacts, [f for f, _ in cands] +
+                       [f for _, _, kinds in exp_cands for kd in kinds if kd.precc
+                        for f in kd.fqns])
     group = _ops.Group(artifacts, layouts, seed)
     group.runtimes[("cpu", None)] = rt
     group.recipe = rt.info["recipe"]
@@ -217,9 +302,16 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
         if mod is model:
             new_root = new
         report[fqn] = Decision(fqn, True, "", mod)
-    new_root.precc_report = [report[f] for f, _ in mods]
+    for fqn, mod, kinds in exp_cands:
+        for kd in kinds:
+            kd.precc = bool(kd.precc)
+        new = GroupedExperts.from_experts(mod, group, fqn, kinds)
+        for parent, attr in exp_places.get(id(mod), []):
+            setattr(parent, attr, new)
+    new_root.precc_report = [report[f] for f, _ in mods] + [report[f] for f in exp_report]
     new_root.precc_group = group
-    kept = [d for d in new_root.precc_report if not d.converted and d.reason != "module_filter_fn said no"]
+    kept = [d for d in new_root.precc_report
+            if not d.converted and d.reason != "module_filter_fn said no"]
     if warn and kept:
         warnings.warn("precc: %d linear(s) stay nn.Linear:\n  %s" % (
             len(kept), "\n  ".join("%s: %s" % (d.fqn, d.reason) for d in kept)))
@@ -247,13 +339,16 @@ def unconvert(model):
     and returned; a bare precc.torch.Linear is returned as a new nn.Linear."""
     if isinstance(model, Linear):
         return _to_linear(model)
+    if isinstance(model, GroupedExperts):
+        return _experts.to_experts(model)
     done = {}
     for mod in list(model.modules()):
         for cname, child in list(mod.named_children()):
-            if isinstance(child, Linear):
+            if isinstance(child, (Linear, GroupedExperts)):
                 new = done.get(id(child))
                 if new is None:
-                    new = done[id(child)] = _to_linear(child)
+                    new = done[id(child)] = (_to_linear(child) if isinstance(child, Linear)
+                                             else _experts.to_experts(child))
                 setattr(mod, cname, new)
     for attr in ("precc_group", "precc_report"):
         if attr in model.__dict__:
@@ -267,7 +362,8 @@ def plain_state_dict(state):
     if isinstance(state, nn.Module):
         state = state.state_dict()
     out = type(state)((k, v) for k, v in state.items()
-                      if k.rsplit(".", 1)[-1] != "precc_state")
+                      if k.rsplit(".", 1)[-1] != "precc_state"
+                      and not k.rsplit(".", 1)[-1].startswith(_experts.STATE_PREFIX))
     meta = getattr(state, "_metadata", None)
     if meta is not None:
         out._metadata = meta

@@ -5,18 +5,30 @@ import torch
 
 from .._lib import Error
 from ..runtime import State
+from ._experts import STATE_PREFIX, GroupedExperts
 from ._module import Linear
 
 
 def _modules(model):
-    mods = [m for m in model.modules() if isinstance(m, Linear)]
+    """[(layer fqn, its state tensor)] of every precc layer of model (a
+    GroupedExperts' experts one row each), and their Group."""
+    mods = [m for m in model.modules() if isinstance(m, (Linear, GroupedExperts))]
     if not mods:
         raise Error("precc: the model has no precc.torch.Linear (convert it first)")
     groups = {id(m._precc_group): m._precc_group for m in mods}
     if len(groups) != 1:
         raise Error("precc: the model holds layers of %d convert() calls; save each part"
                     % len(groups))
-    return mods, next(iter(groups.values()))
+    layers = []
+    for m in mods:
+        if isinstance(m, Linear):
+            layers.append((m.precc_fqn, m.precc_state))
+            continue
+        for kd in m._precc_kinds:
+            if kd.precc:
+                buf = getattr(m, STATE_PREFIX + kd.param)
+                layers += [(f, buf[e, :kd.size]) for e, f in enumerate(kd.fqns)]
+    return layers, next(iter(groups.values()))
 
 
 def flush(model):
@@ -25,7 +37,7 @@ def flush(model):
     of a step; call it after a step whose backward covered only some layers."""
     seen = set()
     for m in model.modules():
-        if isinstance(m, Linear) and id(m._precc_group) not in seen:
+        if isinstance(m, (Linear, GroupedExperts)) and id(m._precc_group) not in seen:
             seen.add(id(m._precc_group))
             m._precc_group.flush()
 
@@ -45,9 +57,9 @@ def save_state(model, path):
     rt = group.runtime(torch.device("cpu"))
     st = State(rt)
     try:
-        for m in mods:
-            host = m.precc_state.detach().to("cpu").contiguous()
-            st.pull(rt.layer(m.precc_fqn), _ptrs(rt.layer(m.precc_fqn), group.layouts[m.precc_fqn].views(host)))
+        for fqn, state in mods:
+            host = state.detach().to("cpu").contiguous()
+            st.pull(rt.layer(fqn), _ptrs(rt.layer(fqn), group.layouts[fqn].views(host)))
         st.save(path)
     finally:
         st.close()
@@ -64,12 +76,12 @@ def load_state(model, path):
     try:
         st.load(path)
         hosts = []
-        for m in mods:
-            host = m.precc_state.detach().to("cpu").clone()  # the region's padding kept
-            st.push(rt.layer(m.precc_fqn), _ptrs(rt.layer(m.precc_fqn), group.layouts[m.precc_fqn].views(host)))
+        for fqn, state in mods:
+            host = state.detach().to("cpu").clone()  # the region's padding kept
+            st.push(rt.layer(fqn), _ptrs(rt.layer(fqn), group.layouts[fqn].views(host)))
             hosts.append(host)
         with torch.no_grad():
-            for m, h in zip(mods, hosts):
-                m.precc_state.copy_(h)
+            for (_, state), h in zip(mods, hosts):
+                state.copy_(h)
     finally:
         st.close()

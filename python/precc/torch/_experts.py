@@ -1,0 +1,270 @@
+"""precc.torch.GroupedExperts: transformers 5's fused MoE experts module
+(3-D gate_up_proj / up_proj and down_proj Parameters, the classes that
+@use_experts_implementation decorates) with each expert's GEMMs run by
+precc's per-expert plans, until the grouped kernels of issue 29 land.
+
+The forward contract is the experts module's own: hidden_states [T, H],
+top_k_index [T, k] (integers in [0, E)) and top_k_weights [T, k] in, [T, H]
+out, computed as transformers' grouped_mm implementation does
+(integrations/moe.py, grouped_mm_experts_forward): (token, k) pairs sorted
+stably by expert, each expert's up (gate_up) GEMM, the module's own gate
+(_apply_gate) or act_fn, its down GEMM, the rows scaled by their top-k
+weight, unpermuted and summed over k. docs/pytorch.md, "Mixture of experts"."""
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+from .._lib import Error
+from . import _ops
+
+STATE_PREFIX = "precc_state_"   # + the parameter's name: one buffer per GEMM kind, [E, S]
+
+
+def up_name(mod):
+    return "gate_up_proj" if getattr(mod, "has_gate", True) else "up_proj"
+
+
+def is_fused_experts(mod):
+    """A transformers 5 experts module: the attributes use_experts_implementation
+    sets, and 3-D up and down Parameters of one expert count."""
+    if isinstance(mod, GroupedExperts):
+        return False
+    if not all(hasattr(mod, a) for a in ("has_gate", "has_bias", "is_transposed", "num_experts")):
+        return False
+    up, down = getattr(mod, up_name(mod), None), getattr(mod, "down_proj", None)
+    return (isinstance(up, nn.Parameter) and isinstance(down, nn.Parameter)
+            and up.dim() == 3 and down.dim() == 3)
+
+
+class Kind:
+    """One GEMM of every expert (the up or the down projection): the 3-D
+    Parameter's name, its per-expert K (in) and N (out), and, when precc runs
+    it, each expert's layer FQN, key and plan facts."""
+    __slots__ = ("param", "bias", "K", "N", "fqns", "precc", "reason", "keys", "size",
+                 "stride", "xdtype", "wdtype", "bdtype")
+
+    def __init__(self, mod, param, fqn):
+        p = getattr(mod, param)
+        E = p.shape[0]
+        self.param = param
+        self.bias = param + "_bias" if mod.has_bias else None
+        # [E, in, out] when transposed (x @ W[e]), else nn.Linear's [E, out, in]
+        self.K, self.N = (p.shape[1], p.shape[2]) if mod.is_transposed else (p.shape[2], p.shape[1])
+        self.fqns = ["%s.%d.%s" % (fqn, e, param) for e in range(E)]
+        self.precc, self.reason, self.keys = False, "", None
+        self.size = self.stride = 0
+        self.xdtype = self.wdtype = self.bdtype = None
+
+
+def why_not(mod):
+    """Why a fused experts module is not swapped, or None."""
+    if getattr(mod, "has_post_expert_norm", False):
+        return "a post-expert norm (not handled by precc.torch.GroupedExperts yet)"
+    if getattr(mod, "_is_expert_parallel", False):
+        return "expert parallel (sentinel routing is not handled by precc.torch.GroupedExperts)"
+    up, down = getattr(mod, up_name(mod)), mod.down_proj
+    E = mod.num_experts
+    if up.shape[0] != E or down.shape[0] != E:
+        return "num_experts %d, parameters of %d and %d experts" % (E, up.shape[0], down.shape[0])
+    if up.device.type == "meta":
+        return "its weights are on the meta device"
+    if not mod.has_gate and not hasattr(mod, "act_fn"):
+        return "no act_fn"
+    return None
+
+
+class GroupedExperts(nn.Module):
+    """The experts module it replaces, with the same Parameters (the same
+    objects, the same 3-D layout), buffers and children, so the same
+    state_dict keys, plus one `precc_state_<param>` buffer [E, S] per GEMM
+    precc runs (each expert's scaling state, a row each). forward takes what
+    the module took: (hidden_states [T, H], top_k_index [T, k],
+    top_k_weights [T, k])."""
+
+    @classmethod
+    def from_experts(cls, mod, group, fqn, kinds):
+        new = cls.__new__(cls)
+        nn.Module.__init__(new)
+        for n, p in mod._parameters.items():
+            new.register_parameter(n, p)
+        for n, b in mod._buffers.items():
+            new.register_buffer(n, b, persistent=n not in mod._non_persistent_buffers_set)
+        for n, c in mod._modules.items():
+            new.add_module(n, c)
+        for k, v in vars(mod).items():   # config, num_experts, alpha, limit, has_gate, ...
+            if k not in new.__dict__ and not (k.startswith("_") and k != "_is_expert_parallel"):
+                setattr(new, k, v)
+        new.training = mod.training
+        new.__dict__["_precc_orig"] = mod         # what unconvert gives back
+        new._precc_gate = getattr(type(mod), "_apply_gate", None)
+        new._precc_group = group
+        new.precc_fqn = fqn
+        new._precc_kinds = kinds
+        dev = getattr(mod, up_name(mod)).device
+        for kd in kinds:
+            if not kd.precc:
+                continue
+            layout = group.layouts[kd.fqns[0]]
+            kd.size = layout.size
+            kd.stride = (layout.size + 3) // 4 * 4     # each row 16-byte aligned
+            st = torch.zeros(len(kd.fqns), kd.stride, dtype=torch.float32)
+            for e, f in enumerate(kd.fqns):
+                if group.layouts[f].size != kd.size:
+                    raise Error("precc: %s: experts with state of different sizes" % f)
+                st[e, :kd.size] = group.layouts[f].new()
+            new.register_buffer(STATE_PREFIX + kd.param, st.to(dev))
+            kd.keys = [_ops.register(group, f) for f in kd.fqns]
+            prog = group.program(kd.fqns[0], torch.device("cpu"))
+            kd.xdtype = _ops.torch_dtype(prog.x.format)
+            kd.wdtype = _ops.torch_dtype(prog.w.format)
+            kd.bdtype = _ops.torch_dtype(prog.bias.format) if prog.bias is not None else None
+            if (kd.bdtype is None) != (kd.bias is None):
+                raise Error("precc: %s: the module %s a bias; its artifacts %s" % (
+                    kd.fqns[0], "has" if kd.bias else "has no",
+                    "were built without one" if kd.bias else "have one"))
+        return new
+
+    # ---- the contract ---------------------------------------------------------
+
+    def forward(self, hidden_states, top_k_index=None, top_k_weights=None, **kw):
+        # gpt-oss names them router_indices and routing_weights
+        if top_k_index is None:
+            top_k_index = kw.pop("router_indices", None)
+        if top_k_weights is None:
+            top_k_weights = kw.pop("routing_weights", None)
+        if kw:
+            raise Error("precc: %s: unexpected arguments %s" % (self.precc_fqn, sorted(kw)))
+        return _grouped_forward(self, hidden_states, top_k_index, top_k_weights)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                              missing_keys, unexpected_keys, error_msgs):
+        # A plain checkpoint has no precc_state_*: keep the fresh state.
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
+        for n in self._buffers:
+            key = prefix + n
+            if n.startswith(STATE_PREFIX) and key not in state_dict and key in missing_keys:
+                missing_keys.remove(key)
+
+    def extra_repr(self):
+        return "experts=%d, %s, precc=%s (%s)" % (
+            self.num_experts, ", ".join("%s %d->%d %s" % (k.param, k.K, k.N,
+                                                          "precc" if k.precc else "torch")
+                                        for k in self._precc_kinds),
+            self.precc_fqn, self._precc_group.recipe)
+
+    # ---- the per-expert GEMMs --------------------------------------------------
+
+    def _gemm(self, kd, e, x, w, b):
+        """One expert's GEMM of kind kd on its rows x (2-D): precc's layer
+        kd.fqns[e], or torch's F.linear where the recipe's plan did not take
+        the kind (a fallback; convert's report says why)."""
+        if not kd.precc:
+            return F.linear(x, w, b)
+        if x.dtype != kd.xdtype:
+            dt = x.device.type
+            if torch.is_autocast_enabled(dt) and torch.get_autocast_dtype(dt) == kd.xdtype:
+                x = x.to(kd.xdtype)
+            else:
+                raise Error("precc: %s: input is %s; the recipe runs this layer on %s "
+                            "inputs (cast the model, or run under torch.autocast(%r, dtype=%s))"
+                            % (kd.fqns[e], x.dtype, kd.xdtype, dt, kd.xdtype))
+        w = w.to(kd.wdtype)
+        if b is not None:
+            b = b.to(kd.bdtype)
+        state = getattr(self, STATE_PREFIX + kd.param)[e, :kd.size]
+        if state.device != x.device:
+            raise Error("precc: %s: precc state on %s, input on %s (move the whole module)"
+                        % (kd.fqns[e], state.device, x.device))
+        needs_grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or
+                                                  (b is not None and b.requires_grad))
+        group = self._precc_group
+        plan = group.program(kd.fqns[e], x.device)
+        return _ops.linear_eager(x, w, b, state, kd.keys[e], needs_grad, None, group, plan)[0]
+
+
+def route(top_k_index, num_experts, what="precc"):
+    """The permutation of the (token, k) pairs, sorted stably by expert, and
+    the tokens per expert (a host list: the per-expert launches need it).
+    Refuses indices that are not integers of shape [T, k], negative or >= E."""
+    idx = top_k_index
+    if not torch.is_tensor(idx) or idx.dim() != 2:
+        raise Error("%s: top_k_index must be a 2-D tensor [tokens, top_k], not %s" % (
+            what, list(idx.shape) if torch.is_tensor(idx) else type(idx).__name__))
+    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+        raise Error("%s: top_k_index must hold integers, not %s" % (what, idx.dtype))
+    flat = idx.reshape(-1).long()
+    if flat.numel():
+        lo, hi = int(flat.min()), int(flat.max())
+        if lo < 0 or hi >= num_experts:
+            raise Error("%s: top_k_index holds expert %d; the module has experts 0..%d%s" % (
+                what, lo if lo < 0 else hi, num_experts - 1,
+                " (an expert-parallel sentinel is not taken)" if hi == num_experts else ""))
+    order = torch.sort(flat, stable=True).indices
+    counts = torch.bincount(flat, minlength=num_experts).tolist()
+    return order, counts
+
+
+@torch.compiler.disable
+def _grouped_forward(self, x, top_k_index, top_k_weights):
+    # Outside torch.compile's graphs: the tokens per expert are host ints
+    # (one launch per expert with tokens), a data-dependent loop no graph
+    # holds until the grouped kernels take the offsets on the device.
+    fqn, E = self.precc_fqn, self.num_experts
+    up, down = self._precc_kinds
+    if not torch.is_tensor(x) or x.dim() != 2 or x.shape[1] != up.K:
+        raise Error("precc: %s: hidden_states of shape %s; the experts take [tokens, %d]" % (
+            fqn, list(x.shape) if torch.is_tensor(x) else type(x).__name__, up.K))
+    order, counts = route(top_k_index, E, "precc: " + fqn)
+    T, k = top_k_index.shape
+    if T != x.shape[0]:
+        raise Error("precc: %s: top_k_index is %s for %d tokens" % (fqn, list(top_k_index.shape),
+                                                                    x.shape[0]))
+    if not torch.is_tensor(top_k_weights) or tuple(top_k_weights.shape) != (T, k):
+        raise Error("precc: %s: top_k_weights must be %s like top_k_index, not %s" % (
+            fqn, [T, k], list(top_k_weights.shape) if torch.is_tensor(top_k_weights)
+            else type(top_k_weights).__name__))
+    if T * k == 0:
+        return torch.zeros_like(x)
+    tok = order // k
+    xs = x[tok]                                   # [T*k, H], sorted by expert
+    ws = top_k_weights.reshape(-1)[order]
+    w_up, w_down = getattr(self, up.param).unbind(0), getattr(self, down.param).unbind(0)
+    b_up = getattr(self, up.bias).unbind(0) if up.bias else None
+    b_down = getattr(self, down.bias).unbind(0) if down.bias else None
+    tr = self.is_transposed
+    outs = []
+    for e, rows in enumerate(torch.split(xs, counts)):
+        if counts[e] == 0:                        # no tokens: no launch, no state change
+            continue
+        h = self._gemm(up, e, rows, w_up[e].t() if tr else w_up[e],
+                       b_up[e] if b_up is not None else None)
+        if not self.has_gate:
+            h = self.act_fn(h)
+        elif self._precc_gate is not None:
+            h = self._precc_gate(self, h)
+        else:                                     # transformers' _default_apply_gate
+            g, u = h.chunk(2, dim=-1)
+            h = self.act_fn(g) * u
+        outs.append(self._gemm(down, e, h, w_down[e].t() if tr else w_down[e],
+                               b_down[e] if b_down is not None else None))
+    ys = torch.cat(outs) if len(outs) > 1 else outs[0]
+    weighted = ys * ws.unsqueeze(-1)
+    inv = torch.empty_like(order)
+    inv[order] = torch.arange(order.numel(), device=order.device)
+    return weighted[inv].view(T, k, -1).sum(dim=1).to(x.dtype)
+
+
+def to_experts(mod):
+    """The module GroupedExperts.from_experts was made from, holding mod's
+    Parameters, buffers (without precc's state) and children as they are now."""
+    orig = mod._precc_orig
+    for n, p in mod._parameters.items():
+        orig._parameters[n] = p
+    for n, b in mod._buffers.items():
+        if not n.startswith(STATE_PREFIX):
+            orig._buffers[n] = b
+    for n, c in mod._modules.items():
+        orig._modules[n] = c
+    orig.train(mod.training)
+    return orig
