@@ -408,7 +408,6 @@ def test_per_expert_linears_still_convert():
 
 def test_filter_and_kept_reasons():
     fused, _ = pair()
-    convert(fused, "current_tensorwise") if False else None
     pt.convert(fused, recipe="current_tensorwise", warn=False,
                module_filter_fn=lambda m, fqn: fqn != "experts")
     assert type(fused.experts) is FusedExperts
@@ -480,3 +479,69 @@ def test_transformers_gpt_oss_experts():
     torch.testing.assert_close(got.float(), want.float(), atol=3e-2, rtol=3e-2)
     got.float().sum().backward()
     assert g.gate_up_proj_bias.grad is not None and g.down_proj.grad.shape == (4, I, H)
+
+
+# ---- DDP: 2 processes over gloo, different tokens per rank -----------------------
+
+def _ddp_worker(rank, world, port, out):
+    import os
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        fused, _ = pair()
+        convert(fused, "te_delayed_hybrid")
+        model = nn.parallel.DistributedDataParallel(fused)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        calls, real = [], dist.all_reduce
+
+        def counting(t, op=dist.ReduceOp.SUM, *a, **k):
+            if op == dist.ReduceOp.MAX:
+                calls.append(t.numel())
+            return real(t, op, *a, **k)
+        dist.all_reduce = counting
+        hit, grads = [], []
+        for i in range(3):
+            g = torch.Generator().manual_seed(10 * i + rank)
+            x = torch.randn(1, 3, H, generator=g) * (1 + 3 * rank)   # 6 pairs: experts idle
+            with torch.no_grad():
+                hit.append(sorted(set(fused.gate(x)[2].reshape(-1).tolist())))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(x).float().pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            grads.append([p.grad.clone() for p in model.parameters()])
+            opt.step()
+        dist.all_reduce = real
+        torch.save({"hit": hit, "calls": calls, "grads": grads,
+                    "state": [fused.experts.precc_state_gate_up_proj.clone(),
+                              fused.experts.precc_state_down_proj.clone()]},
+                   os.path.join(out, "rank%d.pt" % rank))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ddp_delayed_scaling_lines_up(tmp_path):
+    """Under DDP each rank routes its own tokens (different experts idle on
+    each); every expert still runs and commits on every rank, so the one
+    MAX all_reduce a step lines up and both ranks keep the same state."""
+    import socket
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("this torch has no gloo backend")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.start_processes(_ddp_worker, args=(2, port, str(tmp_path)), nprocs=2, start_method="spawn")
+    r = [torch.load(tmp_path / ("rank%d.pt" % i)) for i in range(2)]
+    assert r[0]["hit"] != r[1]["hit"]                  # the ranks route differently
+    assert any(len(h) < E for h in r[0]["hit"] + r[1]["hit"])
+    assert len(r[0]["calls"]) == len(r[1]["calls"]) == 3
+    assert r[0]["calls"] == r[1]["calls"]
+    for a, b in zip(r[0]["state"], r[1]["state"]):
+        assert torch.equal(a, b)
+    for ga, gb in zip(r[0]["grads"], r[1]["grads"]):
+        for a, b in zip(ga, gb):
+            assert torch.equal(a, b)

@@ -233,10 +233,20 @@ def _grouped_forward(self, x, top_k_index, top_k_weights):
     b_up = getattr(self, up.bias).unbind(0) if up.bias else None
     b_down = getattr(self, down.bias).unbind(0) if down.bias else None
     tr = self.is_transposed
-    outs = []
+    # Under torch.distributed a recipe with state commits every pending
+    # layer after one all_reduce of their amaxes, which must line up across
+    # ranks: there every expert runs, one with no tokens on one zero row
+    # (its amaxes 0, so the MAX is the other ranks'; its output times 0).
+    every = grad_on = False
+    if _ops._distributed() and any(kd.precc and kd.size for kd in (up, down)):
+        every = True
+        grad_on = torch.is_grad_enabled()
+    outs, idle = [], []
     for e, rows in enumerate(torch.split(xs, counts)):
-        if counts[e] == 0:                        # no tokens: no launch, no state change
-            continue
+        if counts[e] == 0:
+            if not every:                         # no tokens: no launch, no state change
+                continue
+            rows = xs.new_zeros((1, xs.shape[1]))
         h = self._gemm(up, e, rows, w_up[e].t() if tr else w_up[e],
                        b_up[e] if b_up is not None else None)
         if not self.has_gate:
@@ -246,13 +256,17 @@ def _grouped_forward(self, x, top_k_index, top_k_weights):
         else:                                     # transformers' _default_apply_gate
             g, u = h.chunk(2, dim=-1)
             h = self.act_fn(g) * u
-        outs.append(self._gemm(down, e, h, w_down[e].t() if tr else w_down[e],
-                               b_down[e] if b_down is not None else None))
+        y = self._gemm(down, e, h, w_down[e].t() if tr else w_down[e],
+                       b_down[e] if b_down is not None else None)
+        (idle if counts[e] == 0 else outs).append(y)
     ys = torch.cat(outs) if len(outs) > 1 else outs[0]
     weighted = ys * ws.unsqueeze(-1)
     inv = torch.empty_like(order)
     inv[order] = torch.arange(order.numel(), device=order.device)
-    return weighted[inv].view(T, k, -1).sum(dim=1).to(x.dtype)
+    out = weighted[inv].view(T, k, -1).sum(dim=1).to(x.dtype)
+    if idle and grad_on:   # so that their backward runs (on zeros) and commits too
+        out = out + sum(y.float().sum() for y in idle).to(x.dtype) * 0
+    return out
 
 
 def to_experts(mod):
