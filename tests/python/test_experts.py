@@ -545,3 +545,25 @@ def test_ddp_delayed_scaling_lines_up(tmp_path):
     for ga, gb in zip(r[0]["grads"], r[1]["grads"]):
         for a, b in zip(ga, gb):
             assert torch.equal(a, b)
+
+
+class AllExperts(nn.Module):
+    """Llama-4's experts' shape: 3-D parameters, but forward takes every
+    expert's rows at once (no top_k_index): not a contract precc knows."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate_up_proj = nn.Parameter(torch.randn(4, H, 2 * I))
+        self.down_proj = nn.Parameter(torch.randn(4, I, H))
+
+    def forward(self, x):
+        return torch.bmm(x, self.gate_up_proj)
+
+
+def test_unknown_3d_experts_reported():
+    root = nn.ModuleDict({"experts": AllExperts(), "lin": nn.Linear(H, H)})
+    pt.convert(root, recipe="current_tensorwise", warn=False)
+    assert type(root["experts"]) is AllExperts
+    rep = {d.fqn: d for d in root.precc_report}
+    assert "not a transformers 5 experts module" in rep["experts.gate_up_proj"].reason
+    assert repr(rep["experts.down_proj"]).startswith("experts.down_proj 128->64: stays as it is")

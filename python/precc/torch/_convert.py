@@ -19,16 +19,19 @@ from ._module import Linear
 
 
 class Decision:
-    """What convert did with one nn.Linear."""
-    __slots__ = ("fqn", "converted", "reason", "in_features", "out_features")
+    """What convert did with one nn.Linear, or with one fused expert
+    Parameter (BLOCK.experts.gate_up_proj: every expert's GEMM of it)."""
+    __slots__ = ("fqn", "converted", "reason", "in_features", "out_features", "kept_as")
 
-    def __init__(self, fqn, converted, reason, mod):
+    def __init__(self, fqn, converted, reason, mod, kept_as="nn.Linear"):
         self.fqn, self.converted, self.reason = fqn, converted, reason
         self.in_features, self.out_features = mod.in_features, mod.out_features
+        self.kept_as = kept_as
 
     def __repr__(self):
         return "%s %d->%d: %s" % (self.fqn, self.in_features, self.out_features,
-                                  "precc" if self.converted else "stays nn.Linear: " + self.reason)
+                                  "precc" if self.converted
+                                  else "stays %s: %s" % (self.kept_as, self.reason))
 
 
 def _linears(model):
@@ -53,17 +56,32 @@ class _Shape:
         self.in_features, self.out_features = kd.K, kd.N
 
 
+class _Dims:
+    def __init__(self, p):
+        self.in_features, self.out_features = p.shape[1], p.shape[2]
+
+
+EXPERT_PARAMS = ("gate_up_proj", "up_proj", "down_proj")
+UNKNOWN_EXPERTS = ("3-D expert parameters of a module that is not a transformers 5 experts "
+                   "module (@use_experts_implementation: forward(hidden_states, top_k_index, "
+                   "top_k_weights)); precc.torch does not know its contract")
+
+
 def _fused_experts(model):
     """Each transformers 5 fused experts module once (first FQN), with every
     place it is attached."""
-    found, places = {}, {}
+    found, places, other = {}, {}, {}
     for name, mod in model.named_modules(remove_duplicate=False):
         for cname, child in mod.named_children():
+            fqn = name + "." + cname if name else cname
             if _experts.is_fused_experts(child):
-                fqn = name + "." + cname if name else cname
                 places.setdefault(id(child), []).append((mod, cname))
                 found.setdefault(id(child), (fqn, child))
-    return list(found.values()), places
+            elif not isinstance(child, GroupedExperts) and any(
+                    isinstance(getattr(child, n, None), nn.Parameter)
+                    and getattr(child, n).dim() == 3 for n in EXPERT_PARAMS):
+                other.setdefault(id(child), (fqn, child))     # Llama-4's, say
+    return list(found.values()), places, list(other.values())
 
 
 def _tied(model):
@@ -182,7 +200,7 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
     shared = _shared_inputs(model, cands, example_inputs) if example_inputs is not None else {}
     # transformers 5's fused experts: one precc layer per expert and GEMM
     # (up or gate_up, down), named BLOCK.experts.E.PARAM as precc check names them
-    exps, exp_places = _fused_experts(model)
+    exps, exp_places, unknown = _fused_experts(model)
     exp_cands = []     # (fqn, module, [Kind up, Kind down])
     for fqn, mod in exps:
         kinds = [_experts.Kind(mod, _experts.up_name(mod), fqn), _experts.Kind(mod, "down_proj", fqn)]
@@ -197,7 +215,7 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
         if why is not None:
             for kd in kinds:
                 f = fqn + "." + kd.param
-                report[f] = Decision(f, False, why, _Shape(kd))
+                report[f] = Decision(f, False, why, _Shape(kd), "as it is")
             continue
         exp_cands.append((fqn, mod, kinds))
 
@@ -277,12 +295,21 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
             f = fqn + "." + kd.param
             if kd.precc:
                 report[f] = Decision(f, True, "", _Shape(kd))
-            else:
-                report[f] = Decision(f, False, kd.reason, _Shape(kd))
+            else:   # the other kind runs in precc, or the block stays as it is
+                report[f] = Decision(f, False, kd.reason, _Shape(kd),
+                                     "torch (F.linear on each expert's slice)"
+                                     if any(k.precc for k in kinds) else "as it is")
     exp_cands = [c for c in exp_cands if any(kd.precc for kd in c[2])]
     exp_report = [fqn + "." + kd.param for fqn, mod in exps
                   for kd in (_experts.Kind(mod, _experts.up_name(mod), fqn),
                              _experts.Kind(mod, "down_proj", fqn))]
+    for fqn, mod in unknown:
+        for n in EXPERT_PARAMS:
+            p = getattr(mod, n, None)
+            if isinstance(p, nn.Parameter) and p.dim() == 3:
+                f = fqn + "." + n
+                report[f] = Decision(f, False, UNKNOWN_EXPERTS, _Dims(p), "as it is")
+                exp_report.append(f)
     if not cands and not exp_cands:
         if warn:
             warnings.warn("precc: convert took no linear layer of %s" % name)
