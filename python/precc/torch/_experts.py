@@ -237,10 +237,9 @@ def _grouped_forward(self, x, top_k_index, top_k_weights):
     # layer after one all_reduce of their amaxes, which must line up across
     # ranks: there every expert runs, one with no tokens on one zero row
     # (its amaxes 0, so the MAX is the other ranks'; its output times 0).
-    every = grad_on = False
-    if _ops._distributed() and any(kd.precc and kd.size for kd in (up, down)):
-        every = True
-        grad_on = torch.is_grad_enabled()
+    # (Without grad nothing is committed: idle experts are skipped.)
+    every = (torch.is_grad_enabled() and _ops._distributed()
+             and any(kd.precc and kd.size for kd in (up, down)))
     outs, idle = [], []
     for e, rows in enumerate(torch.split(xs, counts)):
         if counts[e] == 0:
@@ -264,7 +263,7 @@ def _grouped_forward(self, x, top_k_index, top_k_weights):
     inv = torch.empty_like(order)
     inv[order] = torch.arange(order.numel(), device=order.device)
     out = weighted[inv].view(T, k, -1).sum(dim=1).to(x.dtype)
-    if idle and grad_on:   # so that their backward runs (on zeros) and commits too
+    if idle:   # so that their backward runs (on zeros) and commits too
         out = out + sum(y.float().sum() for y in idle).to(x.dtype) * 0
     return out
 
