@@ -567,3 +567,107 @@ def test_unknown_3d_experts_reported():
     rep = {d.fqn: d for d in root.precc_report}
     assert "not a transformers 5 experts module" in rep["experts.gate_up_proj"].reason
     assert repr(rep["experts.down_proj"]).startswith("experts.down_proj 128->64: stays as it is")
+
+
+class UpExperts(FusedExperts):
+    """has_gate=False (nemotron_h's @use_experts_implementation(has_gate=False)):
+    up_proj [E, I, H], act_fn, down_proj."""
+
+    def __init__(self):
+        super().__init__()
+        del self.gate_up_proj
+        self.up_proj = nn.Parameter(torch.randn(E, I, H) / H ** 0.5)
+        self.act_fn = nn.GELU()
+        self.has_gate = False
+
+
+class UpPerExpert(nn.Module):
+    def __init__(self, fused):
+        super().__init__()
+        self.num_experts = E
+        self.experts = nn.ModuleList(nn.ModuleDict({"up_proj": nn.Linear(H, I, bias=False),
+                                                    "down_proj": nn.Linear(I, H, bias=False)})
+                                     for _ in range(E))
+        with torch.no_grad():
+            for e, m in enumerate(self.experts):
+                m["up_proj"].weight.copy_(fused.up_proj[e])
+                m["down_proj"].weight.copy_(fused.down_proj[e])
+
+    def forward(self, x, idx, w):
+        T, k = idx.shape
+        order = torch.sort(idx.reshape(-1), stable=True).indices
+        counts = torch.bincount(idx.reshape(-1), minlength=E).tolist()
+        outs = [self.experts[e]["down_proj"](F.gelu(self.experts[e]["up_proj"](rows)))
+                for e, rows in enumerate(torch.split(x[order // k], counts)) if counts[e]]
+        weighted = torch.cat(outs) * w.reshape(-1)[order].unsqueeze(-1)
+        inv = torch.empty_like(order)
+        inv[order] = torch.arange(order.numel())
+        return weighted[inv].view(T, k, -1).sum(1).to(x.dtype)
+
+
+def test_no_gate_experts():
+    torch.manual_seed(0)
+    ex = UpExperts()
+    ref = UpPerExpert(ex)
+    a, b = nn.ModuleDict({"experts": ex}), nn.ModuleDict({"experts": ref})
+    convert(a, "te_delayed_hybrid")
+    convert(b, "te_delayed_hybrid")
+    g = a["experts"]
+    assert isinstance(g, pt.GroupedExperts) and [k.param for k in g._precc_kinds] == \
+        ["up_proj", "down_proj"]
+    x, idx, w = torch.randn(10, H), torch.randint(0, E, (10, TOPK)), torch.rand(10, TOPK)
+    for m in (g, b["experts"]):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            m(x, idx, w).float().pow(2).sum().backward()
+    for e in range(E):
+        assert torch.equal(g.up_proj.grad[e], grad_or_zeros(ref.experts[e]["up_proj"]))
+        assert torch.equal(g.down_proj.grad[e], grad_or_zeros(ref.experts[e]["down_proj"]))
+
+
+TF_MODELS = ["mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "olmoe", "phimoe",
+             "granitemoe", "gpt_oss"]
+
+
+@pytest.mark.parametrize("kind", TF_MODELS)
+def test_transformers_models_convert(kind):
+    """A tiny AutoModelForCausalLM of each fused-MoE type: its experts
+    swapped, the same state_dict keys, logits near the unconverted model's,
+    a backward reaching the 3-D parameters."""
+    tf = _tf()
+    common = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                  num_attention_heads=4, num_key_value_heads=2, vocab_size=128, head_dim=16,
+                  num_experts_per_tok=2)
+    cfg = {
+        "mixtral": lambda: tf.MixtralConfig(num_local_experts=4, **common),
+        "qwen2_moe": lambda: tf.Qwen2MoeConfig(num_experts=4, moe_intermediate_size=64,
+                                               shared_expert_intermediate_size=64, **common),
+        "qwen3_moe": lambda: tf.Qwen3MoeConfig(num_experts=4, moe_intermediate_size=64, **common),
+        "deepseek_v3": lambda: tf.DeepseekV3Config(
+            n_routed_experts=8, moe_intermediate_size=64, first_k_dense_replace=0, n_group=1,
+            topk_group=1, q_lora_rank=None, kv_lora_rank=32, qk_rope_head_dim=16,
+            qk_nope_head_dim=16, v_head_dim=16,
+            **dict(common, num_key_value_heads=4, head_dim=None)),
+        "olmoe": lambda: tf.OlmoeConfig(num_experts=4, **common),
+        "phimoe": lambda: tf.PhimoeConfig(num_local_experts=4, **common),
+        "granitemoe": lambda: tf.GraniteMoeConfig(num_local_experts=4, **common),
+        "gpt_oss": lambda: tf.GptOssConfig(num_local_experts=4, layer_types=["full_attention"],
+                                           **common),
+    }[kind]()
+    cfg._experts_implementation = "eager"
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = tf.AutoModelForCausalLM.from_config(cfg)
+    keys = set(m.state_dict())
+    t = torch.randint(0, 128, (2, 8))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = m(t).logits.float()
+    convert(m, "current_tensorwise")
+    grouped = [x for x in m.modules() if isinstance(x, pt.GroupedExperts)]
+    assert len(grouped) == 1
+    assert set(pt.plain_state_dict(m)) == keys
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = m(t).logits.float()
+    assert (got - want).abs().max() < 0.2
+    got.sum().backward()
+    assert all(x.grad is not None for x in grouped[0].parameters())
