@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -40,6 +42,23 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* CPU ms of this thread (CLOCK_THREAD_CPUTIME_ID) or this process */
+static double
+cpu_ms(clockid_t clk)
+{
+	struct timespec ts;
+
+	if (clock_gettime(clk, &ts))
+		return 0;
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static double
+tv_ms(struct timeval tv)
+{
+	return tv.tv_sec * 1e3 + tv.tv_usec / 1e3;
 }
 
 static void
@@ -389,9 +408,12 @@ run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath, const ch
 	}
 	char *text = read_pipe(fd[0]);
 	close(fd[0]);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+	struct rusage ru;
+	memset(&ru, 0, sizeof ru);
+	while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR)
 		;
 	j->ptxas_ms = now_ms() - t0;
+	j->ptxas_cpu_ms = tv_ms(ru.ru_utime) + tv_ms(ru.ru_stime);
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 		job_fail(j, "precc: error: ptxas rejected %s (%s):\n%s", shown,
 		         j->f->name, text ? text : "");
@@ -455,7 +477,10 @@ compile_job(Build *b, Job *j)
 	if (!j->hit) {
 		CodegenTarget ct = {b->sm[j->t], 0};
 		char err[1024];
-		if (codegen_kernel_ptx(j->f, &ct, &j->e.ptx, &j->e.info, err, sizeof err)) {
+		double c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
+		int bad = codegen_kernel_ptx(j->f, &ct, &j->e.ptx, &j->e.info, err, sizeof err);
+		j->llvm_cpu_ms = cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
+		if (bad) {
 			job_fail(j, "precc: error: %s", err);
 			return;
 		}
@@ -517,12 +542,56 @@ worker(void *arg)
 		pthread_mutex_unlock(&b->mu);
 		if (k < 0)
 			return NULL;
-		compile_job(b, &b->jobs[k]);
+		compile_job(b, &b->jobs[b->order[k]]);
 		pthread_mutex_lock(&b->mu);
 		b->done++;
 		progress(b);
 		pthread_mutex_unlock(&b->mu);
 	}
+}
+
+/* A job's compile work, estimated from its kernel func: a GEMM or a
+ * delayed update costs LLVM and ptxas several times a quantize kernel
+ * (bench/RESULTS.md, "Compile time holds"); a cache hit costs writes. */
+static int
+job_cost(const Job *j)
+{
+	int c = 0;
+
+	if (j->hit && !j->reptxas)
+		return 0;
+	for (int i = 0; i < j->f->nins; i++) {
+		Op op = j->f->ins[i].op;
+		c += op == OP_gemm ? 64 : op == OP_history_push || op == OP_history_reduce ? 16 : 1;
+	}
+	if (j->hit)                     /* ptxas only */
+		c /= 2;
+	return c;
+}
+
+static int
+by_cost(const void *pa, const void *pb, void *arg)
+{
+	const Build *b = arg;
+	int a = *(const int *)pa, c = *(const int *)pb;
+	int ca = b->jobs[a].cost, cb = b->jobs[c].cost;
+
+	return ca != cb ? (ca < cb) - (ca > cb) : (a > c) - (a < c);
+}
+
+/* The workers take the largest jobs first, so the build does not end on
+ * one core with a GEMM while the other idles; every file a job writes is
+ * its own and the manifest lists jobs in collect_jobs' order, so the
+ * artifacts do not depend on the order or on --jobs. */
+static void
+order_jobs(Build *b)
+{
+	b->order = xcalloc(b->njobs ? (size_t)b->njobs : 1, sizeof *b->order);
+	for (int k = 0; k < b->njobs; k++) {
+		b->order[k] = k;
+		b->jobs[k].cost = job_cost(&b->jobs[k]);
+	}
+	qsort_r(b->order, (size_t)b->njobs, sizeof *b->order, by_cost, b);
 }
 
 static int
@@ -543,12 +612,13 @@ compile_all(Build *b)
 			j->reptxas = 1;
 		nwork += !j->hit || j->reptxas;
 	}
+	order_jobs(b);
 	b->progress = isatty(2) && nwork > PROGRESS_MIN;
 	if (nth > nwork)
 		nth = nwork;
 	if (nth <= 1) {
 		for (int k = 0; k < b->njobs; k++) {
-			compile_job(b, &b->jobs[k]);
+			compile_job(b, &b->jobs[b->order[k]]);
 			b->done++;
 			progress(b);
 		}
@@ -887,6 +957,21 @@ emit(Build *b)
 
 /* ---- the command -------------------------------------------------------- */
 
+/* --jobs' default: the CPUs this process may run on (its affinity mask,
+ * which taskset and cpusets narrow), else the online ones. */
+static int
+online_cpus(void)
+{
+	cpu_set_t set;
+	long n = 0;
+
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n < 1)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > 256 ? 256 : (int)n;
+}
+
 static int
 parse_targets(Build *b, const char *list)
 {
@@ -926,11 +1011,16 @@ print_stats(Build *b)
 	return st ? 0 : -1;
 }
 
+/* --time: one line per compiled kernel (wall ms of LLVM and ptxas, then
+ * their CPU ms), the phases in wall and CPU ms, the kernels per target and
+ * per shape, and how busy the jobs kept the cores. CPU time is the figure
+ * to compare on a loaded machine: wall time at --jobs 2 there says more
+ * about the other processes than about precc. */
 static void
 print_times(Build *b, double t0)
 {
 	int hits = 0, built = 0, ptx = 0;
-	double llvm = 0, px = 0;
+	double llvm = 0, px = 0, llvm_cpu = 0, px_cpu = 0;
 
 	for (int k = 0; k < b->njobs; k++) {
 		const Job *j = &b->jobs[k];
@@ -943,8 +1033,11 @@ print_times(Build *b, double t0)
 			        codegen_shape_name(j->e.info.shape), j->e.info.llvm_ms);
 			if (j->ptxas_ms > 0)
 				fprintf(stderr, "  ptxas %7.1f ms", j->ptxas_ms);
-			fprintf(stderr, "  %s\n", j->f->name);
+			fprintf(stderr, "  %s  cpu: LLVM %.1f ptxas %.1f\n", j->f->name, j->llvm_cpu_ms,
+			        j->ptxas_cpu_ms);
 		}
+		llvm_cpu += j->llvm_cpu_ms;
+		px_cpu += j->ptxas_cpu_ms;
 		if (j->ptxas_ms > 0) {
 			ptx++;
 			px += j->ptxas_ms;
@@ -959,12 +1052,53 @@ print_times(Build *b, double t0)
 	                "%d ptxas (%.1f ms), %d jobs, total %.1f ms\n",
 	        b->njobs, hits, built, llvm, built ? llvm / built : 0.0, ptx, px, b->jobs_n,
 	        now_ms() - t0);
+	struct rusage self, kids;
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &kids);
+	double cself = tv_ms(self.ru_utime) + tv_ms(self.ru_stime);
+	double ckids = tv_ms(kids.ru_utime) + tv_ms(kids.ru_stime);
+	fprintf(stderr, "time: cpu: recipe+model+plan %.1f ms, lower+passes %.1f ms, LLVM %.1f ms, "
+	                "ptxas %.1f ms, manifest+C %.1f ms; total %.1f ms (precc %.1f + ptxas %.1f) "
+	                "in %.1f ms of wall\n", b->cpu_front, b->cpu_passes, llvm_cpu, px_cpu,
+	        b->cpu_write, cself + ckids, cself, ckids, now_ms() - t0);
+	if (b->ms_compile > 0 && b->jobs_n > 0) {
+		int nth = b->jobs_n < built + ptx ? b->jobs_n : built + ptx;
+		if (nth < 1)
+			nth = 1;
+		fprintf(stderr, "time: kernels phase: %.1f ms of LLVM + ptxas CPU in %.1f ms of wall "
+		                "on %d threads: %.0f %% busy\n", llvm_cpu + px_cpu, b->ms_compile, nth,
+		        100.0 * (llvm_cpu + px_cpu) / (b->ms_compile * nth));
+	}
+	/* the kernels per target and per shape, and the m_variant copies */
+	for (int t = 0; t < b->ntg; t++) {
+		int n = 0, nshape[NCGSHAPE] = {0}, var = 0, known = 0;
+		for (int k = 0; k < b->njobs; k++) {
+			const Job *j = &b->jobs[k];
+			if (j->t != t)
+				continue;
+			n++;
+			if ((unsigned)j->e.info.shape < NCGSHAPE)
+				nshape[j->e.info.shape]++;
+			known += j->f != NULL;  /* NULL: from a whole-build entry */
+			var += j->f && j->f->pattr[PA_M_VARIANT] != NULL;
+		}
+		fprintf(stderr, "time: %s: %d kernels (", b->tg[t]->name, n);
+		const char *sep = "";
+		for (int s = 0; s < NCGSHAPE; s++)
+			if (nshape[s]) {
+				fprintf(stderr, "%s%s %d", sep, codegen_shape_name((CgShape)s), nshape[s]);
+				sep = ", ";
+			}
+		if (known)
+			fprintf(stderr, "), %d of them with an m_variant (a copy on a larger tile)", var);
+		fputs(known ? "\n" : ")\n", stderr);
+	}
 }
 
 int
 cmd_build(int argc, char **argv)
 {
-	double t0 = now_ms();
+	double t0 = now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
 	Build b;
 	const char *targets = "sm_90a", *jobs = NULL, *stats_m = NULL;
 	static const char *const opts[] = {"--model", "--target", "--output", "--emit", "--layer",
@@ -1042,7 +1176,7 @@ cmd_build(int argc, char **argv)
 		return usage_error("build", "--layer applies to --emit");
 	if (!b.emit && !b.out)
 		return usage_error("build", "missing -o DIR");
-	b.jobs_n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	b.jobs_n = online_cpus();
 	if (jobs) {
 		char *end;
 		long n = strtol(jobs, &end, 10);
@@ -1080,8 +1214,9 @@ cmd_build(int argc, char **argv)
 	b.training = &recipe->training;
 	b.model = model;
 	b.nlayers = plan->nlayers;
-	double tp = now_ms();
+	double tp = now_ms(), cp = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
 	b.ms_front = tp - t0;
+	b.cpu_front = cp - c0;
 	uint64_t ident = 0, bkey = 0;
 	if (!b.emit) {
 		char why[4200] = "";
@@ -1103,12 +1238,14 @@ cmd_build(int argc, char **argv)
 		if (got) {
 			whole = got > 0;
 			b.ms_front = now_ms() - t0;
+			b.cpu_front = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
 			if (got > 0 && b.stats_m && print_stats(&b))
 				rc = 1;
 			goto done;
 		}
 	}
 	tp = now_ms();
+	cp = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
 	LayerGroups groups;
 	b.nclass = group_layers(plan, b.layer, &groups);
 	b.nlayers = plan->nlayers;
@@ -1135,6 +1272,7 @@ cmd_build(int argc, char **argv)
 	}
 	group_free(&groups);
 	b.ms_passes = now_ms() - tp;
+	b.cpu_passes = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - cp;
 	if (b.emit) {
 		rc = emit(&b);
 		goto done;
@@ -1149,6 +1287,7 @@ cmd_build(int argc, char **argv)
 	if (!rc) {
 		char err[4400] = "", *text[3];
 		tp = now_ms();
+		cp = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
 		text[0] = artifacts_manifest(&b, rname, mname);
 		if (b.stats_m) {
 			char *st = stats_manifest(text[0], b.stage, b.stats_m, stderr);
@@ -1172,6 +1311,7 @@ cmd_build(int argc, char **argv)
 		for (int i = 0; i < 3; i++)
 			free(text[i]);
 		b.ms_write = now_ms() - tp;
+		b.cpu_write = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - cp;
 	}
 done:
 	if (b.out && !b.emit) {
@@ -1194,6 +1334,7 @@ done:
 		free(b.jobs[k].err);
 	}
 	free(b.jobs);
+	free(b.order);
 	free(b.kmap);
 	for (int t = 0; t < b.ntg; t++) {
 		if (b.mods[t])

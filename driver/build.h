@@ -24,6 +24,9 @@ typedef struct Job {
 	int hit;                    /* came from the cache */
 	int reptxas;                /* hit without a cubin: ptxas only */
 	double ptxas_ms;
+	double llvm_cpu_ms;         /* this thread's CPU time in codegen (LLVM) */
+	double ptxas_cpu_ms;        /* ptxas's user + system CPU time (wait4) */
+	int cost;                   /* estimated compile work: the larger go first */
 	char *err;                  /* malloc'ed message when it failed */
 } Job;
 
@@ -35,6 +38,7 @@ typedef struct Build {
 	Module *mods[MAXTARGET];
 	int *origin[MAXTARGET];     /* per func of mods[t]: the func it copies (group_expand) */
 	Job *jobs; int njobs;
+	int *order;                 /* jobs in the order the workers take them */
 	struct { const Func *f; int job; } *kmap; int nkmap;   /* kernel func -> job */
 	char ptxas[4096];           /* "" when none */
 	const char *ptxas_from;     /* PRECC_PTXAS, CUDA_HOME, PATH or /usr/local/cuda */
@@ -47,6 +51,7 @@ typedef struct Build {
 	const struct TrainingPolicy *training;   /* the recipe's, for the manifest */
 	const struct Model *model;  /* the layers' shares_input, for the manifest */
 	double ms_front, ms_passes, ms_compile, ms_write;   /* --time phases */
+	double cpu_front, cpu_passes, cpu_write;            /* their CPU ms */
 	int nlayers, nclass;        /* driver/group.c's classes (0: off) */
 	long stats_m;               /* --stats at this M; 0: off */
 	int json;                   /* --json: the summary as JSON on stdout */
