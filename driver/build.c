@@ -466,6 +466,57 @@ progress(Build *b)
 	fflush(stderr);
 }
 
+/* ptxas runs once per distinct PTX text of a target: kernels whose IR
+ * differs (value names, an accumulation mode codegen reads the same way,
+ * an m_variant's name) often come out of LLVM as the same PTX, and ptxas
+ * gives the same cubin for the same input. 1: j took the cubin, registers
+ * and spills of an earlier job with the same PTX; 0: j runs ptxas itself
+ * (the first with this PTX, or the first one failed), and then calls
+ * ptxas_release. */
+static int
+ptxas_share(Build *b, Job *j)
+{
+	j->ptx_hash = ir_hash_bytes(ir_hash_str(IR_HASH_INIT, b->tg[j->t]->name), j->e.ptx,
+	                            j->e.ptx_len);
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		const Job *o = NULL;
+		for (int k = 0; k < b->njobs && !o; k++) {
+			const Job *c = &b->jobs[k];
+			if (c != j && c->ptxas_state && c->t == j->t && c->ptx_hash == j->ptx_hash
+			    && c->e.ptx_len == j->e.ptx_len && !memcmp(c->e.ptx, j->e.ptx, j->e.ptx_len)
+			    && c->ptxas_state != 3)
+				o = c;
+		}
+		if (!o) {
+			j->ptxas_state = 1;
+			pthread_mutex_unlock(&b->mu);
+			return 0;
+		}
+		if (o->ptxas_state == 2) {
+			j->cubin_of = (int)(o - b->jobs);
+			j->e.regs = o->e.regs;
+			j->e.spill_bytes = o->e.spill_bytes;
+			j->e.cubin_len = o->e.cubin_len;
+			j->e.cubin = xmalloc(o->e.cubin_len ? o->e.cubin_len : 1);
+			memcpy(j->e.cubin, o->e.cubin, o->e.cubin_len);
+			j->ptxas_state = 2;
+			pthread_mutex_unlock(&b->mu);
+			return 1;
+		}
+		pthread_cond_wait(&b->ptxas_done, &b->mu);
+	}
+}
+
+static void
+ptxas_release(Build *b, Job *j, int ok)
+{
+	pthread_mutex_lock(&b->mu);
+	j->ptxas_state = ok ? 2 : 3;
+	pthread_cond_broadcast(&b->ptxas_done);
+	pthread_mutex_unlock(&b->mu);
+}
+
 static void
 compile_job(Build *b, Job *j)
 {
@@ -488,7 +539,7 @@ compile_job(Build *b, Job *j)
 		j->e.regs = j->e.spill_bytes = -1;
 	}
 	char werr[4400];
-	if (*b->ptxas && !j->e.cubin) {
+	if (*b->ptxas && !j->e.cubin && !ptxas_share(b, j)) {
 		/* ptxas reads and writes this build's own temporaries; the
 		 * results are renamed into place below like every other file */
 		char tptx[4300], tcubin[4400];
@@ -496,6 +547,7 @@ compile_job(Build *b, Job *j)
 		snprintf(tptx, sizeof tptx, "%s/.%s.XXXXXX", b->stage, ptxname);
 		if ((fd = mkstemp(tptx)) < 0 || close(fd)) {
 			job_fail(j, "%s: error: cannot write: %s", ptxpath, strerror(errno));
+			ptxas_release(b, j, 0);
 			return;
 		}
 		snprintf(tcubin, sizeof tcubin, "%s.cubin", tptx);
@@ -504,11 +556,13 @@ compile_job(Build *b, Job *j)
 		if ((f && fclose(f)) || bad) {
 			job_fail(j, "%s: error: cannot write: %s", ptxpath, strerror(errno));
 			unlink(tptx);
+			ptxas_release(b, j, 0);
 			return;
 		}
 		int rc = run_ptxas(b, j, tptx, tcubin, ptxpath);
 		unlink(tptx);
 		unlink(tcubin);
+		ptxas_release(b, j, rc == 0);
 		if (rc == -1)   /* the PTX ptxas rejected goes to -o itself, to be
 				 * read; the build fails and its stage with it */
 			write_file(b->out, b->out, ptxname, j->e.ptx, j->e.ptx_len, werr, sizeof werr);
@@ -693,6 +747,7 @@ collect_jobs(Build *b, uint64_t ident)
 					                            * sizeof *b->jobs);
 				Job *j = &b->jobs[b->njobs++];
 				memset(j, 0, sizeof *j);
+				j->cubin_of = -1;
 				j->f = f;
 				j->t = t;
 				snprintf(j->name, sizeof j->name, "%s", name);
@@ -833,6 +888,7 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 	for (uint32_t k = 0; k < nk; k++, b->njobs++) {
 		Job *j = &b->jobs[k];
 		uint32_t t;
+		j->cubin_of = -1;
 		memcpy(&j->key, p + at, 8);
 		memcpy(&t, p + at + 8, 4);
 		memcpy(j->name, p + at + 12, sizeof j->name);
@@ -1031,10 +1087,13 @@ print_times(Build *b, double t0)
 			llvm += j->e.info.llvm_ms;
 			fprintf(stderr, "time: %s %-7s %-16s LLVM %7.1f ms", j->name, b->tg[j->t]->name,
 			        codegen_shape_name(j->e.info.shape), j->e.info.llvm_ms);
-			if (j->ptxas_ms > 0)
+			if (j->ptxas_ms > 0 || j->cubin_of >= 0)
 				fprintf(stderr, "  ptxas %7.1f ms", j->ptxas_ms);
-			fprintf(stderr, "  %s  cpu: LLVM %.1f ptxas %.1f\n", j->f->name, j->llvm_cpu_ms,
+			fprintf(stderr, "  %s  cpu: LLVM %.1f ptxas %.1f", j->f->name, j->llvm_cpu_ms,
 			        j->ptxas_cpu_ms);
+			if (j->cubin_of >= 0)
+				fprintf(stderr, "  (the PTX of %s: its cubin)", b->jobs[j->cubin_of].name);
+			fputc('\n', stderr);
 		}
 		llvm_cpu += j->llvm_cpu_ms;
 		px_cpu += j->ptxas_cpu_ms;
@@ -1279,9 +1338,11 @@ cmd_build(int argc, char **argv)
 	}
 
 	pthread_mutex_init(&b.mu, NULL);
+	pthread_cond_init(&b.ptxas_done, NULL);
 	collect_jobs(&b, ident);
 	tp = now_ms();
 	rc = compile_all(&b) ? 1 : 0;
+	pthread_cond_destroy(&b.ptxas_done);
 	pthread_mutex_destroy(&b.mu);
 	b.ms_compile = now_ms() - tp;
 	if (!rc) {
