@@ -468,6 +468,73 @@ progress(Build *b)
 	fflush(stderr);
 }
 
+/* LLVM runs once per kernel built for several of sm_89, sm_90 and sm_90a.
+ * A kernel's canonical text (ir_func_hash without the target) fixes the
+ * LLVM module codegen makes: the one target-dependent choice, wgmma, is
+ * the op's mma= attribute, so in the text. NVPTX's subtargets then
+ * differ only in the `.target` line for every kernel of the shipped
+ * recipes (134 pairs on Llama-3-70B; tests/lit/build/share.test checks
+ * every recipe against PRECC_SHARE_PTX=0, which turns this off). 1: j
+ * took an earlier job's PTX and launch info, its .target rewritten; 0: j
+ * runs LLVM itself and then calls llvm_release. */
+static int
+llvm_share(Build *b, Job *j)
+{
+	if (!b->share_ptx)
+		return 0;
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		const Job *o = NULL;
+		for (int k = 0; k < b->njobs && !o; k++) {
+			const Job *c = &b->jobs[k];
+			if (c != j && c->llvm_state && c->llvm_state != 3 && c->xhash == j->xhash
+			    && c->t != j->t)
+				o = c;
+		}
+		if (!o) {
+			j->llvm_state = 1;
+			pthread_mutex_unlock(&b->mu);
+			return 0;
+		}
+		if (o->llvm_state == 2) {
+			const char *from = b->tg[o->t]->name, *to = b->tg[j->t]->name;
+			char line[64];
+			snprintf(line, sizeof line, "\n.target %s\n", from);
+			const char *at = strstr(o->e.ptx, line);
+			if (!at) {              /* not the PTX we know: compile it */
+				j->llvm_state = 1;
+				pthread_mutex_unlock(&b->mu);
+				return 0;
+			}
+			size_t head = (size_t)(at - o->e.ptx) + 9, tail = head + strlen(from);
+			size_t n = head + strlen(to) + (o->e.ptx_len - tail);
+			j->e.ptx = xmalloc(n + 1);
+			memcpy(j->e.ptx, o->e.ptx, head);
+			memcpy(j->e.ptx + head, to, strlen(to));
+			memcpy(j->e.ptx + head + strlen(to), o->e.ptx + tail, o->e.ptx_len - tail + 1);
+			j->e.ptx_len = n;
+			j->e.info = o->e.info;
+			j->e.info.llvm_ms = 0;
+			j->ptx_of = (int)(o - b->jobs);
+			j->llvm_state = 2;
+			pthread_mutex_unlock(&b->mu);
+			return 1;
+		}
+		pthread_cond_wait(&b->ptxas_done, &b->mu);
+	}
+}
+
+static void
+llvm_release(Build *b, Job *j, int ok)
+{
+	if (!b->share_ptx)
+		return;
+	pthread_mutex_lock(&b->mu);
+	j->llvm_state = ok ? 2 : 3;
+	pthread_cond_broadcast(&b->ptxas_done);
+	pthread_mutex_unlock(&b->mu);
+}
+
 /* ptxas runs once per distinct PTX text of a target: kernels whose IR
  * differs (value names, an accumulation mode codegen reads the same way,
  * an m_variant's name) often come out of LLVM as the same PTX, and ptxas
@@ -527,19 +594,22 @@ compile_job(Build *b, Job *j)
 
 	snprintf(ptxname, sizeof ptxname, "%s.%s.ptx", j->name, sm);
 	snprintf(ptxpath, sizeof ptxpath, "%s/%s", b->out, ptxname);   /* as errors name it */
-	if (!j->hit) {
+	if (!j->hit && !llvm_share(b, j)) {
 		CodegenTarget ct = {b->sm[j->t], 0};
 		char err[1024];
 		double c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
 		int bad = codegen_kernel_ptx(j->f, &ct, &j->e.ptx, &j->e.info, err, sizeof err);
 		j->llvm_cpu_ms = cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
+		if (!bad)
+			j->e.ptx_len = strlen(j->e.ptx);
+		llvm_release(b, j, !bad);
 		if (bad) {
 			job_fail(j, "precc: error: %s", err);
 			return;
 		}
-		j->e.ptx_len = strlen(j->e.ptx);
-		j->e.regs = j->e.spill_bytes = -1;
 	}
+	if (!j->hit)
+		j->e.regs = j->e.spill_bytes = -1;
 	char werr[4400];
 	if (*b->ptxas && !j->e.cubin && !ptxas_share(b, j)) {
 		/* ptxas reads and writes this build's own temporaries; the
@@ -625,6 +695,18 @@ job_cost(const Job *j)
 	return c;
 }
 
+/* 1 if an earlier job is the same kernel for another target: j will
+ * likely take its PTX (llvm_share), so it goes after the jobs that run
+ * LLVM rather than wait beside its twin for the PTX. */
+static int
+job_twin(const Build *b, int k)
+{
+	for (int i = 0; b->share_ptx && i < k; i++)
+		if (b->jobs[i].xhash == b->jobs[k].xhash && b->jobs[i].t != b->jobs[k].t)
+			return 1;
+	return 0;
+}
+
 static int
 by_cost(const void *pa, const void *pb, void *arg)
 {
@@ -646,6 +728,8 @@ order_jobs(Build *b)
 	for (int k = 0; k < b->njobs; k++) {
 		b->order[k] = k;
 		b->jobs[k].cost = job_cost(&b->jobs[k]);
+		if (!b->jobs[k].hit && job_twin(b, k))
+			b->jobs[k].cost /= 3;
 	}
 	qsort_r(b->order, (size_t)b->njobs, sizeof *b->order, by_cost, b);
 }
@@ -749,8 +833,9 @@ collect_jobs(Build *b, uint64_t ident)
 					                            * sizeof *b->jobs);
 				Job *j = &b->jobs[b->njobs++];
 				memset(j, 0, sizeof *j);
-				j->cubin_of = -1;
+				j->cubin_of = j->ptx_of = -1;
 				j->f = f;
+				j->xhash = ir_func_hash(f, NULL);
 				j->t = t;
 				snprintf(j->name, sizeof j->name, "%s", name);
 				j->key = ir_hash_str(ir_hash_bytes(ident, &h, sizeof h), b->tg[t]->name);
@@ -890,7 +975,7 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 	for (uint32_t k = 0; k < nk; k++, b->njobs++) {
 		Job *j = &b->jobs[k];
 		uint32_t t;
-		j->cubin_of = -1;
+		j->cubin_of = j->ptx_of = -1;
 		memcpy(&j->key, p + at, 8);
 		memcpy(&t, p + at + 8, 4);
 		memcpy(j->name, p + at + 12, sizeof j->name);
@@ -1085,7 +1170,7 @@ print_times(Build *b, double t0)
 		if (j->hit)
 			hits++;
 		else if (!j->err) {
-			built++;
+			built += j->ptx_of < 0;     /* LLVM runs */
 			llvm += j->e.info.llvm_ms;
 			fprintf(stderr, "time: %s %-7s %-16s LLVM %7.1f ms", j->name, b->tg[j->t]->name,
 			        codegen_shape_name(j->e.info.shape), j->e.info.llvm_ms);
@@ -1093,6 +1178,10 @@ print_times(Build *b, double t0)
 				fprintf(stderr, "  ptxas %7.1f ms", j->ptxas_ms);
 			fprintf(stderr, "  %s  cpu: LLVM %.1f ptxas %.1f", j->f->name, j->llvm_cpu_ms,
 			        j->ptxas_cpu_ms);
+			if (j->ptx_of >= 0)
+				fprintf(stderr, "  (the PTX of %s for %s, its .target %s)",
+				        b->jobs[j->ptx_of].name, b->tg[b->jobs[j->ptx_of].t]->name,
+				        b->tg[j->t]->name);
 			if (j->cubin_of >= 0)
 				fprintf(stderr, "  (the PTX of %s: its cubin)", b->jobs[j->cubin_of].name);
 			fputc('\n', stderr);
@@ -1341,6 +1430,7 @@ cmd_build(int argc, char **argv)
 
 	pthread_mutex_init(&b.mu, NULL);
 	pthread_cond_init(&b.ptxas_done, NULL);
+	b.share_ptx = !(getenv("PRECC_SHARE_PTX") && !strcmp(getenv("PRECC_SHARE_PTX"), "0"));
 	collect_jobs(&b, ident);
 	tp = now_ms();
 	rc = compile_all(&b) ? 1 : 0;

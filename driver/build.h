@@ -27,6 +27,10 @@ typedef struct Job {
 	double llvm_cpu_ms;         /* this thread's CPU time in codegen (LLVM) */
 	double ptxas_cpu_ms;        /* ptxas's user + system CPU time (wait4) */
 	int cost;                   /* estimated compile work: the larger go first */
+	/* LLVM once per kernel of several targets (compile_job): */
+	uint64_t xhash;             /* ir_func_hash without the target */
+	int llvm_state;             /* 0 not run, 1 running, 2 done, 3 failed */
+	int ptx_of;                 /* -1, or the job whose PTX this one took */
 	/* ptxas once per distinct PTX of a target (compile_job): */
 	uint64_t ptx_hash;
 	int ptxas_state;            /* 0 not run, 1 running, 2 done, 3 failed */
@@ -50,7 +54,8 @@ typedef struct Build {
 	Cache *cache;
 	/* progress, shared by the workers */
 	pthread_mutex_t mu;
-	pthread_cond_t ptxas_done;  /* a job's ptxas_state left 1 */
+	pthread_cond_t ptxas_done;  /* a job's ptxas_state or llvm_state left 1 */
+	int share_ptx;              /* 0: PRECC_SHARE_PTX=0, LLVM for every target */
 	int next, done, progress;
 	uint64_t recipe_hash, model_hash;
 	const struct TrainingPolicy *training;   /* the recipe's, for the manifest */
