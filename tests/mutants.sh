@@ -76,7 +76,9 @@ tmap_cols_m_launcher|driver/artifacts.c|lit.build|				c_dim(c, t->cols < 0 ? DIM
 tmap_launcher_args|driver/artifacts.c|lit.build|			fprintf(c, "%s(void *)&tm[%d]", sep, i), sep = ", ";|			(void)i;
 wgmma_promote_tail|codegen/k_gemm_sm90.c|codegen.emu_sm90a|begin_if(e, LLVMBuildOr(b, at_p, last, ""));|begin_if(e, LLVMBuildAnd(b, at_p, LLVMBuildOr(b, at_p, last, ""), ""));
 tensor_scale_unbounded|codegen/k_gemm.c|codegen.emu$\|codegen.emu_sm90a|	*p = sel(e, over, cf(e, 0x1p64), sel(e, under, cf(e, 0x1p-64), cf(e, 1.0)));|	*p = cf(e, 1.0);
-grid_tiled_rows|include/precc/grid.h|runtime.plan.fake\|runtime.precc_run.m_variant|gy = (g->rows + g->tile_rows - 1) / g->tile_rows;|gy = g->rows / g->tile_rows;'
+grid_tiled_rows|include/precc/grid.h|runtime.plan.fake\|runtime.precc_run.m_variant|gy = (g->rows + g->tile_rows - 1) / g->tile_rows;|gy = g->rows / g->tile_rows;
+llvm_share_keeps_target|driver/build.c|lit.build|*to = b->tg[j->t]->name;|*to = from;
+ptxas_share_half_cubin|driver/build.c|lit.build|			j->e.cubin_len = o->e.cubin_len;|			j->e.cubin_len = o->e.cubin_len / 2;'
 
 survivors=0
 stale=0
