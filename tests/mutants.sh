@@ -86,6 +86,10 @@ grouped_weight_scale|frontend/lower.c|frontend.grouped_lower|		b0 = l->out;|		b0
 router_bf16|frontend/plan.c|lit.check|				keep_router(lp, g);|				(void)lp;
 fused_layout|frontend/hf_arch.c|lit.check|\"num_local_experts\", \"num_experts\", true,|\"num_local_experts\", \"num_experts\", false,
 dsv2_expert_bias|frontend/hf_arch.c|lit.check|false, -1, false);|false, -1, d->mlp_bias);"
+# issue 28 §6, compile time (compiletime): LLVM once per kernel across targets, ptxas once per PTX
+MUTANTS="$MUTANTS
+llvm_share_keeps_target|driver/build.c|lit.build|*to = b->tg[j->t]->name;|*to = from;
+ptxas_share_half_cubin|driver/build.c|lit.build|			j->e.cubin_len = o->e.cubin_len;|			j->e.cubin_len = o->e.cubin_len / 2;"
 
 survivors=0
 stale=0
