@@ -20,7 +20,7 @@ Variants run in turn, one step each per round, after two warm-up steps
 each (so background load hits them alike); per variant the median and
 the min of --steps rounds, wall time and process CPU time (all threads).
 torch.set_num_threads(--threads) governs torch and, through precc.runtime,
-the interpreter.
+the interpreter. OMP_WAIT_POLICY defaults to PASSIVE here (see below).
 """
 import argparse
 import copy
@@ -29,9 +29,15 @@ import statistics
 import sys
 import time
 
-import torch
-from torch import nn
-import torch.nn.functional as F
+# torch's OpenMP workers spin after each parallel region by default; on a
+# shared 2-core machine that spinning takes the cores from whatever runs
+# next (the interpreter's threads, the next op) and inflates every
+# variant's time several-fold. Passive unless told otherwise; printed.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 class RMSNorm(nn.Module):
@@ -165,8 +171,9 @@ def main():
     load = os.getloadavg()
     print("# toy Llama: hidden 256, intermediate 704, 4 layers, 4 heads, vocab 1024, "
           "%d tokens, fp32 parameters, bf16 autocast, SGD" % a.tokens)
-    print("# torch %s, threads %d, load average %.1f %.1f %.1f, %d rounds" % (
-        torch.__version__, torch.get_num_threads(), load[0], load[1], load[2], a.steps))
+    print("# torch %s, threads %d, OMP_WAIT_POLICY=%s, load average %.1f %.1f %.1f, "
+          "%d rounds" % (torch.__version__, torch.get_num_threads(),
+                         os.environ["OMP_WAIT_POLICY"], load[0], load[1], load[2], a.steps))
     print("%-28s %10s %10s %10s %10s %9s %9s" % ("variant", "wall med", "wall min", "cpu med",
                                                  "cpu min", "vs fp32", "loss"))
     ref = statistics.median(wall[variants[0]])
