@@ -155,6 +155,54 @@ static float pow2(int e)
 	return x;
 }
 
+/* x[j] = the j-th value after seed of fill's non-state draw,
+ * u * 2^((r >> 8) % 25 - 12) with u uniform in [-1, 1) from r's top 24
+ * bits: splitmix's states are seed + (j+1)·γ, so the draws are
+ * independent and the loop vectorizes (the 64-bit multiplies want
+ * AVX-512DQ: a copy for it, chosen at run time). (r >> 8) % 25 from
+ * 32-bit halves: 2^32 ≡ 21 (mod 25). */
+#define DRAW_BODY \
+	for (long j = 0; j < n; j++) { \
+		uint64_t z = seed + (uint64_t)(j + 1) * 0x9e3779b97f4a7c15ULL; \
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL; \
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL; \
+		z ^= z >> 31; \
+		uint32_t hi = (uint32_t)(z >> 40), lo = (uint32_t)(z >> 8); \
+		uint32_t e = ((hi % 25) * 21 + lo % 25) % 25; \
+		uint32_t pb = (127 + e - 12) << 23; \
+		float p, u = ((float)(int32_t)(z >> 40) / 16777216.0f) * 2.0f - 1.0f; \
+		memcpy(&p, &pb, 4); \
+		x[j] = u * p; \
+	}
+
+static void draw_base(uint64_t seed, float *restrict x, long n)
+{
+	DRAW_BODY
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* GCC's -O2 cost model ("very cheap") leaves this loop scalar */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("vect-cost-model=dynamic")))
+#endif
+__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+static void draw_avx512(uint64_t seed, float *restrict x, long n)
+{
+	DRAW_BODY
+}
+#endif
+
+static void draw(uint64_t seed, float *x, long n)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+	if (precc_isa_level() >= 3 && __builtin_cpu_supports("avx512dq")) {
+		draw_avx512(seed, x, n);
+		return;
+	}
+#endif
+	draw_base(seed, x, n);
+}
+
 /* Fills a buffer of format f: state buffers with positive values in
  * [0.25, 4) (amax histories and scales a previous step could have left),
  * everything else with values of magnitude 2^-12 .. 2^12 and, at spread
@@ -172,20 +220,20 @@ static void fill(void *buf, precc_format f, size_t n, int state, int set,
 
 	for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
 		size_t nb = n - i0 < BLOCK ? n - i0 : BLOCK;
-		for (size_t j = 0; j < nb; j++) {
-			uint64_t r = splitmix(&seed);
-			float v;
-			if (state)
-				v = 0.25f * ((1.0f + (float)(r >> 40) / 16777216.0f)
-				             * pow2((int)(r & 3)));
-			else {
-				float u = ((float)(r >> 40) / 16777216.0f) * 2.0f - 1.0f;
-				v = u * pow2((int)((r >> 8) % 25) - 12);
+		if (!state && f != PRECC_E8M0) {
+			draw(seed, x, (long)nb);
+			seed += (uint64_t)nb * 0x9e3779b97f4a7c15ULL;
+		} else
+			for (size_t j = 0; j < nb; j++) {
+				uint64_t r = splitmix(&seed);
+				float v;
+				if (state)
+					v = 0.25f * ((1.0f + (float)(r >> 40) / 16777216.0f)
+					             * pow2((int)(r & 3)));
+				else
+					v = pow2((int)((r >> 8) % 17) - 8);   /* e8m0 */
+				x[j] = v;
 			}
-			if (f == PRECC_E8M0)
-				v = pow2((int)((r >> 8) % 17) - 8);
-			x[j] = v;
-		}
 		if (f == PRECC_FP32) {
 			memcpy((float *)buf + i0, x, nb * sizeof *x);
 			continue;
