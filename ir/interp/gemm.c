@@ -117,11 +117,20 @@ vsplat(float x)
 #define MULADD8(a, b, c) (fma ? FMA8(a, b, c) : (c) + (a) * (b))
 #define MULADD16(a, b, c) (fma ? FMA16(a, b, c) : (c) + (a) * (b))
 
+/* A promotion done from the micro-kernel's registers (the AVX2 and
+ * AVX-512 copies, blockwise scales, chunks of at most KC): the tile's sums go
+ * straight into the outer sums at o, never to memory as inner sums. */
+typedef struct Promo {
+	const float *sa, *sb;       /* the tile's rows' and columns' scales */
+	float *o;                   /* its outer sums, stride ldc */
+	int first;                  /* the first chunk: o = 0 + ... */
+} Promo;
+
 __attribute__((target("avx2,fma"))) static inline
 __attribute__((always_inline)) void
 microkernel(long kc, const float *restrict a, const float *restrict b,
             float *restrict c, long ldc, int load, int trunc, uint32_t m32,
-            int fma)
+            int fma, const Promo *pr)
 {
 	vi8 mask = { (int32_t)m32, (int32_t)m32, (int32_t)m32, (int32_t)m32,
 	             (int32_t)m32, (int32_t)m32, (int32_t)m32, (int32_t)m32 };
@@ -169,6 +178,23 @@ microkernel(long kc, const float *restrict a, const float *restrict b,
 			STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5);
 #undef STEP
 		}
+	}
+	if (pr) {
+		/* the chunk's promotion, as promote_body does it */
+		v8 sb0 = vload(pr->sb), sb1 = vload(pr->sb + 8), z = vsplat(0.0f);
+#define PR(i) do { \
+	v8 s_ = vsplat(pr->sa[i]); \
+	v8 t0_ = c##i##0 * (s_ * sb0), t1_ = c##i##1 * (s_ * sb1); \
+	v8 o0_ = pr->first ? z : vload(pr->o + i * ldc); \
+	v8 o1_ = pr->first ? z : vload(pr->o + i * ldc + 8); \
+	o0_ = o0_ + t0_; \
+	o1_ = o1_ + t1_; \
+	VSTORE(pr->o + i * ldc, o0_); \
+	VSTORE(pr->o + i * ldc + 8, o1_); \
+} while (0)
+		PR(0); PR(1); PR(2); PR(3); PR(4); PR(5);
+#undef PR
+		return;
 	}
 #define ST(i) do { \
 	VSTORE(c + i * ldc, c##i##0); \
@@ -252,15 +278,6 @@ vload16(const float *p)
 }
 
 #ifdef HAVE_AVX2_COPY
-/* A promotion done from the micro-kernel's registers (the AVX-512
- * copy, blockwise scales, chunks of at most KC): the tile's sums go
- * straight into the outer sums at o, never to memory as inner sums. */
-typedef struct Promo {
-	const float *sa, *sb;       /* the tile's rows' and columns' scales */
-	float *o;                   /* its outer sums, stride ldc */
-	int first;                  /* the first chunk: o = 0 + ... */
-} Promo;
-
 TGT_AVX512 static inline __attribute__((always_inline)) v16
 vsplat16(float x)
 {
@@ -400,7 +417,7 @@ MACRO_COPY(macro_fp32, , 0, BASE(0))
 MACRO_COPY(macro_trunc, , 1, BASE(1))
 #ifdef HAVE_AVX2_COPY
 #define AVX2(t, f) MACRO_BODY((void)0,                                        \
-	microkernel(kc, a, b, c, NC, load, t, accmask, f), (void)0, (void)0)
+	microkernel(kc, a, b, c, NC, load, t, accmask, f, NULL), (void)0, (void)0)
 #define AVX512(t, f) MACRO_BODY((void)0, (void)0,                             \
 	microkernel16(kc, a, b, c, NC, load, t, accmask, f, NULL),               \
 	for (; ir + 2 * MR <= mc; ir += 2 * MR)                                  \
@@ -449,6 +466,24 @@ PROMO_COPY(promo_fp32_avx512, 0, 0)
 PROMO_COPY(promo_trunc_avx512, 1, 0)
 PROMO_COPY(promo_fp32_avx512_fma, 0, 1)
 PROMO_COPY(promo_trunc_avx512_fma, 1, 1)
+
+#define PROMO2_COPY(name, t, f)                                              \
+T_AVX2 static void                                                           \
+name(long mc, long nc, long kc, const float *ap, const float *bp,            \
+     const float *sa, const float *sb, float *outer, int first,              \
+     uint32_t accmask)                                                       \
+{                                                                            \
+	for (long jr = 0; jr < nc; jr += NR)                                     \
+		for (long ir = 0; ir < mc; ir += MR) {                               \
+			Promo pr = { sa + ir, sb + jr, outer + ir * NC + jr, first };    \
+			microkernel(kc, ap + ir * kc, bp + jr * kc, NULL, NC, 0, t,      \
+			            accmask, f, &pr);                                    \
+		}                                                                    \
+}
+PROMO2_COPY(promo_fp32_avx2, 0, 0)
+PROMO2_COPY(promo_trunc_avx2, 1, 0)
+PROMO2_COPY(promo_fp32_avx2_fma, 0, 1)
+PROMO2_COPY(promo_trunc_avx2_fma, 1, 1)
 #endif
 
 /* Which copy runs: precc_isa_level (numerics.c), the widest the CPU has
@@ -763,9 +798,11 @@ promo_block(const Gemm *g, long ic, long mc, long mcp, long jc, long nc,
 	typedef void Promo_fn(long, long, long, const float *, const float *,
 	                      const float *, const float *, float *, int,
 	                      uint32_t);
-	static Promo_fn *const copies[2][2] = {   /* [exact][trunc] */
-		{ promo_fp32_avx512, promo_trunc_avx512 },
-		{ promo_fp32_avx512_fma, promo_trunc_avx512_fma },
+	static Promo_fn *const copies[2][2][2] = {   /* [avx512][exact][trunc] */
+		{ { promo_fp32_avx2, promo_trunc_avx2 },
+		  { promo_fp32_avx2_fma, promo_trunc_avx2_fma } },
+		{ { promo_fp32_avx512, promo_trunc_avx512 },
+		  { promo_fp32_avx512_fma, promo_trunc_avx512_fma } },
 	};
 	const precc_gemm_desc *d = g->d;
 	float sa[MC], sb[NC];
@@ -777,9 +814,8 @@ promo_block(const Gemm *g, long ic, long mc, long mcp, long jc, long nc,
 	for (j = 0; j < ncp; j++)
 		sb[j] = j < nc && d->b.scale_inv ? d->b.scale_inv[((jc + j) / g->bbr)
 		        * g->bnbc + kq / g->bbc] : 1.0f;
-	copies[g->exact != 0][g->accmask != 0xffffffffu](mcp, ncp, kc, ap, bp, sa,
-	                                                  sb, outer, kq == 0,
-	                                                  g->accmask);
+	copies[isa() == ISA_AVX512][g->exact != 0][g->accmask != 0xffffffffu](
+		mcp, ncp, kc, ap, bp, sa, sb, outer, kq == 0, g->accmask);
 }
 #endif
 
@@ -1015,7 +1051,7 @@ gemm_run(const precc_gemm_desc *d)
 	/* small promotion chunks (NVFP4's 16, MX's 32) spent a third of the
 	 * GEMM passing inner and outer sums through memory every P k */
 #ifdef HAVE_AVX2_COPY
-	g.fused = isa() == ISA_AVX512 && !g.tensorwise && g.P <= KC
+	g.fused = isa() != ISA_BASE && !g.tensorwise && g.P <= KC
 	          && !getenv("PRECC_INTERP_NOFUSEPROMO");
 #endif
 	g.lut_a = precc_interp_elem_bytes(d->a.fmt) == 1
