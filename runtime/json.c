@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt.h"
+#include "manifest.h"
 
 typedef struct Reader {
 	const char *s, *end, *name;

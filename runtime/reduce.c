@@ -49,19 +49,10 @@ static int move(precc_rt *rt, int nl, const int *layers, long m,
 				return -1;
 			}
 			if (buf) {
-#ifdef PRECC_HAVE_CUDA_H
-				if (rt->backend == PRECC_BACKEND_CUDA) {
-					CUdeviceptr d = (CUdeviceptr)(uintptr_t)(buf + at),
-					            s = (CUdeviceptr)(uintptr_t)p;
-					if (rt_cuda_dtod_async(rt, dir ? s : d, dir ? d : s, nf[a] * 4,
-					                       (CUstream)stream))
-						return -1;
-				} else
-#endif
-				if (dir)
-					memcpy(p, buf + at, nf[a] * 4);
-				else
-					memcpy(buf + at, p, nf[a] * 4);
+				if (rt->ops->copy(rt, dir ? (void *)p : (void *)(buf + at),
+				                  dir ? (const void *)(buf + at) : (const void *)p,
+				                  nf[a] * 4, stream))
+					return -1;
 			}
 			at += nf[a];
 		}

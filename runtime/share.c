@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt.h"
+#include "plan.h"
 
 void rt_share_free(rt_share *s)
 {

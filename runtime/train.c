@@ -33,18 +33,6 @@
 #include "precc/interp.h"
 #include "rt.h"
 
-void precc_training_policy_default(precc_training_policy *p)
-{
-	memset(p, 0, sizeof *p);
-	p->loss_scale = PRECC_LOSS_NONE;
-	p->loss_scale_init = 65536.0f;
-	p->growth_factor = 2.0f;
-	p->backoff_factor = 0.5f;
-	p->growth_interval = 2000;
-	p->master_weights = PRECC_FP32;
-	p->optimizer_state = PRECC_FP32;
-}
-
 void precc_rt_training_policy(const precc_rt *rt, precc_training_policy *p)
 {
 	if (rt && rt->art)

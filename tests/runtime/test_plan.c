@@ -549,7 +549,7 @@ static void test_fake(const char *inputs, const char *lib)
 			CHECK(launch && violation && nviol && push && pop);
 			if (launch && violation && nviol && push && pop) {
 				const rt_step *st = &rt->art->layer[l].step[1];
-				CUfunction fn = rt->art->kern[st->kernel].k->fn;
+				CUfunction fn = rt_cuda_kdesc_kernel(&rt->art->kern[st->kernel])->fn;
 				CUdeviceptr ptr[5];
 				int64_t m = 96;
 				void *pp[6];
