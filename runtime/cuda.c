@@ -52,7 +52,7 @@ int rt_cuda_is_device_ptr(const void *p) { return 0; }
 	X(cuMemsetD8) X(cuStreamSynchronize) X(cuPointerGetAttribute) \
 	X(cuMemsetD8Async) X(cuMemcpyDtoDAsync) X(cuLaunchCooperativeKernel) \
 	X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuTensorMapEncodeTiled) \
-	X(cuStreamGetCtx)
+	X(cuStreamGetCtx) X(cuPointerGetAttributes)
 
 #define SYM_(f) #f
 #define SYM(f) SYM_(f)
@@ -497,20 +497,21 @@ int rt_cuda_is_device_ptr(const void *p)
 int rt_cuda_device_ptr_ok(precc_rt *rt, const void *p)
 {
 	unsigned int type = 0;
+	int ord = -1;
+	CUpointer_attribute attr[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+	                               CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+	void *data[2] = {&type, &ord};
 	CUresult r;
 	int pushed;
 
-	int ord = -1;
-
 	if (!p || !drv.lib || !rt->ctx || enter(rt, &pushed))
 		return 0;
-	r = drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-	                              (CUdeviceptr)(uintptr_t)p);
-	if (r == CUDA_SUCCESS && type != CU_MEMORYTYPE_HOST)
-		r = drv.cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-		                              (CUdeviceptr)(uintptr_t)p);
+	/* both in one driver call; memory the driver does not know reads as
+	 * type 0 (rt_cuda_check_device_ptr then names the problem) */
+	r = drv.cuPointerGetAttributes(2, attr, data, (CUdeviceptr)(uintptr_t)p);
 	leave(rt, pushed);
-	return r == CUDA_SUCCESS && type != CU_MEMORYTYPE_HOST && ord == (int)rt->dev;
+	return r == CUDA_SUCCESS && type != 0 && type != CU_MEMORYTYPE_HOST &&
+	       ord == (int)rt->dev;
 }
 
 int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what)

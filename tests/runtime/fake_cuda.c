@@ -574,6 +574,32 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a,
 }
 #endif
 
+/* The memory type and device ordinal in one call (cuda.c's per-buffer
+ * check); as the real one, memory it does not know is success with zeroed
+ * values, not an error. */
+CUresult CUDAAPI cuPointerGetAttributes(unsigned n, CUpointer_attribute *a, void **data,
+                                        CUdeviceptr p)
+{
+	static int any = -1;   /* $FAKE_CUDA_ANY_POINTER, read once */
+	int slot = -1;
+
+	if (any < 0)
+		any = getenv("FAKE_CUDA_ANY_POINTER") != NULL;
+	for (int i = 0; p && !any && i < 64 && slot < 0; i++)
+		if (allocs[i] && (uintptr_t)allocs[i] == p)
+			slot = i;
+	for (unsigned i = 0; i < n; i++) {
+		int known = slot >= 0 || (any && p);
+		if (a[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+			*(unsigned *)data[i] = known ? CU_MEMORYTYPE_DEVICE : 0;
+		else if (a[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+			*(int *)data[i] = slot >= 0 ? alloc_dev[slot] : known ? 0 : -2;
+		else
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	return 0;
+}
+
 /* Events for bench_quant_bw's smoke run: every interval is 1 ms. */
 static int fake_event;
 CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int flags)
