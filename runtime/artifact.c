@@ -240,6 +240,20 @@ size_t rt_type_bytes(const rt_type *t, long m, long *rows, long *cols)
 	return n;
 }
 
+const rt_extent *rt_buffer_extent(const rt_layer *l, int b, long m)
+{
+	rt_extents *x = l->ext;
+
+	if (x->m != m || m <= 0) {
+		for (int i = 0; i < l->nbuf; i++) {
+			rt_extent *e = &x->buf[i];
+			e->bytes = rt_type_bytes(&l->buf[i].type, m, &e->rows, &e->cols);
+		}
+		x->m = m;
+	}
+	return &x->buf[b];
+}
+
 static int type_eq(const rt_type *a, const rt_type *b)
 {
 	if (a->fmt != b->fmt || a->rank != b->rank)
@@ -632,7 +646,8 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 	if (!(bufs = need(c, j, path, "buffers", JSON_ARR)) ||
 	    !(steps = need(c, j, path, "steps", JSON_ARR)))
 		return -1;
-	if (!(l->buf = calloc(bufs->n + 1, sizeof *l->buf)) ||
+	if (!(l->ext = calloc(1, sizeof *l->ext + (bufs->n + 1) * sizeof *l->ext->buf)) ||
+	    !(l->buf = calloc(bufs->n + 1, sizeof *l->buf)) ||
 	    !(l->step = calloc(steps->n + 1, sizeof *l->step)))
 		return bad(c, j, "out of memory");
 	for (size_t i = 0; i < bufs->n; i++) {
@@ -1074,6 +1089,7 @@ void rt_artifact_free(rt_artifact *a)
 			free(l->step[s].arg);
 		}
 		free(l->buf);
+		free(l->ext);
 		free(l->step);
 		free(l->update);
 		free(l->fqn);

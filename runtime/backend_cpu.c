@@ -51,8 +51,7 @@ static int cpu_run(precc_rt *rt, const rt_layer *l, const rt_step *st,
 		return -1;
 	}
 	for (int p = 0; p < k->nparam; p++) {
-		const rt_buffer *b = &l->buf[st->arg[p]];
-		size_t bytes = rt_type_bytes(&b->type, m, NULL, NULL);
+		size_t bytes = rt_buffer_extent(l, st->arg[p], m)->bytes;
 		if (k->param[p].out)
 			continue;
 		if (ir_interp_bind(ip, k->fn->val[k->abi_value[p]].name,
@@ -63,7 +62,7 @@ static int cpu_run(precc_rt *rt, const rt_layer *l, const rt_step *st,
 		goto out;
 	for (int p = 0; p < k->nparam; p++) {
 		const rt_buffer *b = &l->buf[st->arg[p]];
-		size_t bytes = rt_type_bytes(&b->type, m, NULL, NULL);
+		size_t bytes = rt_buffer_extent(l, st->arg[p], m)->bytes;
 		const void *v = ir_interp_value(ip, k->abi_value[p]);
 		if (!k->param[p].out)
 			continue;

@@ -176,7 +176,7 @@ static int cuda_run(precc_rt *rt, const rt_layer *l, const rt_step *st,
 	unsigned grid[3] = {1, 1, 1}, block[3] = {(unsigned)k->threads, 1, 1};
 	int n = 0;
 
-	if (rt_kernel_grid(k, m, grid)) {
+	if (rt_kernel_grid(k, l, st, m, grid)) {
 		rt_error("cuda: layer '%s' kernel '%s': its grid at M=%ld is larger "
 		         "than CUDA allows", l->fqn, k->name, m);
 		return -1;
@@ -189,7 +189,7 @@ static int cuda_run(precc_rt *rt, const rt_layer *l, const rt_step *st,
 	for (int z = 0; z < k->nzero; z++) {
 		int b = st->arg[k->zero[z]];
 		if (rt_cuda_memset8_async(rt, (CUdeviceptr)(uintptr_t)buffers[b], 0,
-		                          rt_type_bytes(&l->buf[b].type, m, NULL, NULL),
+		                          rt_buffer_extent(l, b, m)->bytes,
 		                          stream))
 			return -1;
 	}

@@ -114,6 +114,16 @@ typedef struct rt_step {
 
 struct rt_split;
 
+/* A buffer's extent at one M: rt_type_bytes' bytes, rows and cols. */
+typedef struct rt_extent {
+	size_t bytes;             /* 0: overflows */
+	long rows, cols;
+} rt_extent;
+typedef struct rt_extents {
+	long m;                   /* the M of buf[] (0: none yet) */
+	rt_extent buf[];          /* per buffer */
+} rt_extents;
+
 typedef struct rt_layer {
 	char *fqn;
 	char *shares_input;       /* the manifest's, or NULL */
@@ -121,6 +131,8 @@ typedef struct rt_layer {
 	rt_step *step; int nstep;
 	int (*update)[2]; int nupdate;  /* (state, next) buffers, after the steps */
 	long m_multiple;          /* lcm over its steps' kernels */
+	rt_extents *ext;          /* rt_buffer_extent's cache: a training step
+	                             calls forward, backward and commit at one M */
 	struct rt_split *split;   /* plan floor (split.c): the plan as
 	                             forward/backward/commit; never read here */
 	int root;                 /* the layer whose input it reads (the
@@ -150,6 +162,10 @@ typedef struct rt_artifact {
  * or not the bytes precc build wrote. Below 0, why names the file. */
 int rt_kernel_file(const char *dir, const json *tf, const char *what,
                    char **image, size_t *len, char *why, size_t whysz);
+
+/* Buffer b of l at M (rt_type_bytes), from l's cache of the last M: the
+ * per-call checks and launches ask it of every buffer. */
+const rt_extent *rt_buffer_extent(const rt_layer *l, int b, long m);
 
 /* Reads DIR/manifest.json (file receives its name, for errors) and
  * validates all of it into an artifact: versions, every key, each

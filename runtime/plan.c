@@ -34,7 +34,8 @@ int rt_step_kernel(const rt_artifact *a, int k, long m)
 	return d->var >= 0 && m >= d->var_m_min ? d->var : k;
 }
 
-int rt_kernel_grid(const rt_kdesc *k, long m, unsigned grid[3])
+int rt_kernel_grid(const rt_kdesc *k, const rt_layer *l, const rt_step *st, long m,
+                   unsigned grid[3])
 {
 	precc_grid_phase ph[RT_MAXPHASE];
 	int np = k->nphase ? k->nphase : 1;
@@ -43,9 +44,8 @@ int rt_kernel_grid(const rt_kdesc *k, long m, unsigned grid[3])
 		rt_geom one = {k->tiled, k->data, k->elems_per_cta, k->tile_rows,
 		               k->tile_cols};
 		const rt_geom *g = k->nphase ? &k->phase[p] : &one;
-		long rows, cols;
-		rt_type_bytes(&k->param[g->data].type, m, &rows, &cols);
-		ph[p] = (precc_grid_phase){g->tiled, rows, cols, g->elems_per_cta,
+		const rt_extent *e = rt_buffer_extent(l, st->arg[g->data], m);
+		ph[p] = (precc_grid_phase){g->tiled, e->rows, e->cols, g->elems_per_cta,
 		                           g->tile_rows, g->tile_cols};
 	}
 	return precc_grid(ph, np, grid);

@@ -17,10 +17,12 @@ int rt_check_m(const rt_layer *l, long m, void *const *buffers);
 /* The kernel launched for kernel k at M: its m_variant at M >= m_min (the
  * same GEMM on a larger tile), else k. */
 int rt_step_kernel(const rt_artifact *a, int k, long m);
-/* k's grid at M: one geometry, or the sum over a fused kernel's phases
- * (precc/grid.h, as the launchers and the emulator). -1: larger than CUDA
- * allows. */
-int rt_kernel_grid(const rt_kdesc *k, long m, unsigned grid[3]);
+/* The grid of k (step st of l, or the kernel launched for it at M) at M:
+ * one geometry, or the sum over a fused kernel's phases (precc/grid.h, as
+ * the launchers and the emulator), over the extents of the step's buffers.
+ * -1: larger than CUDA allows. */
+int rt_kernel_grid(const rt_kdesc *k, const rt_layer *l, const rt_step *st, long m,
+                   unsigned grid[3]);
 /* Cuts every layer (split.c) and plans its shared input (share.c); -1
  * with the error only when out of memory. */
 int rt_plan_artifact(rt_artifact *a);

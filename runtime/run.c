@@ -224,7 +224,7 @@ int rt_check_buffer(precc_rt *rt, const rt_layer *l, long m,
 {
 	const void *ptr = buffers[b];
 	char what[512];
-	size_t need = rt_type_bytes(&l->buf[b].type, m, NULL, NULL);
+	size_t need = rt_buffer_extent(l, b, m)->bytes;
 
 	if (!need) {
 		rt_error("plan: layer '%s': buffer '%s' %s overflows at M=%ld",
@@ -300,7 +300,7 @@ int rt_run_step_at(precc_rt *rt, const rt_layer *l, int s, long m,
 	/* at this M, maybe the same GEMM on a larger tile (manifest m_variant) */
 	rt_kdesc *k = &rt->art->kern[rt_step_kernel(rt->art, st->kernel, m)];
 	double t0 = rt->timing ? now() : 0;
-	long rows, cols;
+	const rt_extent *ext;
 	int rc;
 
 	rc = rt->ops->run(rt, l, st, k, m, buffers, seed, stream, skipped);
@@ -308,9 +308,9 @@ int rt_run_step_at(precc_rt *rt, const rt_layer *l, int s, long m,
 		rc = rt->ops->sync(rt, stream);
 	if (rc)
 		return -1;
-	rt_type_bytes(&k->param[k->data].type, m, &rows, &cols);
+	ext = rt_buffer_extent(l, st->arg[k->data], m);
 	k->launches++;
-	k->elems += (double)rows * (double)cols;
+	k->elems += (double)ext->rows * (double)ext->cols;
 	if (rt->timing)
 		k->seconds += now() - t0;
 	return 0;
@@ -321,7 +321,7 @@ int rt_apply_updates(precc_rt *rt, const rt_layer *l, long m,
 {
 	for (int u = 0; u < l->nupdate; u++) {
 		int sb = l->update[u][0], nb = l->update[u][1];
-		size_t bytes = rt_type_bytes(&l->buf[sb].type, m, NULL, NULL);
+		size_t bytes = rt_buffer_extent(l, sb, m)->bytes;
 		if (rt->ops->copy(rt, buffers[sb], buffers[nb], bytes, stream))
 			return -1;
 	}
