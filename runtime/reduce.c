@@ -10,6 +10,8 @@
  * vendored in aws/aws-ofi-nccl 3rd-party/nccl/cuda/include/nccl/types.h):
  * ncclSuccess 0, ncclFloat32 7, ncclMax 2; ncclAllReduce(sendbuff,
  * recvbuff, count, datatype, op, comm, stream).
+ *
+ * Floor 4 (rt.h) of the runtime; base.h lists the floors.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -79,6 +81,8 @@ int precc_rt_amax_reduce(precc_rt *rt, int nlayers, const int *layers, long m,
 		rt_error("amax: precc_rt_amax_reduce needs a buffer and a reduce function");
 		return -1;
 	}
+	if (rt->ops->check_stream(rt, stream))
+		return -1;
 	if (move(rt, nlayers, layers, m, saved, buf, nbuf, 0, stream, &n))
 		return -1;
 	if (n && (rc = reduce(buf, n, stream, ctx))) {
