@@ -8,6 +8,8 @@
  * bulk commit is made; a run only launches. On the cpu backend a run is
  * precc_rt_commit per layer, the reference the bulk kernel is tested
  * against (tests/codegen/test_emu.c runs the kernel itself).
+ *
+ * Floor 4 (rt.h) of the runtime; base.h lists the floors.
  */
 #include <stdint.h>
 #include <stdlib.h>

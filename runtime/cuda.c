@@ -13,6 +13,8 @@
  * retain the primary context of $PRECC_DEVICE (default 0). Every call
  * makes that context current only for its duration (push/pop, skipped
  * when it is current already), so the caller's thread state is untouched.
+ *
+ * Floor 3 (backend.h) of the runtime; base.h lists the floors.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 
 enum { PH_FWD = RT_PH_FWD, PH_BWD = RT_PH_BWD, PH_COMMIT = RT_PH_COMMIT, NPHASE };
 enum { IO_X, IO_W, IO_BIAS, IO_Y, IO_DY, IO_DX, IO_DW, NIO };
-_Static_assert(NIO == sizeof ((rt_split *)0)->io / sizeof(int), "rt.h's rt_split.io");
+_Static_assert(NIO == sizeof ((rt_split *)0)->io / sizeof(int), "plan.h's rt_split.io");
 
 #define REGION_ALIGN RT_REGION_ALIGN
 #define SAVED_HEADER 64    /* saved[0..4): the cpu backend's skip flag */

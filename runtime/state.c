@@ -12,6 +12,8 @@
  *
  * Saving writes a temporary file beside the target and renames it into
  * place. Loading checks the whole file before writing the state.
+ *
+ * Floor 4 (rt.h) of the runtime; base.h lists the floors.
  */
 #include <errno.h>
 #include <stdio.h>

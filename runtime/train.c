@@ -26,6 +26,8 @@
  *     to right.
  *   Clipping: torch 2.13.0 torch/nn/utils/clip_grad.py:164-181 (clip_coef =
  *     max_norm / (total_norm + 1e-6), clamped to 1, grads multiplied).
+ *
+ * Floor 4 (rt.h) of the runtime; base.h lists the floors.
  */
 #include <math.h>
 #include <string.h>
