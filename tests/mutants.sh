@@ -76,7 +76,14 @@ tmap_cols_m_launcher|driver/artifacts.c|lit.build|				c_dim(c, t->cols < 0 ? DIM
 tmap_launcher_args|driver/artifacts.c|lit.build|			fprintf(c, "%s(void *)&tm[%d]", sep, i), sep = ", ";|			(void)i;
 wgmma_promote_tail|codegen/k_gemm_sm90.c|codegen.emu_sm90a|begin_if(e, LLVMBuildOr(b, at_p, last, ""));|begin_if(e, LLVMBuildAnd(b, at_p, LLVMBuildOr(b, at_p, last, ""), ""));
 tensor_scale_unbounded|codegen/k_gemm.c|codegen.emu$\|codegen.emu_sm90a|	*p = sel(e, over, cf(e, 0x1p64), sel(e, under, cf(e, 0x1p-64), cf(e, 1.0)));|	*p = cf(e, 1.0);
-grid_tiled_rows|include/precc/grid.h|runtime.plan.fake\|runtime.precc_run.m_variant|gy = (g->rows + g->tile_rows - 1) / g->tile_rows;|gy = g->rows / g->tile_rows;'
+grid_tiled_rows|include/precc/grid.h|runtime.plan.fake\|runtime.precc_run.m_variant|gy = (g->rows + g->tile_rows - 1) / g->tile_rows;|gy = g->rows / g->tile_rows;
+stream_other_ctx|runtime/cuda.c|runtime.plan.fake\|runtime.layer.fake|	if (c != rt->ctx) {|	if (0) {
+ptr_other_device|runtime/cuda.c|runtime.plan.fake|	if (ord != (int)rt->dev) {|	if (0) {
+sr_counter_not_saved|runtime/state.c|runtime.state\|runtime.resume|	p = put64(p, st->sr_counter);|	p = put64(p, 0);
+sr_counter_not_loaded|runtime/state.c|runtime.state\|runtime.resume|	st->sr_counter = get32(buf + 8) >= 2 ? get64(p) : 0;|	(void)p;
+extent_stale_m|runtime/artifact.c|runtime.plan\|runtime.layer$|	if (x->m != m \|\| m <= 0) {|	if (m <= 0) {'
+# The last five, issue 31 §4-5 (the runtime's floors): the stream and
+# device checks, the state file's SR counter, the buffer-extent cache.
 
 survivors=0
 stale=0
