@@ -42,14 +42,14 @@ persist_stride_ctaid|codegen/k_gemm_sm90.c|codegen.emu_sm90a|*tile = add64(e, tl
 persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return LLVMBuildMul(e->b, ti, nkt, "");|	return LLVMBuildMul(e->b, ti, c64(e, 0), "");
 persist_group_16|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	GROUP_N = 8,  |	GROUP_N = 16,  
 persist_group_clamp|codegen/k_gemm_sm90.c|codegen.emu_sm90a|LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));|LLVMValueRef nin = c64(e, GROUP_N);
-persist_grid_runtime|runtime/plan.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
+persist_grid_runtime|runtime/backend_cuda.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
 persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)
 rowcol_bank_order|codegen/k_rowcol.c|codegen.emu|LLVMValueRef up = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, t, c64(e, 4), ""), c64(e, 0), "");|LLVMValueRef up = LLVMConstInt(e->g->i1, 0, 0);
 rowcol_one_group|codegen/k_rowcol.c|codegen.emu|		int ng = (int)(Bc / RT);|		int ng = 1;
 rowcol_no_barrier|codegen/k_rowcol.c|codegen.emu|			barrier(&e);      /* the whole tile is in */|			(void)0;
 rowcol_pair_order|codegen/k_rowcol.c|codegen.emu|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, u, e->g->i16, ""),|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, LLVMBuildLShr(b, u, c32(e, 16), ""), e->g->i16, ""),
 share_no_alias|runtime/layer.c|runtime.layer$|			buf[b] = (char *)(uintptr_t)root_saved + place_offset(r, r->split, sh->alias[b], m);|			(void)r;
-share_no_copy|runtime/layer.c|runtime.layer$|		memcpy(dst, buf[b], n);|		(void)dst;
+share_no_copy|runtime/layer.c|runtime.layer$|		if (rt->ops->copy(rt, dst, buf[b], n, stream))|		if ((void)dst, 0)
 share_any_input|runtime/share.c|runtime.layer$|			ok = !is_in(k, p) \|\| eq[b] >= 0;|			ok = 1;
 share_no_promote|runtime/share.c|runtime.layer$|				r->split->place[s->alias[b]] = PRECC_PLACE_SAVED;|				(void)0;
 transpose_no_swizzle|codegen/k_transpose.c|codegen.emu|	LLVMValueRef sx = LLVMBuildShl(b, LLVMBuildAnd(b, LLVMBuildLShr(b, r, c64(e, 4), ""), c64(e, 3), ""),|	LLVMValueRef sx = LLVMBuildShl(b, LLVMBuildAnd(b, LLVMBuildLShr(b, r, c64(e, 4), ""), c64(e, 0), ""),
@@ -90,6 +90,14 @@ dsv2_expert_bias|frontend/hf_arch.c|lit.check|false, -1, false);|false, -1, d->m
 MUTANTS="$MUTANTS
 llvm_share_keeps_target|driver/build.c|lit.build|*to = b->tg[j->t]->name;|*to = from;
 ptxas_share_half_cubin|driver/build.c|lit.build|			j->e.cubin_len = o->e.cubin_len;|			j->e.cubin_len = o->e.cubin_len / 2;"
+# issue 31 §4-5 (rtfloors): the stream and device checks, the state file's SR counter,
+# the buffer-extent cache
+MUTANTS="$MUTANTS
+stream_other_ctx|runtime/cuda.c|runtime.plan.fake\|runtime.layer.fake|	if (c != rt->ctx) {|	if (0) {
+ptr_other_device|runtime/cuda.c|runtime.plan.fake|	if (ord != (int)rt->dev) {|	if (0) {
+sr_counter_not_saved|runtime/state.c|runtime.state\|runtime.resume|	p = put64(p, st->sr_counter);|	p = put64(p, 0);
+sr_counter_not_loaded|runtime/state.c|runtime.state\|runtime.resume|	st->sr_counter = get32(buf + 8) >= 2 ? get64(p) : 0;|	(void)p;
+extent_stale_m|runtime/artifact.c|runtime.plan\|runtime.layer$|	if (x->m != m \|\| m <= 0) {|	if (m <= 0) {"
 
 survivors=0
 stale=0
