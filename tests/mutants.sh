@@ -48,7 +48,7 @@ rowcol_bank_order|codegen/k_rowcol.c|codegen.emu|LLVMValueRef up = LLVMBuildICmp
 rowcol_one_group|codegen/k_rowcol.c|codegen.emu|		int ng = (int)(Bc / RT);|		int ng = 1;
 rowcol_no_barrier|codegen/k_rowcol.c|codegen.emu|			barrier(&e);      /* the whole tile is in */|			(void)0;
 rowcol_pair_order|codegen/k_rowcol.c|codegen.emu|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, u, e->g->i16, ""),|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, LLVMBuildLShr(b, u, c32(e, 16), ""), e->g->i16, ""),
-share_no_alias|runtime/layer.c|runtime.layer$|			buf[b] = (char *)(uintptr_t)root_saved + place_offset(r, r->split, sh->alias[b], m);|			(void)r;
+share_no_alias|runtime/layer.c|runtime.layer$|		if (sh->alias[b] >= 0)\n			buf[b] = (char *)(uintptr_t)root_saved +|		if (0)\n			buf[b] = (char *)(uintptr_t)root_saved +
 share_no_copy|runtime/layer.c|runtime.layer$|		if (rt->ops->copy(rt, dst, buf[b], n, stream))|		if ((void)dst, 0)
 share_any_input|runtime/share.c|runtime.layer$|			ok = !is_in(k, p) \|\| eq[b] >= 0;|			ok = 1;
 share_no_promote|runtime/share.c|runtime.layer$|				r->split->place[s->alias[b]] = PRECC_PLACE_SAVED;|				(void)0;
