@@ -180,11 +180,12 @@ static Bar cta_bar[NSLOT], warp_bar[NSLOT][32];
 Bar wg_bar[EMU_NSLOT][8];   /* warpgroup collectives (emu_wgmma.c) */
 static uint32_t xchg[NSLOT][MAXTHREADS];
 /* 1024-aligned: wgmma swizzles address bits 4-9 (emu_wgmma.c) */
-/* A CTA's shared memory is one 256 KiB block (wgmma descriptors name a
- * byte by its low 18 address bits: emu_wgmma.c) holding the arrays at
+/* A CTA's shared memory is one 512 KiB block holding the arrays at
  * arr_at[id]: array 0 up to EMU_SMEM_ARRAY0 (dynamic shared memory, the
- * sm_90a GEMM's ring), arrays 1 and 2 up to 40 KiB each. */
-enum { SLOT_BYTES = 256 * 1024 };
+ * sm_90a GEMM's ring) in its first 256 KiB (wgmma descriptors name a byte
+ * by its low 18 address bits: emu_wgmma.c), arrays 1 and 2 up to 40 KiB
+ * each after it. */
+enum { SLOT_BYTES = 512 * 1024 };
 static const uint32_t arr_at[NSHARED + 1] = {0, EMU_SMEM_ARRAY0, EMU_SMEM_ARRAY0 + 40 * 1024,
                                              SLOT_BYTES};
 static uint8_t smem[NSLOT][SLOT_BYTES] __attribute__((aligned(1024)));
@@ -462,6 +463,16 @@ precc_emu_shared(uint32_t id, uint64_t bytes)
 		emu_fail("static shared arrays of %llu bytes in all (array %u of %llu the last): over "
 		         "the %d bytes a CTA may have", (unsigned long long)total, id,
 		         (unsigned long long)bytes, EMU_SMEM_STATIC);
+		return sink;
+	}
+	/* the launch: dynamic shared memory starts after the static arrays,
+	 * at its own alignment (1024 for the sm_90a GEMM's swizzled ring), and
+	 * both together fit the opt-in limit (cuFuncSetAttribute's
+	 * MAX_DYNAMIC_SHARED_SIZE_BYTES fails above 227 KiB less the static) */
+	if (dyn_smem && total && (total + 1023) / 1024 * 1024 + dyn_smem > EMU_SMEM_ARRAY0) {
+		emu_fail("%llu bytes of dynamic shared memory after %llu of static (aligned to 1024): "
+		         "over the %d bytes a CTA may have", (unsigned long long)dyn_smem,
+		         (unsigned long long)total, EMU_SMEM_ARRAY0);
 		return sink;
 	}
 	return SM(my_slot, id);

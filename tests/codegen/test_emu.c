@@ -396,10 +396,11 @@ static int check_bulk(const Func *f, const CodegenKernel *info, const char *file
  * deep_gemm/include/deep_gemm/scheduler.cuh; as carried in
  * microsoft/onnxruntime 043246f6 onnxruntime/contrib_ops/cuda/llm/
  * deep_gemm/scheduler.cuh:49-62, NormalScheduler::get_next_block). Its TMA
- * loads of K 0 (the first stage of each tile) must name A's rows 128 m
- * and B's rows 128 n in that order, tile after tile: one box at (0, row)
- * of a K-major operand's map, two at (row, 0) and (row + 64, 0) of an
- * MN-major one's (the map of its transpose: K down the rows). */
+ * loads of K 0 (the first stage of each tile) must name A's rows BM m
+ * and B's rows BN n (the kernel's tile) in that order, tile after tile:
+ * one box at (0, row) of a K-major operand's map, one at (row + 64j, 0)
+ * for each 64 rows of an MN-major one's (the map of its transpose: K down
+ * the rows). */
 static int
 check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, long M, unsigned ncta,
                  const char *file)
@@ -411,7 +412,8 @@ check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, lo
 		long r = tm[o].mn_major ? tm[o].cols : tm[o].rows;
 		rows[o] = r < 0 ? M : r;
 	}
-	long nm = (rows[0] + 127) / 128, nn = (rows[1] + 127) / 128, ntiles = nm * nn;
+	long bm = info->tile_rows, bn = info->tile_cols;
+	long nm = (rows[0] + bm - 1) / bm, nn = (rows[1] + bn - 1) / bn, ntiles = nm * nn;
 	const EmuTmaLoad *ld;
 	int nld = emu_tma_loads(&ld);
 #define OPND(l) ((l).tmap == tmb)
@@ -423,9 +425,9 @@ check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, lo
 			long per_group = nm * GROUP_N, first_n = t / per_group * GROUP_N;
 			long nin = nn - first_n < GROUP_N ? nn - first_n : GROUP_N;
 			long mb = t % per_group / nin, nb = first_n + t % per_group % nin;
-			long want[2] = {128 * mb, 128 * nb};
+			long want[2] = {bm * mb, bn * nb};
 			for (int o = 0; o < 2; o++)
-				for (int j = 0; j < (tm[o].mn_major ? 2 : 1); j++) {
+				for (int j = 0; j < (tm[o].mn_major ? (o ? bn : bm) / 64 : 1); j++) {
 					while (i < nld && (ld[i].cta != cta || KOF(ld[i]) != 0))
 						i++;
 					if (i == nld || OPND(ld[i]) != o || ROWOF(ld[i]) != want[o] + 64 * j) {
