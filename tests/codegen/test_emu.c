@@ -451,6 +451,40 @@ check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, lo
 	return 0;
 }
 
+static int check_kernel(const Func *f, const char *file);
+
+/* --tiles: the wgmma GEMM f at every tile its family generates
+ * (codegen_gemm_wgmma_shape: 64, 128, 256 rows by 16..256 columns in
+ * steps of 16, those that fit registers and shared memory), each on 2
+ * CTAs against the interpreter; the failures. */
+static int
+check_tiles(Func *f, const char *file)
+{
+	char why[256], tile[32];
+	int fails = 0, runs = 0;
+	static const int bms[] = {64, 128, 256};
+
+	if (!f->kernel)
+		return 0;
+	for (int i = 0; i < 3; i++)
+		for (int bn = 16; bn <= 256; bn += 16) {
+			CodegenGemmShape s;
+			if (!codegen_gemm_wgmma_shape(f, bms[i], bn, &s, why, sizeof why))
+				continue;
+			snprintf(tile, sizeof tile, "%dx%d", bms[i], bn);
+			ir_set_attr(f->pattr, PA_TILE, "%s", tile);
+			printf("tile %-8s %d stages, %d bytes of shared memory, %d accumulators a thread: ", tile,
+			       s.stages, s.smem, s.acc_regs);
+			fails += check_kernel(f, file) < 0;
+			runs++;
+		}
+	if (!runs) {
+		printf("FAIL %s: no tile the wgmma family generates (%s)\n", file, why);
+		fails++;
+	}
+	return fails;
+}
+
 /* Run one kernel on the host and against the interpreter; 0 if equal. */
 /* the target the kernels are generated for: sm_90, or --target sm_90a
  * (tests/codegen/kernels_sm90a: the wgmma family) */
@@ -1199,7 +1233,7 @@ main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "kernels";
 	char *names[256], err[1024];
-	int n = 0, fails = 0, self_tests = 1;
+	int n = 0, fails = 0, self_tests = 1, all_tiles = 0;
 
 	/* test_emu DIR [--target T] [--no-self-test]: the last for kernels of
 	 * a build (tests/codegen/emu_build.sh), which the self-tests' named
@@ -1214,8 +1248,11 @@ main(int argc, char **argv)
 			emu_sm = (CodegenSm)sm;
 		} else if (!strcmp(argv[a], "--no-self-test")) {
 			self_tests = 0;
+		} else if (!strcmp(argv[a], "--tiles")) {
+			all_tiles = 1;     /* every tile the wgmma family generates */
+			self_tests = 0;
 		} else {
-			fprintf(stderr, "usage: test_emu DIR [--target T] [--no-self-test]\n");
+			fprintf(stderr, "usage: test_emu DIR [--target T] [--no-self-test] [--tiles]\n");
 			return 2;
 		}
 	}
@@ -1275,7 +1312,9 @@ main(int argc, char **argv)
 			printf("FAIL %s: %s\n", names[i], err);
 			fails++;
 		} else {
-			for (int k = 0; k < m->nfn; k++) {
+			for (int k = 0; k < m->nfn && all_tiles; k++)
+				fails += check_tiles(m->fn[k], names[i]);
+			for (int k = 0; k < m->nfn && !all_tiles; k++) {
 				long m0 = M;
 				sched_fn = ms && k < ms->nfn && ms->fn[k]->kernel ? ms->fn[k] : NULL;
 				fails += check_kernel(m->fn[k], names[i]) < 0;
