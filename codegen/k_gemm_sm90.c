@@ -83,10 +83,16 @@ enum {
 	STAGES_MIN = 3, STAGES_MAX = 16,   /* DeepGEMM's bounds (the header) */
 	NACC_MAX = 128,               /* f32 accumulators per consumer thread */
 	REG_BUDGET = 168,             /* accumulators, promotion's second set and the
-	                                 scales live across the K loop: what 232
-	                                 registers hold beside addresses and phases
-	                                 (128 x 128 with 1x128 scales on both sides,
-	                                 164, holds without spills: test_ptxas) */
+	                                 scales live across the K loop (with no
+	                                 promotion, per-column B scales count 3/4
+	                                 a column: the epilogue's scales, their
+	                                 products and the bias): what 232 registers
+	                                 hold beside addresses and phases. ptxas 13
+	                                 at the 70B shapes (no_spills.sh): 128 x 128
+	                                 with 1x128 scales on both sides (162) and
+	                                 rowwise 128 x 128 (162) hold without
+	                                 spills; rowwise 256 x 96 (172) spills 16
+	                                 bytes, 128 x 160 (202) 4 */
 	PRODUCER_REGS = 40, CONSUMER_REGS = 232,   /* 128 x 40 + 256 x 232 <= 64 Ki */
 	GROUP_N = 8,                  /* n-blocks per rasterization group (tile_at) */
 };
@@ -135,12 +141,11 @@ shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 	z->threads = WG * (1 + z->ncw);
 	/* the registers live across the K loop: the accumulators, with a
 	 * promotion a second set, and the scales read before the wgmmas */
-	int regs = z->nacc * (g->P ? 2 : 1);
-	if (g->P)
-		regs += (scale_uniform(f, &g->op[0], bm) ? 1 : 2 * z->mi) + (scale_uniform(f, &g->op[1], bn) ? 1 : bn / 4);
+	int regs = z->nacc * (g->P ? 2 : 1) + (scale_uniform(f, &g->op[0], bm) ? 1 : 2 * z->mi)
+	           + (scale_uniform(f, &g->op[1], bn) ? 1 : g->P ? bn / 4 : 3 * bn / 4);
 	if (z->nacc > NACC_MAX || regs > REG_BUDGET) {
-		snprintf(why, n, "tile %dx%d: %d accumulators%s a consumer thread, over %d", bm, bn, z->nacc,
-		         g->P ? " twice (promotion) and the scales" : "", g->P ? REG_BUDGET : NACC_MAX);
+		snprintf(why, n, "tile %dx%d: %d accumulators%s and the scales a consumer thread: %d, over %d", bm, bn,
+		         z->nacc, g->P ? " twice (promotion)" : "", regs, z->nacc > NACC_MAX ? NACC_MAX : REG_BUDGET);
 		return -1;
 	}
 	z->a_bytes = bm * KB, z->b_bytes = bn * KB;
