@@ -64,10 +64,10 @@ e2m1_nibble_interp|ir/interp/quant.c|refsem.test_fp4_pack|			unsigned sh = 4 * (
 e2m1_nibble_store|codegen/emit.c|codegen.emu|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * i), ""), "");|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * (i ^ 1)), ""), "");
 e2m1_upcast_bytes|codegen/k_gemm.c|codegen.emu|sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");|sel(e, ok, gk, c64(e, 0))), c64(e, 0), "");
 e2m1_sr_halves|codegen/emit_quant.c|codegen.emu|			rb[8 * j + w] = w & 1 ? LLVMBuildLShr|			rb[8 * j + w] = !(w & 1) ? LLVMBuildLShr
-wgmma_trans_b|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		            mna \| mnb << 1);|		            mna);
-wgmma_trans_a|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		            mna \| mnb << 1);|		            mnb << 1);
+wgmma_trans_b|codegen/k_gemm_sm90.c|codegen.emu_sm90a|d + mi * (z->bn / 2), sd, mna \| mnb << 1);|d + mi * (z->bn / 2), sd, mna);
+wgmma_trans_a|codegen/k_gemm_sm90.c|codegen.emu_sm90a|d + mi * (z->bn / 2), sd, mna \| mnb << 1);|d + mi * (z->bn / 2), sd, mnb << 1);
 wgmma_nkt_floor|codegen/k_gemm_sm90.c|codegen.emu_sm90a|add64(e, dimv(e, g.K), c64(e, (uint64_t)bke - 1))|add64(e, dimv(e, g.K), c64(e, 0))
-wgmma_k_loop_short|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);\n	LLVMValueRef s, ph;\n	ring_at(e, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), LLVMBuildSub(b, nkt, c64(e, 1), ""));\n	LLVMValueRef s, ph;\n	ring_at(e, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar
+wgmma_k_loop_short|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);\n	LLVMValueRef s, ph;\n	ring_at(e, z, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), LLVMBuildSub(b, nkt, c64(e, 1), ""));\n	LLVMValueRef s, ph;\n	ring_at(e, z, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar
 wgmma_mn_box_coords|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		                  LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), k0, bar);|		                  k0, LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), bar);
 wgmma_mn_lbo|codegen/k_gemm_sm90.c|codegen.emu_sm90a|return mn ? asm90_desc_mn128(e->g, p, MN_BOX_BYTES)|return mn ? asm90_desc_mn128(e->g, p, 2 * MN_BOX_BYTES)
 wgmma_mn_kstep|codegen/k_gemm_sm90.c|codegen.emu_sm90a|c64(e, (uint64_t)(ks * (KSTEP / 2) * KB / 16));|c64(e, (uint64_t)(ks * KSTEP / 16));
@@ -98,6 +98,16 @@ ptr_other_device|runtime/cuda.c|runtime.plan.fake|	if (ord != (int)rt->dev) {|	i
 sr_counter_not_saved|runtime/state.c|runtime.state\|runtime.resume|	p = put64(p, st->sr_counter);|	p = put64(p, 0);
 sr_counter_not_loaded|runtime/state.c|runtime.state\|runtime.resume|	st->sr_counter = get32(buf + 8) >= 2 ? get64(p) : 0;|	(void)p;
 extent_stale_m|runtime/artifact.c|runtime.plan\|runtime.layer$|	if (x->m != m \|\| m <= 0) {|	if (m <= 0) {"
+
+# sm90sched (issue 28 §1): the wgmma family's shapes. A ring of one stage
+# more than 227 KiB holds, B's box as tall as A's, a 256-row tile's second
+# m64 block read from the first's rows, the shape's stages not the ones
+# codegen uses in the ring.
+MUTANTS="$MUTANTS
+sm90_stages_overflow|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	z->stages = (SMEM_MAX - SMEM_STATIC) / (z->stage_bytes + 2 * 8);|	z->stages = (SMEM_MAX - SMEM_STATIC) / (z->stage_bytes + 2 * 8) + 1;
+sm90_box_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|			t->box_rows = o ? z.bn : z.bm;|			t->box_rows = o ? z.bm : z.bn;
+sm90_mi_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|c64(e, (uint64_t)(mi * WGMMA_M * KB))))));|c64(e, 0)))));
+sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi + 8 * h)));|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(8 * h)));"
 
 survivors=0
 stale=0
