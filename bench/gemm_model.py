@@ -33,7 +33,8 @@ warps do not hide), E (the epilogue's clocks per 64 accumulators a thread
 holds). E is closed-form given e and a; e and a by a grid search.
 
   python3 bench/gemm_model.py --fit                 the fit and its error per row
-  python3 bench/gemm_model.py --predict AUDIT.json... [--label L]
+  python3 bench/gemm_model.py --predict AUDIT.json... [--label L] [--e E]
+        [--hide-epilogue]
         predictions at bench/gemm/shapes.lua for the kernels the audit
         JSONs (sass_audit.py --json, built from shapes.lua) describe
   python3 bench/gemm_model.py --precc build/precc   build shapes.lua for
@@ -204,6 +205,9 @@ def report_fit():
     allerr = [x for v in errs.values() for x in v]
     for rec, v in errs.items():
         print("  %s: median |error| %.1f %%, max %.1f %%" % (rec, statistics.median(v), max(v)))
+    print("  every measured kernel had the 128 x 128 tile, whose K tile needs 703 clocks of L2 feed at beta"
+          " (%.1f B/clk/SM) against 512 / e of tensor time: the data bound e only below (e >= %.3f, where"
+          " the two meet); predictions use the fit's e, the least it can be" % (BETA, 512 / (256 * 128 / BETA)))
     print("  all %d rows: median |error| %.1f %%, max %.1f %%, rms %.1f %%"
           % (len(allerr), statistics.median(allerr), max(allerr),
              math.sqrt(sum(x * x for x in allerr) / len(allerr))))
@@ -242,7 +246,11 @@ def kernels_of(audit_rows):
 
 def predict(audit_rows, c=None):
     """[{recipe, m, n, k, what, tflops, ...}] at every shape of shapes.lua"""
-    c = c or constants()
+    c = dict(c or constants())
+    if os.environ.get("GEMM_MODEL_E"):   # the sensitivity to e, which the fit bounds only below
+        c["e"] = float(os.environ["GEMM_MODEL_E"])
+    if os.environ.get("GEMM_MODEL_HIDE_EPILOGUE"):   # item 3's overlapped epilogue: E = 0
+        c["E"] = 0.0
     ks = kernels_of(audit_rows)
     out = []
     for m, n, k in shapes():
@@ -413,6 +421,13 @@ def main(argv):
     if argv[0] == "--predict":
         label = "predicted"
         files = argv[1:]
+        if "--e" in files:
+            i = files.index("--e")
+            os.environ["GEMM_MODEL_E"] = files[i + 1]
+            del files[i:i + 2]
+        if "--hide-epilogue" in files:
+            os.environ["GEMM_MODEL_HIDE_EPILOGUE"] = "1"
+            files.remove("--hide-epilogue")
         if "--label" in files:
             i = files.index("--label")
             label = files[i + 1]

@@ -21,6 +21,7 @@ still fails on any other. 2 on a usage or tool error.
 
   python3 bench/sass_audit.py [--precc build/precc] [--recipes 'a b']
       [--models 'm.json ...'] [--group] [--json OUT] [--allow-known]
+  python3 bench/sass_audit.py --dirs 'OUT...'   audit builds already made
   python3 bench/sass_audit.py --cubin K.cubin [--ptx K.ptx]   one kernel
       (--ptx: ptxas -arch=sm_90a -v it into the cubin first)
 
@@ -311,6 +312,7 @@ def main(argv):
     ap.add_argument("--group", action="store_true", help="merge rows alike but for model/layer/shape")
     ap.add_argument("--json", default=None)
     ap.add_argument("--allow-known", action="store_true")
+    ap.add_argument("--dirs", default=None, help="audit these precc build outputs instead of building")
     ap.add_argument("--cubin", default=None)
     ap.add_argument("--ptx", default=None)
     ap.add_argument("--not-gemm", action="store_true", help="--cubin: not a GEMM (no wgmma check)")
@@ -335,6 +337,10 @@ def main(argv):
         r = audit_cubin(tools, a.cubin, spill)
         r.update(recipe=os.path.basename(a.cubin), gemm_kernel=not a.not_gemm)
         rows.append(r)
+    elif a.dirs:
+        for d in a.dirs.split():
+            man = json.load(open(os.path.join(d, "manifest.json")))
+            rows += audit_build(tools, d, man["recipe"]["name"], man["model"]["name"])
     else:
         recipes = (a.recipes.split() if a.recipes else
                    sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ROOT, "recipes/*.lua"))))

@@ -12,6 +12,8 @@
 #        $ART (default tests/gpu/artifacts/gemm; PTX dropped, cubins kept)
 #        and the model's predictions ($ART/predicted.json: needs nvdisasm
 #        and cuobjdump, see bench/sass_audit.py)
+#   sh bench/gemm/lease_gemm.sh predict    here: only the predictions, for
+#        the kernels already in $ART (tests/gpu/prepare.sh's gemm/)
 #   sh bench/gemm/lease_gemm.sh dry-run    here: checks what a lease needs
 #        (every shape in every recipe's manifest, a prediction for each
 #        GEMM, the budget) and prints the commands it would run
@@ -40,21 +42,19 @@ prepare)
 			>"$ART/$r.build.log" 2>&1 || { echo "lease_gemm: $r does not build:"; tail -3 "$ART/$r.build.log"; exit 1; }
 		echo "built $ART/$r"
 	done
-	# the predictions read the cubins' SASS: before slim.py drops the PTX
-	ok=1
-	for rt in $RECIPES; do
-		r=${rt%%:*}
-		python3 bench/sass_audit.py --recipes "$r" --models bench/gemm/shapes.lua --precc "$PRECC" \
-			--json "$ART/$r.audit.json" >"$ART/$r.audit.log" 2>&1
-		[ -f "$ART/$r.audit.json" ] || { ok=0; echo "lease_gemm: no SASS audit for $r:"; tail -2 "$ART/$r.audit.log"; }
-		js="$js $ART/$r.audit.json"
-	done
-	if [ $ok = 1 ]; then
-		python3 bench/gemm_model.py --write "$ART/predicted.json" $js || exit 1
-	fi
+	sh "$0" predict || echo "lease_gemm: no predictions (the run prints measured rows only)"
 	python3 tests/gpu/slim.py "$ART" || exit 1
 	echo "lease_gemm: prepared $ART ($(du -sh "$ART" | cut -f1))"
 	exit 0 ;;
+predict)
+	# the model's predictions for the kernels in $ART (their SASS: before
+	# tests/gpu/slim.py drops the PTX it does not matter, the cubins stay)
+	dirs=
+	for rt in $RECIPES; do dirs="$dirs $ART/${rt%%:*}"; done
+	python3 bench/sass_audit.py --dirs "$dirs" --json "$ART/audit.json" >"$ART/audit.log" 2>&1
+	[ -f "$ART/audit.json" ] || { echo "lease_gemm: no SASS audit:"; tail -2 "$ART/audit.log"; exit 1; }
+	python3 bench/gemm_model.py --write "$ART/predicted.json" "$ART/audit.json"
+	exit $? ;;
 dry-run)
 	bad=0
 	python3 - "$ART" $RECIPES <<'PY' || bad=1
