@@ -32,7 +32,8 @@ a (issue clocks per K-loop instruction per warp: > 1 is latency the
 warps do not hide), E (the epilogue's clocks per 64 accumulators a thread
 holds). E is closed-form given e and a; e and a by a grid search.
 
-  python3 bench/gemm_model.py --fit                 the fit and its error per row
+  python3 bench/gemm_model.py --fit [--check PCT]   the fit and its error per row
+        (--check: exit 1 when a row's error is over PCT %)
   python3 bench/gemm_model.py --predict AUDIT.json... [--label L] [--e E]
         [--hide-epilogue]
         predictions at bench/gemm/shapes.lua for the kernels the audit
@@ -211,6 +212,7 @@ def report_fit():
     print("  all %d rows: median |error| %.1f %%, max %.1f %%, rms %.1f %%"
           % (len(allerr), statistics.median(allerr), max(allerr),
              math.sqrt(sum(x * x for x in allerr) / len(allerr))))
+    return max(allerr)
 
 
 def shapes():
@@ -405,7 +407,9 @@ def compare(jsonl, predfile, torchfile=None):
 
 def main(argv):
     if not argv or argv[0] == "--fit":
-        report_fit()
+        worst = report_fit()
+        if len(argv) > 2 and argv[1] == "--check":   # ctest: the fit's worst row within PCT
+            return 0 if worst <= float(argv[2]) else 1
         return 0
     if argv[0] == "--compare":
         compare(argv[1], argv[2], argv[3] if len(argv) > 3 else None)
