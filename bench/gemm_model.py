@@ -227,7 +227,7 @@ def gemm_dims(kind, m, n, k):
 
 
 def kernels_of(audit_rows):
-    """{(recipe, kind, N, K): kernel features} from sass_audit --json rows
+    """{(recipe, kind, N, K): [kernel features]} from sass_audit --json rows
     of a shapes.lua build (N, K of the linear)."""
     out = {}
     for r in audit_rows:
@@ -239,11 +239,19 @@ def kernels_of(audit_rows):
             bm, bn = (int(v) for v in r["tile"].split("x"))
             kl = r.get("k_loop") or {}
             for kind in r["kinds"]:
-                out[(r["recipe"], kind, n, k)] = {
+                out.setdefault((r["recipe"], kind, n, k), []).append({
                     "bm": bm, "bn": bn, "consumers": r.get("consumers", 2 if bm > 64 else 1),
                     "loop": kl.get("instructions", 0), "wgmma": bool(r["gmma"]), "stages": r.get("stages"),
-                    "kernel": r["kernel"], "regs": r["regs"]}
+                    "kernel": r["kernel"], "regs": r["regs"], "m_min": r.get("m_min") or 0})
     return out
+
+
+def kernel_at(kerns, m):
+    """the kernel the runtime launches at M: the m_variant with the largest
+    m_min <= M (the base kernel has m_min 0)"""
+    if not kerns:
+        return None
+    return max((x for x in kerns if x["m_min"] <= m), key=lambda x: x["m_min"], default=None)
 
 
 def predict(audit_rows, c=None):
@@ -258,7 +266,7 @@ def predict(audit_rows, c=None):
     for m, n, k in shapes():
         for rec in sorted({key[0] for key in ks}):
             for kind in ("fprop", "dgrad", "wgrad"):
-                kern = ks.get((rec, kind, n, k))
+                kern = kernel_at(ks.get((rec, kind, n, k)), m)
                 if not kern:
                     continue
                 rows, cols, red = gemm_dims(kind, m, n, k)

@@ -227,6 +227,15 @@ def audit_build(tools, out, recipe, model):
         for st in lc["steps"]:
             kinds.setdefault(st["kernel"], set()).add(st.get("gemm") or "?")
             layers.setdefault(st["kernel"], set()).add(ci)
+    # an m_variant (the same GEMM on another tile, launched from M >= m_min)
+    # is named by its kernel, not by a step: it serves the base's steps
+    variant = {}
+    for k in man["kernels"]:
+        mv = k.get("m_variant")
+        if isinstance(mv, dict) and mv.get("kernel"):
+            variant[mv["kernel"]] = (k["name"], mv.get("m_min"))
+            kinds.setdefault(mv["kernel"], set()).update(kinds.get(k["name"], set()))
+            layers.setdefault(mv["kernel"], set()).update(layers.get(k["name"], set()))
     fqn = {}
     for l in man["layers"]:
         fqn.setdefault(l["class"], l["fqn"].split(".")[-1])
@@ -247,6 +256,8 @@ def audit_build(tools, out, recipe, model):
             r.update(tile="%sx%s" % (m.group(1), m.group(2)), stages=int(m.group(3)),
                      smem=int(m.group(4)), cluster=m.group(5), consumers=int(m.group(6)))
         r["m_variant"] = k.get("m_variant")
+        if k["name"] in variant:
+            r["variant_of"], r["m_min"] = variant[k["name"]]
         rows.append(r)
     return rows
 

@@ -91,7 +91,10 @@ for r in recipes:
             if "cubin" not in kk["files"].get("sm_90a", {}):
                 print("dry-run: FAIL: %s %s %s: no sm_90a cubin" % (r, name, st["gemm"])); bad = 1
             p = pred.get((r, mm, n, k, st["gemm"]))
-            if pred and (not p or p.get("kernel") != st["kernel"]):
+            mv = kk.get("m_variant") or {}
+            # at M >= m_min the runtime launches the m_variant kernel
+            want = mv["kernel"] if isinstance(mv, dict) and mv.get("m_min", 1 << 62) <= mm else st["kernel"]
+            if pred and (not p or p.get("kernel") != want):
                 print("dry-run: %s %s %s: no prediction for kernel %s" % (r, name, st["gemm"], st["kernel"])); bad = 1
 flop = sum(2.0 * mm * n * k for mm, n, k in shapes)
 # time on the device: 3 GEMMs + the fprop chain, (20 + 3 + 1) launches each,
