@@ -153,5 +153,5 @@ if [ -f "$ART/predicted.json" ] && [ -s "$O/gemm.jsonl" ]; then
 		2>&1 | tee "$O/gemm_compare.txt"
 fi
 sed -n '/^precc against/,$p' "$O/gemm_torch.log" 2>/dev/null
-grep -E 'BAD|not finite|run failed|cannot' "$O/gemm.log" | head -10
-[ $rc = 0 ]
+grep -E 'BAD|not finite|run failed|cannot open [^s]' "$O/gemm.log" | head -10
+exit $rc   # 77: no GPU (bench_gemm_gpu says why)
