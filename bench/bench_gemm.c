@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "precc/interp.h"
+#include "precc/numerics.h"
 
 extern void openblas_set_num_threads(int);
 extern char *openblas_get_corename(void);
@@ -22,27 +24,82 @@ extern char *openblas_get_config(void);
 
 /* OpenBLAS picks its kernels by the CPU it detects, and Debian's 0.3.21
  * has detected AVX-512 Xeons as "Prescott" (SSE3 kernels), which made an
- * easy baseline. Unless OPENBLAS_CORETYPE is set already, the bench
- * re-executes itself with the widest core type the CPU supports, before
- * OpenBLAS's constructor has run in the new image. */
+ * easy baseline; so unless OPENBLAS_CORETYPE is set, the bench re-executes
+ * itself with the widest core type the CPU runs, before OpenBLAS's
+ * constructor has run in the new image. A core type set from outside that
+ * the CPU cannot run (SkylakeX on an AVX2-only machine: SIGILL in the first
+ * sgemm) is dropped the same way, and the bench says so. */
+static const struct {
+	const char *core;
+	int avx512, avx2, bf16;    /* what its kernels execute */
+} cores[] = {
+	{ "SkylakeX", 1, 1, 0 }, { "Cooperlake", 1, 1, 1 },
+	{ "SapphireRapids", 1, 1, 1 }, { "Haswell", 0, 1, 0 }, { "Zen", 0, 1, 0 },
+};
+
+static int
+cpu_runs(const char *core)
+{
+	int avx512 = __builtin_cpu_supports("avx512f")
+	             && __builtin_cpu_supports("avx512bw")
+	             && __builtin_cpu_supports("avx512vl")
+	             && __builtin_cpu_supports("avx512dq");
+	int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	int bf16 = __builtin_cpu_supports("avx512bf16");
+
+	for (size_t i = 0; i < sizeof cores / sizeof *cores; i++)
+		if (!strcasecmp(core, cores[i].core))
+			return (!cores[i].avx512 || avx512) && (!cores[i].avx2 || avx2)
+			       && (!cores[i].bf16 || bf16);
+	return 1;                  /* older cores (Sandybridge, Nehalem, ...) */
+}
+
 static void
 pin_openblas_core(char **argv)
 {
-	const char *want = __builtin_cpu_supports("avx512f") ? "SkylakeX"
-	                   : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+	const char *set = getenv("OPENBLAS_CORETYPE");
+	const char *want = __builtin_cpu_supports("avx512f") && cpu_runs("SkylakeX")
+	                   ? "SkylakeX" : cpu_runs("Haswell") ? "Haswell" : NULL;
 
-	if (getenv("OPENBLAS_CORETYPE") || !want)
+	if (getenv("BENCH_GEMM_CORE_NOTE"))
+		return;                /* the re-executed image */
+	if (set && cpu_runs(set))
 		return;
-	setenv("OPENBLAS_CORETYPE", want, 1);
+	if (set) {
+		char note[160];
+		snprintf(note, sizeof note, "OPENBLAS_CORETYPE=%s dropped: this CPU "
+		         "lacks its instructions; %s%s", set,
+		         want ? "pinned to " : "OpenBLAS detects its own core",
+		         want ? want : "");
+		setenv("BENCH_GEMM_CORE_NOTE", note, 1);
+		unsetenv("OPENBLAS_CORETYPE");
+	} else if (want) {
+		setenv("BENCH_GEMM_CORE_NOTE", "OPENBLAS_CORETYPE unset: pinned to "
+		       "the widest core this CPU runs", 1);
+	} else {
+		return;
+	}
+	if (want)
+		setenv("OPENBLAS_CORETYPE", want, 1);
 	execv("/proc/self/exe", argv);
-	perror("bench_gemm: re-exec with OPENBLAS_CORETYPE");  /* goes on */
+	perror("bench_gemm: re-exec with OPENBLAS_CORETYPE");
+	if (set && !cpu_runs(set)) {
+		fprintf(stderr, "bench_gemm: OpenBLAS was loaded with core %s, which "
+		        "this CPU cannot run; refusing\n", set);
+		exit(1);
+	}
 }
+
+/* Wall time; with one thread, the process's CPU time (BENCH_GEMM_CLOCK=wall
+ * to keep wall time): on a shared machine a one-thread run's CPU time is
+ * its work, the wall time mostly the other tenants'. */
+static clockid_t clock_id = CLOCK_MONOTONIC;
 
 static double
 now(void)
 {
 	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	clock_gettime(clock_id, &t);
 	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -119,13 +176,27 @@ main(int argc, char **argv)
 	pin_openblas_core(argv);
 	threads = precc_interp_threads(threads);
 	openblas_set_num_threads(threads);
-	printf("threads: %d (interpreter and OpenBLAS)\n", threads);
+	if (threads == 1 && !(getenv("BENCH_GEMM_CLOCK")
+	                      && !strcmp(getenv("BENCH_GEMM_CLOCK"), "wall")))
+		clock_id = CLOCK_PROCESS_CPUTIME_ID;
+	printf("threads: %d (interpreter and OpenBLAS); clock: %s\n", threads,
+	       clock_id == CLOCK_MONOTONIC ? "wall" : "process CPU time");
 	printf("openblas: core %s (OPENBLAS_CORETYPE=%s), %s\n",
 	       openblas_get_corename(), getenv("OPENBLAS_CORETYPE"),
 	       openblas_get_config());
-	printf("interpreter GEMM copy: PRECC_INTERP_ISA=%s%s\n",
+	if (getenv("BENCH_GEMM_CORE_NOTE"))
+		printf("openblas: %s\n", getenv("BENCH_GEMM_CORE_NOTE"));
+	printf("cpu: cpuid has%s%s%s%s%s%s\n",
+	       __builtin_cpu_supports("sse4.2") ? " sse4.2" : "",
+	       __builtin_cpu_supports("avx2") ? " avx2" : "",
+	       __builtin_cpu_supports("fma") ? " fma" : "",
+	       __builtin_cpu_supports("avx512f") ? " avx512f" : "",
+	       __builtin_cpu_supports("avx512bw") ? " avx512bw" : "",
+	       __builtin_cpu_supports("avx512vl") ? " avx512vl" : "");
+	printf("interpreter: ISA copy %s (precc_isa_level %d; "
+	       "PRECC_INTERP_ISA=%s)%s\n", precc_convert_isa(), precc_isa_level(),
 	       getenv("PRECC_INTERP_ISA") ? getenv("PRECC_INTERP_ISA")
-	       : "(widest the CPU has)",
+	       : "unset: the widest the CPU has",
 	       getenv("PRECC_INTERP_NOFMA") ? ", PRECC_INTERP_NOFMA" : "");
 	printf("ratio: OpenBLAS sgemm time / precc time, same size, the two "
 	       "alternating (each row its own OpenBLAS runs)\n\n");
@@ -224,6 +295,25 @@ main(int argc, char **argv)
 		printf("%-28s %6ld %8.1f GF %8.1f GF %7.2fx\n",
 		       "fp8 blockwise, P=128, 14-bit", n, flop / t14 * 1e-9,
 		       flop / tb14 * 1e-9, tb14 / t14);
+
+		/* fast:14 (current_tensorwise's model): tensorwise scales, one
+		 * chunk of K, the 14-bit inner accumulator */
+		float one_a = sia[0], one_b = sib[0];
+		d.a = (precc_gemm_operand){ qa, PRECC_E4M3, &one_a, { 0, 0 } };
+		d.b = (precc_gemm_operand){ qb, PRECC_E4M3, &one_b, { 0, 0 } };
+		d.promote_every = 0;
+		d.acc_mbits = 14;
+		double tf = 1e30, tbf = 1e30;
+		for (int r = 0; r < 2 * reps; r++) {
+			double t = best(1, &(Job){ .kind = 0, .d = &d });
+			double u = best(1, &(Job){ .kind = 1, .a = a, .b = b, .c = c2,
+			                           .n = n });
+			tf = t < tf ? t : tf;
+			tbf = u < tbf ? u : tbf;
+		}
+		printf("%-28s %6ld %8.1f GF %8.1f GF %7.2fx\n",
+		       "fp8 tensorwise, fast:14", n, flop / tf * 1e-9,
+		       flop / tbf * 1e-9, tbf / tf);
 		printf("%-28s %6ld %8.1f Melem/s (1x128 scales)\n",
 		       "quantize fp32->e4m3 RNE", n, (double)nn / tq * 1e-6);
 		printf("%-28s %6ld %8.1f Melem/s (Philox bits)\n",

@@ -101,6 +101,7 @@ void asm90_tma_load_2d(Cg *, LLVMValueRef dst, LLVMValueRef tmap, LLVMValueRef c
 void asm90_tma_store_2d(Cg *, LLVMValueRef tmap, LLVMValueRef c0, LLVMValueRef c1, LLVMValueRef src);
 void asm90_bulk_commit(Cg *);
 void asm90_bulk_wait_read0(Cg *);
+void asm90_stmatrix_x4(Cg *, int trans, LLVMValueRef row, LLVMValueRef r[4]);
 void asm90_wgmma_fence(Cg *);
 void asm90_wgmma_commit(Cg *);
 void asm90_wgmma_wait(Cg *, int n);                  /* n = 0, 1 */

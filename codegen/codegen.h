@@ -172,6 +172,21 @@ int codegen_kernel_llvm(const Func *kernel, const CodegenTarget *t, char **ll,
  * kernel f; 0 with the reason in why (passes/schedule.c then keeps
  * mma.sync). */
 int codegen_gemm_wgmma_takes(const Func *kernel, char *why, size_t whysz);
+/* The wgmma family's kernel f on a bm x bn tile of C (schedule's
+ * tile=BMxBN): 1 and its shape, or 0 and why not (a tile the family does
+ * not generate, accumulators over the register budget, too few stages in
+ * shared memory). */
+typedef struct CodegenGemmShape {
+	int bm, bn;          /* the CTA's tile of C */
+	int consumers;       /* consumer warpgroups (1 for 64 rows, else 2) */
+	int stages;          /* the TMA ring: as many as 227 KiB holds, <= 16 */
+	int threads;         /* 128 x (1 + consumers) */
+	int smem;            /* dynamic shared memory, bytes */
+	int acc_regs;        /* f32 accumulators a consumer thread keeps */
+	int stage_bytes;     /* A's and B's tiles of one stage */
+} CodegenGemmShape;
+int codegen_gemm_wgmma_shape(const Func *kernel, int bm, int bn, CodegenGemmShape *s, char *why,
+                             size_t whysz);
 /* Whether the mma.sync family takes the kernel with a 128 x 128 tile
  * (k_gemm.c; schedule.c gives it to large GEMMs); else why says why. */
 int codegen_gemm_large_takes(const Func *kernel, char *why, size_t whysz);

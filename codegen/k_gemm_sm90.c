@@ -66,30 +66,132 @@
 
 enum {
 	WG = 128,                     /* threads per warpgroup */
-	THREADS = 3 * WG,             /* producer + two consumers */
-	BM = 128, BN = 128,           /* CTA tile; each consumer 64 rows */
+	WGMMA_M = 64,                 /* rows of one wgmma */
 	KB = 128,                     /* bytes of K per stage row: the swizzle span */
 	KSTEP = 32,                   /* bytes of K per wgmma (k32 fp8, k16 16-bit) */
 	MN_BOX = 64,                  /* 16-bit elements in a 128-byte MN-major row */
 	MN_BOX_BYTES = MN_BOX * KB,   /* one MN-major box: 64 K rows (a 16-bit stage)
 	                                 of 128 bytes; the next 64 rows of the tile */
-	STAGES = 4,
-	A_BYTES = BM * KB, B_BYTES = BN * KB,
-	STAGE_BYTES = A_BYTES + B_BYTES,
-	BAR_OFF = STAGES * STAGE_BYTES,      /* full[STAGES], empty[STAGES] */
-	SMEM = BAR_OFF + 2 * STAGES * 8,
-	NACC = BN / 2,                /* f32 accumulators per thread */
-	CONSUMER_WARPS = 8,           /* arrivals that free a stage */
+	BOX_MAX = 256,                /* TMA: elements along each side of a box */
+	SMEM_MAX = 227 * 1024,        /* sm_90: dynamic + static shared memory a CTA
+	                                 may opt into (CUDA C Programming Guide,
+	                                 "Technical Specifications per Compute
+	                                 Capability": 227 KB for 9.0) */
+	SMEM_STATIC = 1024,           /* the static arrays (the amax's warp partials)
+	                                 and the dynamic array's 1024-byte alignment
+	                                 after them */
+	STAGES_MIN = 3, STAGES_MAX = 16,   /* DeepGEMM's bounds (the header) */
+	NACC_MAX = 128,               /* f32 accumulators per consumer thread */
+	REG_BUDGET = 168,             /* accumulators, promotion's second set and the
+	                                 scales live across the K loop (with no
+	                                 promotion, per-column B scales count 3/4
+	                                 a column: the epilogue's scales, their
+	                                 products and the bias): what 232 registers
+	                                 hold beside addresses and phases. ptxas 13
+	                                 at the 70B shapes (no_spills.sh): 128 x 128
+	                                 with 1x128 scales on both sides (162) and
+	                                 rowwise 128 x 128 (162) hold without
+	                                 spills; rowwise 256 x 96 (172) spills 16
+	                                 bytes, 128 x 160 (202) 4 */
 	PRODUCER_REGS = 40, CONSUMER_REGS = 232,   /* 128 x 40 + 256 x 232 <= 64 Ki */
 	GROUP_N = 8,                  /* n-blocks per rasterization group (tile_at) */
 };
+
+/* The kernel's shape (schedule's tile=BMxBN; 128x128 without one): the
+ * CTA's tile of C, its consumers and the ring that fits beside them. */
+typedef struct S90 {
+	int bm, bn;           /* the CTA's tile of C */
+	int ncw;              /* consumer warpgroups: 1 for 64 rows, else 2 */
+	int mi;               /* m64 wgmma rows per consumer: bm / 64 / ncw */
+	int nacc;             /* f32 accumulators per consumer thread: mi x bn / 2 */
+	int threads;          /* the producer's warpgroup and the consumers' */
+	int stages;
+	int a_bytes, b_bytes, stage_bytes;
+	int bar_off;          /* full[stages], empty[stages] after the ring */
+	int smem;             /* dynamic shared memory */
+} S90;
+
+/* The shape of a bm x bn tile, or an error naming what does not fit (in
+ * why): the wgmma's N is bn (a multiple of 8 up to 256), MN-major
+ * operands in whole 64-element boxes, the accumulators in the register
+ * budget, at least STAGES_MIN stages (4 for tiles under 128 x 192, as
+ * DeepGEMM's get_layout_candidates asks: deepseek-ai/DeepGEMM 10747d47
+ * csrc/jit_kernels/heuristics/sm90.hpp) in SMEM_MAX after the static
+ * arrays; the most stages that fit, up to STAGES_MAX (the same file's
+ * get_pipeline_config: kNumMaxStages = 16). */
+static int scale_uniform(const Func *f, const GOp *op, int tile);
+
+static int
+shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
+{
+	memset(z, 0, sizeof *z);
+	if ((bm != 64 && bm != 128 && bm != 256) || bn < 16 || bn > 256 || bn % 16) {
+		snprintf(why, n, "tile %dx%d: 64, 128 or 256 rows by 16..256 columns in steps of 16", bm, bn);
+		return -1;
+	}
+	for (int o = 0; o < 2; o++)
+		if (g->op[o].tr && (o ? bn : bm) % MN_BOX) {
+			snprintf(why, n, "tile %dx%d: %s is MN-major, in boxes of %d rows", bm, bn, o ? "B" : "A", MN_BOX);
+			return -1;
+		}
+	z->bm = bm, z->bn = bn;
+	z->ncw = bm == 64 ? 1 : 2;
+	z->mi = bm / WGMMA_M / z->ncw;
+	z->nacc = z->mi * bn / 2;
+	z->threads = WG * (1 + z->ncw);
+	/* the registers live across the K loop: the accumulators, with a
+	 * promotion a second set, and the scales read before the wgmmas */
+	int regs = z->nacc * (g->P ? 2 : 1) + (scale_uniform(f, &g->op[0], bm) ? 1 : 2 * z->mi)
+	           + (scale_uniform(f, &g->op[1], bn) ? 1 : g->P ? bn / 4 : 3 * bn / 4);
+	if (z->nacc > NACC_MAX || regs > REG_BUDGET) {
+		snprintf(why, n, "tile %dx%d: %d accumulators%s and the scales a consumer thread: %d, over %d", bm, bn,
+		         z->nacc, g->P ? " twice (promotion)" : "", regs, z->nacc > NACC_MAX ? NACC_MAX : REG_BUDGET);
+		return -1;
+	}
+	z->a_bytes = bm * KB, z->b_bytes = bn * KB;
+	z->stage_bytes = z->a_bytes + z->b_bytes;
+	z->stages = (SMEM_MAX - SMEM_STATIC) / (z->stage_bytes + 2 * 8);
+	if (z->stages > STAGES_MAX)
+		z->stages = STAGES_MAX;
+	if (z->stages < (bm * bn < 128 * 192 ? 4 : STAGES_MIN)) {
+		snprintf(why, n, "tile %dx%d: %d stages of %d bytes fit in shared memory", bm, bn, z->stages,
+		         z->stage_bytes);
+		return -1;
+	}
+	z->bar_off = z->stages * z->stage_bytes;
+	z->smem = z->bar_off + 2 * z->stages * 8;
+	return 0;
+}
+
+/* the tile= of the kernel: BMxBN, 128x128 without one */
+static int
+tile_attr(const Func *f, int *bm, int *bn)
+{
+	const char *t = f->pattr[PA_TILE];
+	*bm = *bn = 128;
+	return !t || sscanf(t, "%dx%d", bm, bn) == 2 ? 0 : -1;
+}
+
+/* gemm_plan on f as the mma.sync family reads it (its tiles are 64x64 or
+ * 128x128; the wgmma family's tile= is its own) */
+static int
+plan90(Kern *k, G *g)
+{
+	Func copy = *k->f;
+	const Func *f = k->f;
+	copy.pattr[PA_TILE] = (char *)"128x128";
+	k->f = &copy;
+	int r = gemm_plan(k, g);
+	k->f = f;
+	return r;
+}
 
 /* Whether the family takes the kernel: 1 yes, 0 no (why says), -1 the
  * plan itself fails (its error in k). */
 static int
 sm90_takes(Kern *k, G *g, char *why, size_t n)
 {
-	if (gemm_plan(k, g))
+	if (plan90(k, g))
 		return -1;
 	for (int o = 0; o < 2; o++) {
 		const GOp *op = &g->op[o];
@@ -152,6 +254,32 @@ codegen_gemm_wgmma_takes(const Func *f, char *why, size_t n)
 	return r > 0;
 }
 
+int
+codegen_gemm_wgmma_shape(const Func *f, int bm, int bn, CodegenGemmShape *s, char *why, size_t n)
+{
+	Kern k;
+	G g;
+	S90 z;
+	char err[256];
+
+	memset(&k, 0, sizeof k);
+	memset(s, 0, sizeof *s);
+	k.f = f;
+	k.err = err;
+	k.errsz = sizeof err;
+	int r = sm90_takes(&k, &g, why, n);
+	if (r <= 0) {
+		if (r < 0)
+			snprintf(why, n, "%s", err);
+		return 0;
+	}
+	if (shape90(f, &g, bm, bn, &z, why, n))
+		return 0;
+	*s = (CodegenGemmShape){z.bm, z.bn, z.ncw, z.stages, z.threads, z.smem, z.nacc * (g.P ? 2 : 1),
+	                        z.stage_bytes};
+	return 1;
+}
+
 /* Fill k from the GEMM: ABI (the tensor maps after the scalar params),
  * shape and launch geometry. */
 int
@@ -183,20 +311,23 @@ gemm_sm90_classify(Kern *k)
 		if (k->out[i] != g.out && (g.amax < 0 || k->out[i] != f->ins[g.amax].res))
 			return kfail(k, "a GEMM kernel returns its result and its amax only (%%%s)",
 			             f->val[k->out[i]].name);
-	const char *tile = f->pattr[PA_TILE];
-	if (tile && strcmp(tile, "128x128"))
-		return kfail(k, "tile=%s: the wgmma GEMM family has 128x128 tiles only", tile);
+	int bm, bn;
+	S90 z;
+	if (tile_attr(f, &bm, &bn))
+		return kfail(k, "tile=%s: the wgmma GEMM family's tiles are BMxBN", f->pattr[PA_TILE]);
+	if (shape90(f, &g, bm, bn, &z, why, sizeof why))
+		return kfail(k, "%s", why);
 	k->shape = CG_GEMM;
 	k->wgmma = 1;
 	k->persistent = 1;
 	k->x = g.out;
-	k->threads = THREADS;
+	k->threads = z.threads;
 	k->tiled = 1;
-	k->tile_rows = BM;
-	k->tile_cols = BN;
+	k->tile_rows = z.bm;
+	k->tile_cols = z.bn;
 	k->rows = g.op[0].rows;
 	k->cols = g.op[1].rows;
-	k->smem = SMEM;
+	k->smem = z.smem;
 	k->ntmap = 2;
 	for (int o = 0; o < 2; o++) {
 		CodegenTmap *t = &k->tmap[o];
@@ -213,7 +344,7 @@ gemm_sm90_classify(Kern *k)
 			 * rows by a stage's K */
 			t->rows = op->rows < 0 ? -1 : op->rows;
 			t->cols = g.K < 0 ? -1 : g.K;
-			t->box_rows = o ? BN : BM;
+			t->box_rows = o ? z.bn : z.bm;
 			t->box_cols = KB / t->elem_bytes;
 		} else {
 			/* v = the operand's transpose, [K, rows]: a box of a stage's
@@ -235,15 +366,15 @@ static LLVMValueRef
 slot(E *e, LLVMValueRef arr, int i)
 {
 	LLVMValueRef ix[2] = {c64(e, 0), c64(e, (uint64_t)i)};
-	return LLVMBuildGEP2(e->b, LLVMArrayType2(e->g->f32, NACC), arr, ix, 2, "");
+	return LLVMBuildGEP2(e->b, LLVMArrayType2(e->g->f32, NACC_MAX), arr, ix, 2, "");
 }
 
 /* The CTA's shared memory: dynamic (extern, 1024-byte aligned for the
  * 128-byte swizzle) on the device, the emulator's array on the host. */
 static LLVMValueRef
-smem_base(E *e)
+smem_base(E *e, const S90 *z)
 {
-	LLVMTypeRef at = LLVMArrayType2(e->g->i8, SMEM);
+	LLVMTypeRef at = LLVMArrayType2(e->g->i8, (uint64_t)z->smem);
 	if (e->g->host)
 		return shared_array(e, "gemm_smem", 0, at, 1024);
 	LLVMValueRef gv = LLVMAddGlobalInAddressSpace(e->g->mod, LLVMArrayType2(e->g->i8, 0), "gemm_smem", 3);
@@ -252,30 +383,32 @@ smem_base(E *e)
 	return gv;
 }
 
-/* this thread's rows (h = 0, 1) and columns (i/4, i%2) of C */
+/* this thread's rows (m64 block mi, h = 0, 1) and columns (i/4, i%2) of C;
+ * accumulator i of block mi is register mi * bn/2 + i */
 typedef struct Frag90 {
-	LLVMValueRef rowv[2], colv[NACC / 4][2];
-	LLVMValueRef rowc[2], colc[NACC / 4][2];   /* clamped in range (i32), for scales */
+	LLVMValueRef rowv[2][2], colv[NACC_MAX / 4][2];
+	LLVMValueRef rowc[2][2], colc[NACC_MAX / 4][2];   /* clamped in range (i32), for scales */
 } Frag90;
 
 static void
-frag90(E *e, Frag90 *fr, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef M,
-       LLVMValueRef N)
+frag90(E *e, const S90 *z, Frag90 *fr, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
+       LLVMValueRef M, LLVMValueRef N)
 {
 	LLVMBuilderRef b = e->b;
 	LLVMValueRef cw = LLVMBuildSub(b, LLVMBuildUDiv(b, tid, c64(e, WG), ""), c64(e, 1), "");
 	LLVMValueRef w = LLVMBuildURem(b, LLVMBuildUDiv(b, tid, c64(e, 32), ""), c64(e, 4), "");
 	LLVMValueRef l = LLVMBuildURem(b, tid, c64(e, 32), "");
-	LLVMValueRef r = add64(e, add64(e, row0, mul64(e, cw, 64)),
+	LLVMValueRef r = add64(e, add64(e, row0, mul64(e, cw, (uint64_t)(WGMMA_M * z->mi))),
 	                       add64(e, mul64(e, w, 16), LLVMBuildUDiv(b, l, c64(e, 4), "")));
 	LLVMValueRef c = add64(e, col0, mul64(e, LLVMBuildURem(b, l, c64(e, 4), ""), 2));
 
-	for (int h = 0; h < 2; h++) {
-		fr->rowv[h] = add64(e, r, c64(e, (uint64_t)(8 * h)));
-		fr->rowc[h] = LLVMBuildTrunc(b, sel(e, ult(e, fr->rowv[h], M), fr->rowv[h], c64(e, 0)),
-		                             e->g->i32, "");
-	}
-	for (int ni = 0; ni < NACC / 4; ni++)
+	for (int mi = 0; mi < z->mi; mi++)
+		for (int h = 0; h < 2; h++) {
+			LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi + 8 * h)));
+			fr->rowv[mi][h] = v;
+			fr->rowc[mi][h] = LLVMBuildTrunc(b, sel(e, ult(e, v, M), v, c64(e, 0)), e->g->i32, "");
+		}
+	for (int ni = 0; ni < z->bn / 8; ni++)
 		for (int x = 0; x < 2; x++) {
 			fr->colv[ni][x] = add64(e, c, c64(e, (uint64_t)(8 * ni + x)));
 			fr->colc[ni][x] = LLVMBuildTrunc(b, sel(e, ult(e, fr->colv[ni][x], N), fr->colv[ni][x],
@@ -284,34 +417,37 @@ frag90(E *e, Frag90 *fr, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
 }
 
 /* The scales of a promotion of the chunk at kstart: A's of this thread's
- * two rows, B's of its 32 columns. A scale block that spans whole
- * 128-row tiles (W's 128x128) is one value for the thread: its first
- * row's (in range, or all its rows are past the edge and never stored). */
+ * rows, B's of its columns. A scale block that spans whole tiles (W's
+ * 128x128 over a tile of 128 or fewer) is one value for the thread: its
+ * first row's (in range, or all its rows are past the edge and never
+ * stored). */
 typedef struct Scales90 {
-	LLVMValueRef sa[2], sb[NACC / 4][2];
+	LLVMValueRef sa[2][2], sb[NACC_MAX / 4][2];
 	LLVMValueRef ts, tp;    /* tensorwise: sa · sb as ts · tp · tp (gemm.h), else NULL */
 } Scales90;
 
+/* one scale for the whole tile's rows of the operand */
 static int
-tile_uniform(const E *e, const GOp *op, int tile)
+scale_uniform(const Func *f, const GOp *op, int tile)
 {
-	long br = op->s >= 0 ? e->k->f->val[op->s].type.block[0] : 0;
+	long br = op->s >= 0 ? f->val[op->s].type.block[0] : 0;
 	return op->s < 0 || br == 0 || br % tile == 0;
 }
 
 static void
-scales90(E *e, const G *g, const Frag90 *fr, LLVMValueRef kstart, Scales90 *sc)
+scales90(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef kstart, Scales90 *sc)
 {
-	int ua = tile_uniform(e, &g->op[0], BM), ub = tile_uniform(e, &g->op[1], BN);
+	int ua = scale_uniform(e->k->f, &g->op[0], z->bm), ub = scale_uniform(e->k->f, &g->op[1], z->bn);
 	sc->ts = sc->tp = NULL;
 	if (gemm_tensorwise(e, g)) {
-		tensor_scale(e, scale_at(e, &g->op[0], fr->rowc[0], kstart),
+		tensor_scale(e, scale_at(e, &g->op[0], fr->rowc[0][0], kstart),
 		             scale_at(e, &g->op[1], fr->colc[0][0], kstart), &sc->ts, &sc->tp);
 		return;
 	}
-	for (int h = 0; h < 2; h++)
-		sc->sa[h] = ua && h ? sc->sa[0] : scale_at(e, &g->op[0], fr->rowc[h], kstart);
-	for (int ni = 0; ni < NACC / 4; ni++)
+	for (int mi = 0; mi < z->mi; mi++)
+		for (int h = 0; h < 2; h++)
+			sc->sa[mi][h] = ua && (mi || h) ? sc->sa[0][0] : scale_at(e, &g->op[0], fr->rowc[mi][h], kstart);
+	for (int ni = 0; ni < z->bn / 8; ni++)
 		for (int x = 0; x < 2; x++)
 			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0] : scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
 }
@@ -320,12 +456,14 @@ scales90(E *e, const G *g, const Frag90 *fr, LLVMValueRef kstart, Scales90 *sc)
  * tensorwise fl(fl(fl(inner · ts) · tp) · tp) (k_gemm.c's promote; outer
  * NULL: the only one, from +0, into res) */
 static void
-promote90(E *e, const Scales90 *sc, LLVMValueRef inner, LLVMValueRef outer, LLVMValueRef res[NACC])
+promote90(E *e, const S90 *z, const Scales90 *sc, LLVMValueRef inner, LLVMValueRef outer,
+          LLVMValueRef res[NACC_MAX])
 {
-	for (int i = 0; i < NACC; i++) {
+	for (int i = 0; i < z->nacc; i++) {
+		int mi = i / (z->bn / 2), j = i % (z->bn / 2);
 		LLVMValueRef in = LLVMBuildLoad2(e->b, e->g->f32, slot(e, inner, i), "");
 		LLVMValueRef y = sc->ts ? fmul_rn(e, fmul_rn(e, fmul_rn(e, in, sc->ts), sc->tp), sc->tp)
-		                        : fmul_rn(e, in, fmul_rn(e, sc->sa[(i / 2) % 2], sc->sb[i / 4][i % 2]));
+		                        : fmul_rn(e, in, fmul_rn(e, sc->sa[mi][(j / 2) % 2], sc->sb[j / 4][j % 2]));
 		LLVMValueRef o = outer ? LLVMBuildLoad2(e->b, e->g->f32, slot(e, outer, i), "") : cf(e, 0);
 		o = fadd_rn(e, o, y);
 		if (outer)
@@ -343,7 +481,8 @@ promote90(E *e, const Scales90 *sc, LLVMValueRef inner, LLVMValueRef outer, LLVM
  * n-block fastest within it, so that a wave of CTAs reads GROUP_N blocks
  * of B's rows from L2 while it walks down A; the last group is narrower. */
 static void
-tile_at(E *e, LLVMValueRef t, LLVMValueRef nmb, LLVMValueRef nnb, LLVMValueRef *row0, LLVMValueRef *col0)
+tile_at(E *e, const S90 *z, LLVMValueRef t, LLVMValueRef nmb, LLVMValueRef nnb, LLVMValueRef *row0,
+        LLVMValueRef *col0)
 {
 	LLVMBuilderRef b = e->b;
 	LLVMValueRef per_group = mul64(e, nmb, GROUP_N);
@@ -351,8 +490,8 @@ tile_at(E *e, LLVMValueRef t, LLVMValueRef nmb, LLVMValueRef nnb, LLVMValueRef *
 	LLVMValueRef left = LLVMBuildSub(b, nnb, first_n, "");
 	LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));
 	LLVMValueRef in = LLVMBuildURem(b, t, per_group, "");
-	*row0 = mul64(e, LLVMBuildUDiv(b, in, nin, ""), BM);
-	*col0 = mul64(e, add64(e, first_n, LLVMBuildURem(b, in, nin, "")), BN);
+	*row0 = mul64(e, LLVMBuildUDiv(b, in, nin, ""), (uint64_t)z->bm);
+	*col0 = mul64(e, add64(e, first_n, LLVMBuildURem(b, in, nin, "")), (uint64_t)z->bn);
 }
 
 /* The tile loop both roles walk: for (tile = ctaid.x; tile < ntiles; tile
@@ -388,26 +527,26 @@ ring_base(E *e, LLVMValueRef ti, LLVMValueRef nkt)
 }
 
 /* The ring position of the CTA's it-th K iteration (it counts on across
- * tiles): stage it % STAGES in round it / STAGES, parity of the round. */
+ * tiles): stage it % stages in round it / stages, parity of the round. */
 static void
-ring_at(E *e, LLVMValueRef it, LLVMValueRef *s, LLVMValueRef *ph)
+ring_at(E *e, const S90 *z, LLVMValueRef it, LLVMValueRef *s, LLVMValueRef *ph)
 {
 	LLVMBuilderRef b = e->b;
-	*s = LLVMBuildURem(b, it, c64(e, STAGES), "");
-	*ph = LLVMBuildTrunc(b, LLVMBuildAnd(b, LLVMBuildUDiv(b, it, c64(e, STAGES), ""), c64(e, 1), ""),
+	*s = LLVMBuildURem(b, it, c64(e, (uint64_t)z->stages), "");
+	*ph = LLVMBuildTrunc(b, LLVMBuildAnd(b, LLVMBuildUDiv(b, it, c64(e, (uint64_t)z->stages), ""), c64(e, 1), ""),
 	                     e->g->i32, "");
 }
 
 static LLVMValueRef
-full_bar(E *e, LLVMValueRef sm, LLVMValueRef s)
+full_bar(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s)
 {
-	return gep(e, sm, add64(e, c64(e, BAR_OFF), mul64(e, s, 8)));
+	return gep(e, sm, add64(e, c64(e, (uint64_t)z->bar_off), mul64(e, s, 8)));
 }
 
 static LLVMValueRef
-empty_bar(E *e, LLVMValueRef sm, LLVMValueRef s)
+empty_bar(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s)
 {
-	return gep(e, sm, add64(e, c64(e, BAR_OFF + 8 * STAGES), mul64(e, s, 8)));
+	return gep(e, sm, add64(e, c64(e, (uint64_t)(z->bar_off + 8 * z->stages)), mul64(e, s, 8)));
 }
 
 /* One operand's tile of a stage at dst: rows r0.. r0 + rows of the
@@ -432,27 +571,27 @@ load_operand(E *e, LLVMValueRef dst, LLVMValueRef tm, int mn, int rows, LLVMValu
 /* The producer's tile: K tiles it0 + kt of the ring, A's rows at row0,
  * B's at col0 */
 static void
-producer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb, LLVMValueRef it0,
-              LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef nkt, long bke)
+producer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb,
+              LLVMValueRef it0, LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef nkt, long bke)
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
 	Loop l;
 	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);
 	LLVMValueRef s, ph;
-	ring_at(e, add64(e, it0, kt), &s, &ph);
-	LLVMValueRef full = full_bar(e, sm, s);
-	asm90_mbar_wait(cg, empty_bar(e, sm, s), LLVMBuildXor(b, ph, c32(e, 1), ""));
-	asm90_mbar_arrive_expect_tx(cg, full, STAGE_BYTES);
-	LLVMValueRef st = gep(e, sm, mul64(e, s, STAGE_BYTES));
+	ring_at(e, z, add64(e, it0, kt), &s, &ph);
+	LLVMValueRef full = full_bar(e, z, sm, s);
+	asm90_mbar_wait(cg, empty_bar(e, z, sm, s), LLVMBuildXor(b, ph, c32(e, 1), ""));
+	asm90_mbar_arrive_expect_tx(cg, full, (unsigned)z->stage_bytes);
+	LLVMValueRef st = gep(e, sm, mul64(e, s, (uint64_t)z->stage_bytes));
 	LLVMValueRef k0 = LLVMBuildTrunc(b, mul64(e, kt, (uint64_t)bke), cg->i32, "");
-	load_operand(e, st, tma, g->op[0].tr, BM, k0, row0, full);
-	load_operand(e, gep(e, st, c64(e, A_BYTES)), tmb, g->op[1].tr, BN, k0, col0, full);
+	load_operand(e, st, tma, g->op[0].tr, z->bm, k0, row0, full);
+	load_operand(e, gep(e, st, c64(e, (uint64_t)z->a_bytes)), tmb, g->op[1].tr, z->bn, k0, col0, full);
 	loop_end(e, &l);
 }
 
-/* The descriptor of an operand's 64 (A: this consumer's) or 128 (B) rows
- * at p: K-major, or MN-major with the tile's second 64 rows one box on */
+/* The descriptor of an operand's 64 rows of A or bn rows of B at p:
+ * K-major, or MN-major with the next 64 rows one box on */
 static LLVMValueRef
 operand_desc(E *e, int mn, LLVMValueRef p)
 {
@@ -462,7 +601,7 @@ operand_desc(E *e, int mn, LLVMValueRef p)
 /* The consumers' main loop over one tile's K: the chunk's wgmmas into
  * inner, promoted into outer every P (g->P > 0) */
 static void
-consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRef outer,
+consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRef outer,
               LLVMValueRef it0, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
               LLVMValueRef M, LLVMValueRef N, LLVMValueRef nkt, long bke)
 {
@@ -475,13 +614,16 @@ consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRe
 	LLVMValueRef lane0 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, tid, c64(e, 32), ""), c64(e, 0), "");
 	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);
 	LLVMValueRef s, ph;
-	ring_at(e, add64(e, it0, kt), &s, &ph);
-	asm90_mbar_wait(cg, full_bar(e, sm, s), ph);
-	LLVMValueRef st = mul64(e, s, STAGE_BYTES);
-	/* this consumer's 64 rows of A: 64 K-major rows of KB bytes, or the
-	 * first or second MN-major box, at the same offset */
-	LLVMValueRef da = operand_desc(e, mna, gep(e, sm, add64(e, st, mul64(e, cw, 64 * KB))));
-	LLVMValueRef db = operand_desc(e, mnb, gep(e, sm, add64(e, st, c64(e, A_BYTES))));
+	ring_at(e, z, add64(e, it0, kt), &s, &ph);
+	asm90_mbar_wait(cg, full_bar(e, z, sm, s), ph);
+	LLVMValueRef st = mul64(e, s, (uint64_t)z->stage_bytes);
+	/* this consumer's m64 blocks of A: 64 K-major rows of KB bytes each,
+	 * or one MN-major box each, at the same offsets */
+	LLVMValueRef da[2];
+	for (int mi = 0; mi < z->mi; mi++)
+		da[mi] = operand_desc(e, mna, gep(e, sm, add64(e, st, add64(e, mul64(e, cw, (uint64_t)(z->mi * WGMMA_M * KB)),
+		                                                           c64(e, (uint64_t)(mi * WGMMA_M * KB))))));
+	LLVMValueRef db = operand_desc(e, mnb, gep(e, sm, add64(e, st, c64(e, (uint64_t)z->a_bytes))));
 	LLVMValueRef kel = mul64(e, kt, (uint64_t)bke);
 	/* the first wgmma of a chunk (of all of K when P = 0) starts from 0 */
 	LLVMValueRef first = g->P ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kel, c64(e, (uint64_t)g->P), ""),
@@ -491,35 +633,36 @@ consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRe
 	 * loads' latency passes under them (DeepGEMM reads its scales before
 	 * warpgroup_arrive, fp8_gemm.cuh's math loop); the fragment's rows and
 	 * columns from opaque bases: not hoisted and held across the K loop
-	 * beside 128 accumulators */
+	 * beside the accumulators */
 	Scales90 sc;
 	if (g->P) {
 		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
 		Frag90 fr;
-		frag90(e, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
-		scales90(e, g, &fr, kstart, &sc);
+		frag90(e, z, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
+		scales90(e, z, g, &fr, kstart, &sc);
 	}
-	LLVMValueRef d[NACC];
-	for (int i = 0; i < NACC; i++)
+	LLVMValueRef d[NACC_MAX];
+	for (int i = 0; i < z->nacc; i++)
 		d[i] = LLVMBuildLoad2(b, cg->f32, slot(e, inner, i), "");
 	asm90_wgmma_fence(cg);
 	/* each wgmma's K: KSTEP bytes along a K-major row, or KSTEP / 2 rows
 	 * of KB bytes down an MN-major box (in the descriptors' 16-byte
-	 * units) */
+	 * units); one wgmma per m64 block of the consumer */
 	for (int ks = 0; ks < KB / KSTEP; ks++) {
 		LLVMValueRef sd = ks ? c32(e, 1) : LLVMBuildZExt(b, LLVMBuildNot(b, first, ""), cg->i32, "");
 		LLVMValueRef offk = c64(e, (uint64_t)(ks * KSTEP / 16));
 		LLVMValueRef offmn = c64(e, (uint64_t)(ks * (KSTEP / 2) * KB / 16));
-		asm90_wgmma(cg, fa, fb, BN, add64(e, da, mna ? offmn : offk), add64(e, db, mnb ? offmn : offk), d, sd,
-		            mna | mnb << 1);
+		for (int mi = 0; mi < z->mi; mi++)
+			asm90_wgmma(cg, fa, fb, z->bn, add64(e, da[mi], mna ? offmn : offk), add64(e, db, mnb ? offmn : offk),
+			            d + mi * (z->bn / 2), sd, mna | mnb << 1);
 	}
 	asm90_wgmma_commit(cg);
 	asm90_wgmma_wait(cg, 0);
-	for (int i = 0; i < NACC; i++)
+	for (int i = 0; i < z->nacc; i++)
 		LLVMBuildStore(b, d[i], slot(e, inner, i));
 	/* the stage is read: free it (one arrival per warp) */
 	LLVMBasicBlockRef fr_ = begin_if(e, lane0);
-	asm90_mbar_arrive(cg, empty_bar(e, sm, s));
+	asm90_mbar_arrive(cg, empty_bar(e, z, sm, s));
 	end_if(e, fr_);
 	if (g->P) {
 		LLVMValueRef kend = add64(e, kel, c64(e, (uint64_t)bke));
@@ -527,7 +670,7 @@ consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRe
 		                                  c64(e, 0), "");
 		LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, kt, LLVMBuildSub(b, nkt, c64(e, 1), ""), "");
 		LLVMBasicBlockRef pc = begin_if(e, LLVMBuildOr(b, at_p, last, ""));
-		promote90(e, &sc, inner, outer, NULL);
+		promote90(e, z, &sc, inner, outer, NULL);
 		end_if(e, pc);
 	}
 	loop_end(e, &l);
@@ -536,57 +679,58 @@ consumer_tile(E *e, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRe
 /* The tile's epilogue (k_gemm.c's, over the wgmma fragment); the output
  * amax's bits max into *mbits. */
 static int
-epilogue_tile(E *e, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueRef outer,
+epilogue_tile(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueRef outer,
               LLVMValueRef M, LLVMValueRef N, LLVMValueRef *mbits)
 {
 	Kern *k = e->k;
 	Cg *cg = e->g;
 	LLVMBuilderRef b = e->b;
-	LLVMValueRef acc[NACC];
+	LLVMValueRef acc[NACC_MAX];
 
 	if (!g->P) {
 		Scales90 sc;
-		scales90(e, g, fr, c64(e, 0), &sc);
-		promote90(e, &sc, inner, NULL, acc);
+		scales90(e, z, g, fr, c64(e, 0), &sc);
+		promote90(e, z, &sc, inner, NULL, acc);
 	} else
-		for (int i = 0; i < NACC; i++)
+		for (int i = 0; i < z->nacc; i++)
 			acc[i] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, i), "");
 	precc_format of = g->cast >= 0 ? k->f->ins[g->cast].type.fmt : PRECC_FP32;
 	int oeb = gemm_ebytes(of);
 	LLVMValueRef NS = g->slice ? c64(e, (uint64_t)g->slice) : N;
-	for (int ni = 0; ni < NACC / 4; ni++)
-		for (int h = 0; h < 2; h++) {
-			LLVMValueRef y[2], r = fr->rowv[h];
-			for (int c = 0; c < 2; c++) {
-				int i = ni * 4 + 2 * h + c;
-				y[c] = acc[i];
-				if (g->bias >= 0) {
-					LLVMValueRef bx = epi_bias(e, g, fr->colv[ni][c]);
-					if (!bx)
-						return -1;
-					y[c] = fadd_rn(e, y[c], bx);
+	for (int mi = 0; mi < z->mi; mi++)
+		for (int ni = 0; ni < z->bn / 8; ni++)
+			for (int h = 0; h < 2; h++) {
+				LLVMValueRef y[2], r = fr->rowv[mi][h];
+				for (int c = 0; c < 2; c++) {
+					int i = mi * (z->bn / 2) + ni * 4 + 2 * h + c;
+					y[c] = acc[i];
+					if (g->bias >= 0) {
+						LLVMValueRef bx = epi_bias(e, g, fr->colv[ni][c]);
+						if (!bx)
+							return -1;
+						y[c] = fadd_rn(e, y[c], bx);
+					}
+					if (g->amax >= 0) {
+						LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, fr->colv[ni][c], N), "");
+						LLVMValueRef v = g->amax_arg == k->f->ins[k->gm].res ? acc[i] : y[c];
+						*mbits = umax(e, *mbits, sel(e, ok, vec_amax_bits(e, &v, 1), c32(e, 0)));
+					}
 				}
-				if (g->amax >= 0) {
-					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, fr->colv[ni][c], N), "");
-					LLVMValueRef v = g->amax_arg == k->f->ins[k->gm].res ? acc[i] : y[c];
-					*mbits = umax(e, *mbits, sel(e, ok, vec_amax_bits(e, &v, 1), c32(e, 0)));
+				LLVMValueRef pair = oeb == 2 ? asm_cvt_16x2(cg, of, y[0], y[1]) : NULL;
+				for (int c = 0; c < 2; c++) {
+					LLVMValueRef col = fr->colv[ni][c];
+					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, NS), "");
+					LLVMBasicBlockRef cont = begin_if(e, ok);
+					LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, r, NS, ""), col), (uint64_t)oeb);
+					LLVMValueRef p = gep(e, e->ptr[g->out], off);
+					if (oeb == 2)
+						store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,
+						                           cg->i16, ""), p, 2);
+					else
+						store_al(e, epi_accumulate(e, g, off, y[c]), p, 4);
+					end_if(e, cont);
 				}
 			}
-			LLVMValueRef pair = oeb == 2 ? asm_cvt_16x2(cg, of, y[0], y[1]) : NULL;
-			for (int c = 0; c < 2; c++) {
-				LLVMValueRef col = fr->colv[ni][c];
-				LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, NS), "");
-				LLVMBasicBlockRef cont = begin_if(e, ok);
-				LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, r, NS, ""), col), (uint64_t)oeb);
-				LLVMValueRef p = gep(e, e->ptr[g->out], off);
-				if (oeb == 2)
-					store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,
-					                           cg->i16, ""), p, 2);
-				else
-					store_al(e, epi_accumulate(e, g, off, y[c]), p, 4);
-				end_if(e, cont);
-			}
-		}
 	return 0;
 }
 
@@ -597,35 +741,43 @@ emit_gemm_sm90(E *e)
 	Cg *cg = e->g;
 	LLVMBuilderRef b = e->b;
 	G g;
+	S90 z;
+	int bm, bn;
+	char why[160];
 
-	if (gemm_plan(k, &g))
+	if (plan90(k, &g))
 		return -1;
+	if (tile_attr(k->f, &bm, &bn) || shape90(k->f, &g, bm, bn, &z, why, sizeof why))
+		return kfail(k, "tile: %s", why);
 	long bke = KB / gemm_ebytes(g.op[0].fmt);
 	unsigned np = LLVMCountParams(cg->fn);
 	LLVMValueRef tma = LLVMGetParam(cg->fn, np - 2), tmb = LLVMGetParam(cg->fn, np - 1);
-	LLVMTypeRef at = LLVMArrayType2(cg->f32, NACC);
+	LLVMTypeRef at = LLVMArrayType2(cg->f32, NACC_MAX);
 	LLVMValueRef inner = LLVMBuildAlloca(b, at, "inner");
 	LLVMValueRef outer = g.P ? LLVMBuildAlloca(b, at, "outer") : NULL;
 	LLVMValueRef mslot = LLVMBuildAlloca(b, cg->i32, "amax");
 	LLVMBuildStore(b, c32(e, 0), mslot);
-	LLVMValueRef sm = smem_base(e);
+	LLVMValueRef sm = smem_base(e, &z);
 	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), cg->i64, "");
 	LLVMValueRef wg = LLVMBuildUDiv(b, tid, c64(e, WG), "");
 	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
-	/* the tiles: ceil(M / BM) m-blocks x ceil(N / BN) n-blocks (either
+	/* the tiles: ceil(M / bm) m-blocks x ceil(N / bn) n-blocks (either
 	 * may be the launch's M) */
-	LLVMValueRef nmb = LLVMBuildUDiv(b, add64(e, M, c64(e, BM - 1)), c64(e, BM), "");
-	LLVMValueRef nnb = LLVMBuildUDiv(b, add64(e, N, c64(e, BN - 1)), c64(e, BN), "");
+	LLVMValueRef nmb = LLVMBuildUDiv(b, add64(e, M, c64(e, (uint64_t)z.bm - 1)), c64(e, (uint64_t)z.bm), "");
+	LLVMValueRef nnb = LLVMBuildUDiv(b, add64(e, N, c64(e, (uint64_t)z.bn - 1)), c64(e, (uint64_t)z.bn), "");
 	LLVMValueRef ntiles = LLVMBuildMul(b, nmb, nnb, "ntiles");
 	/* K tiles per tile: ceil(K / bke), K the launch's M for wgrad */
 	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, dimv(e, g.K), c64(e, (uint64_t)bke - 1)),
 	                                 c64(e, (uint64_t)bke), "nkt");
 
-	/* the barriers, before anyone uses them */
+	/* the barriers, before anyone uses them: full[s] completes on the
+	 * producer's arrival and the stage's bytes, empty[s] on one arrival
+	 * per consumer warp */
 	LLVMBasicBlockRef init = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
-	for (int s = 0; s < STAGES; s++) {
-		asm90_mbar_init(cg, gep(e, sm, c64(e, BAR_OFF + 8 * s)), 1);
-		asm90_mbar_init(cg, gep(e, sm, c64(e, BAR_OFF + 8 * (STAGES + s))), CONSUMER_WARPS);
+	for (int s = 0; s < z.stages; s++) {
+		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * s))), 1);
+		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * (z.stages + s)))),
+		                (unsigned)(4 * z.ncw));
 	}
 	asm90_fence_mbar_init(cg);
 	end_if(e, init);
@@ -643,8 +795,8 @@ emit_gemm_sm90(E *e)
 	TileLoop tl;
 	LLVMValueRef tile, row0, col0;
 	LLVMValueRef ti = tiles_begin(e, &tl, ntiles, &tile);
-	tile_at(e, tile, nmb, nnb, &row0, &col0);
-	producer_tile(e, &g, sm, tma, tmb, ring_base(e, ti, nkt), row0, col0, nkt, bke);
+	tile_at(e, &z, tile, nmb, nnb, &row0, &col0);
+	producer_tile(e, &z, &g, sm, tma, tmb, ring_base(e, ti, nkt), row0, col0, nkt, bke);
 	loop_end(e, &tl.l);
 	end_if(e, one);
 	LLVMBuildBr(b, join);
@@ -653,18 +805,18 @@ emit_gemm_sm90(E *e)
 	LLVMPositionBuilderAtEnd(b, cons);
 	asm90_setmaxnreg(cg, 1, CONSUMER_REGS);
 	ti = tiles_begin(e, &tl, ntiles, &tile);
-	tile_at(e, tile, nmb, nnb, &row0, &col0);
-	for (int i = 0; i < NACC; i++) {
+	tile_at(e, &z, tile, nmb, nnb, &row0, &col0);
+	for (int i = 0; i < z.nacc; i++) {
 		LLVMBuildStore(b, cf(e, 0), slot(e, inner, i));
 		if (outer)
 			LLVMBuildStore(b, cf(e, 0), slot(e, outer, i));
 	}
-	consumer_tile(e, &g, sm, inner, outer, ring_base(e, ti, nkt), tid, row0, col0, M, N, nkt, bke);
+	consumer_tile(e, &z, &g, sm, inner, outer, ring_base(e, ti, nkt), tid, row0, col0, M, N, nkt, bke);
 	Frag90 fr;
-	frag90(e, &fr, tid, row0, col0, M, N);
+	frag90(e, &z, &fr, tid, row0, col0, M, N);
 	/* the output amax's bits, carried across the CTA's tiles in mslot */
 	LLVMValueRef mbits = LLVMBuildLoad2(b, cg->i32, mslot, "");
-	if (epilogue_tile(e, &g, &fr, inner, outer, M, N, &mbits))
+	if (epilogue_tile(e, &z, &g, &fr, inner, outer, M, N, &mbits))
 		return -1;
 	LLVMBuildStore(b, mbits, mslot);
 	loop_end(e, &tl.l);

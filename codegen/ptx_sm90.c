@@ -46,6 +46,11 @@
 #define WGMMA_COMMIT "wgmma.commit_group.sync.aligned;"
 #define WGMMA_WAIT0 "wgmma.wait_group.sync.aligned 0;"
 #define WGMMA_WAIT1 "wgmma.wait_group.sync.aligned 1;"
+/* PTX ISA 8.x, "Warp-level matrix store instruction: stmatrix" (sm_90);
+ * CuTe's SM90_U32x4_STSM_N / SM90_U16x8_STSM_T (NVIDIA/cutlass
+ * include/cute/arch/copy_sm90.hpp) carry the same strings */
+#define STSM_X4 "stmatrix.sync.aligned.x4.m8n8.shared.b16 [$0], {$1, $2, $3, $4};"
+#define STSM_X4_TRANS "stmatrix.sync.aligned.x4.trans.m8n8.shared.b16 [$0], {$1, $2, $3, $4};"
 #define SETMAXNREG_INC "setmaxnreg.inc.sync.aligned.u32 232;"
 #define SETMAXNREG_DEC "setmaxnreg.dec.sync.aligned.u32 40;"
 
@@ -60,6 +65,8 @@ const AsmEntry asm90_table[] = {
 	{"tma", TMA_STORE_2D, "l,r,r,r,~{memory}", "sm_90"},
 	{"tma", BULK_COMMIT, "~{memory}", "sm_90"},
 	{"tma", BULK_WAIT_READ0, "~{memory}", "sm_90"},
+	{"stmatrix", STSM_X4, "r,r,r,r,r,~{memory}", "sm_90"},
+	{"stmatrix", STSM_X4_TRANS, "r,r,r,r,r,~{memory}", "sm_90"},
 	{"wgmma", WGMMA_FENCE, "~{memory}", "sm_90a"},
 	{"wgmma", WGMMA_COMMIT, "~{memory}", "sm_90a"},
 	{"wgmma", WGMMA_WAIT0, "~{memory}", "sm_90a"},
@@ -221,6 +228,21 @@ asm90_bulk_wait_read0(Cg *g)
 		asm_host_call(g, "precc_emu_bulk_wait_read", g->vd, (LLVMValueRef[]){u32(g, 0)}, 1);
 	else
 		asm_volatile(g, g->vd, BULK_WAIT_READ0, "~{memory}", NULL, 0);
+}
+
+/* stmatrix x4 (.trans): the warp's four 8 x 8 b16 matrices, register i
+ * of each lane matrix i's fragment, to the rows whose addresses lanes
+ * 8i..8i+7 give in row (a shared pointer) */
+void
+asm90_stmatrix_x4(Cg *g, int trans, LLVMValueRef row, LLVMValueRef r[4])
+{
+	if (g->host) {
+		LLVMValueRef a[6] = {u32(g, (unsigned)(trans != 0)), row, r[0], r[1], r[2], r[3]};
+		asm_host_call(g, "precc_emu_stmatrix", g->vd, a, 6);
+		return;
+	}
+	asm_volatile(g, g->vd, trans ? STSM_X4_TRANS : STSM_X4, "r,r,r,r,r,~{memory}",
+	             (LLVMValueRef[]){saddr(g, row), r[0], r[1], r[2], r[3]}, 5);
 }
 
 void

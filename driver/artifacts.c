@@ -232,6 +232,20 @@ kernel_json(Build *b, Job *j)
 		cJSON_AddNumberToObject(k, "sync_words", in->sync_words);
 	if (in->smem > 0)     /* dynamic shared bytes (the sm_90a GEMM's ring) */
 		cJSON_AddNumberToObject(k, "smem", in->smem);
+	/* the sm_90a GEMM's shape and why (passes/schedule.c's last
+	 * "# schedule: BMxBN tile, ..." line), for --stats */
+	for (const char *c = f->comment, *e; in->persistent && in->shape == CG_GEMM && c && *c; c = *e ? e + 1 : e) {
+		e = strchr(c, '\n');
+		if (!e)
+			e = c + strlen(c);
+		if (!strncmp(c, "# schedule: ", 12) && (e - c) < 1000 && memchr(c, 'x', (size_t)(e - c))
+		    && strstr(c, " tile, ") && strstr(c, " tile, ") < e) {
+			char line[1000];
+			snprintf(line, sizeof line, "%.*s", (int)(e - c - 12), c + 12);
+			cJSON_DeleteItemFromObjectCaseSensitive(k, "schedule");
+			cJSON_AddStringToObject(k, "schedule", line);
+		}
+	}
 	if (in->ntmap > 0) {  /* TMA tensor maps, params after the scalars (docs/artifacts.md) */
 		cJSON *tm = cJSON_AddArrayToObject(k, "tmaps");
 		for (int i = 0; i < in->ntmap; i++) {

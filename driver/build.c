@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -42,6 +44,23 @@ now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* CPU ms of this thread (CLOCK_THREAD_CPUTIME_ID) or this process */
+static double
+cpu_ms(clockid_t clk)
+{
+	struct timespec ts;
+
+	if (clock_gettime(clk, &ts))
+		return 0;
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static double
+tv_ms(struct timeval tv)
+{
+	return tv.tv_sec * 1e3 + tv.tv_usec / 1e3;
+}
+
 static void
 help(FILE *f)
 {
@@ -65,9 +84,11 @@ help(FILE *f)
 	      "  --layer PATTERN    with --emit: a shell glob on the whole FQN when it has\n"
 	      "                     * ? or [, otherwise a substring\n"
 	      "  --no-cache         neither read nor write the kernel cache\n"
-	      "  --jobs N, -j N     compile on N threads (default: the online cores)\n"
-	      "  --time             per-kernel LLVM and ptxas times, cache hits, total\n"
-	      "                     (also PRECC_TIME=1), on stderr\n"
+	      "  --jobs N, -j N     compile on N threads (default: the CPUs this process\n"
+	      "                     may run on); the output does not depend on N\n"
+	      "  --time             per-kernel LLVM and ptxas times (wall and CPU), cache\n"
+	      "                     hits, the phases' wall and CPU ms, the kernels per\n"
+	      "                     target and shape (also PRECC_TIME=1), on stderr\n"
 	      "  --stats            per kernel at M rows (default 8192): bytes read and\n"
 	      "                     written vs the minimum, registers, shared memory,\n"
 	      "                     CTAs per SM on sm_90; per layer and model totals;\n"
@@ -389,9 +410,12 @@ run_ptxas(Build *b, Job *j, const char *ptxpath, const char *cubinpath, const ch
 	}
 	char *text = read_pipe(fd[0]);
 	close(fd[0]);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+	struct rusage ru;
+	memset(&ru, 0, sizeof ru);
+	while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR)
 		;
 	j->ptxas_ms = now_ms() - t0;
+	j->ptxas_cpu_ms = tv_ms(ru.ru_utime) + tv_ms(ru.ru_stime);
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 		job_fail(j, "precc: error: ptxas rejected %s (%s):\n%s", shown,
 		         j->f->name, text ? text : "");
@@ -444,6 +468,124 @@ progress(Build *b)
 	fflush(stderr);
 }
 
+/* LLVM runs once per kernel built for several of sm_89, sm_90 and sm_90a.
+ * A kernel's canonical text (ir_func_hash without the target) fixes the
+ * LLVM module codegen makes: the one target-dependent choice, wgmma, is
+ * the op's mma= attribute, so in the text. NVPTX's subtargets then
+ * differ only in the `.target` line for every kernel of the shipped
+ * recipes (134 pairs on Llama-3-70B; tests/lit/build/share.test checks
+ * every recipe against PRECC_SHARE_PTX=0, which turns this off). 1: j
+ * took an earlier job's PTX and launch info, its .target rewritten; 0: j
+ * runs LLVM itself and then calls llvm_release. */
+static int
+llvm_share(Build *b, Job *j)
+{
+	if (!b->share_ptx)
+		return 0;
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		const Job *o = NULL;
+		for (int k = 0; k < b->njobs && !o; k++) {
+			const Job *c = &b->jobs[k];
+			if (c != j && c->llvm_state && c->llvm_state != 3 && c->xhash == j->xhash
+			    && c->t != j->t)
+				o = c;
+		}
+		if (!o) {
+			j->llvm_state = 1;
+			pthread_mutex_unlock(&b->mu);
+			return 0;
+		}
+		if (o->llvm_state == 2) {
+			const char *from = b->tg[o->t]->name, *to = b->tg[j->t]->name;
+			char line[64];
+			snprintf(line, sizeof line, "\n.target %s\n", from);
+			const char *at = strstr(o->e.ptx, line);
+			if (!at) {              /* not the PTX we know: compile it */
+				j->llvm_state = 1;
+				pthread_mutex_unlock(&b->mu);
+				return 0;
+			}
+			size_t head = (size_t)(at - o->e.ptx) + 9, tail = head + strlen(from);
+			size_t n = head + strlen(to) + (o->e.ptx_len - tail);
+			j->e.ptx = xmalloc(n + 1);
+			memcpy(j->e.ptx, o->e.ptx, head);
+			memcpy(j->e.ptx + head, to, strlen(to));
+			memcpy(j->e.ptx + head + strlen(to), o->e.ptx + tail, o->e.ptx_len - tail + 1);
+			j->e.ptx_len = n;
+			j->e.info = o->e.info;
+			j->e.info.llvm_ms = 0;
+			j->ptx_of = (int)(o - b->jobs);
+			j->llvm_state = 2;
+			pthread_mutex_unlock(&b->mu);
+			return 1;
+		}
+		pthread_cond_wait(&b->ptxas_done, &b->mu);
+	}
+}
+
+static void
+llvm_release(Build *b, Job *j, int ok)
+{
+	if (!b->share_ptx)
+		return;
+	pthread_mutex_lock(&b->mu);
+	j->llvm_state = ok ? 2 : 3;
+	pthread_cond_broadcast(&b->ptxas_done);
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* ptxas runs once per distinct PTX text of a target: kernels whose IR
+ * differs (value names, an accumulation mode codegen reads the same way,
+ * an m_variant's name) often come out of LLVM as the same PTX, and ptxas
+ * gives the same cubin for the same input. 1: j took the cubin, registers
+ * and spills of an earlier job with the same PTX; 0: j runs ptxas itself
+ * (the first with this PTX, or the first one failed), and then calls
+ * ptxas_release. */
+static int
+ptxas_share(Build *b, Job *j)
+{
+	j->ptx_hash = ir_hash_bytes(ir_hash_str(IR_HASH_INIT, b->tg[j->t]->name), j->e.ptx,
+	                            j->e.ptx_len);
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		const Job *o = NULL;
+		for (int k = 0; k < b->njobs && !o; k++) {
+			const Job *c = &b->jobs[k];
+			if (c != j && c->ptxas_state && c->t == j->t && c->ptx_hash == j->ptx_hash
+			    && c->e.ptx_len == j->e.ptx_len && !memcmp(c->e.ptx, j->e.ptx, j->e.ptx_len)
+			    && c->ptxas_state != 3)
+				o = c;
+		}
+		if (!o) {
+			j->ptxas_state = 1;
+			pthread_mutex_unlock(&b->mu);
+			return 0;
+		}
+		if (o->ptxas_state == 2) {
+			j->cubin_of = (int)(o - b->jobs);
+			j->e.regs = o->e.regs;
+			j->e.spill_bytes = o->e.spill_bytes;
+			j->e.cubin_len = o->e.cubin_len;
+			j->e.cubin = xmalloc(o->e.cubin_len ? o->e.cubin_len : 1);
+			memcpy(j->e.cubin, o->e.cubin, o->e.cubin_len);
+			j->ptxas_state = 2;
+			pthread_mutex_unlock(&b->mu);
+			return 1;
+		}
+		pthread_cond_wait(&b->ptxas_done, &b->mu);
+	}
+}
+
+static void
+ptxas_release(Build *b, Job *j, int ok)
+{
+	pthread_mutex_lock(&b->mu);
+	j->ptxas_state = ok ? 2 : 3;
+	pthread_cond_broadcast(&b->ptxas_done);
+	pthread_mutex_unlock(&b->mu);
+}
+
 static void
 compile_job(Build *b, Job *j)
 {
@@ -452,18 +594,24 @@ compile_job(Build *b, Job *j)
 
 	snprintf(ptxname, sizeof ptxname, "%s.%s.ptx", j->name, sm);
 	snprintf(ptxpath, sizeof ptxpath, "%s/%s", b->out, ptxname);   /* as errors name it */
-	if (!j->hit) {
+	if (!j->hit && !llvm_share(b, j)) {
 		CodegenTarget ct = {b->sm[j->t], 0};
 		char err[1024];
-		if (codegen_kernel_ptx(j->f, &ct, &j->e.ptx, &j->e.info, err, sizeof err)) {
+		double c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
+		int bad = codegen_kernel_ptx(j->f, &ct, &j->e.ptx, &j->e.info, err, sizeof err);
+		j->llvm_cpu_ms = cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
+		if (!bad)
+			j->e.ptx_len = strlen(j->e.ptx);
+		llvm_release(b, j, !bad);
+		if (bad) {
 			job_fail(j, "precc: error: %s", err);
 			return;
 		}
-		j->e.ptx_len = strlen(j->e.ptx);
-		j->e.regs = j->e.spill_bytes = -1;
 	}
+	if (!j->hit)
+		j->e.regs = j->e.spill_bytes = -1;
 	char werr[4400];
-	if (*b->ptxas && !j->e.cubin) {
+	if (*b->ptxas && !j->e.cubin && !ptxas_share(b, j)) {
 		/* ptxas reads and writes this build's own temporaries; the
 		 * results are renamed into place below like every other file */
 		char tptx[4300], tcubin[4400];
@@ -471,6 +619,7 @@ compile_job(Build *b, Job *j)
 		snprintf(tptx, sizeof tptx, "%s/.%s.XXXXXX", b->stage, ptxname);
 		if ((fd = mkstemp(tptx)) < 0 || close(fd)) {
 			job_fail(j, "%s: error: cannot write: %s", ptxpath, strerror(errno));
+			ptxas_release(b, j, 0);
 			return;
 		}
 		snprintf(tcubin, sizeof tcubin, "%s.cubin", tptx);
@@ -479,11 +628,13 @@ compile_job(Build *b, Job *j)
 		if ((f && fclose(f)) || bad) {
 			job_fail(j, "%s: error: cannot write: %s", ptxpath, strerror(errno));
 			unlink(tptx);
+			ptxas_release(b, j, 0);
 			return;
 		}
 		int rc = run_ptxas(b, j, tptx, tcubin, ptxpath);
 		unlink(tptx);
 		unlink(tcubin);
+		ptxas_release(b, j, rc == 0);
 		if (rc == -1)   /* the PTX ptxas rejected goes to -o itself, to be
 				 * read; the build fails and its stage with it */
 			write_file(b->out, b->out, ptxname, j->e.ptx, j->e.ptx_len, werr, sizeof werr);
@@ -517,12 +668,70 @@ worker(void *arg)
 		pthread_mutex_unlock(&b->mu);
 		if (k < 0)
 			return NULL;
-		compile_job(b, &b->jobs[k]);
+		compile_job(b, &b->jobs[b->order[k]]);
 		pthread_mutex_lock(&b->mu);
 		b->done++;
 		progress(b);
 		pthread_mutex_unlock(&b->mu);
 	}
+}
+
+/* A job's compile work, estimated from its kernel func: a GEMM or a
+ * delayed update costs LLVM and ptxas several times a quantize kernel
+ * (bench/RESULTS.md, "Compile time holds"); a cache hit costs writes. */
+static int
+job_cost(const Job *j)
+{
+	int c = 0;
+
+	if (j->hit && !j->reptxas)
+		return 0;
+	for (int i = 0; i < j->f->nins; i++) {
+		Op op = j->f->ins[i].op;
+		c += op == OP_gemm ? 64 : op == OP_history_push || op == OP_history_reduce ? 16 : 1;
+	}
+	if (j->hit)                     /* ptxas only */
+		c /= 2;
+	return c;
+}
+
+/* 1 if an earlier job is the same kernel for another target: j will
+ * likely take its PTX (llvm_share), so it goes after the jobs that run
+ * LLVM rather than wait beside its twin for the PTX. */
+static int
+job_twin(const Build *b, int k)
+{
+	for (int i = 0; b->share_ptx && i < k; i++)
+		if (b->jobs[i].xhash == b->jobs[k].xhash && b->jobs[i].t != b->jobs[k].t)
+			return 1;
+	return 0;
+}
+
+static int
+by_cost(const void *pa, const void *pb, void *arg)
+{
+	const Build *b = arg;
+	int a = *(const int *)pa, c = *(const int *)pb;
+	int ca = b->jobs[a].cost, cb = b->jobs[c].cost;
+
+	return ca != cb ? (ca < cb) - (ca > cb) : (a > c) - (a < c);
+}
+
+/* The workers take the largest jobs first, so the build does not end on
+ * one core with a GEMM while the other idles; every file a job writes is
+ * its own and the manifest lists jobs in collect_jobs' order, so the
+ * artifacts do not depend on the order or on --jobs. */
+static void
+order_jobs(Build *b)
+{
+	b->order = xcalloc(b->njobs ? (size_t)b->njobs : 1, sizeof *b->order);
+	for (int k = 0; k < b->njobs; k++) {
+		b->order[k] = k;
+		b->jobs[k].cost = job_cost(&b->jobs[k]);
+		if (!b->jobs[k].hit && job_twin(b, k))
+			b->jobs[k].cost /= 3;
+	}
+	qsort_r(b->order, (size_t)b->njobs, sizeof *b->order, by_cost, b);
 }
 
 static int
@@ -543,12 +752,13 @@ compile_all(Build *b)
 			j->reptxas = 1;
 		nwork += !j->hit || j->reptxas;
 	}
+	order_jobs(b);
 	b->progress = isatty(2) && nwork > PROGRESS_MIN;
 	if (nth > nwork)
 		nth = nwork;
 	if (nth <= 1) {
 		for (int k = 0; k < b->njobs; k++) {
-			compile_job(b, &b->jobs[k]);
+			compile_job(b, &b->jobs[b->order[k]]);
 			b->done++;
 			progress(b);
 		}
@@ -623,7 +833,9 @@ collect_jobs(Build *b, uint64_t ident)
 					                            * sizeof *b->jobs);
 				Job *j = &b->jobs[b->njobs++];
 				memset(j, 0, sizeof *j);
+				j->cubin_of = j->ptx_of = -1;
 				j->f = f;
+				j->xhash = ir_func_hash(f, NULL);
 				j->t = t;
 				snprintf(j->name, sizeof j->name, "%s", name);
 				j->key = ir_hash_str(ir_hash_bytes(ident, &h, sizeof h), b->tg[t]->name);
@@ -763,6 +975,7 @@ get_build(Build *b, uint64_t key, char *err, size_t errsz)
 	for (uint32_t k = 0; k < nk; k++, b->njobs++) {
 		Job *j = &b->jobs[k];
 		uint32_t t;
+		j->cubin_of = j->ptx_of = -1;
 		memcpy(&j->key, p + at, 8);
 		memcpy(&t, p + at + 8, 4);
 		memcpy(j->name, p + at + 12, sizeof j->name);
@@ -887,6 +1100,21 @@ emit(Build *b)
 
 /* ---- the command -------------------------------------------------------- */
 
+/* --jobs' default: the CPUs this process may run on (its affinity mask,
+ * which taskset and cpusets narrow), else the online ones. */
+static int
+online_cpus(void)
+{
+	cpu_set_t set;
+	long n = 0;
+
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n < 1)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > 256 ? 256 : (int)n;
+}
+
 static int
 parse_targets(Build *b, const char *list)
 {
@@ -926,25 +1154,40 @@ print_stats(Build *b)
 	return st ? 0 : -1;
 }
 
+/* --time: one line per compiled kernel (wall ms of LLVM and ptxas, then
+ * their CPU ms), the phases in wall and CPU ms, the kernels per target and
+ * per shape, and how busy the jobs kept the cores. CPU time is the figure
+ * to compare on a loaded machine: wall time at --jobs 2 there says more
+ * about the other processes than about precc. */
 static void
 print_times(Build *b, double t0)
 {
 	int hits = 0, built = 0, ptx = 0;
-	double llvm = 0, px = 0;
+	double llvm = 0, px = 0, llvm_cpu = 0, px_cpu = 0;
 
 	for (int k = 0; k < b->njobs; k++) {
 		const Job *j = &b->jobs[k];
 		if (j->hit)
 			hits++;
 		else if (!j->err) {
-			built++;
+			built += j->ptx_of < 0;     /* LLVM runs */
 			llvm += j->e.info.llvm_ms;
 			fprintf(stderr, "time: %s %-7s %-16s LLVM %7.1f ms", j->name, b->tg[j->t]->name,
 			        codegen_shape_name(j->e.info.shape), j->e.info.llvm_ms);
-			if (j->ptxas_ms > 0)
+			if (j->ptxas_ms > 0 || j->cubin_of >= 0)
 				fprintf(stderr, "  ptxas %7.1f ms", j->ptxas_ms);
-			fprintf(stderr, "  %s\n", j->f->name);
+			fprintf(stderr, "  %s  cpu: LLVM %.1f ptxas %.1f", j->f->name, j->llvm_cpu_ms,
+			        j->ptxas_cpu_ms);
+			if (j->ptx_of >= 0)
+				fprintf(stderr, "  (the PTX of %s for %s, its .target %s)",
+				        b->jobs[j->ptx_of].name, b->tg[b->jobs[j->ptx_of].t]->name,
+				        b->tg[j->t]->name);
+			if (j->cubin_of >= 0)
+				fprintf(stderr, "  (the PTX of %s: its cubin)", b->jobs[j->cubin_of].name);
+			fputc('\n', stderr);
 		}
+		llvm_cpu += j->llvm_cpu_ms;
+		px_cpu += j->ptxas_cpu_ms;
 		if (j->ptxas_ms > 0) {
 			ptx++;
 			px += j->ptxas_ms;
@@ -959,12 +1202,53 @@ print_times(Build *b, double t0)
 	                "%d ptxas (%.1f ms), %d jobs, total %.1f ms\n",
 	        b->njobs, hits, built, llvm, built ? llvm / built : 0.0, ptx, px, b->jobs_n,
 	        now_ms() - t0);
+	struct rusage self, kids;
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &kids);
+	double cself = tv_ms(self.ru_utime) + tv_ms(self.ru_stime);
+	double ckids = tv_ms(kids.ru_utime) + tv_ms(kids.ru_stime);
+	fprintf(stderr, "time: cpu: recipe+model+plan %.1f ms, lower+passes %.1f ms, LLVM %.1f ms, "
+	                "ptxas %.1f ms, manifest+C %.1f ms; total %.1f ms (precc %.1f + ptxas %.1f) "
+	                "in %.1f ms of wall\n", b->cpu_front, b->cpu_passes, llvm_cpu, px_cpu,
+	        b->cpu_write, cself + ckids, cself, ckids, now_ms() - t0);
+	if (b->ms_compile > 0 && b->jobs_n > 0) {
+		int nth = b->jobs_n < built + ptx ? b->jobs_n : built + ptx;
+		if (nth < 1)
+			nth = 1;
+		fprintf(stderr, "time: kernels phase: %.1f ms of LLVM + ptxas CPU in %.1f ms of wall "
+		                "on %d threads: %.0f %% busy\n", llvm_cpu + px_cpu, b->ms_compile, nth,
+		        100.0 * (llvm_cpu + px_cpu) / (b->ms_compile * nth));
+	}
+	/* the kernels per target and per shape, and the m_variant copies */
+	for (int t = 0; t < b->ntg; t++) {
+		int n = 0, nshape[NCGSHAPE] = {0}, var = 0, known = 0;
+		for (int k = 0; k < b->njobs; k++) {
+			const Job *j = &b->jobs[k];
+			if (j->t != t)
+				continue;
+			n++;
+			if ((unsigned)j->e.info.shape < NCGSHAPE)
+				nshape[j->e.info.shape]++;
+			known += j->f != NULL;  /* NULL: from a whole-build entry */
+			var += j->f && j->f->pattr[PA_M_VARIANT] != NULL;
+		}
+		fprintf(stderr, "time: %s: %d kernels (", b->tg[t]->name, n);
+		const char *sep = "";
+		for (int s = 0; s < NCGSHAPE; s++)
+			if (nshape[s]) {
+				fprintf(stderr, "%s%s %d", sep, codegen_shape_name((CgShape)s), nshape[s]);
+				sep = ", ";
+			}
+		if (known)
+			fprintf(stderr, "), %d of them with an m_variant (a copy on a larger tile)", var);
+		fputs(known ? "\n" : ")\n", stderr);
+	}
 }
 
 int
 cmd_build(int argc, char **argv)
 {
-	double t0 = now_ms();
+	double t0 = now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
 	Build b;
 	const char *targets = "sm_90a", *jobs = NULL, *stats_m = NULL;
 	static const char *const opts[] = {"--model", "--target", "--output", "--emit", "--layer",
@@ -1042,7 +1326,7 @@ cmd_build(int argc, char **argv)
 		return usage_error("build", "--layer applies to --emit");
 	if (!b.emit && !b.out)
 		return usage_error("build", "missing -o DIR");
-	b.jobs_n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	b.jobs_n = online_cpus();
 	if (jobs) {
 		char *end;
 		long n = strtol(jobs, &end, 10);
@@ -1080,8 +1364,9 @@ cmd_build(int argc, char **argv)
 	b.training = &recipe->training;
 	b.model = model;
 	b.nlayers = plan->nlayers;
-	double tp = now_ms();
+	double tp = now_ms(), cp = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
 	b.ms_front = tp - t0;
+	b.cpu_front = cp - c0;
 	uint64_t ident = 0, bkey = 0;
 	if (!b.emit) {
 		char why[4200] = "";
@@ -1103,12 +1388,14 @@ cmd_build(int argc, char **argv)
 		if (got) {
 			whole = got > 0;
 			b.ms_front = now_ms() - t0;
+			b.cpu_front = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
 			if (got > 0 && b.stats_m && print_stats(&b))
 				rc = 1;
 			goto done;
 		}
 	}
 	tp = now_ms();
+	cp = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
 	LayerGroups groups;
 	b.nclass = group_layers(plan, b.layer, &groups);
 	b.nlayers = plan->nlayers;
@@ -1135,20 +1422,25 @@ cmd_build(int argc, char **argv)
 	}
 	group_free(&groups);
 	b.ms_passes = now_ms() - tp;
+	b.cpu_passes = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - cp;
 	if (b.emit) {
 		rc = emit(&b);
 		goto done;
 	}
 
 	pthread_mutex_init(&b.mu, NULL);
+	pthread_cond_init(&b.ptxas_done, NULL);
+	b.share_ptx = !(getenv("PRECC_SHARE_PTX") && !strcmp(getenv("PRECC_SHARE_PTX"), "0"));
 	collect_jobs(&b, ident);
 	tp = now_ms();
 	rc = compile_all(&b) ? 1 : 0;
+	pthread_cond_destroy(&b.ptxas_done);
 	pthread_mutex_destroy(&b.mu);
 	b.ms_compile = now_ms() - tp;
 	if (!rc) {
 		char err[4400] = "", *text[3];
 		tp = now_ms();
+		cp = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
 		text[0] = artifacts_manifest(&b, rname, mname);
 		if (b.stats_m) {
 			char *st = stats_manifest(text[0], b.stage, b.stats_m, stderr);
@@ -1172,6 +1464,7 @@ cmd_build(int argc, char **argv)
 		for (int i = 0; i < 3; i++)
 			free(text[i]);
 		b.ms_write = now_ms() - tp;
+		b.cpu_write = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - cp;
 	}
 done:
 	if (b.out && !b.emit) {
@@ -1194,6 +1487,7 @@ done:
 		free(b.jobs[k].err);
 	}
 	free(b.jobs);
+	free(b.order);
 	free(b.kmap);
 	for (int t = 0; t < b.ntg; t++) {
 		if (b.mods[t])

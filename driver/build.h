@@ -24,6 +24,17 @@ typedef struct Job {
 	int hit;                    /* came from the cache */
 	int reptxas;                /* hit without a cubin: ptxas only */
 	double ptxas_ms;
+	double llvm_cpu_ms;         /* this thread's CPU time in codegen (LLVM) */
+	double ptxas_cpu_ms;        /* ptxas's user + system CPU time (wait4) */
+	int cost;                   /* estimated compile work: the larger go first */
+	/* LLVM once per kernel of several targets (compile_job): */
+	uint64_t xhash;             /* ir_func_hash without the target */
+	int llvm_state;             /* 0 not run, 1 running, 2 done, 3 failed */
+	int ptx_of;                 /* -1, or the job whose PTX this one took */
+	/* ptxas once per distinct PTX of a target (compile_job): */
+	uint64_t ptx_hash;
+	int ptxas_state;            /* 0 not run, 1 running, 2 done, 3 failed */
+	int cubin_of;               /* -1, or the job whose cubin this one took */
 	char *err;                  /* malloc'ed message when it failed */
 } Job;
 
@@ -35,6 +46,7 @@ typedef struct Build {
 	Module *mods[MAXTARGET];
 	int *origin[MAXTARGET];     /* per func of mods[t]: the func it copies (group_expand) */
 	Job *jobs; int njobs;
+	int *order;                 /* jobs in the order the workers take them */
 	struct { const Func *f; int job; } *kmap; int nkmap;   /* kernel func -> job */
 	char ptxas[4096];           /* "" when none */
 	const char *ptxas_from;     /* PRECC_PTXAS, CUDA_HOME, PATH or /usr/local/cuda */
@@ -42,11 +54,14 @@ typedef struct Build {
 	Cache *cache;
 	/* progress, shared by the workers */
 	pthread_mutex_t mu;
+	pthread_cond_t ptxas_done;  /* a job's ptxas_state or llvm_state left 1 */
+	int share_ptx;              /* 0: PRECC_SHARE_PTX=0, LLVM for every target */
 	int next, done, progress;
 	uint64_t recipe_hash, model_hash;
 	const struct TrainingPolicy *training;   /* the recipe's, for the manifest */
 	const struct Model *model;  /* the layers' shares_input, for the manifest */
 	double ms_front, ms_passes, ms_compile, ms_write;   /* --time phases */
+	double cpu_front, cpu_passes, cpu_write;            /* their CPU ms */
 	int nlayers, nclass;        /* driver/group.c's classes (0: off) */
 	long stats_m;               /* --stats at this M; 0: off */
 	int json;                   /* --json: the summary as JSON on stdout */

@@ -247,6 +247,8 @@ kernel_stats(cJSON *k, const char *dir, long m, FILE *out)
 		snprintf(c, sizeof c, "%ld (%s)", ctas, why);
 	fprintf(out, "%-18s %-16s %6ld %10.3f %10.3f %10.3f %6.3f %6s %6ld %s\n", str(k, "name"),
 	        str(k, "shape"), m, rd / 1e6, wr / 1e6, mn / 1e6, ratio3(rd + wr, mn), r, smem, c);
+	if (*str(k, "schedule"))     /* the sm_90a GEMM's shape and why (passes/schedule.c) */
+		fprintf(out, "  schedule: %s\n", str(k, "schedule"));
 	return 0;
 }
 

@@ -46,11 +46,16 @@
  * takes the kernel (codegen_gemm_wgmma_takes: params, or 16-bit
  * transposes of params with static rows a multiple of 8 (read MN-major),
  * K static or M, K-major rows of 16 bytes, wgmma formats, promotion a
- * multiple of 128 bytes of K, no per-block output amax), 384 threads (a TMA producer and two
- * wgmma consumer warpgroups), a 128x128 tile of C, elems = 64
- * accumulators per consumer thread, smem = the 4-stage ring (4 x 32 KiB)
- * and its 8 mbarriers (dynamic shared memory); otherwise the gemm goes
- * back to mma=mma_sync, and the kernel's comment says why.
+ * multiple of 128 bytes of K, no per-block output amax), the tile of
+ * C (BM 64/128/256 x BN 64..256 in steps of 16) that a cost model of
+ * waves and L2 bytes (wgmma_tile, below; docs/passes.md) picks among those
+ * codegen_gemm_wgmma_shape takes, with its threads (a TMA producer and one
+ * or two wgmma consumer warpgroups), elems (accumulators per consumer
+ * thread) and smem (the most stages 227 KiB holds, and their mbarriers);
+ * the reason in the kernel's comment. With M the run's, the tile loses
+ * least over M = 512..16384, or two tiles (an m_variant copy for large M)
+ * where one loses more than SPLIT. Otherwise the gemm goes back to
+ * mma=mma_sync, and the kernel's comment says why.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +84,37 @@ dim_str(char *buf, size_t n, long d, long per)
 
 enum { GEMM_THREADS = 128, GEMM_TILE = 64, GEMM_SMEM = 3 * 2 * 64 * 64 };
 enum { LARGE_THREADS = 256, LARGE_TILE = 128, LARGE_SMEM = 3 * 2 * 128 * 64, LARGE_K_BYTES = 256 };
-enum { WGMMA_THREADS = 384, WGMMA_TILE = 128, WGMMA_SMEM = 4 * 2 * 128 * 128 + 8 * 8 };
+/* The wgmma family's cost model (sm_90a; the rule in docs/passes.md).
+ * Per SM, a tile of bm x bn takes, per K tile of 128 bytes,
+ * max(tensor, l2) clocks: tensor = bm·bn/32 (a 128x128 K tile is 512
+ * tensor-clocks at the dense fp8 and bf16 rates, ../shared/GEMM-SPEED.md)
+ * over MAIN_EFF, the mainloop's fitted share of the tensor rate (0.72,
+ * the H200 fprop table's fit, the same file), 1/ONE_CONSUMER more with one
+ * consumer warpgroup (its waits and barriers hidden by none: an estimate);
+ * l2 = the stage's (bm + bn)·128 bytes at L2_BYTES_PER_CLK a SM
+ * (DeepGEMM's l2_bandwidth_per_cycle: 8e6 / 1.3e3 B/clk over 132 SMs,
+ * deepseek-ai/DeepGEMM 10747d47 csrc/jit_kernels/heuristics/sm90.hpp,
+ * get_layout_info). Then the epilogue: EPI_CLK per 64 values a consumer
+ * thread holds (10,500 clocks for 128x128, the same fit). A wave is one
+ * tile a SM; waves = ceil(tiles / SMs), the last one as long as the
+ * others (DeepGEMM's wave_efficiency). */
+enum { WG_THREADS = 128, SMEM_STATIC_MAX = 1024 };
+#define MAIN_EFF 0.72
+#define ONE_CONSUMER 0.85
+#define L2_BYTES_PER_CLK (8e6 / 1.3e3 / 132)
+#define EPI_CLK 10500.0
+/* estimates within TIE of the least are a tie (the model's rms error is
+ * 4-5 %): the tile with the fewest L2 bytes per FLOP takes it (the L2 ->
+ * SM traffic a 128x128 tile needs is about what L2 gives: the same file's
+ * first structural limit) */
+#define TIE 0.01
+/* a GEMM of the run's M whose one tile is this far over each M's best on
+ * average gets a second kernel for large M (m_variant) */
+#define SPLIT 0.15
+/* M of a GEMM whose M (or K = M) is the launch's: the tile is the one
+ * whose estimate is the least above each M's best over these */
+static const long m_sample[] = {512, 1024, 2048, 4096, 8192, 16384};
+enum { NM_SAMPLE = sizeof m_sample / sizeof m_sample[0] };
 
 static void
 mma_sync_tile(Func *k, long m, long n, int namax, int large)
@@ -166,27 +201,198 @@ large_tile(long m, long n, const Ins *g, Module *mod, int at, const Target *t)
 	return 1;
 }
 
+typedef struct Cand {
+	CodegenGemmShape s;
+	double score;         /* sum over the Ms of cycles / the M's best */
+	double cyc[NM_SAMPLE];
+} Cand;
+
+/* the estimated clocks of the GEMM on shape s at M, N, K (elements) */
+static double
+gemm_clocks(const CodegenGemmShape *s, long M, long N, long K, int eb, int sms)
+{
+	long tiles = ((M + s->bm - 1) / s->bm) * ((N + s->bn - 1) / s->bn);
+	long waves = (tiles + sms - 1) / sms;
+	long kt = (K * eb + 127) / 128;
+	double tensor = (double)s->bm * s->bn / 32 / MAIN_EFF / (s->consumers == 1 ? ONE_CONSUMER : 1);
+	double l2 = (double)(s->bm + s->bn) * 128 / L2_BYTES_PER_CLK;
+	double epi = EPI_CLK * ((double)s->bm * s->bn / s->consumers / WG_THREADS) / 64;
+	return (double)waves * ((double)kt * (tensor > l2 ? tensor : l2) + epi);
+}
+
+/* The wgmma kernel's tile (the rule at the top of the file); 0, or -1
+ * when the family takes no tile of it (why says). A GEMM whose M is the
+ * run's and whose one tile is more than SPLIT over each M's best on
+ * average gets two: *best below M = *m_min, *big from there (*m_min 0:
+ * one tile), if that halves the loss. */
+static int
+wgmma_tile(Func *k, long m, long n, long K, int eb, const Target *t, CodegenGemmShape *best, char *why,
+           size_t nwhy, CodegenGemmShape *big, long *m_min, char *whybig, size_t nwhybig)
+{
+	static const int bms[] = {64, 128, 256};
+	Cand c[3 * 13];
+	int nc = 0;
+	char no[200] = "";
+	long ms[NM_SAMPLE];
+	int nms = m >= 0 && K >= 0 ? 1 : NM_SAMPLE;
+
+	for (int i = 0; i < nms; i++)
+		ms[i] = m >= 0 ? m : m_sample[i];
+	for (int i = 0; i < 3; i++)
+		for (int bn = 64; bn <= 256; bn += 16)
+			if (codegen_gemm_wgmma_shape(k, bms[i], bn, &c[nc].s, no, sizeof no)
+			    && c[nc].s.smem + SMEM_STATIC_MAX <= t->smem_cta)
+				nc++;
+	if (!nc) {
+		snprintf(why, nwhy, "no tile fits: %s", no);
+		return -1;
+	}
+	double bestc[NM_SAMPLE];
+	for (int j = 0; j < nms; j++) {
+		bestc[j] = -1;
+		for (int i = 0; i < nc; i++) {
+			long mm = m >= 0 ? m : ms[j], kk = K >= 0 ? K : ms[j];
+			c[i].cyc[j] = gemm_clocks(&c[i].s, mm, n, kk, eb, t->sms);
+			if (bestc[j] < 0 || c[i].cyc[j] < bestc[j])
+				bestc[j] = c[i].cyc[j];
+		}
+	}
+	int b = 0, lo = 0;
+	for (int i = 0; i < nc; i++) {
+		c[i].score = 0;
+		for (int j = 0; j < nms; j++)
+			c[i].score += c[i].cyc[j] / bestc[j];
+		if (c[i].score < c[lo].score)
+			lo = i;
+	}
+	/* within TIE of the least, the fewest L2 bytes per FLOP, (bm + bn) /
+	 * (bm · bn), then the least estimate */
+	b = lo;
+	for (int i = 0; i < nc; i++) {
+		double bi = (double)(c[i].s.bm + c[i].s.bn) / c[i].s.bm / c[i].s.bn;
+		double bb = (double)(c[b].s.bm + c[b].s.bn) / c[b].s.bm / c[b].s.bn;
+		if (c[i].score <= c[lo].score * (1 + TIE) && (bi < bb || (bi == bb && c[i].score < c[b].score)))
+			b = i;
+	}
+	*best = c[b].s;
+	*m_min = 0;
+	/* two tiles, small M and large M: the split point and the pair with
+	 * the least summed slowdown */
+	double one = c[b].score / nms - 1;
+	int sj = 0, sa = 0, sb = 0;
+	double two = one;
+	for (int j0 = 1; m < 0 && one > SPLIT && j0 < nms; j0++) {
+		int xa = 0, xb = 0;
+		double fa = 1e300, fb = 1e300;
+		for (int i = 0; i < nc; i++) {
+			double lo = 0, hi = 0;
+			for (int j = 0; j < nms; j++)
+				*(j < j0 ? &lo : &hi) += c[i].cyc[j] / bestc[j];
+			if (lo < fa)
+				fa = lo, xa = i;
+			if (hi < fb)
+				fb = hi, xb = i;
+		}
+		if ((fa + fb) / nms - 1 < two)
+			two = (fa + fb) / nms - 1, sj = j0, sa = xa, sb = xb;
+	}
+	if (sj && sa != sb && two < one / 2) {
+		/* the variant from the first M (a multiple of 128 between the two
+		 * samples) where the large-M tile is no slower */
+		long mm0 = m_sample[sj - 1], mm1 = m_sample[sj], x = mm1;
+		for (long mm = mm0 + 128; mm < mm1; mm += 128)
+			if (gemm_clocks(&c[sb].s, mm, n, K >= 0 ? K : mm, eb, t->sms)
+			    <= gemm_clocks(&c[sa].s, mm, n, K >= 0 ? K : mm, eb, t->sms)) {
+				x = mm;
+				break;
+			}
+		*best = c[sa].s, *big = c[sb].s, *m_min = x;
+		snprintf(whybig, nwhybig, "%dx%d tile, %d stages (%d bytes), cluster 1x1, %d consumer%s: for M >= %ld "
+		         "(one tile for all M: %.1f%% over each M's best on average, two: %.1f%%); at M=16384 %ld tiles",
+		         big->bm, big->bn, big->stages, big->smem, big->consumers, big->consumers == 1 ? "" : "s", x,
+		         100 * one, 100 * two, ((16384 + big->bm - 1) / big->bm) * ((n + big->bn - 1) / big->bn));
+		snprintf(why, nwhy, "%dx%d tile, %d stages (%d bytes), cluster 1x1, %d consumer%s: for M < %ld, "
+		         "the m_variant's %dx%d from there; at M=%ld %ld tiles", best->bm, best->bn, best->stages, best->smem,
+		         best->consumers, best->consumers == 1 ? "" : "s", x, big->bm, big->bn, mm0,
+		         ((mm0 + best->bm - 1) / best->bm) * ((n + best->bn - 1) / best->bn));
+		return 0;
+	}
+	/* the reason: waves at the run's M (or the samples'), the runner-up */
+	long mm = m >= 0 ? m : 4096, kk = K >= 0 ? K : 4096;
+	long tiles = ((mm + best->bm - 1) / best->bm) * ((n + best->bn - 1) / best->bn);
+	long waves = (tiles + t->sms - 1) / t->sms;
+	int r = b ? 0 : nc > 1 ? 1 : 0;
+	for (int i = 0; i < nc; i++)
+		if (i != b && c[i].score < c[r].score)
+			r = i;
+	int o = snprintf(why, nwhy, "%dx%d tile, %d stages (%d bytes), cluster 1x1, %d consumer%s: ",
+	                 best->bm, best->bn, best->stages, best->smem, best->consumers,
+	                 best->consumers == 1 ? "" : "s");
+	if (nms > 1)
+		o += snprintf(why + o, nwhy - (size_t)o, "%.1f%% over the best tile on average at M = 512..16384; ",
+		              100.0 * (c[b].score / nms - 1));
+	o += snprintf(why + o, nwhy - (size_t)o, "at M=4096%s %ld tiles in %ld wave%s (last %ld%%), est. %.0f clocks",
+	              K < 0 ? " (K)" : "", tiles, waves, waves == 1 ? "" : "s",
+	              (tiles - (waves - 1) * t->sms) * 100 / t->sms,
+	              gemm_clocks(best, mm, n, kk, eb, t->sms));
+	if (r != b)
+		snprintf(why + o, nwhy - (size_t)o, "; next %dx%d at %+.1f%%", c[r].s.bm, c[r].s.bn,
+		         100.0 * (c[r].score / c[b].score - 1));
+	return 0;
+}
+
+/* a wgmma kernel's header attributes for shape s */
+static void
+wgmma_attrs(Func *k, const CodegenGemmShape *s, long m, long n, int namax)
+{
+	char a[32], b[32];
+	ir_set_attr(k->pattr, PA_THREADS, "%d", s->threads);
+	ir_set_attr(k->pattr, PA_TILE, "%dx%d", s->bm, s->bn);
+	ir_set_attr(k->pattr, PA_ELEMS, "%d", s->bm * s->bn / (s->threads - WG_THREADS));
+	dim_str(a, sizeof a, m, s->bm);
+	dim_str(b, sizeof b, n, s->bn);
+	ir_set_attr(k->pattr, PA_GRID, "%sx%s", a, b);
+	ir_set_attr(k->pattr, PA_SMEM, "%d", s->smem + (namax ? 128 : 0));
+}
+
 static int
 schedule_gemm(Module *mod, int at, Ins *g, const Target *t)
 {
 	Func *k = mod->fn[at];
 	long m = k->val[g->res].type.dim[0], n = k->val[g->res].type.dim[1];
 	int namax = 0;
-	char a[32], b[32], why[200];
+	char why[400];
 
 	for (int j = 0; j < k->nins; j++)
 		namax += k->ins[j].op == OP_amax;
 	if (g->pattr[PA_MMA] && !strcmp(g->pattr[PA_MMA], "wgmma")) {
-		if (codegen_gemm_wgmma_takes(k, why, sizeof why)) {
-			ir_set_attr(k->pattr, PA_THREADS, "%d", WGMMA_THREADS);
-			ir_set_attr(k->pattr, PA_TILE, "%dx%d", WGMMA_TILE, WGMMA_TILE);
-			ir_set_attr(k->pattr, PA_ELEMS, "%d", WGMMA_TILE * WGMMA_TILE / (WGMMA_THREADS - 128));
-			dim_str(a, sizeof a, m, WGMMA_TILE);
-			dim_str(b, sizeof b, n, WGMMA_TILE);
-			ir_set_attr(k->pattr, PA_GRID, "%sx%s", a, b);
-			ir_set_attr(k->pattr, PA_SMEM, "%d", WGMMA_SMEM + (namax ? 128 : 0));
-			return 0;
+		CodegenGemmShape s, sbig;
+		long m_min = 0;
+		char whys[400], whyb[400];
+		const Ins *in = ir_def_ins(k, g->arg[0]);
+		long K = k->val[g->arg[0]].type.dim[1];
+		precc_format fa = k->val[in && in->op == OP_transpose ? in->arg[0] : g->arg[0]].type.fmt;
+		int takes = codegen_gemm_wgmma_takes(k, why, sizeof why);
+		if (takes && !wgmma_tile(k, m, n, K, ebytes(fa), t, &s, whys, sizeof whys, &sbig, &m_min, whyb,
+		                         sizeof whyb)) {
+			wgmma_attrs(k, &s, m, n, namax);
+			if (!m_min) {
+				ir_comment(&k->comment, "schedule: %s", whys);
+				return 0;
+			}
+			/* the same GEMM on the large-M tile, launched from m_min */
+			char name[512];
+			snprintf(name, sizeof name, "%s.%dx%d", k->name, sbig.bm, sbig.bn);
+			Func *c = copy_kernel(mod, at, name);
+			k = mod->fn[at];
+			wgmma_attrs(c, &sbig, m, n, namax);
+			ir_set_attr(k->pattr, PA_M_VARIANT, "%ld:@%s", m_min, name);
+			ir_comment(&k->comment, "schedule: %s", whys);
+			ir_comment(&c->comment, "schedule: %s", whyb);
+			return 1;
 		}
+		if (takes)
+			snprintf(why, sizeof why, "%s", whys);
 		ir_set_attr(g->pattr, PA_MMA, "mma_sync");
 		ir_comment(&k->comment, "schedule: gemm on mma.sync, not wgmma: %s", why);
 	}

@@ -1,8 +1,9 @@
 /*
- * artifact.c — open an artifact directory: read and validate manifest.json
- * (docs/artifacts.md, format 1), parse each kernel's IR with precc_ir (the
- * cpu backend runs it; both backends take the kernel ABI from it), and on
- * the cuda backend load each kernel's cubin for the device, else its PTX.
+ * artifact.c — floor 1 (manifest.h): read and validate an artifact
+ * directory's manifest.json (docs/artifacts.md), parse each kernel's IR
+ * with precc_ir (the cpu backend runs it; both backends take the kernel
+ * ABI from it), and pick the target whose layers a device runs. Loading
+ * the kernels is the backend's (backend_cuda.c, one floor up).
  *
  * Every manifest error names the file, the line:col of the value and the
  * path of the key: "DIR/manifest.json:14:7: error: kernels[0]: missing key
@@ -15,7 +16,7 @@
 #include <string.h>
 
 #include "precc/interp.h"
-#include "rt.h"
+#include "manifest.h"
 #include "precc/version.h"
 
 #define MANIFEST_FORMAT 2   /* 2: layers name their layer_classes entry */
@@ -23,25 +24,42 @@
 typedef struct Ctx {
 	const char *file;         /* "DIR/manifest.json" */
 	int failed;
-	int cuda;                 /* loading for the cuda backend */
+	int device_sm;            /* the device's compute capability, 0: none */
 	const char *want;         /* precc_rt_load_target's target, or NULL */
 } Ctx;
 
 static int bad(Ctx *c, const json *at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static int bad(Ctx *c, const json *at, const char *fmt, ...)
+static int vbad(const char *file, const json *at, const char *fmt, va_list ap)
 {
 	char msg[2048];
+
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	if (at)
+		rt_error("%s:%d:%d: error: %s", file, at->line, at->col, msg);
+	else
+		rt_error("%s: error: %s", file, msg);
+	return -1;
+}
+
+static int bad(Ctx *c, const json *at, const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vbad(c->file, at, fmt, ap);
 	va_end(ap);
-	if (at)
-		rt_error("%s:%d:%d: error: %s", c->file, at->line, at->col, msg);
-	else
-		rt_error("%s: error: %s", c->file, msg);
 	c->failed = 1;
+	return -1;
+}
+
+int rt_manifest_error(const char *file, const json *at, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vbad(file, at, fmt, ap);
+	va_end(ap);
 	return -1;
 }
 
@@ -220,6 +238,20 @@ size_t rt_type_bytes(const rt_type *t, long m, long *rows, long *cols)
 	if (r <= 0 || c <= 0 || !(n = precc_interp_tensor_bytes(t->fmt, r, c)))
 		return 0;
 	return n;
+}
+
+const rt_extent *rt_buffer_extent(const rt_layer *l, int b, long m)
+{
+	rt_extents *x = l->ext;
+
+	if (x->m != m || m <= 0) {
+		for (int i = 0; i < l->nbuf; i++) {
+			rt_extent *e = &x->buf[i];
+			e->bytes = rt_type_bytes(&l->buf[i].type, m, &e->rows, &e->cols);
+		}
+		x->m = m;
+	}
+	return &x->buf[b];
 }
 
 static int type_eq(const rt_type *a, const rt_type *b)
@@ -467,14 +499,14 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 				if ((g->data = find_param(k, pd->str)) < 0)
 					return bad(c, pd, "%s: data '%s' is not one of the params",
 					           pp, pd->str);
-				if (c->cuda && (g->tiled ? g->tile_rows < 1 || g->tile_cols < 1
+				if (c->device_sm && (g->tiled ? g->tile_rows < 1 || g->tile_cols < 1
 				                         : g->elems_per_cta < 1))
 					return bad(c, e, "%s: a %s grid needs %s >= 1", pp,
 					           g->tiled ? "tiled" : "flat",
 					           g->tiled ? "tile_rows and tile_cols"
 					                    : "elems_per_cta");
 			}
-		} else if (c->cuda && (k->tiled ? k->tile_rows < 1 || k->tile_cols < 1
+		} else if (c->device_sm && (k->tiled ? k->tile_rows < 1 || k->tile_cols < 1
 		                                : k->elems_per_cta < 1))
 			/* only a launch needs the grid: the cpu backend runs the IR */
 			return bad(c, grid, "%s: a %s grid needs %s >= 1", gp,
@@ -614,7 +646,8 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 	if (!(bufs = need(c, j, path, "buffers", JSON_ARR)) ||
 	    !(steps = need(c, j, path, "steps", JSON_ARR)))
 		return -1;
-	if (!(l->buf = calloc(bufs->n + 1, sizeof *l->buf)) ||
+	if (!(l->ext = calloc(1, sizeof *l->ext + (bufs->n + 1) * sizeof *l->ext->buf)) ||
+	    !(l->buf = calloc(bufs->n + 1, sizeof *l->buf)) ||
 	    !(l->step = calloc(steps->n + 1, sizeof *l->step)))
 		return bad(c, j, "out of memory");
 	for (size_t i = 0; i < bufs->n; i++) {
@@ -786,67 +819,21 @@ int rt_kernel_file(const char *dir, const json *tf, const char *what,
 	return 1;
 }
 
-#ifdef PRECC_HAVE_CUDA_H
-
-/* Loads kernel k's file for target tg: the cubin when tg is the
- * device's own (cubin_ok) and the manifest has one, else the PTX. */
-static int load_cuda(Ctx *c, precc_rt *rt, rt_artifact *a, const json *jk,
-                     rt_kdesc *k, const char *tg, int cubin_ok)
-{
-	const json *files = json_get(jk, "files"), *pick;
-	char why[4600], what[4400];
-	char *image = NULL;
-	size_t len;
-	int rc;
-
-	if (!files || files->kind != JSON_OBJ)
-		return bad(c, jk, "kernel '%s': missing key 'files' (the cuda "
-		           "backend needs its PTX or cubin)", k->name);
-	if (!(pick = json_get(files, tg)) || pick->kind != JSON_OBJ)
-		return bad(c, files, "kernel '%s': no files for %s", k->name, tg);
-	/* the cubin, else the PTX; an unreadable cubin falls back to the PTX,
-	 * one that is not the file precc build wrote does not */
-	for (int pass = cubin_ok ? 0 : 1; pass < 2 && !image; pass++) {
-		const char *kind = pass == 0 ? "cubin" : "ptx";
-		const json *f = json_get(pick, kind);
-		if (!f && pass == 0)
-			continue;
-		if (!f)
-			return bad(c, pick, "kernel '%s': no 'ptx' for %s", k->name, tg);
-		rc = rt_kernel_file(a->dir, pick, kind, &image, &len, why, sizeof why);
-		if (rc == -2 || (rc == -1 && pass == 1))
-			return bad(c, f ? f : pick, "kernel '%s': %s", k->name, why);
-		if (image)
-			snprintf(k->loaded, sizeof k->loaded, "%s", f->str);
-	}
-	snprintf(what, sizeof what, "kernel '%s' from '%s/%s'", k->name, a->dir, k->loaded);
-	rc = rt_cuda_module_load(rt, image, what, &k->cumod);
-	free(image);
-	if (rc)
-		return -1;
-	if (!(k->k = calloc(1, sizeof *k->k))) {
-		rt_error("out of memory");
-		return -1;
-	}
-	if (k->bulk_entry &&
-	    (!(k->kbulk = calloc(1, sizeof *k->kbulk)) ||
-	     rt_cuda_kernel(rt, k->cumod, k->bulk_entry, k->kbulk))) {
-		if (!k->kbulk)
-			rt_error("out of memory");
-		return -1;
-	}
-	if (rt_cuda_kernel(rt, k->cumod, k->entry, k->k) ||
-	    (k->smem && rt_cuda_kernel_reserve_smem(rt, k->k, k->smem)) ||
-	    rt_kernel_launchable(rt, k))
-		return -1;
-	if (k->sync_words &&
-	    rt_cuda_alloc(rt, (size_t)k->sync_words * 4, &k->sync))
-		return -1;
-	return 0;
-}
-#endif
-
 /* ---- the manifest --------------------------------------------------------- */
+
+/* The policy of a manifest without "training" (docs/artifacts.md): here,
+ * on the manifest's floor, because reading "training" starts from it. */
+void precc_training_policy_default(precc_training_policy *p)
+{
+	memset(p, 0, sizeof *p);
+	p->loss_scale = PRECC_LOSS_NONE;
+	p->loss_scale_init = 65536.0f;
+	p->growth_factor = 2.0f;
+	p->backoff_factor = 0.5f;
+	p->growth_interval = 2000;
+	p->master_weights = PRECC_FP32;
+	p->optimizer_state = PRECC_FP32;
+}
 
 /* A number in [lo, hi]. */
 static int need_num(Ctx *c, const json *obj, const char *path, const char *key,
@@ -908,7 +895,7 @@ static int read_training(Ctx *c, const json *m, precc_training_policy *tp)
 	return 0;
 }
 
-static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
+static int read_manifest(Ctx *c, rt_artifact *a, const json *m)
 {
 	const json *v, *r, *md, *tg, *ks, *ls;
 	int tgi, cubin_ok = 0;
@@ -967,9 +954,8 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 	tgi = 0;
 	if (a->ntarget == 0)
 		return bad(c, tg, "'targets' is empty");
-#ifdef PRECC_HAVE_CUDA_H
-	if (rt->backend == PRECC_BACKEND_CUDA) {
-		int dev = rt->sm_major * 10 + rt->sm_minor, best = -1, besti = -1;
+	if (c->device_sm) {
+		int dev = c->device_sm, best = -1, besti = -1;
 		char want[2][16];
 		snprintf(want[0], sizeof want[0], "sm_%da", dev);
 		snprintf(want[1], sizeof want[1], "sm_%d", dev);
@@ -1002,7 +988,6 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 			           : "sm_90 (PTX the driver JITs for newer devices)");
 		}
 	}
-#endif
 	if (c->want) {
 		int w = -1;
 		for (int t = 0; t < a->ntarget; t++)
@@ -1011,13 +996,13 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 		if (w < 0)
 			return bad(c, tg, "target %s is not one of the manifest's "
 			           "targets", c->want);
-		if (c->cuda && w != tgi)
+		if (c->device_sm && w != tgi)
 			return bad(c, tg, "target %s requested, but this device runs "
 			           "%s", c->want, a->target[tgi]);
 		tgi = w;
 	}
-	(void)cubin_ok;   /* without cuda.h: cpu only */
 	a->layers_of = a->target[tgi];
+	a->own_target = cubin_ok;
 	if (tgi > 0) {
 		const json *tl = json_get(m, "target_layers");
 		if (!(ls = tl ? json_get(tl, a->target[tgi]) : NULL))
@@ -1067,35 +1052,15 @@ static int read_manifest(Ctx *c, precc_rt *rt, rt_artifact *a, const json *m)
 		l->root = r;
 	}
 	ir_names_free(&fqns);
-#ifdef PRECC_HAVE_CUDA_H
-	if (rt->backend == PRECC_BACKEND_CUDA)
-		for (int i = 0; i < a->nkern; i++)
-			if (a->kern[i].used &&
-			    load_cuda(c, rt, a, ks->item[i], &a->kern[i], a->target[tgi],
-			              cubin_ok))
-				return -1;
-#endif
-	for (int i = 0; i < a->nkern; i++)
-		if (!a->kern[i].loaded[0])
-			snprintf(a->kern[i].loaded, sizeof a->kern[i].loaded, "%s",
-			         rt->backend == PRECC_BACKEND_CPU ? "ir" : "-");
 	return 0;
 }
 
-void rt_artifact_free(precc_rt *rt, rt_artifact *a)
+void rt_artifact_free(rt_artifact *a)
 {
 	if (!a)
 		return;
 	for (int i = 0; i < a->nkern; i++) {
 		rt_kdesc *k = &a->kern[i];
-#ifdef PRECC_HAVE_CUDA_H
-		if (k->sync && rt->backend == PRECC_BACKEND_CUDA)
-			rt_cuda_free(rt, k->sync);
-		if (k->cumod && rt->backend == PRECC_BACKEND_CUDA)
-			rt_cuda_module_unload(rt, k->cumod);
-		free(k->k);
-		free(k->kbulk);
-#endif
 		for (int p = 0; p < k->nparam; p++) {
 			free(k->param[p].name);
 			free(k->param[p].type_str);
@@ -1124,12 +1089,11 @@ void rt_artifact_free(precc_rt *rt, rt_artifact *a)
 			free(l->step[s].arg);
 		}
 		free(l->buf);
+		free(l->ext);
 		free(l->step);
 		free(l->update);
 		free(l->fqn);
 		free(l->shares_input);
-		rt_split_free(l->split);
-		rt_share_free(l->share);
 	}
 	for (int i = 0; i < a->ntarget; i++)
 		free(a->target[i]);
@@ -1144,52 +1108,38 @@ void rt_artifact_free(precc_rt *rt, rt_artifact *a)
 	free(a);
 }
 
-int precc_rt_load(precc_rt *rt, const char *dir)
+rt_artifact *rt_manifest_read(const char *dir, int device_sm, const char *want,
+                              json **json_out, char *file, size_t filesz)
 {
-	return precc_rt_load_target(rt, dir, NULL);
-}
-
-int precc_rt_load_target(precc_rt *rt, const char *dir, const char *target)
-{
-	char file[4096], why[256], err[1024];
+	char why[256], err[1024];
 	rt_artifact *a;
 	json *m;
 	size_t len;
 	char *text;
-	Ctx c = {file, 0, rt && rt->backend == PRECC_BACKEND_CUDA, target};
+	Ctx c = {file, 0, device_sm, want};
 
-	if (!rt || !dir) {
-		rt_error("manifest: precc_rt_load needs a runtime and a directory");
-		return -1;
-	}
-	if (rt->art) {
-		rt_error("manifest: this runtime already has '%s' loaded (open "
-		         "another runtime for '%s')", rt->art->dir, dir);
-		return -1;
-	}
-	snprintf(file, sizeof file, "%s/manifest.json", dir);
+	snprintf(file, filesz, "%s/manifest.json", dir);
 	if (!(text = rt_read_file(file, RT_MAX_MANIFEST_BYTES, &len, why, sizeof why))) {
 		rt_error("%s: error: cannot read: %s", file, why);
-		return -1;
+		return NULL;
 	}
 	m = json_parse(text, len, file, err, sizeof err);
 	free(text);
 	if (!m) {
 		rt_error("%s", err);
-		return -1;
+		return NULL;
 	}
 	if (!(a = calloc(1, sizeof *a)) || !(a->dir = dup(dir))) {
 		free(a);
 		json_free(m);
 		rt_error("out of memory reading %s", file);
-		return -1;
+		return NULL;
 	}
-	if (read_manifest(&c, rt, a, m) || rt_layers_split(a) || rt_share_plan(a)) {
-		rt_artifact_free(rt, a);
+	if (read_manifest(&c, a, m)) {
+		rt_artifact_free(a);
 		json_free(m);
-		return -1;
+		return NULL;
 	}
-	json_free(m);
-	rt->art = a;
-	return 0;
+	*json_out = m;
+	return a;
 }

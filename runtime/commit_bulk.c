@@ -8,6 +8,8 @@
  * bulk commit is made; a run only launches. On the cpu backend a run is
  * precc_rt_commit per layer, the reference the bulk kernel is tested
  * against (tests/codegen/test_emu.c runs the kernel itself).
+ *
+ * Floor 4 (rt.h) of the runtime; base.h lists the floors.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -216,24 +218,18 @@ int precc_rt_bulk_commit_run(precc_rt *rt, precc_rt_bulk_commit *bc, void *strea
 		rt_error("precc_rt_bulk_commit_run: bad arguments");
 		return -1;
 	}
-#ifdef PRECC_HAVE_CUDA_H
-	if (rt->backend == PRECC_BACKEND_CUDA) {
+	if (rt->ops->bulk) {
+		if (rt->ops->check_stream(rt, stream))
+			return -1;
 		for (int g = 0; g < bc->ngroup; g++) {
 			rt_kdesc *k = &rt->art->kern[bc->group[g].kernel];
-			CUdeviceptr t = (CUdeviceptr)(uintptr_t)bc->table + bc->group[g].off;
-			int64_t rows = bc->group[g].rows;
-			void *params[2] = {&t, &rows};
-			/* a CTA per row, as TE's bulk kernel; the kernel also loops,
-			 * so a grid capped below the rows stays correct */
-			unsigned grid[3] = {(unsigned)(rows < 0x7fffffff ? rows : 0x7fffffff), 1, 1};
-			unsigned block[3] = {(unsigned)k->threads, 1, 1};
-			if (rt_cuda_launch(rt, k->kbulk, grid, block, 0, (CUstream)stream, params))
+			if (rt->ops->bulk(rt, k, (char *)bc->table + bc->group[g].off,
+			                  bc->group[g].rows, stream))
 				return -1;
 			k->launches++;
 		}
 		return 0;
 	}
-#endif
 	for (int i = 0; i < bc->nlayers; i++)
 		if (precc_rt_commit(rt, bc->layer[i], bc->m, bc->saved[i], bc->state[i], stream) < 0)
 			return -1;

@@ -13,11 +13,13 @@
  * retain the primary context of $PRECC_DEVICE (default 0). Every call
  * makes that context current only for its duration (push/pop, skipped
  * when it is current already), so the caller's thread state is untouched.
+ *
+ * Floor 3 (backend.h) of the runtime; base.h lists the floors.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "rt.h"
+#include "backend.h"
 
 #ifndef PRECC_HAVE_CUDA_H
 
@@ -51,7 +53,8 @@ int rt_cuda_is_device_ptr(const void *p) { return 0; }
 	X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
 	X(cuMemsetD8) X(cuStreamSynchronize) X(cuPointerGetAttribute) \
 	X(cuMemsetD8Async) X(cuMemcpyDtoDAsync) X(cuLaunchCooperativeKernel) \
-	X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuTensorMapEncodeTiled)
+	X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuTensorMapEncodeTiled) \
+	X(cuStreamGetCtx) X(cuPointerGetAttributes)
 
 #define SYM_(f) #f
 #define SYM(f) SYM_(f)
@@ -496,20 +499,27 @@ int rt_cuda_is_device_ptr(const void *p)
 int rt_cuda_device_ptr_ok(precc_rt *rt, const void *p)
 {
 	unsigned int type = 0;
+	int ord = -1;
+	CUpointer_attribute attr[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+	                               CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+	void *data[2] = {&type, &ord};
 	CUresult r;
 	int pushed;
 
 	if (!p || !drv.lib || !rt->ctx || enter(rt, &pushed))
 		return 0;
-	r = drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-	                              (CUdeviceptr)(uintptr_t)p);
+	/* both in one driver call; memory the driver does not know reads as
+	 * type 0 (rt_cuda_check_device_ptr then names the problem) */
+	r = drv.cuPointerGetAttributes(2, attr, data, (CUdeviceptr)(uintptr_t)p);
 	leave(rt, pushed);
-	return r == CUDA_SUCCESS && type != CU_MEMORYTYPE_HOST;
+	return r == CUDA_SUCCESS && type != 0 && type != CU_MEMORYTYPE_HOST &&
+	       ord == (int)rt->dev;
 }
 
 int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what)
 {
 	unsigned int type = 0;
+	int ord = -1;
 	CUresult r;
 	int pushed;
 
@@ -530,6 +540,48 @@ int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what)
 	}
 	if (r != CUDA_SUCCESS)
 		return fail(r, "cuPointerGetAttribute", " of %s (%p)", what, p);
+	if (enter(rt, &pushed))
+		return -1;
+	r = drv.cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+	                              (CUdeviceptr)(uintptr_t)p);
+	leave(rt, pushed);
+	if (r != CUDA_SUCCESS)
+		return fail(r, "cuPointerGetAttribute", " (device ordinal) of %s (%p)", what, p);
+	if (ord != (int)rt->dev) {
+		rt_error("cuda: %s (%p) is memory of device %d; this runtime's "
+		         "context is on device %d (its layers' state and buffers "
+		         "live there)", what, p, ord, (int)rt->dev);
+		return -1;
+	}
+	return 0;
+}
+
+int rt_cuda_check_stream(precc_rt *rt, CUstream stream)
+{
+	CUcontext c = NULL;
+	CUresult r;
+	int pushed;
+
+	/* the legacy default stream is the current context's, which each
+	 * call makes ours; a stream that passed once is not asked again */
+	if (!stream || (rt->stream_ok_set && stream == rt->stream_ok))
+		return 0;
+	if (enter(rt, &pushed))
+		return -1;
+	r = drv.cuStreamGetCtx(stream, &c);
+	leave(rt, pushed);
+	if (r != CUDA_SUCCESS)
+		return fail(r, "cuStreamGetCtx", " of stream %p (not a stream of this "
+		            "process's driver?)", (void *)stream);
+	if (c != rt->ctx) {
+		rt_error("cuda: stream %p belongs to another context (%p) than this "
+		         "runtime's (%p, device %d): launch on a stream created in "
+		         "the runtime's context, or open a runtime in that context",
+		         (void *)stream, (void *)c, (void *)rt->ctx, (int)rt->dev);
+		return -1;
+	}
+	rt->stream_ok = stream;
+	rt->stream_ok_set = true;
 	return 0;
 }
 

@@ -10,6 +10,8 @@
  * each side's accumulator is within c·S of the exact sum, so the two are
  * within (c_gpu + c_cpu)·S; every rounding of the epilogue (bias, main_grad
  * add, output cast) adds one ulp at the magnitude it rounds.
+ *
+ * Floor 4 (rt.h) of the runtime; base.h lists the floors.
  */
 #include <float.h>
 #include <math.h>

@@ -12,6 +12,8 @@
  * after the value; duplicate keys are found through a hash set. Errors read
  * "NAME:LINE:COL: error: message". Limits: JSON_MAX_DEPTH nesting levels,
  * JSON_MAX_BYTES of text, JSON_MAX_VALUES values (runtime/limits.h).
+ *
+ * Floor 1 (manifest.h) of the runtime; base.h lists the floors.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -19,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt.h"
+#include "manifest.h"
 
 typedef struct Reader {
 	const char *s, *end, *name;

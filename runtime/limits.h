@@ -28,7 +28,7 @@
 #define RT_MAX_DIM           (1L << 40)      /* one dimension of a type */
 #define RT_MAXPHASE 8                        /* phases of a fused kernel */
 
-/* State (state.c, plan.c precc_rt_state_new). */
+/* State (state.c, run.c precc_rt_state_new). */
 #define RT_MAX_STATE_ELEMS   (1L << 24)      /* f32 words of one state buffer */
 #define RT_MAX_STATE_TOTAL   (1L << 26)      /* f32 words of all of them */
 #define RT_MAX_STATE_SLACK   (1L << 20)      /* a state file may be this many bytes

@@ -14,6 +14,10 @@
  * --backend cuda) and unavailable (the reason is printed).
  */
 #include <fnmatch.h>
+#include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,30 +130,120 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
+/* FNV-1a 64 over the 8-byte little-endian words of p (the last n % 8
+ * bytes one by one): the outputs' checksums. A byte at a time is a
+ * multiply's latency per byte, 17% of a q_proj run's CPU time. */
+static uint64_t fnv_words(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+	uint64_t w;
+
+	for (; n >= 8; n -= 8, c += 8) {
+		memcpy(&w, c, 8);
+		h = (h ^ w) * 0x100000001b3ULL;
+	}
+	return fnv(h, c, n);
+}
+
+/* 2^e for |e| <= 126, from its bits: x * pow2(e) is ldexpf(x, e) where
+ * the result is normal, as it is for every value fill draws. */
+static float pow2(int e)
+{
+	uint32_t u = (uint32_t)(127 + e) << 23;
+	float x;
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
+
+/* x[j] = the j-th value after seed of fill's non-state draw,
+ * u * 2^((r >> 8) % 25 - 12) with u uniform in [-1, 1) from r's top 24
+ * bits: splitmix's states are seed + (j+1)·γ, so the draws are
+ * independent and the loop vectorizes (the 64-bit multiplies want
+ * AVX-512DQ: a copy for it, chosen at run time). (r >> 8) % 25 from
+ * 32-bit halves: 2^32 ≡ 21 (mod 25). */
+#define DRAW_BODY \
+	for (long j = 0; j < n; j++) { \
+		uint64_t z = seed + (uint64_t)(j + 1) * 0x9e3779b97f4a7c15ULL; \
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL; \
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL; \
+		z ^= z >> 31; \
+		uint32_t hi = (uint32_t)(z >> 40), lo = (uint32_t)(z >> 8); \
+		uint32_t e = ((hi % 25) * 21 + lo % 25) % 25; \
+		uint32_t pb = (127 + e - 12) << 23; \
+		float p, u = ((float)(int32_t)(z >> 40) / 16777216.0f) * 2.0f - 1.0f; \
+		memcpy(&p, &pb, 4); \
+		x[j] = u * p; \
+	}
+
+static void draw_base(uint64_t seed, float *restrict x, long n)
+{
+	DRAW_BODY
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* GCC's -O2 cost model ("very cheap") leaves this loop scalar */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("vect-cost-model=dynamic")))
+#endif
+__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+static void draw_avx512(uint64_t seed, float *restrict x, long n)
+{
+	DRAW_BODY
+}
+#endif
+
+static void draw(uint64_t seed, float *x, long n)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+	if (precc_isa_level() >= 3 && __builtin_cpu_supports("avx512dq")) {
+		draw_avx512(seed, x, n);
+		return;
+	}
+#endif
+	draw_base(seed, x, n);
+}
+
 /* Fills a buffer of format f: state buffers with positive values in
  * [0.25, 4) (amax histories and scales a previous step could have left),
  * everything else with values of magnitude 2^-12 .. 2^12 and, at spread
- * positions, the edge values. */
+ * positions, the edge values. Values are drawn a block at a time and
+ * encoded with precc_encode_rne_n where the format has it (the same codes
+ * as precc_encode, element by element). */
 static void fill(void *buf, precc_format f, size_t n, int state, int set,
                  uint64_t seed)
 {
+	enum { BLOCK = 4096 };      /* even: e2m1 blocks start on a byte */
 	const precc_format_info *fi = precc_format_get(f);
-	float edge[10];
+	size_t eb = (size_t)precc_interp_elem_bytes(f);
+	float edge[10], x[BLOCK];
 	int nedge = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		uint64_t r = splitmix(&seed);
-		float x;
-		if (state)
-			x = 0.25f * ldexpf(1.0f + (float)(r >> 40) / 16777216.0f,
-			                   (int)(r & 3));
-		else {
-			float u = ((float)(r >> 40) / 16777216.0f) * 2.0f - 1.0f;
-			x = ldexpf(u, (int)((r >> 8) % 25) - 12);
+	for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+		size_t nb = n - i0 < BLOCK ? n - i0 : BLOCK;
+		if (!state && f != PRECC_E8M0) {
+			draw(seed, x, (long)nb);
+			seed += (uint64_t)nb * 0x9e3779b97f4a7c15ULL;
+		} else
+			for (size_t j = 0; j < nb; j++) {
+				uint64_t r = splitmix(&seed);
+				float v;
+				if (state)
+					v = 0.25f * ((1.0f + (float)(r >> 40) / 16777216.0f)
+					             * pow2((int)(r & 3)));
+				else
+					v = pow2((int)((r >> 8) % 17) - 8);   /* e8m0 */
+				x[j] = v;
+			}
+		if (f == PRECC_FP32) {
+			memcpy((float *)buf + i0, x, nb * sizeof *x);
+			continue;
 		}
-		if (f == PRECC_E8M0)
-			x = ldexpf(1.0f, (int)((r >> 8) % 17) - 8);
-		precc_interp_set_code(buf, f, i, precc_encode(f, x, PRECC_RNE, true, 0));
+		if (precc_encode_rne_n(f, true, x, 1.0f, f == PRECC_E2M1
+		                       ? (uint8_t *)buf + i0 / 2 : (uint8_t *)buf + i0 * eb,
+		                       (long)nb))
+			continue;
+		for (size_t j = 0; j < nb; j++)
+			precc_interp_set_code(buf, f, i0 + j, precc_encode(f, x[j], PRECC_RNE, true, 0));
 	}
 	if (state || set == 0)
 		return;
@@ -207,8 +301,10 @@ static int bufs_make(precc_rt *rt, int layer, long m, int set,
 		return -1;
 	for (int i = 0; i < b->n; i++) {
 		precc_buffer_info *bi = &b->info[i];
+		/* aligned as precc_rt_malloc's cpu buffers: run_side may run
+		 * the cpu backend on these very buffers */
 		if (precc_rt_buffer_info(rt, layer, i, m, bi) ||
-		    !(b->host[i] = malloc(bi->bytes)))
+		    posix_memalign(&b->host[i], 64, bi->bytes ? bi->bytes : 1))
 			return -1;
 		if (bi->written && strcmp(bi->role, "state") != 0)
 			memset(b->host[i], 0xa5, bi->bytes);  /* a missed write shows */
@@ -223,9 +319,11 @@ static int bufs_make(precc_rt *rt, int layer, long m, int set,
 /* Runs layer on side s with the host inputs of in; out receives every
  * buffer after the run. Returns 0, or -1 with the error printed
  * (*refused = 1 when the cpu backend refused nonfinite inputs because the
- * recipe says nonfinite=error). */
+ * recipe says nonfinite=error). inplace (the cpu backend, when nothing
+ * reads the inputs afterwards): the layer runs on in's buffers themselves,
+ * which out[] then names, with no copy either way. */
 static int run_side(Side *s, int layer, long m, uint64_t seed, const Bufs *in,
-                    void **out, int *refused)
+                    void **out, int *refused, int inplace)
 {
 	void **dev = calloc((size_t)in->n + 1, sizeof *dev);
 	size_t *bytes = calloc((size_t)in->n + 1, sizeof *bytes);
@@ -239,7 +337,9 @@ static int run_side(Side *s, int layer, long m, uint64_t seed, const Bufs *in,
 	}
 	for (int i = 0; i < in->n; i++)
 		bytes[i] = in->info[i].bytes;
-	for (int i = 0; i < in->n; i++)
+	for (int i = 0; inplace && i < in->n; i++)
+		dev[i] = out[i] = in->host[i];
+	for (int i = 0; !inplace && i < in->n; i++)
 		if (!(dev[i] = precc_rt_malloc(s->rt, in->info[i].bytes)) ||
 		    precc_rt_upload(s->rt, dev[i], in->host[i], in->info[i].bytes))
 			goto out;
@@ -248,7 +348,7 @@ static int run_side(Side *s, int layer, long m, uint64_t seed, const Bufs *in,
 		*refused = strstr(precc_rt_last_error(), "(nonfinite=error)") != NULL;
 		goto out;
 	}
-	for (int i = 0; i < in->n; i++)
+	for (int i = 0; !inplace && i < in->n; i++)
 		if (precc_rt_download(s->rt, out[i], dev[i], in->info[i].bytes))
 			goto out;
 	rc = 0;
@@ -256,7 +356,7 @@ out:
 	fflush(stdout);
 	if (rc && !*refused)
 		fprintf(stderr, "precc-run: %s: %s\n", s->name, precc_rt_last_error());
-	for (int i = 0; i < in->n; i++)
+	for (int i = 0; !inplace && i < in->n; i++)
 		precc_rt_free(s->rt, dev[i]);
 	free(dev);
 	free(bytes);
@@ -391,7 +491,7 @@ static void checksum(Side *s, int layer, long m, const Bufs *in, void **out)
 			continue;
 		for (int p = 0; p < si.nargs; p++)
 			if (si.out_mask >> p & 1)
-				s->sum[k] = fnv(s->sum[k], out[si.args[p]], in->info[si.args[p]].bytes);
+				s->sum[k] = fnv_words(s->sum[k], out[si.args[p]], in->info[si.args[p]].bytes);
 	}
 }
 
@@ -582,6 +682,16 @@ int main(int argc, char **argv)
 	FileCheck files = {0, 0};
 	Side side[2] = {{0}};
 	int nside;
+
+#ifdef __GLIBC__
+	/* Every input set allocates and frees the same large buffers (host
+	 * copies, the cpu backend's, the interpreter's values): from the heap
+	 * and kept, they fault their pages in once, not once a set (glibc
+	 * maps each block over 32 MiB afresh otherwise, and unmaps it on
+	 * free). */
+	mallopt(M_MMAP_MAX, 0);
+	mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#endif
 	char why[4096];
 	precc_artifact_info ai;
 
@@ -721,6 +831,10 @@ int main(int argc, char **argv)
 			run_record(name, m, "none", "no_steps", 0, 0);
 			continue;
 		}
+		/* one cpu side: it runs on the inputs' buffers (nothing compares
+		 * with them afterwards) */
+		int inplace = nside == 1
+		              && precc_rt_backend(side[0].rt) == PRECC_BACKEND_CPU;
 		for (int nf = 0; nf < 3 && status != 1; nf++) {
 			const char *set = nf == 2 ? "nonfinite" : nf ? "edge" : "random";
 			Bufs in = {0};
@@ -735,9 +849,10 @@ int main(int argc, char **argv)
 			}
 			for (int s = 0; s < nside; s++) {
 				out[s] = calloc((size_t)in.n + 1, sizeof *out[s]);
-				for (int i = 0; out[s] && i < in.n; i++)
+				for (int i = 0; out[s] && !inplace && i < in.n; i++)
 					out[s][i] = malloc(in.info[i].bytes);
-				if (run_side(&side[s], l, m, seed, &in, out[s], &refused[s]))
+				if (run_side(&side[s], l, m, seed, &in, out[s], &refused[s],
+				             inplace))
 					failed |= 1 << s;
 				else
 					checksum(&side[s], l, m, &in, out[s]);
@@ -778,7 +893,7 @@ int main(int argc, char **argv)
 				tols_free(&tols, in.n);
 			}
 			for (int s = 0; s < nside; s++) {
-				for (int i = 0; out[s] && i < in.n; i++)
+				for (int i = 0; out[s] && !inplace && i < in.n; i++)
 					free(out[s][i]);
 				free(out[s]);
 			}

@@ -10,6 +10,8 @@
  * vendored in aws/aws-ofi-nccl 3rd-party/nccl/cuda/include/nccl/types.h):
  * ncclSuccess 0, ncclFloat32 7, ncclMax 2; ncclAllReduce(sendbuff,
  * recvbuff, count, datatype, op, comm, stream).
+ *
+ * Floor 4 (rt.h) of the runtime; base.h lists the floors.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -49,19 +51,10 @@ static int move(precc_rt *rt, int nl, const int *layers, long m,
 				return -1;
 			}
 			if (buf) {
-#ifdef PRECC_HAVE_CUDA_H
-				if (rt->backend == PRECC_BACKEND_CUDA) {
-					CUdeviceptr d = (CUdeviceptr)(uintptr_t)(buf + at),
-					            s = (CUdeviceptr)(uintptr_t)p;
-					if (rt_cuda_dtod_async(rt, dir ? s : d, dir ? d : s, nf[a] * 4,
-					                       (CUstream)stream))
-						return -1;
-				} else
-#endif
-				if (dir)
-					memcpy(p, buf + at, nf[a] * 4);
-				else
-					memcpy(buf + at, p, nf[a] * 4);
+				if (rt->ops->copy(rt, dir ? (void *)p : (void *)(buf + at),
+				                  dir ? (const void *)(buf + at) : (const void *)p,
+				                  nf[a] * 4, stream))
+					return -1;
 			}
 			at += nf[a];
 		}
@@ -88,6 +81,8 @@ int precc_rt_amax_reduce(precc_rt *rt, int nlayers, const int *layers, long m,
 		rt_error("amax: precc_rt_amax_reduce needs a buffer and a reduce function");
 		return -1;
 	}
+	if (rt->ops->check_stream(rt, stream))
+		return -1;
 	if (move(rt, nlayers, layers, m, saved, buf, nbuf, 0, stream, &n))
 		return -1;
 	if (n && (rc = reduce(buf, n, stream, ctx))) {

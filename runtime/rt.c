@@ -1,103 +1,14 @@
 /*
- * rt.c — the precc_rt handle: backend choice (auto → cuda or cpu, with the
- * reason) and the thread-local last error.
+ * rt.c — floor 4 (rt.h): the precc_rt handle. Backend choice (auto → cuda
+ * or cpu, with the reason), and loading an artifact directory, which calls
+ * each floor in turn: the manifest read (artifact.c), the backend's load
+ * of its kernels (rt->ops), the plan's cut of each layer (plan.c).
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "rt.h"
-
-static _Thread_local char last_error[RT_ERR_MAX];
-
-const char *precc_rt_last_error(void) { return last_error; }
-
-void rt_error(const char *fmt, ...)
-{
-	char buf[RT_ERR_MAX];   /* fmt's arguments may point into last_error */
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	memcpy(last_error, buf, sizeof buf);
-}
-
-char *rt_read_file(const char *path, long max, size_t *len, char *why, size_t whysz)
-{
-	struct stat sb;
-	char *buf;
-	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-
-	if (fd < 0) {
-		snprintf(why, whysz, "%s", errno == ELOOP ? "it is a symbolic link "
-		         "(refused)" : strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-		snprintf(why, whysz, "not a regular file");
-		close(fd);
-		return NULL;
-	}
-	if (sb.st_size > max) {
-		snprintf(why, whysz, "%lld bytes is more than the %ld a file may have",
-		         (long long)sb.st_size, max);
-		close(fd);
-		return NULL;
-	}
-	if (!(buf = malloc((size_t)sb.st_size + 1))) {
-		snprintf(why, whysz, "out of memory");
-		close(fd);
-		return NULL;
-	}
-	while (got < (size_t)sb.st_size) {
-		ssize_t k = read(fd, buf + got, (size_t)sb.st_size - got);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			snprintf(why, whysz, "%s", k < 0 ? strerror(errno) : "the file shrank");
-			free(buf);
-			close(fd);
-			return NULL;
-		}
-		got += (size_t)k;
-	}
-	close(fd);
-	buf[got] = 0;
-	*len = got;
-	return buf;
-}
-
-static const char *const backend_names[] = {
-	[PRECC_BACKEND_AUTO] = "auto",
-	[PRECC_BACKEND_CUDA] = "cuda",
-	[PRECC_BACKEND_CPU] = "cpu",
-};
-
-const char *precc_backend_name(precc_backend kind)
-{
-	if ((unsigned)kind < sizeof backend_names / sizeof *backend_names)
-		return backend_names[kind];
-	return "?";
-}
-
-int precc_backend_parse(const char *name, precc_backend *kind)
-{
-	for (unsigned i = 0; i < sizeof backend_names / sizeof *backend_names; i++)
-		if (name && strcmp(name, backend_names[i]) == 0) {
-			*kind = (precc_backend)i;
-			return 0;
-		}
-	rt_error("unknown backend '%s' (choose auto, cuda or cpu)",
-	         name ? name : "(null)");
-	return -1;
-}
 
 static void say(char *why, size_t whysize, const char *fmt, const char *a)
 {
@@ -124,22 +35,23 @@ precc_rt *precc_rt_open_backend(precc_backend kind, char *why, size_t whysize)
 	if (kind != PRECC_BACKEND_AUTO && kind != PRECC_BACKEND_CUDA &&
 	    kind != PRECC_BACKEND_CPU) {
 		rt_error("unknown backend %d (choose auto, cuda or cpu)", (int)kind);
-		say(why, whysize, "%s", last_error);
+		say(why, whysize, "%s", precc_rt_last_error());
 		return NULL;
 	}
 	rt = calloc(1, sizeof *rt);
 	if (!rt) {
 		rt_error("out of memory opening the %s backend",
 		         precc_backend_name(kind));
-		say(why, whysize, "%s", last_error);
+		say(why, whysize, "%s", precc_rt_last_error());
 		return NULL;
 	}
+	rt->ops = &rt_cpu_ops;
 	if (kind == PRECC_BACKEND_CPU) {
 		rt->backend = PRECC_BACKEND_CPU;
 		say(why, whysize, "cpu: requested%s", "");
 		return rt;
 	}
-	if (rt_cuda_open(rt) == 0) {
+	if (rt_cuda_backend_open(rt) == 0) {
 		rt->backend = PRECC_BACKEND_CUDA;
 #ifdef PRECC_HAVE_CUDA_H
 		say_cuda(rt, why, whysize);
@@ -147,25 +59,86 @@ precc_rt *precc_rt_open_backend(precc_backend kind, char *why, size_t whysize)
 		return rt;
 	}
 	if (kind == PRECC_BACKEND_CUDA) {
-		say(why, whysize, "%s", last_error);
+		say(why, whysize, "%s", precc_rt_last_error());
 		free(rt);
 		return NULL;
 	}
 	/* auto: "cuda: X" becomes "cpu (cuda unavailable: X)" */
 	rt->backend = PRECC_BACKEND_CPU;
+	rt->ops = &rt_cpu_ops;
 	say(why, whysize, "cpu (cuda unavailable: %s)",
-	    strncmp(last_error, "cuda: ", 6) == 0 ? last_error + 6 : last_error);
+	    strncmp(precc_rt_last_error(), "cuda: ", 6) == 0 ? precc_rt_last_error() + 6 : precc_rt_last_error());
 	return rt;
 }
 
 precc_backend precc_rt_backend(const precc_rt *rt) { return rt->backend; }
 
+static void unload(precc_rt *rt, rt_artifact *a)
+{
+	if (!a)
+		return;
+	rt->ops->unload(rt, a);
+	rt_plan_free(a);
+	rt_artifact_free(a);
+}
+
 void precc_rt_close(precc_rt *rt)
 {
 	if (!rt)
 		return;
-	rt_artifact_free(rt, rt->art);
-	if (rt->backend == PRECC_BACKEND_CUDA)
-		rt_cuda_close(rt);
+	unload(rt, rt->art);
+	rt->ops->close(rt);
 	free(rt);
 }
+
+int precc_rt_load(precc_rt *rt, const char *dir)
+{
+	return precc_rt_load_target(rt, dir, NULL);
+}
+
+int precc_rt_load_target(precc_rt *rt, const char *dir, const char *target)
+{
+	char file[4096];
+	rt_artifact *a;
+	json *m = NULL;
+
+	if (!rt || !dir) {
+		rt_error("manifest: precc_rt_load needs a runtime and a directory");
+		return -1;
+	}
+	if (rt->art) {
+		rt_error("manifest: this runtime already has '%s' loaded (open "
+		         "another runtime for '%s')", rt->art->dir, dir);
+		return -1;
+	}
+	if (!(a = rt_manifest_read(dir, rt->device_sm, target, &m, file, sizeof file)))
+		return -1;
+	if (rt->ops->load(rt, a, m, file) || rt_plan_artifact(a)) {
+		unload(rt, a);
+		json_free(m);
+		return -1;
+	}
+	json_free(m);
+	rt->art = a;
+	return 0;
+}
+
+precc_rt *precc_rt_open(const char *dir, precc_backend kind, char *why,
+                        size_t whysize)
+{
+	precc_rt *rt = precc_rt_open_backend(kind, why, whysize);
+
+	if (!rt)
+		return NULL;
+	if (precc_rt_load(rt, dir)) {
+		char err[RT_ERR_MAX];
+		snprintf(err, sizeof err, "%s", precc_rt_last_error());
+		precc_rt_close(rt);
+		rt_error("%s", err);
+		if (why && whysize)
+			snprintf(why, whysize, "%s", err);
+		return NULL;
+	}
+	return rt;
+}
+

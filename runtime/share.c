@@ -12,11 +12,13 @@
  *
  * docs/runtime.md, "Shared inputs". driver/stats.c counts the same steps
  * as bytes a step need not move.
+ *
+ * Floor 2 (plan.h) of the runtime; base.h lists the floors.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt.h"
+#include "plan.h"
 
 void rt_share_free(rt_share *s)
 {

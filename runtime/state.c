@@ -4,12 +4,16 @@
  * The file is little-endian, laid out in docs/runtime.md: a fixed header
  * (magic, format version, total size, precc version, recipe and model
  * identity hashes, tensor count), the tensor table (history length and
- * name of each), the data (pos, scale, scale_inv, history of each), and a
- * 64-bit FNV-1a of everything before it. FNV-1a's steps are bijections of
+ * name of each), the data (pos, scale, scale_inv, history of each), the
+ * caller's stochastic-rounding counter (format 2; format 1 files, which
+ * lack it, still load, as counter 0), and a 64-bit FNV-1a of everything
+ * before it. FNV-1a's steps are bijections of
  * its state, so any change of a single byte always changes the checksum.
  *
  * Saving writes a temporary file beside the target and renames it into
  * place. Loading checks the whole file before writing the state.
+ *
+ * Floor 4 (rt.h) of the runtime; base.h lists the floors.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,10 +26,11 @@
 #include "rt.h"
 
 #define MAGIC "PRECCSST"          /* precc scaling state */
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION 2u        /* 2: the SR counter before the checksum */
 #define VERSION_BYTES 16
 #define HEADER_BYTES 56           /* up to the tensor table */
 #define SUM_BYTES 8
+#define COUNTER_BYTES(fmt) ((fmt) >= 2 ? 8u : 0u)
 
 typedef struct Tensor {
 	char *name;
@@ -37,6 +42,7 @@ typedef struct Tensor {
 
 struct precc_state {
 	uint64_t recipe, model;
+	uint64_t sr_counter;      /* precc_state_set_sr_counter's */
 	size_t n;
 	Tensor *t;
 	float *hist;              /* all histories, contiguous */
@@ -162,6 +168,10 @@ void precc_state_free(precc_state *st)
 
 size_t precc_state_count(const precc_state *st) { return st->n; }
 
+uint64_t precc_state_sr_counter(const precc_state *st) { return st->sr_counter; }
+
+void precc_state_set_sr_counter(precc_state *st, uint64_t n) { st->sr_counter = n; }
+
 long precc_state_find(const precc_state *st, const char *name)
 {
 	for (size_t i = 0; i < st->n; i++)
@@ -235,7 +245,7 @@ static float getf(const unsigned char *p)
 
 static size_t file_bytes(const precc_state *st)
 {
-	size_t n = HEADER_BYTES + SUM_BYTES;
+	size_t n = HEADER_BYTES + COUNTER_BYTES(FORMAT_VERSION) + SUM_BYTES;
 
 	for (size_t i = 0; i < st->n; i++)
 		n += 6 + strlen(st->t[i].name) + 12 + 4 * (size_t)st->t[i].len;
@@ -269,6 +279,7 @@ static void encode(const precc_state *st, unsigned char *buf, size_t size)
 		for (uint32_t j = 0; j < t->len; j++)
 			p = putf(p, t->hist[j]);
 	}
+	p = put64(p, st->sr_counter);
 	put64(p, fnv1a64(buf, size - SUM_BYTES));
 }
 
@@ -353,7 +364,7 @@ static unsigned char *read_all(const precc_state *st, const char *path, size_t *
 static int check(const precc_state *st, const char *path,
                  const unsigned char *buf, size_t size)
 {
-	const unsigned char *p, *end = buf + size - SUM_BYTES;
+	const unsigned char *p, *end;
 	char version[VERSION_BYTES];
 	uint64_t declared, stored, computed, recipe, model;
 	uint32_t fmt, n;
@@ -380,6 +391,7 @@ static int check(const precc_state *st, const char *path,
 	if (size < HEADER_BYTES + SUM_BYTES)
 		goto short_file;
 	declared = get64(buf + 12);
+	end = buf + size - SUM_BYTES;
 	if (declared != size) {
 		if (declared > size)
 			rt_error("state: '%s': truncated (%zu bytes, the header says "
@@ -422,6 +434,9 @@ static int check(const precc_state *st, const char *path,
 		         "tensors, this state %zu", path, n, st->n);
 		return -1;
 	}
+	if ((size_t)(end - buf) < HEADER_BYTES + COUNTER_BYTES(fmt))
+		goto corrupt;
+	end -= COUNTER_BYTES(fmt);
 	p = buf + HEADER_BYTES;
 	for (uint32_t i = 0; i < n; i++) {
 		const Tensor *t = &st->t[i];
@@ -494,6 +509,7 @@ int precc_state_load(precc_state *st, const char *path)
 		for (uint32_t j = 0; j < t->len; j++, p += 4)
 			t->hist[j] = getf(p);
 	}
+	st->sr_counter = get32(buf + 8) >= 2 ? get64(p) : 0;
 	free(buf);
 	return 0;
 }

@@ -26,24 +26,14 @@
  *     to right.
  *   Clipping: torch 2.13.0 torch/nn/utils/clip_grad.py:164-181 (clip_coef =
  *     max_norm / (total_norm + 1e-6), clamped to 1, grads multiplied).
+ *
+ * Floor 4 (rt.h) of the runtime; base.h lists the floors.
  */
 #include <math.h>
 #include <string.h>
 
 #include "precc/interp.h"
 #include "rt.h"
-
-void precc_training_policy_default(precc_training_policy *p)
-{
-	memset(p, 0, sizeof *p);
-	p->loss_scale = PRECC_LOSS_NONE;
-	p->loss_scale_init = 65536.0f;
-	p->growth_factor = 2.0f;
-	p->backoff_factor = 0.5f;
-	p->growth_interval = 2000;
-	p->master_weights = PRECC_FP32;
-	p->optimizer_state = PRECC_FP32;
-}
 
 void precc_rt_training_policy(const precc_rt *rt, precc_training_policy *p)
 {

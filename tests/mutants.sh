@@ -42,14 +42,14 @@ persist_stride_ctaid|codegen/k_gemm_sm90.c|codegen.emu_sm90a|*tile = add64(e, tl
 persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return LLVMBuildMul(e->b, ti, nkt, "");|	return LLVMBuildMul(e->b, ti, c64(e, 0), "");
 persist_group_16|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	GROUP_N = 8,  |	GROUP_N = 16,  
 persist_group_clamp|codegen/k_gemm_sm90.c|codegen.emu_sm90a|LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));|LLVMValueRef nin = c64(e, GROUP_N);
-persist_grid_runtime|runtime/plan.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
+persist_grid_runtime|runtime/backend_cuda.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
 persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)
 rowcol_bank_order|codegen/k_rowcol.c|codegen.emu|LLVMValueRef up = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, t, c64(e, 4), ""), c64(e, 0), "");|LLVMValueRef up = LLVMConstInt(e->g->i1, 0, 0);
 rowcol_one_group|codegen/k_rowcol.c|codegen.emu|		int ng = (int)(Bc / RT);|		int ng = 1;
 rowcol_no_barrier|codegen/k_rowcol.c|codegen.emu|			barrier(&e);      /* the whole tile is in */|			(void)0;
 rowcol_pair_order|codegen/k_rowcol.c|codegen.emu|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, u, e->g->i16, ""),|		LLVMValueRef h2[2] = {LLVMBuildTrunc(b, LLVMBuildLShr(b, u, c32(e, 16), ""), e->g->i16, ""),
-share_no_alias|runtime/layer.c|runtime.layer$|			buf[b] = (char *)(uintptr_t)root_saved + place_offset(r, r->split, sh->alias[b], m);|			(void)r;
-share_no_copy|runtime/layer.c|runtime.layer$|		memcpy(dst, buf[b], n);|		(void)dst;
+share_no_alias|runtime/layer.c|runtime.layer$|		if (sh->alias[b] >= 0)\n			buf[b] = (char *)(uintptr_t)root_saved +|		if (0)\n			buf[b] = (char *)(uintptr_t)root_saved +
+share_no_copy|runtime/layer.c|runtime.layer$|		if (rt->ops->copy(rt, dst, buf[b], n, stream))|		if ((void)dst, 0)
 share_any_input|runtime/share.c|runtime.layer$|			ok = !is_in(k, p) \|\| eq[b] >= 0;|			ok = 1;
 share_no_promote|runtime/share.c|runtime.layer$|				r->split->place[s->alias[b]] = PRECC_PLACE_SAVED;|				(void)0;
 transpose_no_swizzle|codegen/k_transpose.c|codegen.emu|	LLVMValueRef sx = LLVMBuildShl(b, LLVMBuildAnd(b, LLVMBuildLShr(b, r, c64(e, 4), ""), c64(e, 3), ""),|	LLVMValueRef sx = LLVMBuildShl(b, LLVMBuildAnd(b, LLVMBuildLShr(b, r, c64(e, 4), ""), c64(e, 0), ""),
@@ -64,10 +64,10 @@ e2m1_nibble_interp|ir/interp/quant.c|refsem.test_fp4_pack|			unsigned sh = 4 * (
 e2m1_nibble_store|codegen/emit.c|codegen.emu|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * i), ""), "");|word = LLVMBuildOr(e->b, word, LLVMBuildShl(e->b, c, c32(e, 4 * (i ^ 1)), ""), "");
 e2m1_upcast_bytes|codegen/k_gemm.c|codegen.emu|sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");|sel(e, ok, gk, c64(e, 0))), c64(e, 0), "");
 e2m1_sr_halves|codegen/emit_quant.c|codegen.emu|			rb[8 * j + w] = w & 1 ? LLVMBuildLShr|			rb[8 * j + w] = !(w & 1) ? LLVMBuildLShr
-wgmma_trans_b|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		            mna \| mnb << 1);|		            mna);
-wgmma_trans_a|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		            mna \| mnb << 1);|		            mnb << 1);
+wgmma_trans_b|codegen/k_gemm_sm90.c|codegen.emu_sm90a|d + mi * (z->bn / 2), sd, mna \| mnb << 1);|d + mi * (z->bn / 2), sd, mna);
+wgmma_trans_a|codegen/k_gemm_sm90.c|codegen.emu_sm90a|d + mi * (z->bn / 2), sd, mna \| mnb << 1);|d + mi * (z->bn / 2), sd, mnb << 1);
 wgmma_nkt_floor|codegen/k_gemm_sm90.c|codegen.emu_sm90a|add64(e, dimv(e, g.K), c64(e, (uint64_t)bke - 1))|add64(e, dimv(e, g.K), c64(e, 0))
-wgmma_k_loop_short|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);\n	LLVMValueRef s, ph;\n	ring_at(e, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), LLVMBuildSub(b, nkt, c64(e, 1), ""));\n	LLVMValueRef s, ph;\n	ring_at(e, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar
+wgmma_k_loop_short|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);\n	LLVMValueRef s, ph;\n	ring_at(e, z, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), LLVMBuildSub(b, nkt, c64(e, 1), ""));\n	LLVMValueRef s, ph;\n	ring_at(e, z, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar
 wgmma_mn_box_coords|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		                  LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), k0, bar);|		                  k0, LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), bar);
 wgmma_mn_lbo|codegen/k_gemm_sm90.c|codegen.emu_sm90a|return mn ? asm90_desc_mn128(e->g, p, MN_BOX_BYTES)|return mn ? asm90_desc_mn128(e->g, p, 2 * MN_BOX_BYTES)
 wgmma_mn_kstep|codegen/k_gemm_sm90.c|codegen.emu_sm90a|c64(e, (uint64_t)(ks * (KSTEP / 2) * KB / 16));|c64(e, (uint64_t)(ks * KSTEP / 16));
@@ -86,6 +86,28 @@ grouped_weight_scale|frontend/lower.c|frontend.grouped_lower|		b0 = l->out;|		b0
 router_bf16|frontend/plan.c|lit.check|				keep_router(lp, g);|				(void)lp;
 fused_layout|frontend/hf_arch.c|lit.check|\"num_local_experts\", \"num_experts\", true,|\"num_local_experts\", \"num_experts\", false,
 dsv2_expert_bias|frontend/hf_arch.c|lit.check|false, -1, false);|false, -1, d->mlp_bias);"
+# issue 28 §6, compile time (compiletime): LLVM once per kernel across targets, ptxas once per PTX
+MUTANTS="$MUTANTS
+llvm_share_keeps_target|driver/build.c|lit.build|*to = b->tg[j->t]->name;|*to = from;
+ptxas_share_half_cubin|driver/build.c|lit.build|			j->e.cubin_len = o->e.cubin_len;|			j->e.cubin_len = o->e.cubin_len / 2;"
+# issue 31 §4-5 (rtfloors): the stream and device checks, the state file's SR counter,
+# the buffer-extent cache
+MUTANTS="$MUTANTS
+stream_other_ctx|runtime/cuda.c|runtime.plan.fake\|runtime.layer.fake|	if (c != rt->ctx) {|	if (0) {
+ptr_other_device|runtime/cuda.c|runtime.plan.fake|	if (ord != (int)rt->dev) {|	if (0) {
+sr_counter_not_saved|runtime/state.c|runtime.state\|runtime.resume|	p = put64(p, st->sr_counter);|	p = put64(p, 0);
+sr_counter_not_loaded|runtime/state.c|runtime.state\|runtime.resume|	st->sr_counter = get32(buf + 8) >= 2 ? get64(p) : 0;|	(void)p;
+extent_stale_m|runtime/artifact.c|runtime.plan\|runtime.layer$|	if (x->m != m \|\| m <= 0) {|	if (m <= 0) {"
+
+# sm90sched (issue 28 §1): the wgmma family's shapes. A ring of one stage
+# more than 227 KiB holds, B's box as tall as A's, a 256-row tile's second
+# m64 block read from the first's rows, the shape's stages not the ones
+# codegen uses in the ring.
+MUTANTS="$MUTANTS
+sm90_stages_overflow|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	z->stages = (SMEM_MAX - SMEM_STATIC) / (z->stage_bytes + 2 * 8);|	z->stages = (SMEM_MAX - SMEM_STATIC) / (z->stage_bytes + 2 * 8) + 1;
+sm90_box_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|			t->box_rows = o ? z.bn : z.bm;|			t->box_rows = o ? z.bm : z.bn;
+sm90_mi_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|c64(e, (uint64_t)(mi * WGMMA_M * KB))))));|c64(e, 0)))));
+sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi + 8 * h)));|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(8 * h)));"
 
 survivors=0
 stale=0

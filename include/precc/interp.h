@@ -76,8 +76,16 @@ void precc_e2m1_unpack(const uint8_t *packed, size_t n, uint8_t *codes);
 uint32_t precc_interp_code(const void *buf, precc_format f, size_t i);
 void precc_interp_set_code(void *buf, precc_format f, size_t i, uint32_t code);
 
-/* Number of worker threads `threads` means (0 = all online cores). */
+/* Number of worker threads `threads` means: itself if > 0; for 0 the
+ * process default, which is precc_interp_set_threads's count where one was
+ * set, else $PRECC_NUM_THREADS, else all online cores. Every kernel's
+ * result is the same for any count (threads own output rows or tiles). */
 int precc_interp_threads(int threads);
+
+/* Set the process default thread count of the interpreter, and so of
+ * precc_rt's cpu backend (n <= 0: back to $PRECC_NUM_THREADS or all
+ * cores). precc.torch passes torch.get_num_threads() through it. */
+void precc_interp_set_threads(int n);
 
 /* A granularity: br x bc data elements per scale; 0 = whole extent. */
 typedef struct precc_block {

@@ -602,6 +602,14 @@ typedef struct precc_state_tensor {
 /* Fills *t for tensor i. Returns 0, or -1 when i is out of range. */
 int precc_state_tensor_at(precc_state *st, size_t i, precc_state_tensor *t);
 
+/* The caller's stochastic-rounding counter: how many seeds it has drawn
+ * (precc.torch derives each call's seed from it), saved in the state file
+ * so that a resumed run draws the same seeds and rounds bit for bit as
+ * one that never stopped. 0 in a new state, and after loading a file of
+ * format version 1, which has none. */
+uint64_t precc_state_sr_counter(const precc_state *st);
+void precc_state_set_sr_counter(precc_state *st, uint64_t n);
+
 /* Writes the state to path: to a temporary file in the same directory,
  * flushed and synced, then renamed over path, so path holds either the old
  * or the new state, never a part. Returns 0 or -1. */

@@ -107,6 +107,67 @@ amax_rows(const Amax *k, long r0, long r1, float *out, float *gp, int *gnanp)
 	*gnanp = gnan;
 }
 
+/* amax_rows for bc = 1, an amax per column over each block of br rows
+ * (rowwise recipes' wgrad operands): span_amax would take one element a
+ * call. Chunk by chunk of columns, an elementwise max of |x|'s bits into
+ * the block row's results (NaN above inf, as in span_amax; with
+ * ignore_nan a NaN counts 0), then NaN made the one quiet NaN merge()
+ * writes. Only this part's results are touched, so the global max and
+ * NaN come from them. */
+static void
+amax_cols(const Amax *k, long r0, long r1, float *out, float *gp, int *gnanp)
+{
+	float buf[CHUNK], g = 0.0f;
+	uint32_t acc[CHUNK], u[CHUNK];
+	long c0, r, j;
+	int gnan = 0;
+
+	for (c0 = 0; c0 < k->cols; c0 += CHUNK) {
+		long n = k->cols - c0 < CHUNK ? k->cols - c0 : CHUNK, brow = -1;
+		for (r = r0; r <= r1; r++) {
+			long b = r < r1 ? r / k->br : -2;
+			if (b != brow) {
+				if (brow >= 0) {
+					float *o = out + brow * k->nbc + c0;
+					for (j = 0; j < n; j++) {
+						if (acc[j] > 0x7f800000u) {
+							gnan = 1;
+							o[j] = NAN;
+							continue;
+						}
+						memcpy(&o[j], &acc[j], 4);
+						g = o[j] > g ? o[j] : g;
+					}
+				}
+				if (b < 0)
+					break;
+				memset(acc, 0, sizeof acc);
+				brow = b;
+			}
+			size_t off = (size_t)r * (size_t)k->cols + (size_t)c0;
+			const float *src = buf;
+			if (k->xf == PRECC_FP32 || k->xf == PRECC_TF32)
+				src = (const float *)k->x + off;
+			else
+				interp_load(k->x, k->xf, off, n, buf);
+			memcpy(u, src, (size_t)n * 4);
+			if (k->ignore_nan)
+				for (j = 0; j < n; j++) {
+					uint32_t v = u[j] & 0x7fffffffu;
+					v = v > 0x7f800000u ? 0 : v;
+					acc[j] = v > acc[j] ? v : acc[j];
+				}
+			else
+				for (j = 0; j < n; j++) {
+					uint32_t v = u[j] & 0x7fffffffu;
+					acc[j] = v > acc[j] ? v : acc[j];
+				}
+		}
+	}
+	*gp = g;
+	*gnanp = gnan && !k->ignore_nan;
+}
+
 static void
 amax_part(void *ctx, int part, long u0, long u1)
 {
@@ -114,12 +175,14 @@ amax_part(void *ctx, int part, long u0, long u1)
 
 	if (k->by_block_rows) {
 		long r1 = u1 * k->br < k->rows ? u1 * k->br : k->rows;
-		amax_rows(k, u0 * k->br, r1, k->out, &k->g[part], &k->gnan[part]);
+		(k->bc == 1 ? amax_cols : amax_rows)(k, u0 * k->br, r1, k->out,
+		                                     &k->g[part], &k->gnan[part]);
 	} else {
 		float *o = k->out + (size_t)part * (size_t)k->nb;
 		for (long b = 0; b < k->nb; b++)
 			o[b] = 0.0f;
-		amax_rows(k, u0, u1, o, &k->g[part], &k->gnan[part]);
+		(k->bc == 1 ? amax_cols : amax_rows)(k, u0, u1, o, &k->g[part],
+		                                     &k->gnan[part]);
 	}
 }
 

@@ -62,6 +62,7 @@ typedef struct Gemm {
 	int tensorwise;             /* one scale_inv per operand (or none) */
 	float ts, tp;               /* then sa * sb as ts * tp * tp (tensor_scale) */
 	int exact;                  /* exact_products(a, b) */
+	int fused;                  /* promotion in the micro-kernel (promo_*) */
 	const float *lut_a, *lut_b; /* 8-bit decode tables, fetched up front */
 	long nmc, nnc, ntasks;
 	long grp, ngrp;             /* MC blocks per task, tasks per strip */
@@ -116,11 +117,20 @@ vsplat(float x)
 #define MULADD8(a, b, c) (fma ? FMA8(a, b, c) : (c) + (a) * (b))
 #define MULADD16(a, b, c) (fma ? FMA16(a, b, c) : (c) + (a) * (b))
 
+/* A promotion done from the micro-kernel's registers (the AVX2 and
+ * AVX-512 copies, blockwise scales, chunks of at most KC): the tile's sums go
+ * straight into the outer sums at o, never to memory as inner sums. */
+typedef struct Promo {
+	const float *sa, *sb;       /* the tile's rows' and columns' scales */
+	float *o;                   /* its outer sums, stride ldc */
+	int first;                  /* the first chunk: o = 0 + ... */
+} Promo;
+
 __attribute__((target("avx2,fma"))) static inline
 __attribute__((always_inline)) void
 microkernel(long kc, const float *restrict a, const float *restrict b,
             float *restrict c, long ldc, int load, int trunc, uint32_t m32,
-            int fma)
+            int fma, const Promo *pr)
 {
 	vi8 mask = { (int32_t)m32, (int32_t)m32, (int32_t)m32, (int32_t)m32,
 	             (int32_t)m32, (int32_t)m32, (int32_t)m32, (int32_t)m32 };
@@ -147,23 +157,44 @@ microkernel(long kc, const float *restrict a, const float *restrict b,
 #undef STEP
 		}
 	} else {
-		/* one B vector live at a time leaves a register for the mask */
+		/* 12 accumulators, both B vectors, one broadcast and the mask:
+		 * all 16 registers, each a[] broadcast once a k (reloading it
+		 * for the second B vector made 12 broadcasts a k, 1.65x the
+		 * cycles of OpenBLAS's kernel) */
+		__m256 fmask = (__m256)mask;
 		for (k = 0; k < kc; k++) {
 			const float *ak = a + k * MR;
-			v8 bv = vload(b + k * NR);
-#define STEP(i, h) do { \
-	c##i##h = MULADD8(ak[i], bv, c##i##h); \
-	VTRUNC(c##i##h); \
+			v8 b0 = vload(b + k * NR), b1 = vload(b + k * NR + 8);
+			float as;
+/* the mask as a float AND (vandps): the accumulator stays in the FP
+ * domain (an integer AND costs a bypass delay each way on some cores) */
+#define STEP(i) do { \
+	as = ak[i]; \
+	c##i##0 = MULADD8(as, b0, c##i##0); \
+	c##i##1 = MULADD8(as, b1, c##i##1); \
+	c##i##0 = (v8)_mm256_and_ps((__m256)c##i##0, fmask); \
+	c##i##1 = (v8)_mm256_and_ps((__m256)c##i##1, fmask); \
 } while (0)
-			STEP(0, 0); STEP(1, 0); STEP(2, 0);
-			STEP(3, 0); STEP(4, 0); STEP(5, 0);
-			/* reload a[] rather than keep six broadcasts live */
-			__asm__ volatile("" ::: "memory");
-			bv = vload(b + k * NR + 8);
-			STEP(0, 1); STEP(1, 1); STEP(2, 1);
-			STEP(3, 1); STEP(4, 1); STEP(5, 1);
+			STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5);
 #undef STEP
 		}
+	}
+	if (pr) {
+		/* the chunk's promotion, as promote_body does it */
+		v8 sb0 = vload(pr->sb), sb1 = vload(pr->sb + 8), z = vsplat(0.0f);
+#define PR(i) do { \
+	v8 s_ = vsplat(pr->sa[i]); \
+	v8 t0_ = c##i##0 * (s_ * sb0), t1_ = c##i##1 * (s_ * sb1); \
+	v8 o0_ = pr->first ? z : vload(pr->o + i * ldc); \
+	v8 o1_ = pr->first ? z : vload(pr->o + i * ldc + 8); \
+	o0_ = o0_ + t0_; \
+	o1_ = o1_ + t1_; \
+	VSTORE(pr->o + i * ldc, o0_); \
+	VSTORE(pr->o + i * ldc + 8, o1_); \
+} while (0)
+		PR(0); PR(1); PR(2); PR(3); PR(4); PR(5);
+#undef PR
+		return;
 	}
 #define ST(i) do { \
 	VSTORE(c + i * ldc, c##i##0); \
@@ -247,11 +278,17 @@ vload16(const float *p)
 }
 
 #ifdef HAVE_AVX2_COPY
+TGT_AVX512 static inline __attribute__((always_inline)) v16
+vsplat16(float x)
+{
+	return (v16){ 0 } + x;
+}
+
 __attribute__((target("avx512f"))) static inline
 __attribute__((always_inline)) void
 microkernel16(long kc, const float *restrict a, const float *restrict b,
               float *restrict c, long ldc, int load, int trunc, uint32_t m32,
-              int fma)
+              int fma, const Promo *pr)
 {
 	vi16 mask = (vi16){ 0 } + (int32_t)m32;
 	v16 zero = { 0 };
@@ -272,6 +309,20 @@ microkernel16(long kc, const float *restrict a, const float *restrict b,
 		STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5);
 #undef STEP
 	}
+	if (pr) {
+		/* the chunk's promotion, as promote_body does it:
+		 * o = (first ? 0 : o) + in * fl(sa[i] * sb[j]) */
+		v16 sbv = vload16(pr->sb);
+#define PR(i) do { \
+	v16 t_ = c##i * (vsplat16(pr->sa[i]) * sbv); \
+	v16 o_ = pr->first ? zero : vload16(pr->o + i * ldc); \
+	o_ = o_ + t_; \
+	VSTORE(pr->o + i * ldc, o_); \
+} while (0)
+		PR(0); PR(1); PR(2); PR(3); PR(4); PR(5);
+#undef PR
+		return;
+	}
 #define ST(i) VSTORE(c + i * ldc, c##i)
 	ST(0); ST(1); ST(2); ST(3); ST(4); ST(5);
 #undef ST
@@ -284,7 +335,7 @@ __attribute__((target("avx512f"))) static inline
 __attribute__((always_inline)) void
 microkernel16x2(long kc, const float *restrict a0, const float *restrict a1,
                 const float *restrict b, float *restrict c, long ldc,
-                int load, int trunc, uint32_t m32, int fma)
+                int load, int trunc, uint32_t m32, int fma, const Promo *pr)
 {
 	vi16 mask = (vi16){ 0 } + (int32_t)m32;
 	v16 zero = { 0 };
@@ -310,6 +361,22 @@ microkernel16x2(long kc, const float *restrict a0, const float *restrict a1,
 } while (0)
 		STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5);
 #undef STEP
+	}
+	if (pr) {
+		v16 sbv = vload16(pr->sb);
+#define PR(i) do { \
+	v16 t_ = c##i * (vsplat16(pr->sa[i]) * sbv); \
+	v16 u_ = d##i * (vsplat16(pr->sa[i + MR]) * sbv); \
+	v16 o_ = pr->first ? zero : vload16(pr->o + i * ldc); \
+	v16 p_ = pr->first ? zero : vload16(pr->o + (i + MR) * ldc); \
+	o_ = o_ + t_; \
+	p_ = p_ + u_; \
+	VSTORE(pr->o + i * ldc, o_); \
+	VSTORE(pr->o + (i + MR) * ldc, p_); \
+} while (0)
+		PR(0); PR(1); PR(2); PR(3); PR(4); PR(5);
+#undef PR
+		return;
 	}
 #define ST(i) do { \
 	VSTORE(c + i * ldc, c##i); \
@@ -350,12 +417,12 @@ MACRO_COPY(macro_fp32, , 0, BASE(0))
 MACRO_COPY(macro_trunc, , 1, BASE(1))
 #ifdef HAVE_AVX2_COPY
 #define AVX2(t, f) MACRO_BODY((void)0,                                        \
-	microkernel(kc, a, b, c, NC, load, t, accmask, f), (void)0, (void)0)
+	microkernel(kc, a, b, c, NC, load, t, accmask, f, NULL), (void)0, (void)0)
 #define AVX512(t, f) MACRO_BODY((void)0, (void)0,                             \
-	microkernel16(kc, a, b, c, NC, load, t, accmask, f),                     \
+	microkernel16(kc, a, b, c, NC, load, t, accmask, f, NULL),               \
 	for (; ir + 2 * MR <= mc; ir += 2 * MR)                                  \
 		microkernel16x2(kc, ap + ir * kc, ap + (ir + MR) * kc, b,            \
-		                inner + ir * NC + jr, NC, load, t, accmask, f))
+		                inner + ir * NC + jr, NC, load, t, accmask, f, NULL))
 #define T_AVX2 __attribute__((target("avx2,fma")))
 #define T_AVX512 __attribute__((target("avx512f")))
 MACRO_COPY(macro_fp32_avx2, T_AVX2, 0, AVX2(0, 0))
@@ -366,6 +433,57 @@ MACRO_COPY(macro_fp32_avx512, T_AVX512, 0, AVX512(0, 0))
 MACRO_COPY(macro_trunc_avx512, T_AVX512, 1, AVX512(1, 0))
 MACRO_COPY(macro_fp32_avx512_fma, T_AVX512, 0, AVX512(0, 1))
 MACRO_COPY(macro_trunc_avx512_fma, T_AVX512, 1, AVX512(1, 1))
+
+/* The AVX-512 macro kernel with the chunk's promotion in the micro-kernel
+ * (load is 0: a chunk is one panel): sa[mc rows], sb[nc columns], outer
+ * like inner (stride NC). */
+#define PROMO_BODY(t, f) do {                                                 \
+	for (long jr = 0; jr < nc; jr += NR) {                                   \
+		const float *b = bp + jr * kc;                                       \
+		long ir = 0;                                                         \
+		for (; ir + 2 * MR <= mc; ir += 2 * MR) {                            \
+			Promo pr = { sa + ir, sb + jr, outer + ir * NC + jr, first };    \
+			microkernel16x2(kc, ap + ir * kc, ap + (ir + MR) * kc, b, NULL,  \
+			                NC, 0, t, accmask, f, &pr);                       \
+		}                                                                    \
+		for (; ir < mc; ir += MR) {                                          \
+			Promo pr = { sa + ir, sb + jr, outer + ir * NC + jr, first };    \
+			microkernel16(kc, ap + ir * kc, b, NULL, NC, 0, t, accmask, f,   \
+			              &pr);                                              \
+		}                                                                    \
+	}                                                                        \
+} while (0)
+#define PROMO_COPY(name, t, f)                                               \
+T_AVX512 static void                                                         \
+name(long mc, long nc, long kc, const float *ap, const float *bp,            \
+     const float *sa, const float *sb, float *outer, int first,              \
+     uint32_t accmask)                                                       \
+{                                                                            \
+	(void)accmask;                                                           \
+	PROMO_BODY(t, f);                                                        \
+}
+PROMO_COPY(promo_fp32_avx512, 0, 0)
+PROMO_COPY(promo_trunc_avx512, 1, 0)
+PROMO_COPY(promo_fp32_avx512_fma, 0, 1)
+PROMO_COPY(promo_trunc_avx512_fma, 1, 1)
+
+#define PROMO2_COPY(name, t, f)                                              \
+T_AVX2 static void                                                           \
+name(long mc, long nc, long kc, const float *ap, const float *bp,            \
+     const float *sa, const float *sb, float *outer, int first,              \
+     uint32_t accmask)                                                       \
+{                                                                            \
+	for (long jr = 0; jr < nc; jr += NR)                                     \
+		for (long ir = 0; ir < mc; ir += MR) {                               \
+			Promo pr = { sa + ir, sb + jr, outer + ir * NC + jr, first };    \
+			microkernel(kc, ap + ir * kc, bp + jr * kc, NULL, NC, 0, t,      \
+			            accmask, f, &pr);                                    \
+		}                                                                    \
+}
+PROMO2_COPY(promo_fp32_avx2, 0, 0)
+PROMO2_COPY(promo_trunc_avx2, 1, 0)
+PROMO2_COPY(promo_fp32_avx2_fma, 0, 1)
+PROMO2_COPY(promo_trunc_avx2_fma, 1, 1)
 #endif
 
 /* Which copy runs: precc_isa_level (numerics.c), the widest the CPU has
@@ -669,6 +787,38 @@ epilogue(Worker *w, long ic, long mc, long jc, long nc, float *outer)
 	}
 }
 
+#ifdef HAVE_AVX2_COPY
+/* One chunk of one block, packed, into outer through promo_*: the
+ * scales of its rows and columns as promote_body reads them (padding 1). */
+static void
+promo_block(const Gemm *g, long ic, long mc, long mcp, long jc, long nc,
+            long ncp, long kq, long kc, const float *ap, const float *bp,
+            float *outer)
+{
+	typedef void Promo_fn(long, long, long, const float *, const float *,
+	                      const float *, const float *, float *, int,
+	                      uint32_t);
+	static Promo_fn *const copies[2][2][2] = {   /* [avx512][exact][trunc] */
+		{ { promo_fp32_avx2, promo_trunc_avx2 },
+		  { promo_fp32_avx2_fma, promo_trunc_avx2_fma } },
+		{ { promo_fp32_avx512, promo_trunc_avx512 },
+		  { promo_fp32_avx512_fma, promo_trunc_avx512_fma } },
+	};
+	const precc_gemm_desc *d = g->d;
+	float sa[MC], sb[NC];
+	long i, j;
+
+	for (i = 0; i < mcp; i++)
+		sa[i] = i < mc && d->a.scale_inv ? d->a.scale_inv[((ic + i) / g->abr)
+		        * g->anbc + kq / g->abc] : 1.0f;
+	for (j = 0; j < ncp; j++)
+		sb[j] = j < nc && d->b.scale_inv ? d->b.scale_inv[((jc + j) / g->bbr)
+		        * g->bnbc + kq / g->bbc] : 1.0f;
+	copies[isa() == ISA_AVX512][g->exact != 0][g->accmask != 0xffffffffu](
+		mcp, ncp, kc, ap, bp, sa, sb, outer, kq == 0, g->accmask);
+}
+#endif
+
 /* Task t: the NC-column strip jc, rows of grp consecutive MC blocks. Each
  * B panel is packed once per task and reused by all its MC blocks. */
 static void
@@ -684,6 +834,21 @@ run_task(Worker *w, long t)
 
 	for (kq = 0; kq < d->k; kq += g->P) {
 		long kend = kq + g->P < d->k ? kq + g->P : d->k;
+#ifdef HAVE_AVX2_COPY
+		if (g->fused) {         /* the chunk is one panel */
+			pack(&d->b, g->lut_b, d->k, jc, ncp, d->n, kq, kend - kq, NR,
+			     w->bp, w->row);
+			for (ic = i0; ic < i1; ic += MC) {
+				long mc = i1 - ic < MC ? i1 - ic : MC;
+				long mcp = (mc + MR - 1) / MR * MR;
+				pack(&d->a, g->lut_a, d->k, ic, mcp, d->m, kq, kend - kq, MR,
+				     w->ap, w->row);
+				promo_block(g, ic, mc, mcp, jc, nc, ncp, kq, kend - kq, w->ap,
+				            w->bp, w->outer + ((ic - i0) / MC) * MC * NC);
+			}
+			continue;
+		}
+#endif
 		for (pc = kq; pc < kend; pc += KC) {
 			long kc = kend - pc < KC ? kend - pc : KC;
 			pack(&d->b, g->lut_b, d->k, jc, ncp, d->n, pc, kc, NR, w->bp,
@@ -883,6 +1048,12 @@ gemm_run(const precc_gemm_desc *d)
 	            : ~((1u << (23 - d->acc_mbits)) - 1u);
 	g.exact = exact_format(d->a.fmt) && exact_format(d->b.fmt)
 	          && !getenv("PRECC_INTERP_NOFMA");
+	/* small promotion chunks (NVFP4's 16, MX's 32) spent a third of the
+	 * GEMM passing inner and outer sums through memory every P k */
+#ifdef HAVE_AVX2_COPY
+	g.fused = isa() != ISA_BASE && !g.tensorwise && g.P <= KC
+	          && !getenv("PRECC_INTERP_NOFUSEPROMO");
+#endif
 	g.lut_a = precc_interp_elem_bytes(d->a.fmt) == 1
 	          ? precc_decode_table8(d->a.fmt) : NULL;
 	g.lut_b = precc_interp_elem_bytes(d->b.fmt) == 1

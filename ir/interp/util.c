@@ -3,8 +3,10 @@
  * interpreter's kernels.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -106,13 +108,30 @@ precc_interp_set_code(void *buf, precc_format f, size_t i, uint32_t code)
 	}
 }
 
+/* The process's default thread count (precc_interp_set_threads); 0: not
+ * set, then PRECC_NUM_THREADS, then every online core. */
+static atomic_int default_threads;
+
+void
+precc_interp_set_threads(int threads)
+{
+	atomic_store_explicit(&default_threads, threads > 0
+	                      ? (threads > 1024 ? 1024 : threads) : 0,
+	                      memory_order_relaxed);
+}
+
 int
 precc_interp_threads(int threads)
 {
+	const char *e;
 	long n;
 
 	if (threads > 0)
 		return threads;
+	if ((n = atomic_load_explicit(&default_threads, memory_order_relaxed)) > 0)
+		return (int)n;
+	if ((e = getenv("PRECC_NUM_THREADS")) && (n = atol(e)) > 0)
+		return (int)(n > 1024 ? 1024 : n);
 	n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n > 0 ? (int)(n > 1024 ? 1024 : n) : 1;
 }

@@ -5,6 +5,7 @@ import ctypes
 import json
 import os
 import re
+import sys
 import threading
 
 from . import _lib
@@ -14,6 +15,25 @@ from ._lib import Error, check
 # other format of 8 bits or fewer); e2m1 is two codes a byte (PACKED).
 ELEM_BYTES = {"f32": 4, "tf32": 4, "f16": 2, "bf16": 2}
 PACKED = {"e2m1": 2}
+
+# The interpreter's thread count as last set (precc_interp_set_threads, one
+# per process): torch.get_num_threads() where torch is imported, passed on
+# before a call whenever it changed; 0 = not set (PRECC_NUM_THREADS, or
+# every core). Results are the same for any count.
+_threads = [0]
+
+
+def sync_threads(lib):
+    """Passes torch.set_num_threads's count to the cpu backend if it changed
+    since the last call; precc.torch's calls reach it through Layer."""
+    t = sys.modules.get("torch")
+    n = t.get_num_threads() if t is not None else 0
+    if n != _threads[0]:
+        f = lib.precc_interp_set_threads
+        f.restype, f.argtypes = None, [ctypes.c_int]
+        f(n)
+        _threads[0] = n
+
 
 _TYPE = re.compile(r"^([a-z0-9]+)\[([^\]]*)\](\{[^}]*\})?$")
 
@@ -139,6 +159,7 @@ class Layer:
 
     def state_init(self, state):
         with self.rt.lock:
+            sync_threads(self.rt.lib)
             check(self.rt.lib.precc_rt_layer_state_init(self.rt.handle, self.index, state))
 
     def forward(self, m, x, w, bias, y, saved, state, workspace, seed=0, stream=None,
@@ -146,6 +167,7 @@ class Layer:
         """precc_rt_forward, or with root_saved (the input root's saved region
         of a forward on the same x) precc_rt_forward_shared."""
         with self.rt.lock:
+            sync_threads(self.rt.lib)
             check(self.rt.lib.precc_rt_forward_shared(self.rt.handle, self.index, m, x, w, bias,
                                                       y, saved, state, workspace, seed, stream,
                                                       root_saved))
@@ -153,6 +175,7 @@ class Layer:
     def backward(self, m, x, w, dy, dx, dw, saved, state, workspace, seed=0, stream=None,
                  root_saved=None):
         with self.rt.lock:
+            sync_threads(self.rt.lib)
             check(self.rt.lib.precc_rt_backward_shared(self.rt.handle, self.index, m, x, w, dy,
                                                        dx, dw, None, saved, state, workspace,
                                                        seed, stream, root_saved))
@@ -171,6 +194,7 @@ class Layer:
     def commit(self, m, saved, state, stream=None):
         """1 when the cpu backend skipped it (nonfinite=skip), else 0."""
         with self.rt.lock:
+            sync_threads(self.rt.lib)
             return check(self.rt.lib.precc_rt_commit(self.rt.handle, self.index, m, saved,
                                                      state, stream))
 
@@ -189,6 +213,7 @@ class Layer:
         buffers the step does not touch)."""
         arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
         with self.rt.lock:
+            sync_threads(self.rt.lib)
             check(self.rt.lib.precc_rt_run_step(self.rt.handle, self.index, step, m, arr,
                                                 seed, stream))
 
@@ -196,6 +221,7 @@ class Layer:
         """precc_rt_run_layer: every step, then the updates."""
         arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
         with self.rt.lock:
+            sync_threads(self.rt.lib)
             check(self.rt.lib.precc_rt_run_layer(self.rt.handle, self.index, m, arr, seed, stream))
 
     def __repr__(self):

@@ -180,11 +180,12 @@ static Bar cta_bar[NSLOT], warp_bar[NSLOT][32];
 Bar wg_bar[EMU_NSLOT][8];   /* warpgroup collectives (emu_wgmma.c) */
 static uint32_t xchg[NSLOT][MAXTHREADS];
 /* 1024-aligned: wgmma swizzles address bits 4-9 (emu_wgmma.c) */
-/* A CTA's shared memory is one 256 KiB block (wgmma descriptors name a
- * byte by its low 18 address bits: emu_wgmma.c) holding the arrays at
+/* A CTA's shared memory is one 512 KiB block holding the arrays at
  * arr_at[id]: array 0 up to EMU_SMEM_ARRAY0 (dynamic shared memory, the
- * sm_90a GEMM's ring), arrays 1 and 2 up to 40 KiB each. */
-enum { SLOT_BYTES = 256 * 1024 };
+ * sm_90a GEMM's ring) in its first 256 KiB (wgmma descriptors name a byte
+ * by its low 18 address bits: emu_wgmma.c), arrays 1 and 2 up to 40 KiB
+ * each after it. */
+enum { SLOT_BYTES = 512 * 1024 };
 static const uint32_t arr_at[NSHARED + 1] = {0, EMU_SMEM_ARRAY0, EMU_SMEM_ARRAY0 + 40 * 1024,
                                              SLOT_BYTES};
 static uint8_t smem[NSLOT][SLOT_BYTES] __attribute__((aligned(1024)));
@@ -197,9 +198,19 @@ enum { TIDBITS = 11, MULTI = (1 << TIDBITS) - 1 };
 static uint32_t shadow_w[NSLOT][SLOT_BYTES], shadow_r[NSLOT][SLOT_BYTES];
 #define SHW(s, id) (&shadow_w[s][arr_at[id]])
 #define SHR(s, id) (&shadow_r[s][arr_at[id]])
-/* per shared byte: 1 + the thread whose cp.async to it is in flight, 0 */
+/* per shared byte: 1 + the thread whose cp.async to it is in flight, 0;
+ * or BULK_READ | 1 + the thread whose TMA store (cp.async.bulk.tensor
+ * global.shared::cta) still reads it (until its wait_group.read) */
 static uint16_t inflight_[NSLOT][SLOT_BYTES];
 #define INFL(s, id) (&inflight_[s][arr_at[id]])
+enum { BULK_READ = 0x8000 };
+/* per shared byte: a thread's store (the generic proxy) not yet ordered
+ * before the async proxy by a fence.proxy.async of that thread (the
+ * writer: racecheck's shadow); a TMA store may not read such a byte (PTX
+ * ISA, "Memory Consistency Model: Proxies": generic writes are visible to
+ * the async proxy only through a proxy fence) */
+static uint8_t unfenced_[NSLOT][SLOT_BYTES];
+#define UNF(s, id) (&unfenced_[s][arr_at[id]])
 
 static int nthreads_of[NSLOT];
 
@@ -238,6 +249,7 @@ slot_reset(unsigned s, int threads)
 		memset(SHW(s, id), 0, smem_used[s][id] * sizeof SHW(s, id)[0]);
 		memset(SHR(s, id), 0, smem_used[s][id] * sizeof SHR(s, id)[0]);
 		memset(INFL(s, id), 0, smem_used[s][id] * sizeof INFL(s, id)[0]);
+		memset(UNF(s, id), 0, smem_used[s][id]);
 		/* a CTA's shared memory starts undefined on a GPU */
 		memset(SM(s, id), 0xa5, smem_used[s][id]);
 		smem_bytes[s][id] = smem_used[s][id] = 0;
@@ -462,6 +474,16 @@ precc_emu_shared(uint32_t id, uint64_t bytes)
 		emu_fail("static shared arrays of %llu bytes in all (array %u of %llu the last): over "
 		         "the %d bytes a CTA may have", (unsigned long long)total, id,
 		         (unsigned long long)bytes, EMU_SMEM_STATIC);
+		return sink;
+	}
+	/* the launch: dynamic shared memory starts after the static arrays,
+	 * at its own alignment (1024 for the sm_90a GEMM's swizzled ring), and
+	 * both together fit the opt-in limit (cuFuncSetAttribute's
+	 * MAX_DYNAMIC_SHARED_SIZE_BYTES fails above 227 KiB less the static) */
+	if (dyn_smem && total && (total + 1023) / 1024 * 1024 + dyn_smem > EMU_SMEM_ARRAY0) {
+		emu_fail("%llu bytes of dynamic shared memory after %llu of static (aligned to 1024): "
+		         "over the %d bytes a CTA may have", (unsigned long long)dyn_smem,
+		         (unsigned long long)total, EMU_SMEM_ARRAY0);
 		return sink;
 	}
 	return SM(my_slot, id);
@@ -738,15 +760,26 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 		}
 		for (uint64_t i = off; i < off + size; i++)
 			if (INFL(s, id)[i]) {
+				unsigned v = INFL(s, id)[i];
+				if (v & BULK_READ) {
+					if (!(flags & (CK_STORE | CK_ATOMIC)))
+						continue;     /* reading what a TMA store reads */
+					emu_fail("racecheck: %s to shared array %u byte %llu while thread %u's TMA store "
+					         "still reads it (no cp.async.bulk.wait_group.read for its group)", op, id,
+					         (unsigned long long)i, (v & ~(unsigned)BULK_READ) - 1u);
+					return sink;
+				}
 				emu_fail("racecheck: %s of shared array %u byte %llu while thread %u's cp.async "
 				         "to it is in flight (no cp.async.wait_group for its group)", op, id,
-				         (unsigned long long)i, INFL(s, id)[i] - 1u);
+				         (unsigned long long)i, v - 1u);
 				return sink;
 			}
 		if (!(flags & CK_ATOMIC)) {
 			race(s, id, off, size, flags & CK_STORE);
 			smem_log(flags >> CK_SITE_SHIFT, (uint64_t)(u - s0) % SLOT_BYTES, size);
 		}
+		if (flags & (CK_STORE | CK_ATOMIC))
+			memset(&UNF(s, id)[off], 1, size);
 		return p;
 	}
 	for (int i = 0; i < nregion; i++) {
@@ -793,6 +826,50 @@ emu_shared_async(void *p, uint64_t n)
 		return;
 	memset(&SHW(s, id)[off], 0, n * sizeof shadow_w[0][0]);
 	memset(&SHR(s, id)[off], 0, n * sizeof shadow_r[0][0]);
+	memset(&UNF(s, id)[off], 0, n);
+}
+
+/* fence.proxy.async by this thread: its stores so far are the async
+ * proxy's to see */
+void
+emu_shared_fence_async(void)
+{
+	unsigned s = my_slot;
+	for (unsigned id = 0; id < NSHARED; id++)
+		for (uint64_t i = 0; i < smem_used[s][id]; i++)
+			if (UNF(s, id)[i] && (SHW(s, id)[i] & MULTI) == my_tid)
+				UNF(s, id)[i] = 0;
+}
+
+/* Whether any of the n bytes at p holds a store no fence.proxy.async of
+ * its thread has ordered yet: 1, the thread and the byte's offset. */
+int
+emu_shared_unfenced(const void *p, uint64_t n, unsigned *thread, uint64_t *at)
+{
+	unsigned s, id;
+	uint64_t off;
+	if (!shared_loc((uintptr_t)p, &s, &id, &off))
+		return 0;
+	for (uint64_t i = off; i < off + n; i++)
+		if (UNF(s, id)[i]) {
+			*thread = SHW(s, id)[i] & MULTI;
+			*at = i;
+			return 1;
+		}
+	return 0;
+}
+
+/* The n bytes at p are (on) or are no longer (!on) read by this thread's
+ * TMA store. */
+void
+emu_shared_bulk_read(const void *p, uint64_t n, int on)
+{
+	unsigned s, id;
+	uint64_t off;
+	if (!shared_loc((uintptr_t)p, &s, &id, &off))
+		return;
+	for (uint64_t i = off; i < off + n; i++)
+		INFL(s, id)[i] = on ? (uint16_t)(BULK_READ | (my_tid + 1)) : 0;
 }
 
 /* The bytes of this CTA's shared memory: its first byte, its size, and the
@@ -982,6 +1059,47 @@ precc_emu_ldmatrix(uint32_t trans, void *row, uint32_t *out)
 			if (seen != 0xff)
 				__atomic_add_fetch(&ldsm_conflicts, 1, __ATOMIC_RELAXED);
 		}
+	bar_wait(wb, -1);
+}
+
+/* stmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 [row], {r0, r1, r2, r3}
+ * (PTX ISA 8.x, "Warp-level matrix store instruction: stmatrix"): four
+ * 8 x 8 matrices of b16, lane 8i + j naming the 16-byte row j of matrix
+ * i; register i of lane l holds matrix i's elements (l/4, 2(l%4)) and
+ * (l/4, 2(l%4) + 1), low half first (the ldmatrix fragment); .trans stores
+ * element (r, c) at row c, column r. Each lane writes its row (memcheck,
+ * racecheck: a store of 16 bytes), gathered from the warp's registers. */
+static uint32_t stsm_val[NSLOT][32][32][4];
+
+void
+precc_emu_stmatrix(uint32_t trans, void *row, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
+{
+	unsigned w = my_tid / 32, lane = my_tid % 32, s, id;
+	uint64_t off;
+	uintptr_t u = (uintptr_t)row;
+	uint8_t *q = sink;
+
+	if (!shared_loc(u, &s, &id, &off) || s != my_slot)
+		emu_fail("memcheck: stmatrix row address %p not in this CTA's shared memory", (void *)u);
+	else if (u % 16)
+		emu_fail("memcheck: misaligned stmatrix row address at byte %llu of shared array %u "
+		         "(lane %u; 16-byte alignment required)", (unsigned long long)off, id, lane);
+	else
+		q = precc_emu_check((void *)u, 16, 16, CK_STORE);
+	uint32_t *v = stsm_val[my_slot][w][lane];
+	v[0] = r0, v[1] = r1, v[2] = r2, v[3] = r3;
+	Bar *wb = &warp_bar[my_slot][w];
+	bar_wait(wb, -1);
+	unsigned i = lane / 8, j = lane % 8;
+	uint8_t out[16];
+	for (unsigned c = 0; c < 8; c++) {
+		/* element (j, c) of the stored matrix: fragment element (j, c),
+		 * or (c, j) transposed */
+		unsigned fr = trans ? c : j, fc = trans ? j : c;
+		uint32_t x = stsm_val[my_slot][w][4 * fr + fc / 2][i] >> (16 * (fc % 2));
+		out[2 * c] = (uint8_t)x, out[2 * c + 1] = (uint8_t)(x >> 8);
+	}
+	memcpy(q, out, 16);
 	bar_wait(wb, -1);
 }
 
@@ -1230,7 +1348,7 @@ const char *const emu_fns[] = {
 	"precc_emu_mbar_init", "precc_emu_fence_mbar_init", "precc_emu_fence_proxy_async",
 	"precc_emu_mbar_arrive", "precc_emu_mbar_arrive_expect_tx", "precc_emu_mbar_try_wait",
 	"precc_emu_tma_load_2d", "precc_emu_tma_store_2d", "precc_emu_bulk_commit",
-	"precc_emu_bulk_wait_read",
+	"precc_emu_bulk_wait_read", "precc_emu_stmatrix",
 };
 void *const emu_addr[] = {
 	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
@@ -1244,6 +1362,6 @@ void *const emu_addr[] = {
 	(void *)precc_emu_fence_proxy_async, (void *)precc_emu_mbar_arrive,
 	(void *)precc_emu_mbar_arrive_expect_tx, (void *)precc_emu_mbar_try_wait,
 	(void *)precc_emu_tma_load_2d, (void *)precc_emu_tma_store_2d,
-	(void *)precc_emu_bulk_commit, (void *)precc_emu_bulk_wait_read,
+	(void *)precc_emu_bulk_commit, (void *)precc_emu_bulk_wait_read, (void *)precc_emu_stmatrix,
 };
 const int emu_nfns = sizeof emu_fns / sizeof *emu_fns;

@@ -66,9 +66,12 @@ void emu_smem_stats(long *instrs, long *waves, long *extra, long *conflicted);
 /* sm_89 and sm_90 give a CTA at most 48 KiB of static shared memory
  * (.shared globals; more needs dynamic shared memory and an opt-in). */
 enum { EMU_SMEM_STATIC = 48 * 1024,
-       /* array 0 may be dynamic shared memory up to this (Hopper's 227 KiB
-        * opt-in is more; the emulator holds 176 KiB of it) */
-       EMU_SMEM_ARRAY0 = 176 * 1024 };
+       /* array 0 may be dynamic shared memory up to this: Hopper's opt-in
+        * limit, 227 KiB a CTA for dynamic and static shared memory together
+        * (CUDA C Programming Guide, "Compute Capabilities", table of technical
+        * specifications: 227 KB shared memory per block for 9.0); the launch
+        * fails over it */
+       EMU_SMEM_ARRAY0 = 227 * 1024 };
 /* The dynamic shared memory (CodegenKernel.smem) the next launches may
  * give array 0; emu_reset makes it 0. */
 void emu_set_dynamic_smem(uint64_t bytes);

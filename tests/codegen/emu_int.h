@@ -67,6 +67,11 @@ void precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, 
 void precc_emu_tma_store_2d(const void *tmap, int32_t c0, int32_t c1, const void *src);
 void precc_emu_bulk_commit(void);
 void precc_emu_bulk_wait_read(uint32_t n);
+void precc_emu_stmatrix(uint32_t trans, void *row, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3);
+/* emu.c: the async proxy's view of shared memory (emu_tma.c's TMA store) */
+void emu_shared_fence_async(void);
+int emu_shared_unfenced(const void *p, uint64_t n, unsigned *thread, uint64_t *at);
+void emu_shared_bulk_read(const void *p, uint64_t n, int on);
 void precc_emu_wgmma_fence(void);
 void precc_emu_wgmma_commit(void);
 void precc_emu_wgmma_wait(uint32_t n);

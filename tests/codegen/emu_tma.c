@@ -159,9 +159,12 @@ emu_tma_reset(unsigned slot)
 }
 
 /* a thread leaves the kernel: it will arrive nowhere */
+static void stores_at_exit(void);
+
 void
 emu_tma_leave(void)
 {
+	stores_at_exit();
 	pthread_mutex_lock(&mu);
 	nexit[my_slot]++;
 	pthread_cond_broadcast(&cv);
@@ -241,6 +244,7 @@ precc_emu_fence_mbar_init(void)
 void
 precc_emu_fence_proxy_async(void)
 {
+	emu_shared_fence_async();
 }
 
 static void
@@ -421,32 +425,93 @@ precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void 
 		complete_tx(bar, (uint32_t)((uint64_t)t->box[0] * t->box[1] * t->ebytes));
 }
 
+/* TMA stores (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group) are
+ * asynchronous: the store reads its box from shared memory at some time
+ * before the issuing thread's cp.async.bulk.wait_group.read N lets its
+ * bulk group go (the groups but the newest N committed). The model reads
+ * it then, and until then a store to those bytes is a race (emu.c,
+ * BULK_READ); the box's bytes must have been made visible to the async
+ * proxy (a fence.proxy.async by each thread that wrote them, after its
+ * writes), and a thread may not exit with a store still reading. Per
+ * thread: the stores issued, each with the bulk group it is committed in
+ * (the count of commits before it). */
+enum { MAXSTORE = 64 };
+static __thread struct Store { const Tmap *t; int32_t c0, c1; const uint8_t *src; uint64_t bytes; unsigned grp; }
+	pend[MAXSTORE];
+static __thread int npend;
+static __thread unsigned ncommit;
+
+static void
+store_now(const struct Store *p)
+{
+	const Tmap *t = p->t;
+	uint64_t rowb = (uint64_t)t->box[0] * t->ebytes;
+
+	emu_shared_bulk_read(p->src, p->bytes, 0);
+	for (uint32_t r = 0; r < t->box[1]; r++) {
+		int64_t lo, hi;
+		uint8_t *dst = box_row(t, p->c0, p->c1, r, &lo, &hi, 1);
+		for (uint64_t b = (uint64_t)lo * t->ebytes; dst && b < (uint64_t)hi * t->ebytes; b++)
+			dst[b - (uint64_t)lo * t->ebytes] = p->src[swz(r * rowb + b, t->swizzle)];
+	}
+}
+
 void
 precc_emu_tma_store_2d(const void *tmap, int32_t c0, int32_t c1, const void *src)
 {
 	const Tmap *t = tmap_of(tmap);
 	uint64_t bytes = t ? box_check(t, src, "store") : 0;
-	const uint8_t *s = src;
-	uint64_t rowb = t ? (uint64_t)t->box[0] * t->ebytes : 0;
+	unsigned who;
+	uint64_t at;
 
-	for (uint32_t r = 0; bytes && r < t->box[1]; r++) {
-		int64_t lo, hi;
-		uint8_t *dst = box_row(t, c0, c1, r, &lo, &hi, 1);
-		for (uint64_t b = (uint64_t)lo * t->ebytes; dst && b < (uint64_t)hi * t->ebytes; b++)
-			dst[b - (uint64_t)lo * t->ebytes] = s[swz(r * rowb + b, t->swizzle)];
+	if (!bytes)
+		return;
+	if (emu_shared_unfenced(src, bytes, &who, &at)) {
+		emu_fail("tma: store of a box whose shared byte %llu thread %u wrote with no "
+		         "fence.proxy.async after it", (unsigned long long)at, who);
+		return;
 	}
+	if (npend == MAXSTORE) {
+		emu_fail("tma: more than %d TMA stores in flight in one thread", MAXSTORE);
+		return;
+	}
+	pend[npend++] = (struct Store){t, c0, c1, src, bytes, ncommit};
+	emu_shared_bulk_read(src, bytes, 1);
 }
 
-/* the copies above are complete when issued: commit and wait have nothing
- * left to do */
 void
 precc_emu_bulk_commit(void)
 {
+	ncommit++;
 }
 
+/* every store of the groups but the newest n committed reads its box */
 void
 precc_emu_bulk_wait_read(uint32_t n)
 {
-	if (n > 7)
+	if (n > 7) {
 		emu_fail("tma: cp.async.bulk.wait_group.read %u: out of range 0..7", n);
+		return;
+	}
+	int k = 0;
+	for (int i = 0; i < npend; i++)
+		if (pend[i].grp + n < ncommit)
+			store_now(&pend[i]);
+		else
+			pend[k++] = pend[i];
+	npend = k;
+}
+
+/* a thread's exit: its TMA stores must have read their boxes */
+static void
+stores_at_exit(void)
+{
+	if (npend) {
+		emu_fail("tma: thread exits with %d TMA store%s still reading shared memory (no "
+		         "cp.async.bulk.wait_group.read 0)", npend, npend == 1 ? "" : "s");
+		for (int i = 0; i < npend; i++)
+			store_now(&pend[i]);
+	}
+	npend = 0;
+	ncommit = 0;
 }

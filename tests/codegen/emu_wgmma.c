@@ -137,7 +137,8 @@ precc_emu_wgmma_wait(uint32_t n)
 }
 
 /* the shared address -> this CTA's host byte; NULL (and a failure) if none.
- * The CTA's block is 256 KiB (emu.c), so every 18-bit address lands in it;
+ * The CTA's array 0 lies in the first 256 KiB of its block (emu.c), so
+ * every 18-bit address names one byte there (or past the block's arrays);
  * the arrays' declared sizes then decide (the caller's check). */
 static uint8_t *
 sh_host(uint32_t sa, const char *what)

@@ -396,10 +396,11 @@ static int check_bulk(const Func *f, const CodegenKernel *info, const char *file
  * deep_gemm/include/deep_gemm/scheduler.cuh; as carried in
  * microsoft/onnxruntime 043246f6 onnxruntime/contrib_ops/cuda/llm/
  * deep_gemm/scheduler.cuh:49-62, NormalScheduler::get_next_block). Its TMA
- * loads of K 0 (the first stage of each tile) must name A's rows 128 m
- * and B's rows 128 n in that order, tile after tile: one box at (0, row)
- * of a K-major operand's map, two at (row, 0) and (row + 64, 0) of an
- * MN-major one's (the map of its transpose: K down the rows). */
+ * loads of K 0 (the first stage of each tile) must name A's rows BM m
+ * and B's rows BN n (the kernel's tile) in that order, tile after tile:
+ * one box at (0, row) of a K-major operand's map, one at (row + 64j, 0)
+ * for each 64 rows of an MN-major one's (the map of its transpose: K down
+ * the rows). */
 static int
 check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, long M, unsigned ncta,
                  const char *file)
@@ -411,7 +412,8 @@ check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, lo
 		long r = tm[o].mn_major ? tm[o].cols : tm[o].rows;
 		rows[o] = r < 0 ? M : r;
 	}
-	long nm = (rows[0] + 127) / 128, nn = (rows[1] + 127) / 128, ntiles = nm * nn;
+	long bm = info->tile_rows, bn = info->tile_cols;
+	long nm = (rows[0] + bm - 1) / bm, nn = (rows[1] + bn - 1) / bn, ntiles = nm * nn;
 	const EmuTmaLoad *ld;
 	int nld = emu_tma_loads(&ld);
 #define OPND(l) ((l).tmap == tmb)
@@ -423,9 +425,9 @@ check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, lo
 			long per_group = nm * GROUP_N, first_n = t / per_group * GROUP_N;
 			long nin = nn - first_n < GROUP_N ? nn - first_n : GROUP_N;
 			long mb = t % per_group / nin, nb = first_n + t % per_group % nin;
-			long want[2] = {128 * mb, 128 * nb};
+			long want[2] = {bm * mb, bn * nb};
 			for (int o = 0; o < 2; o++)
-				for (int j = 0; j < (tm[o].mn_major ? 2 : 1); j++) {
+				for (int j = 0; j < (tm[o].mn_major ? (o ? bn : bm) / 64 : 1); j++) {
 					while (i < nld && (ld[i].cta != cta || KOF(ld[i]) != 0))
 						i++;
 					if (i == nld || OPND(ld[i]) != o || ROWOF(ld[i]) != want[o] + 64 * j) {
@@ -447,6 +449,40 @@ check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, lo
 #undef KOF
 #undef ROWOF
 	return 0;
+}
+
+static int check_kernel(const Func *f, const char *file);
+
+/* --tiles: the wgmma GEMM f at every tile its family generates
+ * (codegen_gemm_wgmma_shape: 64, 128, 256 rows by 16..256 columns in
+ * steps of 16, those that fit registers and shared memory), each on 2
+ * CTAs against the interpreter; the failures. */
+static int
+check_tiles(Func *f, const char *file)
+{
+	char why[256], tile[32];
+	int fails = 0, runs = 0;
+	static const int bms[] = {64, 128, 256};
+
+	if (!f->kernel)
+		return 0;
+	for (int i = 0; i < 3; i++)
+		for (int bn = 16; bn <= 256; bn += 16) {
+			CodegenGemmShape s;
+			if (!codegen_gemm_wgmma_shape(f, bms[i], bn, &s, why, sizeof why))
+				continue;
+			snprintf(tile, sizeof tile, "%dx%d", bms[i], bn);
+			ir_set_attr(f->pattr, PA_TILE, "%s", tile);
+			printf("tile %-8s %d stages, %d bytes of shared memory, %d accumulators a thread: ", tile,
+			       s.stages, s.smem, s.acc_regs);
+			fails += check_kernel(f, file) < 0;
+			runs++;
+		}
+	if (!runs) {
+		printf("FAIL %s: no tile the wgmma family generates (%s)\n", file, why);
+		fails++;
+	}
+	return fails;
 }
 
 /* Run one kernel on the host and against the interpreter; 0 if equal. */
@@ -1197,7 +1233,7 @@ main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "kernels";
 	char *names[256], err[1024];
-	int n = 0, fails = 0, self_tests = 1;
+	int n = 0, fails = 0, self_tests = 1, all_tiles = 0;
 
 	/* test_emu DIR [--target T] [--no-self-test]: the last for kernels of
 	 * a build (tests/codegen/emu_build.sh), which the self-tests' named
@@ -1212,8 +1248,11 @@ main(int argc, char **argv)
 			emu_sm = (CodegenSm)sm;
 		} else if (!strcmp(argv[a], "--no-self-test")) {
 			self_tests = 0;
+		} else if (!strcmp(argv[a], "--tiles")) {
+			all_tiles = 1;     /* every tile the wgmma family generates */
+			self_tests = 0;
 		} else {
-			fprintf(stderr, "usage: test_emu DIR [--target T] [--no-self-test]\n");
+			fprintf(stderr, "usage: test_emu DIR [--target T] [--no-self-test] [--tiles]\n");
 			return 2;
 		}
 	}
@@ -1273,7 +1312,9 @@ main(int argc, char **argv)
 			printf("FAIL %s: %s\n", names[i], err);
 			fails++;
 		} else {
-			for (int k = 0; k < m->nfn; k++) {
+			for (int k = 0; k < m->nfn && all_tiles; k++)
+				fails += check_tiles(m->fn[k], names[i]);
+			for (int k = 0; k < m->nfn && !all_tiles; k++) {
 				long m0 = M;
 				sched_fn = ms && k < ms->nfn && ms->fn[k]->kernel ? ms->fn[k] : NULL;
 				fails += check_kernel(m->fn[k], names[i]) < 0;

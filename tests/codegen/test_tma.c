@@ -10,6 +10,19 @@
  * model's function. Then each check of the model must report: a missing
  * expect_tx (a deadlock), a thread arriving twice in a phase, a misaligned
  * destination.
+ *
+ * The epilogue's path out (issue 28 §3): one warp stmatrix.x4 (and .trans)
+ * four 8 x 8 matrices into a 128-byte-swizzled 64-row x 128-byte box, each
+ * element where the PTX ISA's fragment says (lane l's register i holds
+ * matrix i's row l/4, columns 2(l%4) and 2(l%4)+1: "Warp-level matrix
+ * store instruction: stmatrix", the layout of ldmatrix's "Matrix fragments"
+ * figure), placed here element by element, not by the model's gather; the
+ * other warps fill the rest of the box with plain stores; every thread
+ * fence.proxy.async, a barrier, thread 0 TMA-stores the box past the
+ * tensor's edge, commits and waits (wait_group.read 0): the tensor gets the
+ * box's bytes inside it only. Then the model must report a store without
+ * the fences, a store into the box before the wait, and a thread that
+ * exits with its store in flight.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -85,6 +98,107 @@ kernel(void **args)
 	}
 }
 
+/* ---- stmatrix + TMA store -------------------------------------------- */
+enum { OROWS = 40, OCOLS = 104, SBOXR = 64, SBOXC = 64 };   /* 2-byte elements; rows of 208 bytes */
+static uint16_t out[OROWS * OCOLS] __attribute__((aligned(64)));
+static unsigned char otmap[128] __attribute__((aligned(64)));
+static int smode, strans;
+
+/* the value lane l's register i holds in its half h */
+static uint16_t
+frag_val(unsigned l, unsigned i, unsigned h)
+{
+	return (uint16_t)(0x4000 | l << 4 | i << 1 | h);
+}
+
+/* box element (r, c) (c in 2-byte elements) -> its byte in the swizzled box */
+static uint64_t
+box_at(unsigned r, unsigned c)
+{
+	return cute_swizzle((uint64_t)r * SBOXC * 2 + 2 * c, 128);
+}
+
+/* what the box holds at (r, c): matrix i = r / 8 of the first 32 rows,
+ * columns 0..7, from the warp's fragments; else the other warps' value */
+static uint16_t
+box_want(unsigned r, unsigned c)
+{
+	if (r < 32 && c < 8) {
+		unsigned i = r / 8, rr = r % 8;
+		/* the stored matrix's (rr, c): the fragment's (rr, c), or its (c, rr) */
+		unsigned fr = strans ? c : rr, fc = strans ? rr : c;
+		return frag_val(4 * fr + fc / 2, i, fc % 2);
+	}
+	return (uint16_t)(0x1000 + r * 131 + c);
+}
+
+static void
+store_kernel(void **args)
+{
+	(void)args;
+	unsigned tid = (unsigned)precc_emu_sreg(0), lane = tid % 32;
+	uint8_t *sm = precc_emu_shared(0, SBOXR * SBOXC * 2 + 1024);
+	uint8_t *box = sm + 1024 - (uintptr_t)sm % 1024;
+	if (tid < 32) {
+		/* lane 8i + j names row j of matrix i: box row 8i + j, columns 0..7 */
+		uint32_t r[4];
+		for (unsigned i = 0; i < 4; i++)
+			r[i] = (uint32_t)frag_val(lane, i, 0) | (uint32_t)frag_val(lane, i, 1) << 16;
+		precc_emu_stmatrix((uint32_t)strans, box + box_at(lane, 0), r[0], r[1], r[2], r[3]);
+	} else
+		for (unsigned e = tid - 32; e < SBOXR * SBOXC; e += 96) {
+			unsigned rr = e / SBOXC, c = e % SBOXC;
+			if (rr < 32 && c < 8)
+				continue;
+			uint16_t *p = precc_emu_check(box + box_at(rr, c), 2, 2, 1 /* a store */);
+			*p = box_want(rr, c);
+		}
+	if (!(smode == 1 && tid == 40))
+		precc_emu_fence_proxy_async();
+	precc_emu_barrier(1);
+	if (tid == 0) {
+		precc_emu_tma_store_2d(otmap, 70, 8, box);     /* columns 70..133, rows 8..71 */
+		precc_emu_bulk_commit();
+		if (smode == 2) {
+			uint8_t *p = precc_emu_check(box + 64, 1, 1, 1);
+			*p = 0;
+		}
+		if (smode != 3)
+			precc_emu_bulk_wait_read(0);
+	}
+	precc_emu_barrier(2);
+}
+
+static int
+run_store(int m, int trans, char *msg, size_t n)
+{
+	CodegenTmap t = {.param = 0, .elem_bytes = 2, .rows = OROWS, .cols = OCOLS,
+	                 .box_rows = SBOXR, .box_cols = SBOXC, .swizzle = 128};
+	char err[200];
+
+	smode = m, strans = trans;
+	memset(out, 0x5a, sizeof out);
+	emu_reset();
+	emu_region(out, sizeof out, 1, "out");
+	emu_set_dynamic_smem(SBOXR * SBOXC * 2 + 1024);
+	if (emu_tmap_encode(otmap, &t, out, 0, err, sizeof err))
+		return snprintf(msg, n, "encode: %s", err), -1;
+	if (emu_launch(store_kernel, NULL, 128, 1, 1, 0))
+		return snprintf(msg, n, "emu_launch refused the grid"), -1;
+	int e = emu_errors(msg, n);
+	if (e)
+		return e;
+	int bad = 0;
+	for (unsigned r = 0; r < OROWS; r++)
+		for (unsigned c = 0; c < OCOLS; c++) {
+			int in = r >= 8 && c >= 70;
+			uint16_t want = in ? box_want(r - 8, c - 70) : 0x5a5a;
+			if (out[r * OCOLS + c] != want && !bad++)
+				snprintf(msg, n, "out[%u][%u] = 0x%04x, want 0x%04x", r, c, out[r * OCOLS + c], want);
+		}
+	return bad ? -1 : 0;
+}
+
 static int
 run(int sw, int cols, int m, char *msg, size_t n)
 {
@@ -139,6 +253,23 @@ main(void)
 			fails++;
 		} else
 			printf("check %d reports: %s\n", m, msg);
+	}
+	for (int tr = 0; tr < 2; tr++) {
+		if (run_store(0, tr, msg, sizeof msg)) {
+			printf("FAIL stmatrix.x4%s + TMA store: %s\n", tr ? ".trans" : "", msg);
+			fails++;
+		} else
+			printf("stmatrix.x4%s + fence.proxy.async + TMA store + wait_group.read: every element "
+			       "where the PTX ISA puts it, the box clipped at the tensor's edge\n", tr ? ".trans" : "");
+	}
+	static const char *const swant[] = {NULL, "no fence.proxy.async", "still reads it", "exits with 1 TMA store"};
+	for (int m = 1; m <= 3; m++) {
+		int e = run_store(m, 0, msg, sizeof msg);
+		if (e <= 0 || !strstr(msg, swant[m])) {
+			printf("FAIL store check %d: %d errors, first: %s (want \"%s\")\n", m, e, msg, swant[m]);
+			fails++;
+		} else
+			printf("store check %d reports: %s\n", m, msg);
 	}
 	printf(fails ? "test_tma: %d FAILED\n" : "test_tma: all passed\n", fails);
 	return fails != 0;

@@ -108,6 +108,10 @@ PRECC_GPU_OUT=$B PRECC_GPU_CHECKS='tiny*' timeout "$TA" sh tests/gpu/run.sh >"$L
 echo "A exit $?"
 grep -E '^(PASS|FAIL|SKIP|summary)' "$LOG/A.log"
 cp "$B"/*.log "$B"/*.jsonl "$B"/*.json "$LOG/" 2>/dev/null
+# the measured GEMMs beside the cost model's prediction (bench/gemm_model.py)
+[ -f "$ART/gemm/predicted.json" ] && [ -s "$B/gemm.jsonl" ] &&
+	python3 bench/gemm_model.py --compare "$B/gemm.jsonl" "$ART/gemm/predicted.json" \
+		"$B/gemm_torch.json" 2>&1 | tee "$LOG/gemm_compare.txt" | tail -25
 
 echo "== S: compute-sanitizer ($(left) s left)"
 if [ "${PRECC_LEASE_SAN:-1}" = 0 ]; then

@@ -81,6 +81,10 @@ for rname in current_tensorwise deepseek_v3; do
 	build "gemm-sm_90/$rname" "recipes/$rname.lua" bench/gemm/shapes.lua \
 		"$OUT/gemm-sm_90/$rname" sm_90
 done
+# the cost model's prediction for each of those GEMMs (bench/gemm_model.py,
+# from their SASS), which lease.sh prints beside the measured rows
+PRECC_GEMM_ARTIFACTS="$OUT/gemm" sh bench/gemm/lease_gemm.sh predict ||
+	echo "prepare.sh: no GEMM predictions (no nvdisasm/cuobjdump: make sass-tools)"
 # tests/gpu/torch_step.py's Llama-style block (hidden 4096, intermediate
 # 14336), each fp8 recipe it runs, sm_90a
 if PYTHONPATH="$ROOT/python" PRECC_BIN="$PRECC" \

@@ -108,7 +108,8 @@ test_amax_big(void)
 	long rows = 600, cols = 700, n = rows * cols;
 	float *x = malloc(n * 4), *out = malloc(n * 4), *want = malloc(n * 4);
 	static const precc_block blks[] = { { 0, 0 }, { 1, 0 }, { 0, 1 },
-	                                    { 1, 32 }, { 128, 128 }, { 7, 3 } };
+	                                    { 1, 32 }, { 128, 128 }, { 7, 3 },
+	                                    { 5, 1 }, { 256, 1 } };
 	float g;
 
 	for (long i = 0; i < n; i++)

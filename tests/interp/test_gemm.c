@@ -449,6 +449,94 @@ test_fused(void)
 	free(a); free(b); free(c1); free(c2);
 }
 
+/* The fast path against the scalar model, bit for bit, at random odd
+ * shapes: partial micro-tiles (MR = 6, NR = 16, AVX-512's 12-row pairs)
+ * and cache blocks (KC = 256, MC = 192, NC = 256) in every dimension, K
+ * not a multiple of the promotion interval, for the fp32, fast:14 and
+ * promote:N models; each at 1 and 3 threads. */
+static void
+test_odd_shapes(void)
+{
+	static const struct {
+		precc_format f;
+		precc_block blk;
+		int mbits;
+	} models[] = {
+		{ PRECC_FP32, NOSCALE, 0 },            /* exact fp32 */
+		{ PRECC_E4M3, { 0, 0 }, 14 },          /* fast:14, tensorwise */
+		{ PRECC_E4M3, { 1, 0 }, 14 },          /* promote:N, rowwise */
+		{ PRECC_E4M3, { 0, 0 }, 0 },           /* fused, exact products */
+		{ PRECC_BF16, NOSCALE, 14 },
+		{ PRECC_E5M2, { 1, 0 }, 10 },
+	};
+	static const int promote[] = { 0, 1, 7, 32, 100, 128 };
+	int rounds = SMALL ? 12 : 48;
+
+	for (int r = 0; r < rounds; r++) {
+		int mi = r % (int)(sizeof models / sizeof *models);
+		long M = 1 + (long)(urand() * (r % 5 == 4 ? 260 : 40));
+		long N = 1 + (long)(urand() * (r % 7 == 6 ? 300 : 50));
+		long K = 1 + (long)(urand() * (r % 3 == 2 ? 600 : 140));
+		int P = promote[(r / 2) % 6];
+		float *sia, *sib, amax, ramax;
+		void *a = make_operand(models[mi].f, M, K, models[mi].blk, &sia);
+		void *b = make_operand(models[mi].f, N, K, models[mi].blk, &sib);
+		float *c = malloc(M * N * 4), *c3 = malloc(M * N * 4);
+		float *ref = malloc(M * N * 4);
+		precc_gemm_desc d;
+
+		precc_gemm_desc_init(&d);
+		d.m = M; d.n = N; d.k = K;
+		d.a = (precc_gemm_operand){ a, models[mi].f, sia, models[mi].blk };
+		d.b = (precc_gemm_operand){ b, models[mi].f, sib, models[mi].blk };
+		d.promote_every = P;
+		d.acc_mbits = models[mi].mbits;
+		d.out_amax = &amax;
+		d.c = c;
+		d.threads = 1;
+		CHECK_OK(precc_gemm(&d));
+		d.threads = 3;
+		d.c = c3;
+		CHECK_OK(precc_gemm(&d));
+		ref_gemm(&d, P ? P : K, ref, &ramax);
+		long diff = 0, first = -1;
+		for (long i = 0; i < M * N; i++)
+			if ((fbits(c[i]) != fbits(ref[i]) || fbits(c3[i]) != fbits(c[i]))
+			    && diff++ == 0)
+				first = i;
+		if (diff || fbits(amax) != fbits(ramax)) {
+			fprintf(stderr, "odd shape %ldx%ldx%ld, model %d, promote %d: "
+			        "%ld elements differ; first %ld: %a (3 threads %a) want "
+			        "%a\n", M, N, K, mi, P, diff, first,
+			        diff ? (double)c[first] : 0.0,
+			        diff ? (double)c3[first] : 0.0,
+			        diff ? (double)ref[first] : 0.0);
+			failures++;
+		}
+		free(a); free(b); free(sia); free(sib); free(c); free(c3); free(ref);
+	}
+}
+
+/* The process default thread count: precc_interp_set_threads, then
+ * PRECC_NUM_THREADS, then every core; an explicit count wins. */
+static void
+test_threads_default(void)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	unsetenv("PRECC_NUM_THREADS");
+	precc_interp_set_threads(0);
+	CHECK(precc_interp_threads(0) == (cores > 0 ? cores : 1));
+	setenv("PRECC_NUM_THREADS", "5", 1);
+	CHECK(precc_interp_threads(0) == 5);
+	precc_interp_set_threads(3);
+	CHECK(precc_interp_threads(0) == 3);
+	CHECK(precc_interp_threads(2) == 2);
+	precc_interp_set_threads(0);
+	CHECK(precc_interp_threads(0) == 5);
+	unsetenv("PRECC_NUM_THREADS");
+}
+
 int
 main(void)
 {
@@ -481,6 +569,8 @@ main(void)
 	test_hand();
 	test_fused();
 	test_scale_range();
+	test_threads_default();
+	test_odd_shapes();
 	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		run_case(&cases[i], M, N, K);
 	/* many tiles, for thread-count determinism */

@@ -90,3 +90,52 @@ def test_precc_state_file(tmp_path):
     other = pt.convert(nn.Sequential(nn.Linear(128, 128)), recipe="te_delayed_hybrid")
     with pytest.raises(precc.Error, match="model mismatch"):
         pt.load_state(other, str(p))
+
+
+def _nvfp4_run(net, opt, steps):
+    return [step(net, opt, i) for i in steps]
+
+
+def _same_model(a, b):
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, b.state_dict()[k]), k
+
+
+@pytest.mark.parametrize("via", ["state_dict", "state_file"])
+def test_nvfp4_resume_bit_exact(tmp_path, via):
+    """nvfp4 rounds gradients stochastically with a seed per call drawn from
+    the model's counter: a run resumed from a checkpoint (state_dict, or
+    precc's state file beside the weights) continues bit for bit, and the
+    counter is what makes it so (without it the resumed run differs)."""
+    a = make("nvfp4")
+    opt_a = torch.optim.SGD(a.parameters(), lr=0.1)
+    _nvfp4_run(a, opt_a, range(3))
+    assert a.precc_group.calls > 0
+    sd = {k: v.clone() for k, v in a.state_dict().items()}
+    calls = a.precc_group.calls
+    ck = {"model": sd, "opt": copy.deepcopy(opt_a.state_dict())}
+    if via == "state_file":
+        pt.save_state(a, str(tmp_path / "s.pst"))
+    want = _nvfp4_run(a, opt_a, range(3, 6))
+
+    def resumed(counter):
+        b = make("nvfp4", seed=1)
+        model = dict(ck["model"])
+        if via == "state_file":
+            model.pop("precc_sr_counter", None)
+        b.load_state_dict(model)
+        if via == "state_file":
+            pt.load_state(b, str(tmp_path / "s.pst"))
+        if not counter:
+            b.precc_group.calls = 0   # what a checkpoint without it restored
+        opt_b = torch.optim.SGD(b.parameters(), lr=0.1)
+        opt_b.load_state_dict(ck["opt"])
+        return b, _nvfp4_run(b, opt_b, range(3, 6))
+
+    b, got = resumed(True)
+    assert got == want
+    _same_model(a, b)
+    assert sd["precc_sr_counter"].item() == calls
+    c, lost = resumed(False)
+    assert lost != want or any(not torch.equal(v, c.state_dict()[k])
+                               for k, v in a.state_dict().items())

@@ -14,6 +14,7 @@
 #define cuStreamSynchronize fake_real_cuStreamSynchronize
 #define cuLaunchKernel fake_real_cuLaunchKernel
 #define cuPointerGetAttribute fake_real_cuPointerGetAttribute
+#define cuPointerGetAttributes fake_real_cuPointerGetAttributes
 #include "fake_cuda.c"
 #undef cuMemAlloc_v2
 #undef cuMemFree_v2
@@ -23,6 +24,7 @@
 #undef cuStreamSynchronize
 #undef cuLaunchKernel
 #undef cuPointerGetAttribute
+#undef cuPointerGetAttributes
 
 static long n_alloc, n_free, n_htod, n_dtoh, n_memset, n_sync, n_launch;
 
@@ -49,6 +51,14 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdevi
 		if (allocs[i] && p >= (uintptr_t)allocs[i] && p < (uintptr_t)allocs[i] + sizes[i])
 			return fake_real_cuPointerGetAttribute(data, a, (uintptr_t)allocs[i]);
 	return fake_real_cuPointerGetAttribute(data, a, p);
+}
+CUresult CUDAAPI cuPointerGetAttributes(unsigned n, CUpointer_attribute *a, void **data,
+                                        CUdeviceptr p)
+{
+	for (int i = 0; i < 64; i++)
+		if (allocs[i] && p >= (uintptr_t)allocs[i] && p < (uintptr_t)allocs[i] + sizes[i])
+			return fake_real_cuPointerGetAttributes(n, a, data, (uintptr_t)allocs[i]);
+	return fake_real_cuPointerGetAttributes(n, a, data, p);
 }
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr p) { n_free++; return fake_real_cuMemFree_v2(p); }
 CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { n_htod++; return fake_real_cuMemcpyHtoD_v2(d, s, n); }

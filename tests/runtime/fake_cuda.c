@@ -23,7 +23,12 @@
  * from the same figures.
  *
  * It tracks the context stack per process (tests are single-threaded) so
- * tests can check that the runtime leaves no context current.
+ * tests can check that the runtime leaves no context current. Three
+ * contexts: the primary and a user one on device 0, and one on a device 1
+ * (fake_cuda_other_ctx): memory allocated while it is current is device
+ * 1's (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), a stream made for it
+ * (fake_cuda_stream) is its (cuStreamGetCtx). Any other non-NULL stream
+ * handle, the stand-in tests and benches pass, is the current context's.
  *
  * Every launch is recorded (fake_cuda_launches) and checked as a GPU would
  * punish it: each function has its own dynamic shared-memory limit, and
@@ -45,7 +50,7 @@ static const char *mode(void)
 	return m ? m : "ok";
 }
 
-static struct CUctx_st { int id; } primary = {1}, user = {2};
+static struct CUctx_st { int id; } primary = {1}, user = {2}, other = {3};
 static CUcontext stack[16];
 static int depth, retained;
 static unsigned launched[7];
@@ -87,6 +92,8 @@ const char *fake_cuda_last_violation(void) { return violation; }
 int fake_cuda_depth(void) { return depth; }
 int fake_cuda_retained(void) { return retained; }
 CUcontext fake_cuda_user_ctx(void) { return &user; }
+CUcontext fake_cuda_other_ctx(void) { return &other; }   /* on device 1 */
+static int ctx_device(CUcontext c) { return c == &other; }
 const unsigned *fake_cuda_last_launch(void) { return launched; }
 /* The next launches copy their first n kernel params (8 bytes each: the
  * launcher's pointers and i64 m / seed) for fake_cuda_last_params. */
@@ -238,7 +245,39 @@ CUresult CUDAAPI cuCtxPopCurrent(CUcontext *c)
 	return 0;
 }
 
-CUresult CUDAAPI cuCtxGetDevice(CUdevice *d) { *d = 0; return 0; }
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *d)
+{
+	if (!depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*d = ctx_device(stack[depth - 1]);
+	return 0;
+}
+
+/* Streams of a context (fake_cuda_stream): cuStreamGetCtx answers theirs;
+ * NULL and any other handle are the current context's. */
+struct CUstream_st { CUcontext ctx; };
+static struct CUstream_st streams[8];
+static int nstream;
+CUstream fake_cuda_stream(CUcontext c)
+{
+	if (nstream == 8)
+		return NULL;
+	streams[nstream].ctx = c;
+	return &streams[nstream++];
+}
+
+CUresult CUDAAPI cuStreamGetCtx(CUstream s, CUcontext *c)
+{
+	for (int i = 0; i < nstream; i++)
+		if (s == &streams[i]) {
+			*c = streams[i].ctx;
+			return 0;
+		}
+	if (!depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*c = stack[depth - 1];
+	return 0;
+}
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
@@ -431,6 +470,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned gx,
 /* "Device" memory is host memory the fake remembers handing out. */
 static void *allocs[64];
 static size_t alloc_bytes[64];
+static int alloc_dev[64];   /* the device of the context current at cuMemAlloc */
 
 /* The bytes from ptr to the end of the allocation it is in, else -1. */
 __attribute__((visibility("hidden"))) long fake_alloc_room(uint64_t ptr)
@@ -450,6 +490,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n)
 			if (!(allocs[i] = malloc(n ? n : 1)))
 				return CUDA_ERROR_INVALID_VALUE;
 			alloc_bytes[i] = n;
+			alloc_dev[i] = ctx_device(stack[depth - 1]);
 			*p = (CUdeviceptr)(uintptr_t)allocs[i];
 			return 0;
 		}
@@ -515,18 +556,49 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a,
 	static int any = -1;   /* $FAKE_CUDA_ANY_POINTER, read once */
 	if (any < 0)
 		any = getenv("FAKE_CUDA_ANY_POINTER") != NULL;
+	if (a != CU_POINTER_ATTRIBUTE_MEMORY_TYPE && a != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+		return CUDA_ERROR_INVALID_VALUE;
 	if (any && p) {
-		*(unsigned *)data = CU_MEMORYTYPE_DEVICE;
+		*(unsigned *)data = a == CU_POINTER_ATTRIBUTE_MEMORY_TYPE ? CU_MEMORYTYPE_DEVICE : 0;
 		return 0;
 	}
 	for (int i = 0; i < 64; i++)
 		if (allocs[i] && (uintptr_t)allocs[i] == p) {
-			*(unsigned *)data = CU_MEMORYTYPE_DEVICE;
+			if (a == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+				*(unsigned *)data = CU_MEMORYTYPE_DEVICE;
+			else
+				*(int *)data = alloc_dev[i];
 			return 0;
 		}
 	return CUDA_ERROR_INVALID_VALUE;
 }
 #endif
+
+/* The memory type and device ordinal in one call (cuda.c's per-buffer
+ * check); as the real one, memory it does not know is success with zeroed
+ * values, not an error. */
+CUresult CUDAAPI cuPointerGetAttributes(unsigned n, CUpointer_attribute *a, void **data,
+                                        CUdeviceptr p)
+{
+	static int any = -1;   /* $FAKE_CUDA_ANY_POINTER, read once */
+	int slot = -1;
+
+	if (any < 0)
+		any = getenv("FAKE_CUDA_ANY_POINTER") != NULL;
+	for (int i = 0; p && !any && i < 64 && slot < 0; i++)
+		if (allocs[i] && (uintptr_t)allocs[i] == p)
+			slot = i;
+	for (unsigned i = 0; i < n; i++) {
+		int known = slot >= 0 || (any && p);
+		if (a[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+			*(unsigned *)data[i] = known ? CU_MEMORYTYPE_DEVICE : 0;
+		else if (a[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+			*(int *)data[i] = slot >= 0 ? alloc_dev[slot] : known ? 0 : -2;
+		else
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	return 0;
+}
 
 /* Events for bench_quant_bw's smoke run: every interval is 1 ms. */
 static int fake_event;

@@ -469,6 +469,21 @@ static int test_fake(const char *dir, const char *lib)
 		       "allocations, synchronous copies or syncs\n",
 		       precc_rt_layer_name(rt, l), launches(), blocking());
 		CHECK(launches() >= precc_rt_step_count(rt, l) - 1 && blocking() == 0);
+		/* a stream of another context (the fake's on device 1): forward,
+		 * backward and commit refuse it before any launch */
+		if (l == 0) {
+			void *(*other)(void) = (void *(*)(void))dlsym(h, "fake_cuda_other_ctx");
+			void *(*mkstream)(void *) = (void *(*)(void *))dlsym(h, "fake_cuda_stream");
+			CHECK(other && mkstream);
+			void *theirs = other && mkstream ? mkstream(other()) : NULL;
+			long before = launches();
+			CHECK(theirs && precc_rt_forward(rt, l, m, x, w, NULL, y, sv, st, wk, 1, theirs) == -1);
+			CHECK(strstr(precc_rt_last_error(), " belongs to another context (") != NULL);
+			CHECK(precc_rt_backward(rt, l, m, x, w, dy, dx, dw, NULL, sv, st, wk, 1, theirs) == -1);
+			CHECK(strstr(precc_rt_last_error(), " belongs to another context (") != NULL);
+			CHECK(!sz.has_state || precc_rt_commit(rt, l, m, sv, st, theirs) == -1);
+			CHECK(launches() == before);
+		}
 		/* main_grad is host code: refused on cuda, with the reason */
 		CHECK(precc_rt_backward(rt, l, m, x, w, dy, dx, NULL, mg, sv, st, wk, 1, NULL) == -1);
 		CHECK(strstr(precc_rt_last_error(), "main_grad epilogue") != NULL);

@@ -460,6 +460,12 @@ static void test_manifest(const char *inputs)
 }
 
 #ifdef PRECC_HAVE_CUDA_H
+static long fake_launches(void *h)
+{
+	long (*n)(void) = h ? (long (*)(void))dlsym(h, "fake_cuda_launches") : NULL;
+	return n ? n() : -1;
+}
+
 static void test_fake(const char *inputs, const char *lib)
 {
 	char dir[4096], why[512];
@@ -549,7 +555,7 @@ static void test_fake(const char *inputs, const char *lib)
 			CHECK(launch && violation && nviol && push && pop);
 			if (launch && violation && nviol && push && pop) {
 				const rt_step *st = &rt->art->layer[l].step[1];
-				CUfunction fn = rt->art->kern[st->kernel].k->fn;
+				CUfunction fn = rt_cuda_kdesc_kernel(&rt->art->kern[st->kernel])->fn;
 				CUdeviceptr ptr[5];
 				int64_t m = 96;
 				void *pp[6];
@@ -586,6 +592,42 @@ static void test_fake(const char *inputs, const char *lib)
 		CHECK(precc_rt_run_layer(rt, l, 128, d, 0, NULL) == -1);
 		CHECK(contains(precc_rt_last_error(), "cuda: layer 'model.layers.0.self_attn.q_proj' buffer 3 'x.q.t' is a host pointer"));
 		d[3] = keep;
+		/* bad input (issue 31): memory of another device, and a stream of
+		 * another context, refused before any launch; the same runs pass
+		 * with the runtime's own memory and a stream of its context */
+		{
+			CUcontext (*other)(void) = h ? (CUcontext (*)(void))dlsym(h, "fake_cuda_other_ctx") : NULL;
+			CUstream (*mkstream)(CUcontext) = h ? (CUstream (*)(CUcontext))dlsym(h, "fake_cuda_stream") : NULL;
+			CUresult (*push)(CUcontext) = h ? (CUresult (*)(CUcontext))dlsym(h, "cuCtxPushCurrent_v2") : NULL;
+			CUresult (*pop)(CUcontext *) = h ? (CUresult (*)(CUcontext *))dlsym(h, "cuCtxPopCurrent_v2") : NULL;
+			CUresult (*alloc)(CUdeviceptr *, size_t) = h ? (CUresult (*)(CUdeviceptr *, size_t))dlsym(h, "cuMemAlloc_v2") : NULL;
+			CUresult (*dfree)(CUdeviceptr) = h ? (CUresult (*)(CUdeviceptr))dlsym(h, "cuMemFree_v2") : NULL;
+			CHECK(other && mkstream && push && pop && alloc && dfree);
+			if (other && mkstream && push && pop && alloc && dfree) {
+				precc_buffer_info bi;
+				CUdeviceptr far = 0;
+				CUcontext c;
+				long before = fake_launches(h);
+				precc_rt_buffer_info(rt, l, 3, 128, &bi);
+				CHECK(push(other()) == 0 && alloc(&far, bi.bytes) == 0 && pop(&c) == 0);
+				d[3] = (void *)(uintptr_t)far;
+				CHECK(precc_rt_run_layer(rt, l, 128, d, 0, NULL) == -1);
+				CHECK(contains(precc_rt_last_error(), "cuda: layer 'model.layers.0.self_attn.q_proj' buffer 3 'x.q.t' ("));
+				CHECK(contains(precc_rt_last_error(), ") is memory of device 1; this runtime's context is on device 0"));
+				d[3] = keep;
+				CHECK(push(other()) == 0 && dfree(far) == 0 && pop(&c) == 0);
+				CUstream theirs = mkstream(other());
+				CHECK(precc_rt_run_layer(rt, l, 128, d, 0, theirs) == -1);
+				CHECK(contains(precc_rt_last_error(), "cuda: stream "));
+				CHECK(contains(precc_rt_last_error(), " belongs to another context ("));
+				CHECK(contains(precc_rt_last_error(), "than this runtime's ("));
+				CHECK(precc_rt_run_step(rt, l, 0, 128, d, 0, theirs) == -1);
+				CHECK(contains(precc_rt_last_error(), " belongs to another context ("));
+				CHECK(fake_launches(h) == before);   /* refused before any launch */
+				CHECK(precc_rt_run_layer(rt, l, 128, d, 0, mkstream(rt->ctx)) == 0);
+				CHECK(fake_launches(h) > before);
+			}
+		}
 		cpu = precc_rt_open(dir, PRECC_BACKEND_CPU, NULL, 0);
 		CHECK(cpu && precc_rt_run_layer(cpu, l, 128, d, 0, NULL) == -1);
 		CHECK(contains(precc_rt_last_error(), "buffer 0 'x' ("));

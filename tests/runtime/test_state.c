@@ -83,6 +83,8 @@ static int same(precc_state *a, precc_state *b)
 {
 	precc_state_tensor x, y;
 
+	if (precc_state_sr_counter(a) != precc_state_sr_counter(b))
+		return 0;
 	for (size_t i = 0; i < precc_state_count(a); i++) {
 		precc_state_tensor_at(a, i, &x);
 		precc_state_tensor_at(b, i, &y);
@@ -191,11 +193,15 @@ int main(void)
 		          "1 to 4096 bytes (it is 0)");
 	}
 
-	/* round trip, bit for bit, through a temp file renamed into place */
+	/* round trip, bit for bit, through a temp file renamed into place;
+	 * the SR counter too (a new state's is 0) */
 	fill(a, 3);
+	CHECK(precc_state_sr_counter(a) == 0);
+	precc_state_set_sr_counter(a, 0x8000000000000123u);
 	CHECK(precc_state_save(a, path) == 0);
 	b = fresh(RECIPE, MODEL, 3, names, lens);
 	CHECK(precc_state_load(b, path) == 0);
+	CHECK(precc_state_sr_counter(b) == 0x8000000000000123u);
 	CHECK(same(a, b));
 	precc_state_free(b);
 	{
@@ -226,10 +232,39 @@ int main(void)
 	}
 
 	file = slurp(path, &size);
-	/* header 56 + table (6+23, 6+24, 6+19) + data (12+64, 12+64, 12+4) + 8 */
-	CHECK(size == 56 + 84 + 168 + 8);
+	/* header 56 + table (6+23, 6+24, 6+19) + data (12+64, 12+64, 12+4)
+	 * + SR counter 8 + checksum 8 */
+	CHECK(size == 56 + 84 + 168 + 8 + 8);
 	CHECK(memcmp(file, "PRECCSST", 8) == 0);
 	copy = malloc(size);
+
+	/* a format 1 file (no SR counter: the data, then the checksum) still
+	 * loads, with counter 0 */
+	{
+		unsigned char *v1 = malloc(size - 8);
+		char v1p[300];
+		precc_state *c = fresh(RECIPE, MODEL, 3, names, lens);
+		memcpy(v1, file, size - 16);
+		v1[8] = 1;
+		put64(v1 + 12, size - 8);
+		reseal(v1, size - 8);
+		snprintf(v1p, sizeof v1p, "%s/v1.pst", dir);
+		spit(v1p, v1, size - 8);
+		precc_state_set_sr_counter(c, 7);
+		CHECK(precc_state_load(c, v1p) == 0);
+		CHECK(precc_state_sr_counter(c) == 0);
+		precc_state_set_sr_counter(c, precc_state_sr_counter(a));
+		CHECK(same(a, c));
+		/* and a format 2 header on format 1 bytes is corrupt */
+		v1[8] = 2;
+		reseal(v1, size - 8);
+		spit(v1p, v1, size - 8);
+		CHECK(precc_state_load(c, v1p) == -1);
+		CHECK(strstr(precc_rt_last_error(), "corrupt: the tensor table does not match the file size") != NULL);
+		unlink(v1p);
+		precc_state_free(c);
+		free(v1);
+	}
 
 	/* every byte flipped: each region's own error, never a load */
 	for (size_t i = 0; i < size; i++) {
@@ -239,13 +274,10 @@ int main(void)
 		if (i < 8)
 			snprintf(want, sizeof want, "state: '%s': not a precc "
 			         "scaling-state file (bad magic)", bad);
-		else if (i == 8)
-			snprintf(want, sizeof want, "state: '%s': format version 0 is "
-			         "not valid (corrupt header)", bad);
 		else if (i < 12)
 			snprintf(want, sizeof want, "state: '%s': format version %u is "
-			         "newer than this precc (%s) reads (up to 1)", bad,
-			         1u | 1u << 8 * (i - 8), PRECC_VERSION);
+			         "newer than this precc (%s) reads (up to 2)", bad,
+			         2u ^ 1u << 8 * (i - 8), PRECC_VERSION);
 		else if (i < 20) {
 			uint64_t declared = size ^ (uint64_t)1 << 8 * (i - 12);
 			if (declared > size)
@@ -295,11 +327,19 @@ int main(void)
 
 	/* a newer format version, even with a valid checksum */
 	memcpy(copy, file, size);
-	copy[8] = 2;
+	copy[8] = 3;
 	reseal(copy, size);
 	spit(bad, copy, size);
-	snprintf(want, sizeof want, "state: '%s': format version 2 is newer than "
-	         "this precc (%s) reads (up to 1)", bad, PRECC_VERSION);
+	snprintf(want, sizeof want, "state: '%s': format version 3 is newer than "
+	         "this precc (%s) reads (up to 2)", bad, PRECC_VERSION);
+	expect_fail(bad, want, __LINE__);
+	/* version 0, with a valid checksum */
+	memcpy(copy, file, size);
+	copy[8] = 0;
+	reseal(copy, size);
+	spit(bad, copy, size);
+	snprintf(want, sizeof want, "state: '%s': format version 0 is not valid "
+	         "(corrupt header)", bad);
 	expect_fail(bad, want, __LINE__);
 
 	/* a consistent file with an impossible position */

@@ -61,8 +61,8 @@ refuse() {  # refuse WHAT EXPECTED-MESSAGE ARGS...
 refuse "other recipes" "recipe mismatch" --recipe bf16 --resume "$tmp/c.pst"
 refuse "another seed" "model mismatch" $R --seed 2 --resume "$tmp/c.pst"
 cp "$tmp/c.pst" "$tmp/v.pst"
-printf '\002' | dd of="$tmp/v.pst" bs=1 seek=8 conv=notrunc 2>/dev/null
-refuse "another format version" "format version 2 is newer" $R --resume "$tmp/v.pst"
+printf '\003' | dd of="$tmp/v.pst" bs=1 seek=8 conv=notrunc 2>/dev/null
+refuse "another format version" "format version 3 is newer" $R --resume "$tmp/v.pst"
 cp "$tmp/c.pst" "$tmp/x.pst"
 printf 'Z' | dd of="$tmp/x.pst" bs=1 seek=5000 conv=notrunc 2>/dev/null
 refuse "a corrupt file" "checksum mismatch" $R --resume "$tmp/x.pst"

@@ -12,7 +12,7 @@ from torch import nn
 from .. import compiler
 from .._lib import Error
 from ..runtime import Runtime
-from . import _ops
+from . import _ops, _state
 from . import _experts
 from ._experts import GroupedExperts
 from ._module import Linear
@@ -337,6 +337,7 @@ def convert(model, recipe="current_tensorwise", module_filter_fn=None, artifacts
             setattr(parent, attr, new)
     new_root.precc_report = [report[f] for f, _ in mods] + [report[f] for f in exp_report]
     new_root.precc_group = group
+    _state.track(new_root, group)
     kept = [d for d in new_root.precc_report
             if not d.converted and d.reason != "module_filter_fn said no"]
     if warn and kept:

@@ -1,6 +1,10 @@
-"""The scaling state beyond state_dict: precc's own state file (the
+"""The scaling state beyond the layers' precc_state buffers: the
+stochastic-rounding counter of a converted model (in its state_dict as
+`precc_sr_counter`, and in precc's own state file), precc's state file (the
 versioned, checksummed format of docs/runtime.md), and flushing the
 deferred delayed-scaling update."""
+import ctypes
+
 import torch
 
 from .._lib import Error
@@ -31,6 +35,41 @@ def _modules(model):
     return layers, next(iter(groups.values()))
 
 
+SR_COUNTER_KEY = "precc_sr_counter"
+
+
+def track(model, group):
+    """Puts group's stochastic-rounding counter (the calls each seed is drawn
+    from: _ops.Group.next_seed) into model's state_dict and takes it back on
+    load_state_dict, so that a resumed run draws the same seeds and rounds
+    bit for bit as one that never stopped. A checkpoint without the key
+    (older precc, plain models) leaves the counter as it is."""
+    def save(module, state_dict, prefix, local_metadata):
+        state_dict[prefix + SR_COUNTER_KEY] = torch.tensor(group.calls, dtype=torch.int64)
+
+    def load(state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        v = state_dict.pop(prefix + SR_COUNTER_KEY, None)
+        if v is not None:
+            group.calls = int(v)
+
+    model._register_state_dict_hook(save)
+    model._register_load_state_dict_pre_hook(load)
+
+
+def _sr_counter(st, value=None):
+    """precc_state_sr_counter, or with value precc_state_set_sr_counter, of
+    a runtime State (the C API; declared here, where it is used)."""
+    lib = st.lib
+    if value is None:
+        f = lib.precc_state_sr_counter
+        f.restype, f.argtypes = ctypes.c_uint64, [ctypes.c_void_p]
+        return int(f(st.handle))
+    f = lib.precc_state_set_sr_counter
+    f.restype, f.argtypes = None, [ctypes.c_void_p, ctypes.c_uint64]
+    f(st.handle, value)
+    return value
+
+
 def flush(model):
     """Runs the delayed-scaling updates still pending (the amax all-reduce
     included). convert's layers do this themselves after the last backward
@@ -50,8 +89,9 @@ def _ptrs(layer, views):
 
 
 def save_state(model, path):
-    """Writes every layer's scaling state to path in precc's state file
-    format, bound to the artifacts' recipe and model (precc_state_save)."""
+    """Writes every layer's scaling state and the stochastic-rounding counter
+    to path in precc's state file format, bound to the artifacts' recipe and
+    model (precc_state_save)."""
     mods, group = _modules(model)
     group.flush()
     rt = group.runtime(torch.device("cpu"))
@@ -60,6 +100,7 @@ def save_state(model, path):
         for fqn, state in mods:
             host = state.detach().to("cpu").contiguous()
             st.pull(rt.layer(fqn), _ptrs(rt.layer(fqn), group.layouts[fqn].views(host)))
+        _sr_counter(st, group.calls)
         st.save(path)
     finally:
         st.close()
@@ -83,5 +124,6 @@ def load_state(model, path):
         with torch.no_grad():
             for (_, state), h in zip(mods, hosts):
                 state.copy_(h)
+        group.calls = _sr_counter(st)   # 0 from a format 1 file, which has none
     finally:
         st.close()

@@ -1,0 +1,157 @@
+#!/bin/sh
+# bench/gemm/lease_gemm.sh — issue 28's GEMM figures in one device call
+# (<= 8 minutes): bench_gemm_gpu (fprop, dgrad and wgrad of every linear of
+# bench/gemm/shapes.lua, each output checked, then timed) for bf16,
+# current_tensorwise and deepseek_v3 on sm_90a, then bench/gemm/torch_ref.py
+# (cuBLASLt tensorwise/rowwise/blockwise, torch.matmul) at the same shapes,
+# then bench/gemm_model.py --compare: each measured row beside the cost
+# model's prediction, and #28's targets measured and predicted. Records the
+# card, driver, clocks, torch and the date first.
+#
+#   sh bench/gemm/lease_gemm.sh prepare    here (CPU): the artifacts into
+#        $ART (default tests/gpu/artifacts/gemm; PTX dropped, cubins kept)
+#        and the model's predictions ($ART/predicted.json: needs nvdisasm
+#        and cuobjdump, see bench/sass_audit.py)
+#   sh bench/gemm/lease_gemm.sh predict    here: only the predictions, for
+#        the kernels already in $ART (tests/gpu/prepare.sh's gemm/)
+#   sh bench/gemm/lease_gemm.sh dry-run    here: checks what a lease needs
+#        (every shape in every recipe's manifest, a prediction for each
+#        GEMM, the budget) and prints the commands it would run
+#   sh bench/gemm/lease_gemm.sh [SECONDS]  there: the run (default 480 s),
+#        logs and JSON into $OUT (the device tool's folder) or /tmp/precc-gemm
+#
+# tests/gpu/lease.sh can call it as its GEMM part (see the line in
+# bench/RESULTS.md, "GEMM cost model"); alone, carry tests/gpu/artifacts.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT" || exit 1
+ART=${PRECC_GEMM_ARTIFACTS:-$ROOT/tests/gpu/artifacts/gemm}
+PRECC=${PRECC:-$ROOT/build/precc}
+RECIPES="bf16:0.02 current_tensorwise:0.2 deepseek_v3:0.2"
+MODE=${1:-480}
+
+case $MODE in
+prepare)
+	[ -x "$PRECC" ] || { echo "lease_gemm: no precc at $PRECC"; exit 1; }
+	mkdir -p "$ART" || exit 1
+	js=
+	for rt in $RECIPES; do
+		r=${rt%%:*}
+		rm -rf "${ART:?}/$r"
+		"$PRECC" build "recipes/$r.lua" --model bench/gemm/shapes.lua --target sm_90a -o "$ART/$r" \
+			>"$ART/$r.build.log" 2>&1 || { echo "lease_gemm: $r does not build:"; tail -3 "$ART/$r.build.log"; exit 1; }
+		echo "built $ART/$r"
+	done
+	sh "$0" predict || echo "lease_gemm: no predictions (the run prints measured rows only)"
+	python3 tests/gpu/slim.py "$ART" || exit 1
+	echo "lease_gemm: prepared $ART ($(du -sh "$ART" | cut -f1))"
+	exit 0 ;;
+predict)
+	# the model's predictions for the kernels in $ART (their SASS: before
+	# tests/gpu/slim.py drops the PTX it does not matter, the cubins stay)
+	dirs=
+	for rt in $RECIPES; do dirs="$dirs $ART/${rt%%:*}"; done
+	python3 bench/sass_audit.py --dirs "$dirs" --json "$ART/audit.json" >"$ART/audit.log" 2>&1
+	[ -f "$ART/audit.json" ] || { echo "lease_gemm: no SASS audit:"; tail -2 "$ART/audit.log"; exit 1; }
+	python3 bench/gemm_model.py --write "$ART/predicted.json" "$ART/audit.json"
+	exit $? ;;
+dry-run)
+	bad=0
+	python3 - "$ART" $RECIPES <<'PY' || bad=1
+import json, os, re, sys
+sys.path.insert(0, "bench")
+import gemm_model
+art, recipes = sys.argv[1], [r.split(":")[0] for r in sys.argv[2:]]
+shapes = gemm_model.shapes()
+bad = 0
+pred = {}
+if os.path.exists(os.path.join(art, "predicted.json")):
+    for p in json.load(open(os.path.join(art, "predicted.json")))["rows"]:
+        pred[(p["recipe"], p["m"], p["n"], p["k"], p["what"])] = p
+else:
+    print("dry-run: no %s/predicted.json: the run prints no predictions" % art); bad = 1
+gemms = 0
+for r in recipes:
+    mf = os.path.join(art, r, "manifest.json")
+    if not os.path.exists(mf):
+        print("dry-run: FAIL: no %s (sh bench/gemm/lease_gemm.sh prepare)" % mf); bad = 1; continue
+    m = json.load(open(mf))
+    kern = {k["name"]: k for k in m["kernels"]}
+    layers = {l["fqn"]: l["class"] for l in m["layers"]}
+    for (mm, n, k) in shapes:
+        name = "m%d_n%d_k%d" % (mm, n, k)
+        if name not in layers:
+            print("dry-run: FAIL: %s has no layer %s" % (r, name)); bad = 1; continue
+        lc = m["layer_classes"][layers[name]]
+        for st in lc["steps"]:
+            kk = kern[st["kernel"]]
+            if kk["shape"] != "gemm":
+                continue
+            gemms += 1
+            if "cubin" not in kk["files"].get("sm_90a", {}):
+                print("dry-run: FAIL: %s %s %s: no sm_90a cubin" % (r, name, st["gemm"])); bad = 1
+            p = pred.get((r, mm, n, k, st["gemm"]))
+            mv = kk.get("m_variant") or {}
+            # at M >= m_min the runtime launches the m_variant kernel
+            want = mv["kernel"] if isinstance(mv, dict) and mv.get("m_min", 1 << 62) <= mm else st["kernel"]
+            if pred and (not p or p.get("kernel") != want):
+                print("dry-run: %s %s %s: no prediction for kernel %s" % (r, name, st["gemm"], st["kernel"])); bad = 1
+flop = sum(2.0 * mm * n * k for mm, n, k in shapes)
+# time on the device: 3 GEMMs + the fprop chain, (20 + 3 + 1) launches each,
+# at a pessimistic 300 TFLOP/s, plus torch_ref's 5 references x 23
+est = 3 * 4 * 24 * flop / 300e12 + 5 * 23 * flop / 600e12
+print("dry-run: %d shapes x %d recipes: %d GEMM steps, %d predicted; %.1f TFLOP per pass over the shapes, "
+      "est. %.0f s of GPU time at 300 TFLOP/s (+ build, fills, checks)" % (len(shapes), len(recipes), gemms,
+                                                                          len(pred), flop / 1e12, est))
+sys.exit(bad)
+PY
+	echo "dry-run: on the device it would run:"
+	echo "  PRECC_GPU_OUT=/tmp/precc-build-gpu PRECC_GPU_CHECKS=none PRECC_GPU_BENCH=0 sh tests/gpu/run.sh"
+	echo "  /tmp/precc-build-gpu/bench_gemm_gpu $ART OUT/gemm.jsonl $RECIPES"
+	echo "  python3 bench/gemm/torch_ref.py OUT/gemm.jsonl --json OUT/gemm_torch.json"
+	echo "  python3 bench/gemm_model.py --compare OUT/gemm.jsonl $ART/predicted.json OUT/gemm_torch.json"
+	[ $bad = 0 ] && echo "dry-run: ready" || echo "dry-run: NOT ready"
+	exit $bad ;;
+esac
+
+BUDGET=$MODE
+T0=$(date +%s)
+O=${OUT:-/tmp/precc-gemm}
+B=${PRECC_GPU_OUT:-/tmp/precc-build-gpu}
+mkdir -p "$O" || exit 1
+left() { echo $((BUDGET - ($(date +%s) - T0))); }
+{
+	echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+	nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.max.sm,clocks.sm,power.limit,temperature.gpu \
+		--format=csv 2>&1
+	python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+} | tee "$O/gemm_machine.txt"
+[ -f "$ART/predicted.json" ] || echo "lease_gemm: no $ART/predicted.json: measured rows only"
+
+if [ ! -x "$B/bench_gemm_gpu" ]; then
+	PRECC_GPU_OUT=$B PRECC_GPU_CHECKS=none PRECC_GPU_BENCH=0 sh tests/gpu/run.sh >"$O/gemm_build.log" 2>&1
+	[ -x "$B/bench_gemm_gpu" ] || { echo "lease_gemm: bench_gemm_gpu did not build"; tail -5 "$O/gemm_build.log"; exit 1; }
+fi
+echo "== bench_gemm_gpu ($(left) s left)"
+# leave torch_ref a third of what is left
+timeout $(($(left) * 2 / 3)) "$B/bench_gemm_gpu" "$ART" "$O/gemm.jsonl" $RECIPES >"$O/gemm.log" 2>&1
+rc=$?
+tail -3 "$O/gemm.log"
+echo "bench_gemm_gpu: exit $rc"
+echo "== torch_ref.py ($(left) s left)"
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+	timeout $(($(left) - 10)) python3 bench/gemm/torch_ref.py "$O/gemm.jsonl" --json "$O/gemm_torch.json" \
+		>"$O/gemm_torch.log" 2>&1
+	echo "torch_ref.py: exit $?"
+else
+	echo "SKIP torch_ref.py: python3 has no torch with a CUDA device"
+fi
+echo "== measured beside predicted ($(left) s left)"
+if [ -f "$ART/predicted.json" ] && [ -s "$O/gemm.jsonl" ]; then
+	python3 bench/gemm_model.py --compare "$O/gemm.jsonl" "$ART/predicted.json" "$O/gemm_torch.json" \
+		2>&1 | tee "$O/gemm_compare.txt"
+fi
+sed -n '/^precc against/,$p' "$O/gemm_torch.log" 2>/dev/null
+grep -E 'BAD|not finite|run failed|cannot open [^s]' "$O/gemm.log" | head -10
+exit $rc   # 77: no GPU (bench_gemm_gpu says why)
