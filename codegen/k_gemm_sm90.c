@@ -120,6 +120,7 @@ typedef struct S90 {
  * arrays; the most stages that fit, up to STAGES_MAX (the same file's
  * get_pipeline_config: kNumMaxStages = 16). */
 static int scale_uniform(const Func *f, const GOp *op, int tile);
+static int scale_straddles(const Func *f, const GOp *op, int tile);
 
 static int
 shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
@@ -134,6 +135,11 @@ shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 			snprintf(why, n, "tile %dx%d: %s is MN-major, in boxes of %d rows", bm, bn, o ? "B" : "A", MN_BOX);
 			return -1;
 		}
+	if (scale_straddles(f, &g->op[1], bn)) {
+		snprintf(why, n, "tile %dx%d: B's scale blocks of %ld rows straddle its columns", bm, bn,
+		         f->val[g->op[1].s].type.block[0]);
+		return -1;
+	}
 	z->bm = bm, z->bn = bn;
 	z->ncw = bm == 64 ? 1 : 2;
 	z->mi = bm / WGMMA_M / z->ncw;
@@ -432,6 +438,19 @@ scale_uniform(const Func *f, const GOp *op, int tile)
 {
 	long br = op->s >= 0 ? f->val[op->s].type.block[0] : 0;
 	return op->s < 0 || br == 0 || br % tile == 0;
+}
+
+/* B's scale blocks straddle a tile of bn columns (128-row blocks on a
+ * 96-wide tile): each column would load its own scale, 3bn/4 loads and
+ * registers per K tile where a tile inside one block loads one (the SASS
+ * audit's 611-627 instructions per K tile against 265, bench/RESULTS.md).
+ * A tile of several whole blocks (256 wide) would need bn / 128; none
+ * fits the registers with promotion, so those straddle too. */
+static int
+scale_straddles(const Func *f, const GOp *op, int tile)
+{
+	long br = op->s >= 0 ? f->val[op->s].type.block[0] : 0;
+	return br > 1 && !scale_uniform(f, op, tile);
 }
 
 static void

@@ -97,7 +97,8 @@ stream_other_ctx|runtime/cuda.c|runtime.plan.fake\|runtime.layer.fake|	if (c != 
 ptr_other_device|runtime/cuda.c|runtime.plan.fake|	if (ord != (int)rt->dev) {|	if (0) {
 sr_counter_not_saved|runtime/state.c|runtime.state\|runtime.resume|	p = put64(p, st->sr_counter);|	p = put64(p, 0);
 sr_counter_not_loaded|runtime/state.c|runtime.state\|runtime.resume|	st->sr_counter = get32(buf + 8) >= 2 ? get64(p) : 0;|	(void)p;
-extent_stale_m|runtime/artifact.c|runtime.plan\|runtime.layer$|	if (x->m != m \|\| m <= 0) {|	if (m <= 0) {"
+extent_stale_m|runtime/artifact.c|runtime.plan\|runtime.layer$|	if (x->m != m \|\| m <= 0) {|	if (m <= 0) {
+wgmma_scale_straddle|codegen/k_gemm_sm90.c|codegen.errors|	return br > 1 && !scale_uniform(f, op, tile);|	return 0;"
 
 # sm90sched (issue 28 §1): the wgmma family's shapes. A ring of one stage
 # more than 227 KiB holds, B's box as tall as A's, a 256-row tile's second

@@ -6,12 +6,26 @@
 # then three hand-written PTX kernels it must fail: one with a local array
 # indexed at run time (local memory), one that spills (.maxnreg 24 with 48
 # live values), one GEMM on mma.sync (not on wgmma). Exit 77 without ptxas,
-# nvdisasm or cuobjdump.
+# nvdisasm or cuobjdump (which it pip-installs once into BUILD/sass-venv).
 set -u
 precc=$1 src=$2
 ptxas=${PRECC_PTXAS:-/usr/local/cuda/bin/ptxas}
 [ -x "$ptxas" ] || ptxas=$(command -v ptxas) || { echo "SKIP: no ptxas"; exit 77; }
 export PRECC_PTXAS=$ptxas
+# nvdisasm and cuobjdump: $NVDISASM/$CUOBJDUMP, the toolkit, PATH, else
+# pip's wheels into BUILD/sass-venv once (the README's test command installs
+# what is missing; bench/sass_audit.py looks there through the variables)
+venv=$(dirname "$precc")/sass-venv
+tool() { ls "$venv"/lib/python*/site-packages/nvidia/*/bin/"$1" 2>/dev/null | head -1; }
+if [ -z "${NVDISASM:-}" ] && [ ! -x /usr/local/cuda/bin/nvdisasm ] && ! command -v nvdisasm >/dev/null; then
+	if [ -z "$(tool nvdisasm)" ] || [ -z "$(tool cuobjdump)" ]; then
+		{ python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check \
+			nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump; } >"$venv.log" 2>&1 ||
+			{ echo "SKIP: no nvdisasm/cuobjdump, and pip could not install them: $(tail -1 "$venv.log")"; exit 77; }
+	fi
+	NVDISASM=$(tool nvdisasm) CUOBJDUMP=$(tool cuobjdump)
+	export NVDISASM CUOBJDUMP
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 audit="python3 $src/bench/sass_audit.py"

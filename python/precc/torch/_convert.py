@@ -378,6 +378,8 @@ def unconvert(model):
                     new = done[id(child)] = (_to_linear(child) if isinstance(child, Linear)
                                              else _experts.to_experts(child))
                 setattr(mod, cname, new)
+    for h in model.__dict__.pop("precc_state_hooks", ()):
+        h.remove()   # the stochastic-rounding counter's state_dict key
     for attr in ("precc_group", "precc_report"):
         if attr in model.__dict__:
             delattr(model, attr)
@@ -386,11 +388,12 @@ def unconvert(model):
 
 def plain_state_dict(state):
     """A state_dict (or a module's) without precc's keys (each Linear's
-    precc_state): what a plain copy of the model loads with strict=True."""
+    precc_state, the model's precc_sr_counter): what a plain copy of the
+    model loads with strict=True."""
     if isinstance(state, nn.Module):
         state = state.state_dict()
     out = type(state)((k, v) for k, v in state.items()
-                      if k.rsplit(".", 1)[-1] != "precc_state"
+                      if k.rsplit(".", 1)[-1] not in ("precc_state", "precc_sr_counter")
                       and not k.rsplit(".", 1)[-1].startswith(_experts.STATE_PREFIX))
     meta = getattr(state, "_metadata", None)
     if meta is not None:

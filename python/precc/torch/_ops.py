@@ -21,7 +21,7 @@ from typing import List, Optional
 import torch
 
 from .._lib import Error, check
-from ..runtime import Runtime
+from ..runtime import Runtime, sync_threads
 
 DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16,
           "bf16": torch.bfloat16}
@@ -242,6 +242,7 @@ class ApiPlan(_Plan):
         self._cf = rt.lib.precc_rt_forward_shared
         self._cb = rt.lib.precc_rt_backward_shared
         self._cc = rt.lib.precc_rt_commit
+        self._lib = rt.lib
         self._state_ptr = bool(self.layout.size)
         self._kx = self.keep_inputs.index("x") if "x" in self.keep_inputs else -1
         self._kw = self.keep_inputs.index("w") if "w" in self.keep_inputs else -1
@@ -271,6 +272,8 @@ class ApiPlan(_Plan):
         y = torch.empty(ys[0], dtype=ys[1], device=dev)
         saved = torch.empty(sb, dtype=torch.uint8, device=dev)
         with self._lock:
+            if stream is None:   # the cpu backend: torch.set_num_threads's count
+                sync_threads(self._lib)
             rc = self._cf(self._h, self._i, mp, x.data_ptr(), w.data_ptr(),
                           bias.data_ptr() if bias is not None else None, y.data_ptr(),
                           saved.data_ptr(), state.data_ptr() if self._state_ptr else None,
@@ -291,6 +294,8 @@ class ApiPlan(_Plan):
         x = self.pad(kept[self._kx], mp) if self._kx >= 0 else None
         w = kept[self._kw] if self._kw >= 0 else None
         with self._lock:
+            if stream is None:
+                sync_threads(self._lib)
             rc = self._cb(self._h, self._i, mp, x.data_ptr() if x is not None else None,
                           w.data_ptr() if w is not None else None, dy.data_ptr(),
                           dx.data_ptr(), dw.data_ptr(), None, saved.data_ptr(),

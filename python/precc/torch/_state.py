@@ -52,8 +52,9 @@ def track(model, group):
         if v is not None:
             group.calls = int(v)
 
-    model._register_state_dict_hook(save)
-    model._register_load_state_dict_pre_hook(load)
+    # kept on the model so that unconvert() can take them off again
+    model.__dict__["precc_state_hooks"] = (model._register_state_dict_hook(save),
+                                           model._register_load_state_dict_pre_hook(load))
 
 
 def _sr_counter(st, value=None):
