@@ -233,6 +233,36 @@ check_quant_scales(Ctx *c, int dk, int first)
 	return covers(c, d, vn(c, dk), at(c, first), vn(c, first));
 }
 
+/* accum=promote:N applies the scales at each promotion: the K blocks of
+ * the two scale operands at args s and s + 1 are multiples of N */
+static bool
+promote_blocks(Ctx *c, int s)
+{
+	const Ins *i = c->i;
+	if (i->accum != ACC_PROMOTE)
+		return true;
+	for (int k = s; k <= s + 1; k++) {
+		long kb = at(c, k)->block[1];
+		if (kb && kb % i->accum_n)
+			return bad(c, "accum=promote:%d applies scales at each promotion, so "
+			              "K blocks must be multiples of %d; %%%s has %s",
+			           i->accum_n, i->accum_n, vn(c, k), blockstr(at(c, k)));
+	}
+	return true;
+}
+
+/* the accumulation model's parameter in range (gemm, gemm_grouped) */
+static bool
+accum_range(Ctx *c)
+{
+	const Ins *i = c->i;
+	if (i->accum == ACC_FAST && (i->accum_n < 1 || i->accum_n > 23))
+		return bad(c, "accum=fast:%d: the accumulator keeps 1 to 23 mantissa bits", i->accum_n);
+	if (i->accum == ACC_PROMOTE && i->accum_n < 1)
+		return bad(c, "accum=promote:%d: the interval must be positive", i->accum_n);
+	return true;
+}
+
 static bool
 check_op(Ctx *c)
 {
@@ -434,21 +464,10 @@ check_op(Ctx *c)
 			if (two && (!tensorwise(c, 4, "global scale_inv")
 			            || !tensorwise(c, 5, "global scale_inv")))
 				return false;
-			if (i->accum == ACC_PROMOTE)
-				for (int k = 2; k <= 3; k++) {
-					long kb = at(c, k)->block[1];
-					if (kb && kb % i->accum_n)
-						return bad(c, "accum=promote:%d applies scales at each promotion, so "
-						              "K blocks must be multiples of %d; %%%s has %s",
-						           i->accum_n, i->accum_n, vn(c, k), blockstr(at(c, k)));
-				}
+			if (!promote_blocks(c, 2))
+				return false;
 		}
-		if (i->accum == ACC_FAST && (i->accum_n < 1 || i->accum_n > 23))
-			return bad(c, "accum=fast:%d: the accumulator keeps 1 to 23 mantissa bits",
-			           i->accum_n);
-		if (i->accum == ACC_PROMOTE && i->accum_n < 1)
-			return bad(c, "accum=promote:%d: the interval must be positive", i->accum_n);
-		return true;
+		return accum_range(c);
 	}
 	case OP_gemm_grouped: {
 		const Type *A = at(c, 0), *B = at(c, 1), *O = at(c, 2);
@@ -509,21 +528,10 @@ check_op(Ctx *c)
 					              "blocks along K may not be partial", A->dim[1], vn(c, k),
 					           blockstr(at(c, k)));
 			}
-			if (i->accum == ACC_PROMOTE)
-				for (int k = 3; k <= 4; k++) {
-					long kb = at(c, k)->block[1];
-					if (kb && kb % i->accum_n)
-						return bad(c, "accum=promote:%d applies scales at each promotion, so "
-						              "K blocks must be multiples of %d; %%%s has %s",
-						           i->accum_n, i->accum_n, vn(c, k), blockstr(at(c, k)));
-				}
+			if (!promote_blocks(c, 3))
+				return false;
 		}
-		if (i->accum == ACC_FAST && (i->accum_n < 1 || i->accum_n > 23))
-			return bad(c, "accum=fast:%d: the accumulator keeps 1 to 23 mantissa bits",
-			           i->accum_n);
-		if (i->accum == ACC_PROMOTE && i->accum_n < 1)
-			return bad(c, "accum=promote:%d: the interval must be positive", i->accum_n);
-		return true;
+		return accum_range(c);
 	}
 	case OP_bias:
 		a = at(c, 0);
