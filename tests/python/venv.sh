@@ -1,13 +1,15 @@
 #!/bin/sh
 # venv.sh PYTHON VENV — make (once) the virtual environment the Python tests
 # run in: torch==2.13.0 (the CPU wheel; never an unpinned torch, which pulls
-# the CUDA build), pytest and numpy, and where they install, torchao and
-# ml_dtypes (independent references for MX/NVFP4). Reused while its stamp
+# the CUDA build), pytest, numpy and setuptools (python.install builds the
+# package with --no-build-isolation; venvs of Python 3.12+ lack it), and
+# where they install, torchao and ml_dtypes (independent references for
+# MX/NVFP4). Reused while its stamp
 # matches this list. $PRECC_PYTHON_VENV names an existing venv to use as is.
 # Exit 77 with the reason when no venv with torch can be had.
 set -u
 py=$1 venv=$2
-REQ="torch==2.13.0 pytest numpy"
+REQ="torch==2.13.0 pytest numpy setuptools"
 OPT="torchao==0.18.0 ml_dtypes"
 if [ -n "${PRECC_PYTHON_VENV:-}" ]; then
 	"$PRECC_PYTHON_VENV/bin/python" -c "import torch, pytest" 2>/dev/null && exit 0
