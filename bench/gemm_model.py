@@ -126,28 +126,33 @@ def fit_rows():
     return out
 
 
+def fit_at(rows, e, a):
+    """The squared relative error of the model at e and a over rows, with
+    the epilogue constant E that minimises it (t_pred = A + E * B, linear in
+    E), as (sse, E)."""
+    c = {"e": e, "a": a, "E": 0.0}
+    num = den = 0.0
+    ab = []
+    for rec, m, n, k, tf in rows:
+        kern = ran_kernel(rec, n, k)
+        waves, kt, per_k, _, _ = parts(kern, m, n, k, EB[rec], c)
+        t = 2.0 * m * n * k / (tf * 1e12) * F_HZ
+        A = waves * kt * per_k
+        B = waves * (kern["bm"] * kern["bn"] / 128 / kern["consumers"]) / 64
+        ab.append((A / t, B / t))
+        num += B / t * (1 - A / t)
+        den += (B / t) ** 2
+    E = max(0.0, num / den)
+    return sum((x + E * y - 1) ** 2 for x, y in ab), E
+
+
 def fit():
     rows = fit_rows()
     best = None
     for ie in range(40, 101):
-        e = ie / 100
         for ia in range(50, 301, 2):
-            a = ia / 100
-            c = {"e": e, "a": a, "E": 0.0}
-            # t_pred = A + E * B; minimise sum ((A + E B) / t - 1)^2 over E
-            num = den = 0.0
-            ab = []
-            for rec, m, n, k, tf in rows:
-                kern = ran_kernel(rec, n, k)
-                waves, kt, per_k, _, _ = parts(kern, m, n, k, EB[rec], c)
-                t = 2.0 * m * n * k / (tf * 1e12) * F_HZ
-                A = waves * kt * per_k
-                B = waves * (kern["bm"] * kern["bn"] / 128 / kern["consumers"]) / 64
-                ab.append((A / t, B / t))
-                num += B / t * (1 - A / t)
-                den += (B / t) ** 2
-            E = max(0.0, num / den)
-            sse = sum((x + E * y - 1) ** 2 for x, y in ab)
+            e, a = ie / 100, ia / 100
+            sse, E = fit_at(rows, e, a)
             if best is None or sse < best[0]:
                 best = (sse, {"e": e, "a": a, "E": E})
     # refine e and a on a finer grid around the coarse best
@@ -157,19 +162,7 @@ def fit():
             e, a = c0["e"] + ie / 1000, c0["a"] + ia / 500
             if e <= 0 or a <= 0:
                 continue
-            c = {"e": e, "a": a, "E": 0.0}
-            num = den = 0.0
-            ab = []
-            for rec, m, n, k, tf in rows:
-                kern = ran_kernel(rec, n, k)
-                waves, kt, per_k, _, _ = parts(kern, m, n, k, EB[rec], c)
-                t = 2.0 * m * n * k / (tf * 1e12) * F_HZ
-                A, B = waves * kt * per_k, waves * (kern["bm"] * kern["bn"] / 128 / kern["consumers"]) / 64
-                ab.append((A / t, B / t))
-                num += B / t * (1 - A / t)
-                den += (B / t) ** 2
-            E = max(0.0, num / den)
-            s = sum((x + E * y - 1) ** 2 for x, y in ab)
+            s, E = fit_at(rows, e, a)
             if s < best[0]:
                 best = (s, {"e": e, "a": a, "E": E})
     return best[1]
