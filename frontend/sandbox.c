@@ -96,6 +96,8 @@ hook(lua_State *L, lua_Debug *ar)
 {
 	Sandbox *sb = sandbox_of(L);
 
+	if (sb->over_time)                 /* the watchdog ticked: stop here */
+		limit_error(L);
 	if (ar->event == LUA_HOOKLINE) {   /* runs on every line: cheap */
 		if (!sb->chunks || (lua_getinfo(L, "S", ar) && is_recipe_source(sb, ar->source)))
 			sb->line = ar->currentline;
@@ -140,6 +142,12 @@ limit_error(lua_State *L)
 {
 	Sandbox *sb = sandbox_of(L);
 
+	if (sb->over_time && sb->task_line)
+		return sandbox_raise(L, sb->task_line, "%s used more than %d s of CPU time in "
+		                     "all, the last of it %s", sb->what, sb->cpu_s, sb->task);
+	if (sb->over_time)
+		return sandbox_raise(L, 0, "%s used more than %d s of CPU time (an infinite "
+		                     "loop?)", sb->what, sb->cpu_s);
 	if (sb->over_steps)
 		return sandbox_raise(L, 0, "%s exceeded its instruction budget "
 		                     "(%I instructions): an infinite loop?", sb->what,
@@ -158,7 +166,7 @@ sb_pcall(lua_State *L)
 	lua_pushvalue(L, lua_upvalueindex(1));
 	lua_insert(L, 1);
 	lua_call(L, base, LUA_MULTRET);
-	if (sb->over_steps || sb->over_mem)
+	if (sb->over_steps || sb->over_mem || sb->over_time)
 		return limit_error(L);
 	return lua_gettop(L);
 }
@@ -592,13 +600,18 @@ msgh(lua_State *L)
 	return 1;
 }
 
-/* The watchdog: C code (a runaway pattern match) cannot be interrupted
- * by hooks, so past the CPU-time limit precc reports and exits. CPU time,
- * not wall time: a loaded machine or a sanitizer build must not turn a
- * legitimate recipe into an error. The timer is armed with what is left
- * of the sandbox's budget, and each run's CPU time is taken off it, so its
- * runs share one budget: a rule that costs a second per layer is stopped on a model
- * of any size, not allowed a budget per layer. */
+/* The watchdog: past the CPU-time limit its first tick sets over_time,
+ * and Lua code stops at its next hook (within 1000 instructions or a line)
+ * with an error, unwinding as any other: the recipe's line, its memory
+ * freed. C code (a runaway pattern match) cannot be interrupted by hooks,
+ * so a second tick, WATCHDOG_GRACE_US of CPU later, reports and exits.
+ * CPU time, not wall time: a loaded machine or a sanitizer build must not
+ * turn a legitimate recipe into an error. The timer is armed with what is
+ * left of the sandbox's budget, and each run's CPU time is taken off it,
+ * so its runs share one budget: a rule that costs a second per layer is
+ * stopped on a model of any size, not allowed a budget per layer. */
+enum { WATCHDOG_GRACE_US = 250000 };
+
 static Sandbox *watched;
 
 static void
@@ -610,6 +623,10 @@ on_alarm(int sig)
 	(void)sig;
 	if (!watched)          /* the handler stays; a late tick finds no run */
 		return;
+	if (!watched->over_time) {
+		watched->over_time = 1;
+		return;
+	}
 	if (watched->task_line)
 		n = snprintf(buf, sizeof buf, "%s:%d: error: %s used more than %d s of CPU time "
 		             "in all, the last of it %s\n", watched->path, watched->task_line,
@@ -635,6 +652,8 @@ arm_watchdog(Sandbox *sb, long long us, struct itimerval *prev)
 		us = 1;
 	limit.it_value.tv_sec = us / 1000000;
 	limit.it_value.tv_usec = us % 1000000;
+	limit.it_interval.tv_usec = WATCHDOG_GRACE_US;   /* the second tick */
+	sb->over_time = 0;
 	watched = sb;
 	if (!installed) {
 		struct sigaction sa = {0};
@@ -681,6 +700,11 @@ sandbox_call(Sandbox *sb, int nargs, int nresults, long long steps, SandboxError
 	long long t0 = cpu_us();
 	arm_watchdog(sb, sb->cpu_left_us, &prev);
 	int st = lua_pcall(L, nargs, nresults, base);
+	if (st == LUA_OK && sb->over_time) {   /* C code ran past the budget and returned */
+		lua_settop(L, base);
+		lua_pushcfunction(L, limit_error);
+		st = lua_pcall(L, 0, 0, base);
+	}
 	disarm_watchdog(&prev);
 	sb->cpu_left_us -= cpu_us() - t0;
 	lua_remove(L, base);

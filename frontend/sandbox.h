@@ -7,6 +7,7 @@
 #define PRECC_SANDBOX_H
 
 #include <stdbool.h>
+#include <signal.h>
 #include <stddef.h>
 #include <lua.h>
 
@@ -37,6 +38,8 @@ typedef struct Sandbox {
 	size_t mem, mem_limit;
 	long long steps, step_limit;
 	bool over_steps, over_mem;
+	volatile sig_atomic_t over_time;  /* the watchdog's first tick: Lua stops at
+	                                     its next hook (sandbox.c, on_alarm) */
 	int line;                 /* last line of the recipe's own code run
 	                             (line hook; a load()ed chunk's lines are
 	                             not the recipe's) */

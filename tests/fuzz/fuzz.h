@@ -64,7 +64,10 @@ void __real__exit(int);
  * as used), and after a watchdog exit, and only then, those still
  * allocated are ignored: nothing else allocates between the jump and the
  * check, so a logged address that is allocated holds a block of this
- * run. A leak on any other path is still a finding. */
+ * run. A leak on any other path is still a finding. A tick that lands
+ * inside malloc, after the allocation and before the hook, loses that
+ * block to the log; the hard stop comes only for C code that runs on past
+ * the first tick (sandbox.c), which Lua's matcher does without allocating. */
 #define FZ_LOG (1u << 23)
 static void *fz_log[FZ_LOG];
 static size_t fz_nlog;
