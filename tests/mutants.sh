@@ -110,6 +110,13 @@ sm90_box_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|			t->box_rows = o ?
 sm90_mi_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|c64(e, (uint64_t)(mi * WGMMA_M * KB))))));|c64(e, 0)))));
 sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi + 8 * h)));|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(8 * h)));"
 
+# issue 31 §2: precc.torch's bulk commit (Group._commit_bulk) over each
+# layer's fixed saved region: the table's addresses out of order, a region
+# handed to a second forward while autograd still holds the first's.
+MUTANTS="$MUTANTS
+torch_bulk_saved_order|python/precc/torch/_ops.py|python.torch|BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in ps]|BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in reversed(ps)]
+torch_slot_in_use|python/precc/torch/_ops.py|python.torch|            if e[2] or e[0]._use_count() != 1:|            if e[2]:"
+
 survivors=0
 stale=0
 total=0

@@ -408,6 +408,13 @@ _PROTOS = {
                                   c_void_p, c_void_p, _P(ctypes.c_float), c_void_p, c_void_p,
                                   c_void_p, c_uint64, c_void_p]),
     "precc_rt_commit": (c_int, [c_void_p, c_int, c_long, c_void_p, c_void_p, c_void_p]),
+    # the commit of many layers in one launch per update kernel (saved, state fixed)
+    "precc_rt_bulk_commit_table_bytes": (c_size_t, [c_void_p, c_int, _P(c_int)]),
+    "precc_rt_bulk_commit_new": (c_void_p, [c_void_p, c_int, _P(c_int), c_long, _P(c_void_p),
+                                            _P(c_void_p), c_void_p, c_size_t]),
+    "precc_rt_bulk_commit_run": (c_int, [c_void_p, c_void_p, c_void_p]),
+    "precc_rt_bulk_commit_layers": (c_int, [c_void_p]),
+    "precc_rt_bulk_commit_free": (None, [c_void_p]),
     # linears that read one tensor: the root's saved region instead of a second quantize
     "precc_rt_layer_input_root": (c_int, [c_void_p, c_int]),
     "precc_rt_layer_shared_steps": (c_int, [c_void_p, c_int]),

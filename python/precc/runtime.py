@@ -309,6 +309,42 @@ class Runtime:
                                              self.info["model"])
 
 
+class BulkCommit:
+    """precc_rt_bulk_commit_*: the delayed-scaling commit of many layers in
+    one launch per update kernel, for saved and state regions that stay
+    where they are (the table of their addresses is written once, here).
+    `table` is the address of table_bytes(rt, layers) bytes of device
+    memory (host memory on the cpu backend), 16-byte aligned, which the
+    caller keeps alive as long as this object."""
+
+    @staticmethod
+    def table_bytes(rt, layers):
+        arr = (ctypes.c_int * len(layers))(*layers)
+        return rt.lib.precc_rt_bulk_commit_table_bytes(rt.handle, len(layers), arr)
+
+    def __init__(self, rt, layers, m, saved, state, table, table_bytes):
+        n = len(layers)
+        self.rt, self.lib = rt, rt.lib   # the runtime outlives its bulk commits
+        self.handle = check(self.lib.precc_rt_bulk_commit_new(
+            rt.handle, n, (ctypes.c_int * n)(*layers), m, (ctypes.c_void_p * n)(*saved),
+            (ctypes.c_void_p * n)(*state), table, table_bytes))
+        self.layers = self.lib.precc_rt_bulk_commit_layers(self.handle)
+
+    def run(self, stream=None):
+        check(self.lib.precc_rt_bulk_commit_run(self.rt.handle, self.handle, stream))
+
+    def close(self):
+        if self.handle:
+            self.lib.precc_rt_bulk_commit_free(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 class State:
     """precc_rt_state_new: the scaling state of every layer of a runtime, as
     precc's versioned, checksummed file (save / load)."""

@@ -54,11 +54,20 @@ def test_stream_of_device(monkeypatch):
     assert _ops._stream_of(torch.device("cpu")) is None and len(asked) == 1
 
 
-def test_stream_reaches_every_entry(monkeypatch):
+@pytest.mark.parametrize("bulk", [False, True])
+def test_stream_reaches_every_entry(monkeypatch, bulk):
     """forward, backward and commit each get the stream of their tensors'
-    device, in the argument precc_rt reads it from."""
+    device, in the argument precc_rt reads it from; the commit of both
+    layers is one bulk call (Group._commit_bulk) unless bulk is off."""
     net = _net()
+    net.precc_group.bulk = bulk
     seen = {"forward": [], "backward": [], "commit": []}
+    real_run = _ops.BulkCommit.run
+
+    def bulk_run(self, stream=None):
+        seen["commit"].append(stream)
+        return real_run(self, None)
+    monkeypatch.setattr(_ops.BulkCommit, "run", bulk_run)
     for lin in (net[0], net[2]):
         plan = lin._precc_group.program(lin.precc_fqn, torch.device("cpu"))
         for attr, name, pos in (("_cf", "forward", 11), ("_cb", "backward", 13),
@@ -76,7 +85,8 @@ def test_stream_reaches_every_entry(monkeypatch):
     x = torch.randn(32, 128, dtype=torch.bfloat16, requires_grad=True)
     net(x).float().sum().backward()
     assert seen == {"forward": [0xC0FFEE] * 2, "backward": [0xC0FFEE] * 2,
-                    "commit": [0xC0FFEE] * 2}
+                    "commit": [0xC0FFEE] * (1 if bulk else 2)}
+    assert net.precc_group.bulk_runs == (1 if bulk else 0)
 
 
 def test_runtime_by_device(monkeypatch):
@@ -169,7 +179,7 @@ class _NoHostSync(torch.utils._python_dispatch.TorchDispatchMode):
 def _fake_step(recipe):
     """In a process with PRECC_LIBCUDA=the counting fake: three training
     steps over the cuda backend; prints the blocking driver calls and the
-    launches of steps 2-3."""
+    launches of steps 2-3, the commits and the bulk commits."""
     import ctypes
     fake = ctypes.CDLL(os.environ["PRECC_LIBCUDA"])
     net = _net(recipe)
@@ -193,7 +203,8 @@ def _fake_step(recipe):
             loss.backward()
         opt.step()
         opt.zero_grad()
-    print("COUNTS", fake.fake_count_blocking(), fake.fake_count_launches(), g.commits)
+    print("COUNTS", fake.fake_count_blocking(), fake.fake_count_launches(), g.commits,
+          g.bulk_runs)
 
 
 @pytest.mark.parametrize("recipe", ["te_delayed_hybrid", "current_tensorwise"])
@@ -208,7 +219,9 @@ def test_step_only_enqueues(recipe):
                         % recipe], env=env, capture_output=True, text=True, timeout=300, cwd=HERE)
     line = [l for l in r.stdout.splitlines() if l.startswith("COUNTS")]
     assert r.returncode == 0 and line, r.stdout + r.stderr
-    blocking, launches, commits = map(int, line[0].split()[1:])
+    blocking, launches, commits, bulk_runs = map(int, line[0].split()[1:])
     assert blocking == 0, line
     assert launches > 0
     assert commits == (3 if recipe == "te_delayed_hybrid" else 0)
+    # the commits were bulk ones: the table written in step 1, steps 2-3 only launch
+    assert bulk_runs == commits, line

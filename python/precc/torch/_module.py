@@ -63,7 +63,7 @@ class Linear(nn.Linear):
                             % (self.precc_fqn, x.dtype, want, dt, want))
         # Master weights stay as they are (fp32, say); the kernels read the
         # recipe's format, and autograd casts dw back.
-        w = weight.to(self._precc_wdtype)
+        w = weight if weight.dtype == self._precc_wdtype else weight.to(self._precc_wdtype)
         b, bias = None, self.bias
         if bias is not None:
             if self._precc_bdtype is None:

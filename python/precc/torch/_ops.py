@@ -15,13 +15,14 @@ Either way the commit (the delayed-scaling amax/scale update) waits for the
 end of the training step, so that all layers' amaxes go through one
 torch.distributed all_reduce(MAX) first (docs/pytorch.md, "Distributed")."""
 import itertools
+import os
 import threading
 from typing import List, Optional
 
 import torch
 
 from .._lib import Error, check
-from ..runtime import Runtime, sync_threads
+from ..runtime import BulkCommit, Runtime, sync_threads
 
 DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16,
           "bf16": torch.bfloat16}
@@ -206,6 +207,10 @@ class ApiPlan(_Plan):
                 raise Error("precc: layer '%s': saved region of %d bytes at M=%d, precc_rt "
                             "says %d" % (layer.fqn, self.saved_bytes(mm), mm,
                                          layer.sizes(mm)["saved_bytes"]))
+        # dev -> [saved region, padded M, held]: the region the eager path's
+        # forwards reuse, so that the Group can commit every layer in one
+        # bulk call (its table of addresses is written once)
+        self.slots = {}
         self._bind()
 
     def saved_bytes(self, m):
@@ -244,6 +249,7 @@ class ApiPlan(_Plan):
         self._cc = rt.lib.precc_rt_commit
         self._lib = rt.lib
         self._state_ptr = bool(self.layout.size)
+        self._cpu = rt.backend == "cpu"   # torch.set_num_threads's count goes to it
         self._kx = self.keep_inputs.index("x") if "x" in self.keep_inputs else -1
         self._kw = self.keep_inputs.index("w") if "w" in self.keep_inputs else -1
         self._nk = len(self.keep_inputs)
@@ -264,15 +270,36 @@ class ApiPlan(_Plan):
             return t
         return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=dev)
 
-    def forward(self, x, w, bias, state, mp, seed, root_saved=None):
+    def slot(self, dev, stream, mp, nbytes):
+        """The layer's fixed saved region on dev at padded M, when free: no
+        one but this plan holds it (autograd released the last forward's,
+        and that forward's commit is done). Else None: a second forward
+        before the first one's backward, retain_graph, an abandoned graph
+        not yet freed. Under CUDA graph capture an existing one only (a
+        region made during capture belongs to the graph's pool)."""
+        e = self.slots.get(dev)
+        if e is not None:
+            if e[2] or e[0]._use_count() != 1:
+                return None
+            if e[1] == mp:
+                return e[0]
+        if stream is not None and torch.cuda.is_current_stream_capturing():
+            return None
+        t = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+        self.slots[dev] = [t, mp, False]
+        return t
+
+    def forward(self, x, w, bias, state, mp, seed, root_saved=None, slot=False):
         sb, wb, ys, _, _ = self.at(mp)
         dev = x.device
         stream = _stream_of(dev)
         ws = self.workspace(dev, stream, wb)
         y = torch.empty(ys[0], dtype=ys[1], device=dev)
-        saved = torch.empty(sb, dtype=torch.uint8, device=dev)
+        saved = self.slot(dev, stream, mp, sb) if slot and self.has_state else None
+        if saved is None:
+            saved = torch.empty(sb, dtype=torch.uint8, device=dev)
         with self._lock:
-            if stream is None:   # the cpu backend: torch.set_num_threads's count
+            if self._cpu:
                 sync_threads(self._lib)
             rc = self._cf(self._h, self._i, mp, x.data_ptr(), w.data_ptr(),
                           bias.data_ptr() if bias is not None else None, y.data_ptr(),
@@ -294,7 +321,7 @@ class ApiPlan(_Plan):
         x = self.pad(kept[self._kx], mp) if self._kx >= 0 else None
         w = kept[self._kw] if self._kw >= 0 else None
         with self._lock:
-            if stream is None:
+            if self._cpu:
                 sync_threads(self._lib)
             rc = self._cb(self._h, self._i, mp, x.data_ptr() if x is not None else None,
                           w.data_ptr() if w is not None else None, dy.data_ptr(),
@@ -303,11 +330,19 @@ class ApiPlan(_Plan):
                           stream, root_saved.data_ptr() if root_saved is not None else None)
         if rc < 0:
             check(rc)
-        return dx, dw, (_ApiPending(self, saved, state, mp) if self.has_state else None)
+        if not self.has_state:
+            return dx, dw, None
+        pend = _ApiPending(self, saved, state, mp)
+        e = self.slots.get(dev)
+        if e is not None and e[0] is saved:
+            e[2] = True      # held until the commit
+            pend.slot = e
+        return dx, dw, pend
 
 
 class _ApiPending:
     grad_only = False   # a second backward over one forward: update dy's state alone
+    slot = None         # the plan's slot entry when saved is its fixed region
 
     def __init__(self, plan, saved, state, mp):
         self.plan, self.saved, self.state, self.mp = plan, saved, state, mp
@@ -327,6 +362,8 @@ class _ApiPending:
         with p._lock:
             rc = p._cc(p._h, p._i, self.mp, self.saved.data_ptr(), state.data_ptr(),
                        _stream(state))
+        if self.slot is not None:
+            self.slot[2] = False
         if rc < 0:
             check(rc)
         if self.grad_only:
@@ -391,7 +428,7 @@ class StepPlan(_Plan):
         for s in steps:
             self.layer.run_step(s.index, m, ptrs, seed, stream)
 
-    def forward(self, x, w, bias, state, mp, seed, root_saved=None):
+    def forward(self, x, w, bias, state, mp, seed, root_saved=None, slot=False):
         bufs = self.layout.views(state)
         bufs.update(x=x, w=w)
         if bias is not None:
@@ -419,6 +456,7 @@ class StepPlan(_Plan):
 
 class _StepPending:
     grad_only = False
+    slot = None
 
     def __init__(self, plan, bufs):
         self.plan, self.bufs = plan, bufs
@@ -463,6 +501,14 @@ class Group:
         self.sharers = {}        # root fqn -> converted layers that share its input
         self.shared_inputs = {}  # root fqn -> [x, version, padded M, saved, uses left]
         self.shared_forwards = 0
+        # The bulk commit: the eager path's forwards write each layer's fixed
+        # saved region (ApiPlan.slot), and flush commits all those layers in
+        # one precc_rt_bulk_commit_run, made once per set of addresses.
+        # PRECC_TORCH_BULK=0: a precc_rt_commit per layer, as before.
+        self.bulk = os.environ.get("PRECC_TORCH_BULK", "1") != "0"
+        self.bulks = {}          # (runtime, M, layers and addresses) -> [BulkCommit, table]
+        self.bulk_runs = 0       # bulk commits run, and the layers they committed
+        self.bulk_layers = 0
 
     def __deepcopy__(self, memo):
         # A copied module (an EMA, say) runs the same artifacts: share them.
@@ -524,6 +570,67 @@ class Group:
         self.plans.clear()
         self.fast.clear()
         self.workspaces.clear()
+        self.close_bulks()
+
+    def close_bulks(self):
+        for bc, _ in self.bulks.values():
+            bc.close()
+        self.bulks.clear()
+
+    BULKS_KEPT = 4   # bulk commits kept (sets of addresses: M changes, state moved)
+
+    def _commit_bulk(self, pending):
+        """Commit, one bulk call per runtime and M, the pending layers whose
+        saved region is their fixed one; returns those left to commit one
+        by one."""
+        sets, rest = {}, []
+        # a layer committed twice (two forwards before the flush) rolls its
+        # history twice, in the order of the backwards: one by one
+        seen, twice = set(), set()
+        for p in pending:
+            (twice if p.plan in seen else seen).add(p.plan)
+        for p in pending:
+            if p.slot is None or p.grad_only or p.plan in twice:
+                rest.append(p)
+            else:
+                sets.setdefault((p.plan.layer.rt, p.mp), []).append(p)
+        for (rt, mp), ps in sets.items():
+            if len(ps) < 2:
+                rest += ps
+                continue
+            key = (id(rt), mp, tuple((p.plan._i, p.saved.data_ptr(), p.state.data_ptr())
+                                     for p in ps))
+            e = self.bulks.get(key)
+            if e is None:
+                e = self._new_bulk(rt, mp, ps, key)
+                if e is None:
+                    rest += ps
+                    continue
+            with rt.lock:
+                e[0].run(_stream(ps[0].state))
+            for p in ps:
+                p.slot[2] = False
+            self.bulk_runs += 1
+            self.bulk_layers += len(ps)
+        return rest
+
+    def _new_bulk(self, rt, mp, ps, key):
+        dev = ps[0].state.device
+        if dev.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            return None   # _new writes its table with a synchronous copy
+        layers = [p.plan._i for p in ps]
+        nbytes = BulkCommit.table_bytes(rt, layers)
+        if nbytes == 0:
+            return None   # nothing to commit, or not bulk-committable: one by one
+        table = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+        with rt.lock:
+            bc = BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in ps],
+                            [p.state.data_ptr() for p in ps], table.data_ptr(), nbytes)
+        if len(self.bulks) >= self.BULKS_KEPT:
+            old = self.bulks.pop(next(iter(self.bulks)))
+            old[0].close()
+        e = self.bulks[key] = [bc, table]
+        return e
 
     def next_seed(self):
         self.calls += 1
@@ -565,6 +672,8 @@ class Group:
                 # (one launch on CUDA for all layers, not one per amax)
                 parts = torch.split(flat, [a.numel() for a in amaxes])
                 torch._foreach_copy_(amaxes, [p.view_as(a) for p, a in zip(parts, amaxes)])
+            if self.bulk:
+                pending = self._commit_bulk(pending)
             for p in pending:
                 p.commit()
             self.commits += 1
@@ -624,7 +733,7 @@ def _fwd_impl(x, w, bias, state, key, needs_grad, root_saved=None):
                     root_saved)
 
 
-def _fwd_run(group, plan, x, w, bias, state, needs_grad, root_saved):
+def _fwd_run(group, plan, x, w, bias, state, needs_grad, root_saved, slot=False):
     m = x.shape[0]
     k = plan.layer.m_multiple
     mp = (m + k - 1) // k * k
@@ -636,7 +745,8 @@ def _fwd_run(group, plan, x, w, bias, state, needs_grad, root_saved):
             group.add_forward()
         y, saved = plan.forward(plan.pad(x, mp), _aligned(w),
                                 _aligned(bias) if bias is not None else None,
-                                state, mp, group.next_seed(), root_saved)
+                                state, mp, group.next_seed(), root_saved,
+                                slot and group.bulk)
     if mp != m:
         y = y[:m].clone()
     return [y] + saved
@@ -764,7 +874,9 @@ class _EagerLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w, bias, state, group, plan, key, root_saved):
-        out = _fwd_run(group, plan, x, w, bias, state, True, root_saved)
+        # the eager path's saved region is the layer's fixed one (slot),
+        # which the Group's bulk commit needs; torch.compile's op allocates
+        out = _fwd_run(group, plan, x, w, bias, state, True, root_saved, slot=True)
         _setup_by(ctx, plan, x, w, bias, state, key, root_saved, out)
         ctx.group, ctx.plan = group, plan
         if len(out) > 1:
