@@ -156,6 +156,7 @@ class _Plan:
         self.dy, self.dx, self.dw = layer.buffer("dy"), layer.buffer("dx"), layer.buffer("dw")
         self.bias = layer.buffer("bias")
         self.K, self.N = self.x.shape(1)[1], self.w.shape(1)[0]
+        self.m_multiple = layer.m_multiple   # the per-call path reads it here
         self.shapes = {}
 
     def empty(self, b, m, like):
@@ -290,7 +291,7 @@ class ApiPlan(_Plan):
         return t
 
     def forward(self, x, w, bias, state, mp, seed, root_saved=None, slot=False):
-        sb, wb, ys, _, _ = self.at(mp)
+        sb, wb, ys, _, _ = self.at_m.get(mp) or self.at(mp)
         dev = x.device
         stream = _stream_of(dev)
         ws = self.workspace(dev, stream, wb)
@@ -311,7 +312,7 @@ class ApiPlan(_Plan):
         return y, [saved]
 
     def backward(self, dy, state, kept, mp, seed, root_saved=None):
-        _, wb, _, dxs, dws = self.at(mp)
+        _, wb, _, dxs, dws = self.at_m.get(mp) or self.at(mp)
         dev = dy.device
         saved = kept[self._nk]
         stream = _stream_of(dev)
@@ -332,20 +333,20 @@ class ApiPlan(_Plan):
             check(rc)
         if not self.has_state:
             return dx, dw, None
-        pend = _ApiPending(self, saved, state, mp)
         e = self.slots.get(dev)
         if e is not None and e[0] is saved:
             e[2] = True      # held until the commit
-            pend.slot = e
-        return dx, dw, pend
+            return dx, dw, _ApiPending(self, saved, state, mp, e)
+        return dx, dw, _ApiPending(self, saved, state, mp)
 
 
 class _ApiPending:
-    grad_only = False   # a second backward over one forward: update dy's state alone
-    slot = None         # the plan's slot entry when saved is its fixed region
+    __slots__ = ("plan", "saved", "state", "mp", "slot", "grad_only")
 
-    def __init__(self, plan, saved, state, mp):
+    def __init__(self, plan, saved, state, mp, slot=None):
         self.plan, self.saved, self.state, self.mp = plan, saved, state, mp
+        self.slot = slot         # the plan's slot entry when saved is its fixed region
+        self.grad_only = False   # a second backward over one forward: update dy's state alone
 
     def amaxes(self):
         p, mp = self.plan, self.mp
@@ -735,7 +736,7 @@ def _fwd_impl(x, w, bias, state, key, needs_grad, root_saved=None):
 
 def _fwd_run(group, plan, x, w, bias, state, needs_grad, root_saved, slot=False):
     m = x.shape[0]
-    k = plan.layer.m_multiple
+    k = plan.m_multiple
     mp = (m + k - 1) // k * k
     if m == 0:
         return [x.new_empty((0, plan.N), dtype=torch_dtype(plan.y.format))] + \
@@ -768,7 +769,7 @@ def _bwd_impl(dy, state, kept, key, m, root_saved=None):
 
 
 def _bwd_run(group, plan, dy, state, kept, m, root_saved, again=False):
-    k = plan.layer.m_multiple
+    k = plan.m_multiple
     mp = (m + k - 1) // k * k
     if m == 0:
         return [dy.new_empty((0, plan.K), dtype=torch_dtype(plan.dx.format)),
@@ -844,7 +845,8 @@ def _setup_by(ctx, plan, x, w, bias, state, key, root_saved, output):
 def _backward_by(ctx, grads, linear_backward):
     state, *kept = ctx.saved_tensors
     root_saved = kept.pop() if ctx.shared else None
-    dy = grads[0].contiguous()
+    # the eager path's pad makes dy contiguous and aligned itself
+    dy = grads[0] if linear_backward is None else grads[0].contiguous()
     again = ctx.backwards > 0     # retain_graph=True: this forward's second backward
     ctx.backwards += 1
     if linear_backward is None:   # eager: the plan the forward ran
