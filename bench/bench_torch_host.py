@@ -38,7 +38,10 @@ layer. So --chain L (default 32) also times a Sequential of L linears,
 one step = forward with grad + backward, per layer (the step's time / L,
 median over --chain-steps steps), for precc, torch's nn.Linear and the
 do-nothing Function: the per-call cost at a model's scale (Llama-3-70B's
-561 linears run the same per-layer path).
+561 linears run the same per-layer path). Each recipe's chain is timed
+between two runs of the do-nothing Function's, and precc's part above that
+floor is printed too: on a shared VM the absolute figures drift by a
+fifth between runs, the floor with them.
 """
 import argparse
 import os
@@ -206,11 +209,27 @@ def main():
         steps = a.chain_steps
         print("a chain of %d linears %d x %d, M=%d: per layer of a step (forward with grad; "
               "backward = fwd+bwd - forward), %d steps" % (L, k, k, m, steps))
+        # torch's floor (a Python Function computing nothing) beside each
+        # recipe: this VM's per-layer figures drift 20-30 % between runs
+        # minutes apart, the floor with them, so precc's own part is the
+        # difference of two figures taken back to back
+        def floor():
+            return measure_chain(chain(L, k, torch.bfloat16, NothingLinear), L, m, k,
+                                 torch.bfloat16, steps)
         for recipe in a.recipes.split(","):
             net = pt.convert(chain(L, k, torch.bfloat16), recipe=recipe, warn=False)
             to_fake_cuda(net)
-            show("precc %s, per layer" % recipe,
-                 measure_chain(net, L, m, k, torch.bfloat16, steps))
+            f0 = floor()
+            res = measure_chain(net, L, m, k, torch.bfloat16, steps)
+            f1 = floor()
+            show("precc %s, per layer" % recipe, res)
+            print("  %-32s %-15s %8.1f us %8.1f us   (median - the floor's, before / after)"
+                  % ("  above the floor", "forward (grad)",
+                     res["forward (grad)"][0] - f0["forward (grad)"][0],
+                     res["forward (grad)"][0] - f1["forward (grad)"][0]))
+            print("  %-32s %-15s %8.1f us %8.1f us"
+                  % ("", "backward", res["backward"][0] - f0["backward"][0],
+                     res["backward"][0] - f1["backward"][0]))
         show("torch nn.Linear bf16, per layer",
              measure_chain(chain(L, k, torch.bfloat16), L, m, k, torch.bfloat16, steps))
         show("torch nn.Linear bf16 16x16, M=16",

@@ -112,10 +112,12 @@ sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add6
 
 # issue 31 §2: precc.torch's bulk commit (Group._commit_bulk) over each
 # layer's fixed saved region: the table's addresses out of order, a region
-# handed to a second forward while autograd still holds the first's.
+# handed to a second forward while autograd still holds the first's, a layer
+# run twice in a step committed in bulk.
 MUTANTS="$MUTANTS
 torch_bulk_saved_order|python/precc/torch/_ops.py|python.torch|BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in ps]|BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in reversed(ps)]
-torch_slot_in_use|python/precc/torch/_ops.py|python.torch|            if e[2] or e[0]._use_count() != 1:|            if e[2]:"
+torch_slot_in_use|python/precc/torch/_ops.py|python.torch|            if e[2] or e[0]._use_count() != 1:|            if e[2]:
+torch_bulk_twice|python/precc/torch/_ops.py|python.torch|            if any(p.plan in twice for ps in sets.values() for p in ps):|            if False:"
 
 survivors=0
 stale=0

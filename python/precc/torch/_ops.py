@@ -208,9 +208,10 @@ class ApiPlan(_Plan):
                 raise Error("precc: layer '%s': saved region of %d bytes at M=%d, precc_rt "
                             "says %d" % (layer.fqn, self.saved_bytes(mm), mm,
                                          layer.sizes(mm)["saved_bytes"]))
-        # dev -> [saved region, padded M, held]: the region the eager path's
-        # forwards reuse, so that the Group can commit every layer in one
-        # bulk call (its table of addresses is written once)
+        # dev -> [saved region, padded M, held, (runtime, M), (layer, address)]:
+        # the region the eager path's forwards reuse, so that the Group can
+        # commit every layer in one bulk call (its table of addresses is
+        # written once); the last two are what the Group keys it by
         self.slots = {}
         self._bind()
 
@@ -287,7 +288,7 @@ class ApiPlan(_Plan):
         if stream is not None and torch.cuda.is_current_stream_capturing():
             return None
         t = torch.empty(nbytes, dtype=torch.uint8, device=dev)
-        self.slots[dev] = [t, mp, False]
+        self.slots[dev] = [t, mp, False, (self.layer.rt, mp), (self._i, t.data_ptr())]
         return t
 
     def forward(self, x, w, bias, state, mp, seed, root_saved=None, slot=False):
@@ -583,24 +584,34 @@ class Group:
     def _commit_bulk(self, pending):
         """Commit, one bulk call per runtime and M, the pending layers whose
         saved region is their fixed one; returns those left to commit one
-        by one."""
+        by one. One pass over the pending list: this runs once a step over
+        every layer of the model."""
         sets, rest = {}, []
-        # a layer committed twice (two forwards before the flush) rolls its
-        # history twice, in the order of the backwards: one by one
-        seen, twice = set(), set()
         for p in pending:
-            (twice if p.plan in seen else seen).add(p.plan)
-        for p in pending:
-            if p.slot is None or p.grad_only or p.plan in twice:
+            e = p.slot
+            if e is None or p.grad_only:
                 rest.append(p)
             else:
-                sets.setdefault((p.plan.layer.rt, p.mp), []).append(p)
+                ps = sets.get(e[3])
+                if ps is None:
+                    sets[e[3]] = [p]
+                else:
+                    ps.append(p)
+        if rest:
+            # a layer committed twice (two forwards before the flush) rolls
+            # its history twice, in the order of the backwards: one by one
+            twice = {p.plan for p in rest}
+            if any(p.plan in twice for ps in sets.values() for p in ps):
+                rest = [p for p in pending
+                        if p.slot is None or p.grad_only or p.plan in twice]
+                sets = {gk: [p for p in ps if p.plan not in twice]
+                        for gk, ps in sets.items()}
         for (rt, mp), ps in sets.items():
             if len(ps) < 2:
                 rest += ps
                 continue
-            key = (id(rt), mp, tuple((p.plan._i, p.saved.data_ptr(), p.state.data_ptr())
-                                     for p in ps))
+            key = (id(rt), mp, tuple([p.slot[4] for p in ps]),
+                   tuple([p.state.data_ptr() for p in ps]))
             e = self.bulks.get(key)
             if e is None:
                 e = self._new_bulk(rt, mp, ps, key)
