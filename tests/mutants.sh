@@ -120,9 +120,9 @@ sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add6
 MUTANTS="$MUTANTS
 epi_no_wait_read|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	asm90_bulk_wait_read0(cg);\n	end_if(e, w);|	end_if(e, w);
 epi_no_last_wait|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		asm90_bulk_wait_read0(cg);\n		end_if(e, last);|		end_if(e, last);
-epi_no_swizzle|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|c64(e, (uint64_t)chunks - 1), "");|c64(e, 0), "");
+epi_no_swizzle|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|c64(e, (uint64_t)chunks - 1), \"\");|c64(e, 0), \"\");
 epi_no_proxy_fence|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	asm90_fence_proxy_async(cg);\n	asm90_bar_named(cg, bar, WG);|	asm90_bar_named(cg, bar, WG);
-epi_one_named_barrier|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef bar = LLVMBuildTrunc(b, add64(e, cw, c64(e, 1)), cg->i32, "");|LLVMValueRef bar = c32(e, 1);
+epi_one_named_barrier|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef bar = LLVMBuildTrunc(b, add64(e, cw, c64(e, 1)), cg->i32, \"\");|LLVMValueRef bar = c32(e, 1);
 epi_stripe_span128|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|mul64(e, stripe, (uint64_t)(rows * span))|mul64(e, stripe, (uint64_t)(rows * 128))"
 
 survivors=0
