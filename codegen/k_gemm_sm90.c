@@ -29,12 +29,12 @@
  * after the wait outer = fl(outer + fl(inner · fl(sa · sb))) in fp32
  * registers, as the interpreter and k_gemm.c round it (no FMA; tensorwise
  * tensor_scale's s · p · p); P = 0: one promotion after all of K, and
- * with P > 0 the loop's last, partial chunk is promoted too. The epilogue's
- * arithmetic is k_gemm.c's (gemm.h): de-scale, bias, tensorwise amax (each
- * thread's max carried across its tiles, one warp-reduced atomic per CTA at
- * the end), cast, slice, accumulate into main_grad.
+ * with P > 0 the loop's last, partial chunk is promoted too. The epilogue is k_gemm.c's (gemm.h):
+ * bias, tensorwise amax, cast, slice, accumulate into main_grad.
  *
- * The epilogue's way out (issue 28 §3; DeepGEMM's sm90_fp8_gemm_1d2d.cuh,
+ * The epilogue follows the promotion's de-scale; the output amax is each
+ * thread's max carried across its tiles, one warp-reduced atomic per CTA
+ * at the end. Its way out (issue 28 §3; DeepGEMM's sm90_fp8_gemm_1d2d.cuh,
  * CUTLASS's sm90 TMA epilogue): a 16-bit result that does not accumulate
  * (c_by_tma) goes through a C buffer in shared memory, one region per
  * consumer warpgroup (64 mi rows x bn, 16-bit, in column stripes of the
