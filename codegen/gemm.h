@@ -77,4 +77,8 @@ LLVMValueRef epi_bias(E *e, const G *g, LLVMValueRef col);
 /* y, or fl(main_grad[off] + y) when the GEMM accumulates */
 LLVMValueRef epi_accumulate(E *e, const G *g, LLVMValueRef off, LLVMValueRef y);
 
+/* ptx_sm90.c: bar.sync id, count (id an i32 value, 1..15; count threads,
+ * whole warps), for the wgmma family's per-warpgroup epilogue */
+void asm90_bar_named(Cg *g, LLVMValueRef id, unsigned count);
+
 #endif

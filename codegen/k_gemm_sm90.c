@@ -32,6 +32,25 @@
  * with P > 0 the loop's last, partial chunk is promoted too. The epilogue is k_gemm.c's (gemm.h):
  * bias, tensorwise amax, cast, slice, accumulate into main_grad.
  *
+ * The epilogue follows the promotion's de-scale; the output amax is each
+ * thread's max carried across its tiles, one warp-reduced atomic per CTA
+ * at the end. Its way out (issue 28 §3; DeepGEMM's sm90_fp8_gemm_1d2d.cuh,
+ * CUTLASS's sm90 TMA epilogue): a 16-bit result that does not accumulate
+ * (c_by_tma) goes through a C buffer in shared memory, one region per
+ * consumer warpgroup (64 mi rows x bn, 16-bit, in column stripes of the
+ * widest TMA swizzle span dividing a row), between the ring and the
+ * barriers, so the ring gets the stages that fit beside it. Per tile and
+ * warpgroup (c_store_tma): the leader's cp.async.bulk.wait_group.read 0
+ * (its previous tile's TMA store has read the buffer), bar.sync 1 + cw,
+ * 128; stmatrix x4 per 16 x 16 (the D fragment's bf16x2 pairs are its m8n8
+ * fragments, into the swizzled rows: no bank conflicts); fence.proxy.async
+ * by every thread; bar.sync 1 + cw, 128; the leader's TMA stores, one per
+ * stripe, committed as one bulk group and left in flight under the next
+ * tile's mainloop (waited for before the thread leaves). TMA clips at M
+ * and the row's end. f32 results keep per-element stores from registers,
+ * predicated at M and N: accumulate adds main_grad in the thread
+ * (c_by_tma says why not a TMA reduce-add).
+ *
  * The D fragment: register i of lane l in warp w of the warpgroup is row
  * 16w + l/4 + 8((i/2)%2), column 8(i/4) + 2(l%4) + i%2 (PTX ISA, "Matrix
  * fragments for wgmma .m64nNk32 / .m64nNk16"), the order of k_gemm.c's
@@ -109,6 +128,9 @@ typedef struct S90 {
 	int a_bytes, b_bytes, stage_bytes;
 	int bar_off;          /* full[stages], empty[stages] after the ring */
 	int smem;             /* dynamic shared memory */
+	int c_span;           /* the epilogue's C buffer: its swizzle span in bytes
+	                         (128, 64, 32), 0 for none (stores from registers) */
+	int c_off, c_bytes;   /* the C buffer, between the ring and the barriers */
 } S90;
 
 /* The shape of a bm x bn tile, or an error naming what does not fit (in
@@ -121,6 +143,24 @@ typedef struct S90 {
  * get_pipeline_config: kNumMaxStages = 16). */
 static int scale_uniform(const Func *f, const GOp *op, int tile);
 static int scale_straddles(const Func *f, const GOp *op, int tile);
+
+/* Whether the epilogue goes through shared memory and a TMA store: a
+ * 16-bit result (stmatrix moves b16) that does not accumulate, whose rows
+ * are static and a 16-byte multiple (TMA's global stride). An f32 result
+ * keeps the register path: the accumulate into main_grad reads the old
+ * value where it stores, fl(old + y) rounded by the thread (add.rn, as
+ * the interpreter). A TMA reduce-add (cp.reduce.async.bulk.tensor .add)
+ * would add in the memory system as an atomic, and the ISA's f32 atomic
+ * add flushes subnormals (atom.add.f32; the bulk reduce's .noftz is for
+ * f16/bf16 only): not bit for bit with the oracle near zero. stmatrix
+ * moves 16-bit data, so an f32 C would also need st.shared. */
+static int
+c_by_tma(const Func *f, const G *g)
+{
+	precc_format of = g->cast >= 0 ? f->ins[g->cast].type.fmt : PRECC_FP32;
+	long ns = g->slice ? g->slice : g->op[1].rows;
+	return gemm_ebytes(of) == 2 && g->acc_old < 0 && ns > 0 && ns * 2 % 16 == 0;
+}
 
 static int
 shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
@@ -156,7 +196,13 @@ shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 	}
 	z->a_bytes = bm * KB, z->b_bytes = bn * KB;
 	z->stage_bytes = z->a_bytes + z->b_bytes;
-	z->stages = (SMEM_MAX - SMEM_STATIC) / (z->stage_bytes + 2 * 8);
+	/* the C buffer: bm x bn 16-bit, in column stripes of the widest
+	 * swizzle span that divides a row (DeepGEMM's kSwizzleDMode) */
+	if (c_by_tma(f, g)) {
+		z->c_span = bn * 2 % 128 == 0 ? 128 : bn * 2 % 64 == 0 ? 64 : 32;
+		z->c_bytes = bm * bn * 2;
+	}
+	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + 2 * 8);
 	if (z->stages > STAGES_MAX)
 		z->stages = STAGES_MAX;
 	if (z->stages < (bm * bn < 128 * 192 ? 4 : STAGES_MIN)) {
@@ -164,7 +210,8 @@ shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 		         z->stage_bytes);
 		return -1;
 	}
-	z->bar_off = z->stages * z->stage_bytes;
+	z->c_off = z->stages * z->stage_bytes;
+	z->bar_off = z->c_off + z->c_bytes;
 	z->smem = z->bar_off + 2 * z->stages * 8;
 	return 0;
 }
@@ -334,7 +381,7 @@ gemm_sm90_classify(Kern *k)
 	k->rows = g.op[0].rows;
 	k->cols = g.op[1].rows;
 	k->smem = z.smem;
-	k->ntmap = 2;
+	k->ntmap = 2 + (z.c_span != 0);
 	for (int o = 0; o < 2; o++) {
 		CodegenTmap *t = &k->tmap[o];
 		const GOp *op = &g.op[o];
@@ -362,6 +409,22 @@ gemm_sm90_classify(Kern *k)
 		}
 		if (t->cols < 0 && k->m_multiple * t->elem_bytes % 16)
 			return kfail(k, "a tensor map of M columns needs M a multiple of %d", 16 / t->elem_bytes);
+	}
+	if (z.c_span) {
+		/* C [M, N or the slice] as stored, 16-bit; a box of one consumer
+		 * warpgroup's rows by one column stripe of the C buffer */
+		CodegenTmap *t = &k->tmap[2];
+		int j = 0;
+		while (k->out[j] != g.out)
+			j++;
+		t->param = k->nin + j;
+		t->elem_bytes = 2;
+		t->rows = g.op[0].rows < 0 ? -1 : g.op[0].rows;
+		t->cols = g.slice ? g.slice : g.op[1].rows;
+		t->box_rows = WGMMA_M * z.mi;
+		t->box_cols = z.c_span / 2;
+		t->swizzle = z.c_span;
+		t->mn_major = 0;
 	}
 	return 0;
 }
@@ -695,12 +758,86 @@ consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inne
 	loop_end(e, &l);
 }
 
+/* The consumer warpgroup cw's C buffer: its 64 mi rows of the tile, in
+ * bn / (span / 2) column stripes of rows x span bytes, each stripe one TMA
+ * box in the span's swizzle (16-byte chunk c of row r at c ^ (r % 8) for
+ * 128 bytes: emu_tma.c's swz); its named barrier is 1 + cw (0 is the
+ * CTA's). */
+static LLVMValueRef
+c_buf(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef cw)
+{
+	return gep(e, sm, add64(e, c64(e, (uint64_t)z->c_off), mul64(e, cw, (uint64_t)(WGMMA_M * z->mi * z->bn * 2))));
+}
+
+/* The tile's 16-bit C through shared memory, DeepGEMM's epilogue
+ * (sm90_fp8_gemm_1d2d.cuh: tma_store_wait, stmatrix, tma_store_fence, a
+ * named barrier, one thread's TMA stores) per consumer warpgroup: its
+ * leader waits until the previous tile's store has read the buffer
+ * (wait_group.read 0: the store ran under this tile's mainloop), the
+ * warpgroup meets, each warp stmatrix-es its 16 rows (one x4 per 16 x 16:
+ * the fragment's pairs pk[mi][ni][h], rows 16w + 8h + l/4, columns 8ni +
+ * 2(l%4), are stmatrix's m8n8 fragments), every thread fences its writes
+ * to the async proxy, the warpgroup meets, and the leader issues one TMA
+ * store per stripe and commits them as a bulk group that it leaves in
+ * flight. TMA clips the box at M and at the row's end (N or the slice). */
+static void
+c_store_tma(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef tmc, LLVMValueRef tid, LLVMValueRef row0,
+            LLVMValueRef col0, LLVMValueRef pk[2][NACC_MAX / 4][2])
+{
+	LLVMBuilderRef b = e->b;
+	Cg *cg = e->g;
+	int rows = WGMMA_M * z->mi, span = z->c_span, chunks = span / 16;
+	LLVMValueRef cw = LLVMBuildSub(b, LLVMBuildUDiv(b, tid, c64(e, WG), ""), c64(e, 1), "");
+	LLVMValueRef bar = LLVMBuildTrunc(b, add64(e, cw, c64(e, 1)), cg->i32, "");
+	LLVMValueRef buf = c_buf(e, z, sm, cw);
+	LLVMValueRef leader = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, tid, c64(e, WG), ""), c64(e, 0), "");
+
+	LLVMBasicBlockRef w = begin_if(e, leader);
+	asm90_bulk_wait_read0(cg);
+	end_if(e, w);
+	asm90_bar_named(cg, bar, WG);
+	/* lane l names row l % 8 of matrix l / 8: half h = (l / 8) % 2 of
+	 * the 16 rows, the 8 columns (l / 16) after the x4's first */
+	LLVMValueRef l = LLVMBuildURem(b, tid, c64(e, 32), "");
+	LLVMValueRef wp = LLVMBuildURem(b, LLVMBuildUDiv(b, tid, c64(e, 32), ""), c64(e, 4), "");
+	LLVMValueRef r = add64(e, add64(e, mul64(e, wp, 16), LLVMBuildURem(b, l, c64(e, 8), "")),
+	                       mul64(e, LLVMBuildURem(b, LLVMBuildUDiv(b, l, c64(e, 8), ""), c64(e, 2), ""), 8));
+	LLVMValueRef c8 = LLVMBuildUDiv(b, l, c64(e, 16), "");
+	for (int mi = 0; mi < z->mi; mi++) {
+		LLVMValueRef row = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi)));
+		/* the swizzle: the chunk xor bits 7.. of the row's offset */
+		LLVMValueRef x = LLVMBuildAnd(b, LLVMBuildLShr(b, mul64(e, row, (uint64_t)span), c64(e, 7), ""),
+		                              c64(e, (uint64_t)chunks - 1), "");
+		for (int p = 0; p < z->bn / 16; p++) {
+			LLVMValueRef ch = add64(e, c8, c64(e, (uint64_t)(2 * p)));   /* 16-byte chunk of the row */
+			LLVMValueRef stripe = LLVMBuildUDiv(b, ch, c64(e, (uint64_t)chunks), "");
+			LLVMValueRef in = LLVMBuildXor(b, LLVMBuildURem(b, ch, c64(e, (uint64_t)chunks), ""), x, "");
+			LLVMValueRef off = add64(e, add64(e, mul64(e, stripe, (uint64_t)(rows * span)), mul64(e, row, (uint64_t)span)),
+			                         mul64(e, in, 16));
+			LLVMValueRef v[4] = {pk[mi][2 * p][0], pk[mi][2 * p][1], pk[mi][2 * p + 1][0], pk[mi][2 * p + 1][1]};
+			asm90_stmatrix_x4(cg, 0, gep(e, buf, off), v);
+		}
+	}
+	asm90_fence_proxy_async(cg);
+	asm90_bar_named(cg, bar, WG);
+	LLVMBasicBlockRef st = begin_if(e, leader);
+	LLVMValueRef r0 = LLVMBuildTrunc(b, add64(e, row0, mul64(e, cw, (uint64_t)rows)), cg->i32, "");
+	for (int j = 0; j < z->bn / (span / 2); j++)
+		asm90_tma_store_2d(cg, tmc, LLVMBuildTrunc(b, add64(e, col0, c64(e, (uint64_t)(j * span / 2))), cg->i32, ""),
+		                   r0, gep(e, buf, c64(e, (uint64_t)(j * rows * span))));
+	asm90_bulk_commit(cg);
+	end_if(e, st);
+}
+
 /* The tile's epilogue (k_gemm.c's, over the wgmma fragment); the output
- * amax's bits max into *mbits. */
+ * amax's bits max into *mbits. A 16-bit C goes through shared memory and
+ * TMA (c_store_tma, tmc its map), anything else from registers. */
 static int
 epilogue_tile(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueRef outer,
-              LLVMValueRef M, LLVMValueRef N, LLVMValueRef *mbits)
+              LLVMValueRef M, LLVMValueRef N, LLVMValueRef *mbits, LLVMValueRef sm, LLVMValueRef tmc,
+              LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0)
 {
+	LLVMValueRef pk[2][NACC_MAX / 4][2];
 	Kern *k = e->k;
 	Cg *cg = e->g;
 	LLVMBuilderRef b = e->b;
@@ -736,7 +873,8 @@ epilogue_tile(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef inn
 					}
 				}
 				LLVMValueRef pair = oeb == 2 ? asm_cvt_16x2(cg, of, y[0], y[1]) : NULL;
-				for (int c = 0; c < 2; c++) {
+				pk[mi][ni][h] = pair;
+				for (int c = 0; c < 2 && !z->c_span; c++) {
 					LLVMValueRef col = fr->colv[ni][c];
 					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, NS), "");
 					LLVMBasicBlockRef cont = begin_if(e, ok);
@@ -750,6 +888,8 @@ epilogue_tile(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef inn
 					end_if(e, cont);
 				}
 			}
+	if (z->c_span)
+		c_store_tma(e, z, sm, tmc, tid, row0, col0, pk);
 	return 0;
 }
 
@@ -770,7 +910,9 @@ emit_gemm_sm90(E *e)
 		return kfail(k, "tile: %s", why);
 	long bke = KB / gemm_ebytes(g.op[0].fmt);
 	unsigned np = LLVMCountParams(cg->fn);
-	LLVMValueRef tma = LLVMGetParam(cg->fn, np - 2), tmb = LLVMGetParam(cg->fn, np - 1);
+	unsigned t0 = np - (unsigned)k->ntmap;   /* the tensor maps: A, B (, C) */
+	LLVMValueRef tma = LLVMGetParam(cg->fn, t0), tmb = LLVMGetParam(cg->fn, t0 + 1);
+	LLVMValueRef tmc = z.c_span ? LLVMGetParam(cg->fn, t0 + 2) : NULL;
 	LLVMTypeRef at = LLVMArrayType2(cg->f32, NACC_MAX);
 	LLVMValueRef inner = LLVMBuildAlloca(b, at, "inner");
 	LLVMValueRef outer = g.P ? LLVMBuildAlloca(b, at, "outer") : NULL;
@@ -835,10 +977,17 @@ emit_gemm_sm90(E *e)
 	frag90(e, &z, &fr, tid, row0, col0, M, N);
 	/* the output amax's bits, carried across the CTA's tiles in mslot */
 	LLVMValueRef mbits = LLVMBuildLoad2(b, cg->i32, mslot, "");
-	if (epilogue_tile(e, &z, &g, &fr, inner, outer, M, N, &mbits))
+	if (epilogue_tile(e, &z, &g, &fr, inner, outer, M, N, &mbits, sm, tmc, tid, row0, col0))
 		return -1;
 	LLVMBuildStore(b, mbits, mslot);
 	loop_end(e, &tl.l);
+	if (z.c_span) {
+		/* the last tile's store reads the buffer before the thread leaves */
+		LLVMBasicBlockRef last = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, tid, c64(e, WG), ""),
+		                                                   c64(e, 0), ""));
+		asm90_bulk_wait_read0(cg);
+		end_if(e, last);
+	}
 	LLVMBuildBr(b, join);
 	LLVMPositionBuilderAtEnd(b, join);
 	if (g.amax >= 0) {

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cg.h"
+#include "gemm.h"     /* asm90_bar_named */
 
 #define MBAR_INIT "mbarrier.init.shared::cta.b64 [$0], $1;"
 #define MBAR_ARRIVE "{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [$0]; }"
@@ -51,6 +52,9 @@
  * include/cute/arch/copy_sm90.hpp) carry the same strings */
 #define STSM_X4 "stmatrix.sync.aligned.x4.m8n8.shared.b16 [$0], {$1, $2, $3, $4};"
 #define STSM_X4_TRANS "stmatrix.sync.aligned.x4.trans.m8n8.shared.b16 [$0], {$1, $2, $3, $4};"
+/* a named barrier of count threads (PTX ISA, "bar.sync"; CUTLASS's
+ * NamedBarrier::sync, include/cutlass/arch/barrier.h, the same string) */
+#define BAR_NAMED "bar.sync $0, $1;"
 #define SETMAXNREG_INC "setmaxnreg.inc.sync.aligned.u32 232;"
 #define SETMAXNREG_DEC "setmaxnreg.dec.sync.aligned.u32 40;"
 
@@ -67,6 +71,7 @@ const AsmEntry asm90_table[] = {
 	{"tma", BULK_WAIT_READ0, "~{memory}", "sm_90"},
 	{"stmatrix", STSM_X4, "r,r,r,r,r,~{memory}", "sm_90"},
 	{"stmatrix", STSM_X4_TRANS, "r,r,r,r,r,~{memory}", "sm_90"},
+	{"barrier", BAR_NAMED, "r,r,~{memory}", "sm_90"},
 	{"wgmma", WGMMA_FENCE, "~{memory}", "sm_90a"},
 	{"wgmma", WGMMA_COMMIT, "~{memory}", "sm_90a"},
 	{"wgmma", WGMMA_WAIT0, "~{memory}", "sm_90a"},
@@ -243,6 +248,21 @@ asm90_stmatrix_x4(Cg *g, int trans, LLVMValueRef row, LLVMValueRef r[4])
 	}
 	asm_volatile(g, g->vd, trans ? STSM_X4_TRANS : STSM_X4, "r,r,r,r,r,~{memory}",
 	             (LLVMValueRef[]){saddr(g, row), r[0], r[1], r[2], r[3]}, 5);
+}
+
+/* bar.sync id, count: the count threads (whole warps) that name barrier
+ * id (an i32, 1..15; 0 is __syncthreads') meet there; the emulator
+ * models count 128, one warpgroup */
+void
+asm90_bar_named(Cg *g, LLVMValueRef id, unsigned count)
+{
+	if (count == 0 || count % 32)
+		abort();
+	if (g->host) {
+		asm_host_call(g, "precc_emu_bar_named", g->vd, (LLVMValueRef[]){id, u32(g, count)}, 2);
+		return;
+	}
+	asm_volatile(g, g->vd, BAR_NAMED, "r,r,~{memory}", (LLVMValueRef[]){id, u32(g, count)}, 2);
 }
 
 void

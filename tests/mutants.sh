@@ -100,12 +100,27 @@ sr_counter_not_loaded|runtime/state.c|runtime.state\|runtime.resume|	st->sr_coun
 extent_stale_m|runtime/artifact.c|runtime.plan\|runtime.layer$|	if (x->m != m \|\| m <= 0) {|	if (m <= 0) {
 wgmma_scale_straddle|codegen/k_gemm_sm90.c|codegen.errors|	return br > 1 && !scale_uniform(f, op, tile);|	return 0;"
 
+# epilogue (issue 28 §3): a 16-bit C leaves through stmatrix into a swizzled
+# buffer and TMA stores left in flight under the next tile. The buffer
+# rewritten before the previous tile's store has read it (no wait), a thread
+# leaving with its store in flight, the stmatrix rows unswizzled, no proxy
+# fence before the store, both consumer warpgroups on one named barrier,
+# the column stripes 128 bytes apart whatever the span (64- and 32-byte
+# spans: tiles 16..240 wide that are not multiples of 64).
+MUTANTS="$MUTANTS
+epi_no_wait_read|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	asm90_bulk_wait_read0(cg);\n	end_if(e, w);|	end_if(e, w);
+epi_no_last_wait|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		asm90_bulk_wait_read0(cg);\n		end_if(e, last);|		end_if(e, last);
+epi_no_swizzle|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|c64(e, (uint64_t)chunks - 1), \"\");|c64(e, 0), \"\");
+epi_no_proxy_fence|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	asm90_fence_proxy_async(cg);\n	asm90_bar_named(cg, bar, WG);|	asm90_bar_named(cg, bar, WG);
+epi_one_named_barrier|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef bar = LLVMBuildTrunc(b, add64(e, cw, c64(e, 1)), cg->i32, \"\");|LLVMValueRef bar = c32(e, 1);
+epi_stripe_span128|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|mul64(e, stripe, (uint64_t)(rows * span))|mul64(e, stripe, (uint64_t)(rows * 128))"
+
 # sm90sched (issue 28 §1): the wgmma family's shapes. A ring of one stage
 # more than 227 KiB holds, B's box as tall as A's, a 256-row tile's second
 # m64 block read from the first's rows, the shape's stages not the ones
 # codegen uses in the ring.
 MUTANTS="$MUTANTS
-sm90_stages_overflow|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	z->stages = (SMEM_MAX - SMEM_STATIC) / (z->stage_bytes + 2 * 8);|	z->stages = (SMEM_MAX - SMEM_STATIC) / (z->stage_bytes + 2 * 8) + 1;
+sm90_stages_overflow|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + 2 * 8);|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + 2 * 8) + 1;
 sm90_box_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|			t->box_rows = o ? z.bn : z.bm;|			t->box_rows = o ? z.bm : z.bn;
 sm90_mi_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|c64(e, (uint64_t)(mi * WGMMA_M * KB))))));|c64(e, 0)))));
 sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi + 8 * h)));|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(8 * h)));"

@@ -113,6 +113,8 @@ bar_init(Bar *b, int n, const char *what)
 	b->arrived = b->exited = b->site = b->bad = 0;
 	b->gen = 0;
 	b->what = what;
+	b->clock = NULL;
+	b->epoch = 0;
 }
 
 static void
@@ -150,6 +152,8 @@ bar_wait(Bar *b, int site)
 		}
 		b->arrived = 0;
 		b->gen++;
+		if (b->clock)
+			b->epoch = __atomic_add_fetch(b->clock, 1, __ATOMIC_RELAXED);
 		pthread_cond_broadcast(&b->cv);
 		pthread_mutex_unlock(&b->mu);
 		return b->bad ? -1 : 0;
@@ -178,6 +182,13 @@ bar_exit(Bar *b)
 /* ---- per-CTA state: barriers, warp exchange slots, shared memory -------- */
 static Bar cta_bar[NSLOT], warp_bar[NSLOT][32];
 Bar wg_bar[EMU_NSLOT][8];   /* warpgroup collectives (emu_wgmma.c) */
+/* racecheck's epoch clock per CTA: a thread's epoch is the completion of
+ * the last barrier it passed (bar.sync 0, or a named barrier of its
+ * warpgroup), numbered CTA-wide, so that two threads share an epoch only
+ * when the same barrier released them both */
+static unsigned epoch_clock[NSLOT];
+/* the warpgroup that uses named barrier id (+1; 0: none yet) */
+static unsigned named_owner[NSLOT][16];
 static uint32_t xchg[NSLOT][MAXTHREADS];
 /* 1024-aligned: wgmma swizzles address bits 4-9 (emu_wgmma.c) */
 /* A CTA's shared memory is one 512 KiB block holding the arrays at
@@ -239,10 +250,15 @@ slot_reset(unsigned s, int threads)
 {
 	nthreads_of[s] = threads;
 	bar_init(&cta_bar[s], threads, "bar.sync");
+	epoch_clock[s] = 0;
+	cta_bar[s].clock = &epoch_clock[s];
+	memset(named_owner[s], 0, sizeof named_owner[s]);
 	for (int w = 0; w < threads / 32; w++)
 		bar_init(&warp_bar[s][w], 32, "warp collective (shfl.sync, mma.sync)");
-	for (int g = 0; g < threads / 128; g++)
-		bar_init(&wg_bar[s][g], 128, "warpgroup collective (wgmma, setmaxnreg)");
+	for (int g = 0; g < threads / 128; g++) {
+		bar_init(&wg_bar[s][g], 128, "warpgroup collective (wgmma, setmaxnreg, bar.sync id, 128)");
+		wg_bar[s][g].clock = &epoch_clock[s];
+	}
 	emu_wgmma_reset(s);
 	emu_tma_reset(s);
 	for (int id = 0; id < NSHARED; id++) {
@@ -265,7 +281,9 @@ typedef struct SAcc {
 	uint32_t off;
 	uint8_t size;
 } SAcc;
-enum { MAXSITE = 4096 };
+enum { MAXSITE = 4096,
+       SITE_STSM = MAXSITE - 1 };   /* stmatrix's rows: one site for them all (each lane
+                                       runs every stmatrix of its warp, in order) */
 static __thread uint32_t site_n[MAXSITE];
 static __thread SAcc *tlog;
 static __thread size_t tlog_n, tlog_cap;
@@ -356,6 +374,7 @@ smem_instr(const SAcc *a, size_t n)
 	__atomic_add_fetch(&smem_extra, waves - phases, __ATOMIC_RELAXED);
 	if (waves > phases)
 		__atomic_add_fetch(&smem_conflicted, 1, __ATOMIC_RELAXED);
+
 }
 
 static void
@@ -443,7 +462,35 @@ void
 precc_emu_barrier(uint32_t site)
 {
 	if (bar_wait(&cta_bar[my_slot], (int)site) == 0)
-		my_epoch++;
+		my_epoch = __atomic_load_n(&cta_bar[my_slot].epoch, __ATOMIC_RELAXED);
+}
+
+/* bar.sync id, count (PTX ISA, "bar.sync"; CUTLASS's NamedBarrier::sync):
+ * modelled for count 128 with the 128 threads of one warpgroup, the one
+ * use codegen has (the sm_90a GEMM's epilogue, per consumer warpgroup),
+ * at the warpgroup's barrier (a wgmma collective or another id there is
+ * divergence). An id that two warpgroups use would, on the GPU, complete
+ * with any 128 of their threads: a failure here. */
+enum { SITE_NAMED = 1 << 20 };
+
+void
+precc_emu_bar_named(uint32_t id, uint32_t count)
+{
+	unsigned g = my_tid / 128;
+	if (id == 0 || id >= 16 || count != 128 || g >= (unsigned)(nthreads_of[my_slot] / 128)) {
+		emu_fail("synccheck: bar.sync %u, %u: the emulator models named barriers 1..15 of "
+		         "the 128 threads of one warpgroup only", id, count);
+		return;
+	}
+	unsigned want = 0;
+	if (!__atomic_compare_exchange_n(&named_owner[my_slot][id], &want, g + 1, 0, __ATOMIC_RELAXED,
+	                                 __ATOMIC_RELAXED) && want != g + 1) {
+		emu_fail("synccheck: named barrier %u used by warpgroups %u and %u (128 threads: it "
+		         "would complete with threads of both)", id, want - 1, g);
+		return;
+	}
+	if (bar_wait(&wg_bar[my_slot][g], SITE_NAMED + (int)id) == 0)
+		my_epoch = __atomic_load_n(&wg_bar[my_slot][g].epoch, __ATOMIC_RELAXED);
 }
 
 void *
@@ -693,6 +740,9 @@ emu_region(const void *p, size_t bytes, int writable, const char *name)
 }
 
 enum { CK_STORE = 1, CK_ATOMIC = 2, CK_SITE_SHIFT = 8 /* the access site above */ };
+/* per thread and shared array, the bytes [lo, hi) its stores since its
+ * last fence.proxy.async may have left unfenced (what the fence scans) */
+static __thread uint64_t unf_lo[NSHARED] = {UINT64_MAX, UINT64_MAX, UINT64_MAX}, unf_hi[NSHARED];
 
 static void
 race(unsigned s, unsigned id, uint64_t off, uint64_t size, int store)
@@ -778,8 +828,13 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 			race(s, id, off, size, flags & CK_STORE);
 			smem_log(flags >> CK_SITE_SHIFT, (uint64_t)(u - s0) % SLOT_BYTES, size);
 		}
-		if (flags & (CK_STORE | CK_ATOMIC))
+		if (flags & (CK_STORE | CK_ATOMIC)) {
 			memset(&UNF(s, id)[off], 1, size);
+			if (unf_lo[id] > off)
+				unf_lo[id] = off;
+			if (unf_hi[id] < off + size)
+				unf_hi[id] = off + size;
+		}
 		return p;
 	}
 	for (int i = 0; i < nregion; i++) {
@@ -835,10 +890,13 @@ void
 emu_shared_fence_async(void)
 {
 	unsigned s = my_slot;
-	for (unsigned id = 0; id < NSHARED; id++)
-		for (uint64_t i = 0; i < smem_used[s][id]; i++)
+	for (unsigned id = 0; id < NSHARED; id++) {
+		uint64_t hi = unf_hi[id] < smem_used[s][id] ? unf_hi[id] : smem_used[s][id];
+		for (uint64_t i = unf_lo[id]; i < hi; i++)
 			if (UNF(s, id)[i] && (SHW(s, id)[i] & MULTI) == my_tid)
 				UNF(s, id)[i] = 0;
+		unf_lo[id] = UINT64_MAX, unf_hi[id] = 0;
+	}
 }
 
 /* Whether any of the n bytes at p holds a store no fence.proxy.async of
@@ -1085,7 +1143,7 @@ precc_emu_stmatrix(uint32_t trans, void *row, uint32_t r0, uint32_t r1, uint32_t
 		emu_fail("memcheck: misaligned stmatrix row address at byte %llu of shared array %u "
 		         "(lane %u; 16-byte alignment required)", (unsigned long long)off, id, lane);
 	else
-		q = precc_emu_check((void *)u, 16, 16, CK_STORE);
+		q = precc_emu_check((void *)u, 16, 16, CK_STORE | SITE_STSM << CK_SITE_SHIFT);
 	uint32_t *v = stsm_val[my_slot][w][lane];
 	v[0] = r0, v[1] = r1, v[2] = r2, v[3] = r3;
 	Bar *wb = &warp_bar[my_slot][w];
@@ -1348,7 +1406,7 @@ const char *const emu_fns[] = {
 	"precc_emu_mbar_init", "precc_emu_fence_mbar_init", "precc_emu_fence_proxy_async",
 	"precc_emu_mbar_arrive", "precc_emu_mbar_arrive_expect_tx", "precc_emu_mbar_try_wait",
 	"precc_emu_tma_load_2d", "precc_emu_tma_store_2d", "precc_emu_bulk_commit",
-	"precc_emu_bulk_wait_read", "precc_emu_stmatrix",
+	"precc_emu_bulk_wait_read", "precc_emu_stmatrix", "precc_emu_bar_named",
 };
 void *const emu_addr[] = {
 	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
@@ -1363,5 +1421,6 @@ void *const emu_addr[] = {
 	(void *)precc_emu_mbar_arrive_expect_tx, (void *)precc_emu_mbar_try_wait,
 	(void *)precc_emu_tma_load_2d, (void *)precc_emu_tma_store_2d,
 	(void *)precc_emu_bulk_commit, (void *)precc_emu_bulk_wait_read, (void *)precc_emu_stmatrix,
+	(void *)precc_emu_bar_named,
 };
 const int emu_nfns = sizeof emu_fns / sizeof *emu_fns;

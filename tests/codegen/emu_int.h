@@ -23,6 +23,9 @@ typedef struct Bar {
 	int n, arrived, exited, site, bad;
 	unsigned gen;
 	const char *what;
+	unsigned *clock;      /* racecheck's epochs: each completion takes the next
+	                         value of *clock (the CTA's) into epoch; NULL: none */
+	unsigned epoch;
 } Bar;
 /* 0 once all n threads came (site < 0: any site); -1 when broken */
 int bar_wait(Bar *b, int site);
@@ -44,6 +47,7 @@ void emu_wgmma_leave(void);
 /* the core host ABI (emu.c) */
 uint32_t precc_emu_sreg(uint32_t which);
 void precc_emu_barrier(uint32_t site);
+void precc_emu_bar_named(uint32_t id, uint32_t count);
 void *precc_emu_shared(uint32_t id, uint64_t bytes);
 
 /* threads of the running CTA */

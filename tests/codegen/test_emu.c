@@ -655,7 +655,7 @@ check_kernel(const Func *f, const char *file)
 		goto done;
 	}
 	free(sync);
-	if (info.persistent && info.ntmap == 2 && check_tile_order(&info, tmaps[0], tmaps[1], M, gx, file))
+	if (info.persistent && info.ntmap >= 2 && check_tile_order(&info, tmaps[0], tmaps[1], M, gx, file))
 		goto done;
 	if (info.shape == CG_GEMM && emu_ldsm_conflicts()) {
 		printf("FAIL %s: %ld ldmatrix phases with shared-memory bank conflicts\n", file,
