@@ -242,6 +242,29 @@ fill(void *buf, precc_format f, long rows, long cols, int is_state, const Blocks
 }
 
 
+/* A gemm_grouped's %offs (i32[ng], the end of each expert's rows) at m
+ * rows: experts 0, 4, 8, .. without tokens, expert 1 with one, half the
+ * other rows in expert 2 (several row tiles, the last partial), the rest
+ * spread at random (unaligned counts, most of them 0 or 1 with 256
+ * experts), and m / 16 rows of no expert at the end (zero in the result). */
+static void
+fill_offsets(int32_t *o, long ng, long m)
+{
+	long cnt[1024] = {0}, rows = m - m / 16, at = 0;
+	if (ng > 1024)
+		abort();
+	if (ng > 1 && rows > 0)
+		cnt[1] = 1, rows--;
+	for (; rows > 0; rows--) {
+		long g = next() % 2 && ng > 2 ? 2 : (long)(next() % (uint32_t)ng);
+		if (g % 4 == 0 || g == 1)
+			g = ng > 2 ? 2 : 0;
+		cnt[g]++;
+	}
+	for (long g = 0; g < ng; g++)
+		o[g] = (int32_t)(at += cnt[g]);
+}
+
 /* the whole file, NUL-terminated (frontend/diag.c) */
 static char *
 slurp(const char *path)
@@ -554,7 +577,10 @@ check_kernel(const Func *f, const char *file)
 		const Ins *d = ir_def_ins(f, v);
 		if (d && d->op == OP_param) {
 			Blocks bl = blocks_of(f, v, rows, cols);
-			fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, &bl);
+			if (ty->index)
+				fill_offsets(buf[i], cols, M);
+			else
+				fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, &bl);
 			if (scale_inv_all != 0 && ty->is_scale && ty->fmt == PRECC_FP32 && !ty->block[0]
 			    && !ty->block[1])
 				*(float *)buf[i] = scale_inv_all;
@@ -1321,7 +1347,8 @@ main(int argc, char **argv)
 				/* and at an M that divides no tile (partial tiles, rows
 				 * and blocks past the last full one), one per file in turn */
 				extra_run = 1;
-				for (int t = 0; t < (m2 ? 1 : 3) && !strstr(names[i], "gemm"); t++) {
+				for (int t = 0; t < (m2 ? 1 : 3) && (!strstr(names[i], "gemm")
+				                                     || strstr(names[i], "grouped")); t++) {
 					M = m2 ? m2 : extra_m[(i + t) % 3];
 					int rc = check_kernel(m->fn[k], names[i]);
 					if (rc <= 0) {
