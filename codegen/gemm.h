@@ -56,7 +56,8 @@ typedef struct G {
 	long slice;           /* columns kept by a slice of the result, 0 */
 	int acc_old;          /* accumulate: the f32 param added in (main_grad), -1 */
 	int out;              /* the result value */
-	int grouped;          /* gemm_grouped group=m (k_gemm_grouped.c) */
+	int grouped;          /* gemm_grouped (k_gemm_grouped.c) */
+	int group_k;          /* its group=k (else group=m) */
 	int offs;             /* its %offs param (i32[G]), -1 */
 	long n;               /* columns of the result: N */
 } G;
@@ -65,9 +66,12 @@ typedef struct G {
  * column col0; A's rows and C's rows at or past mend are predicated off
  * (M, or the expert's end); B's rows for C's columns 0.. start at brow0
  * (0, or the expert's g·N) and end at bend. zero (i1, or NULL): the tile
- * is rows of no expert, stored as zeros, no K loop. */
+ * is rows of no expert, stored as zeros, no K loop. kbase, klen (or
+ * NULL: 0 and K): the K elements summed, an expert's tokens (group=k);
+ * crow0 (or NULL: 0): C's row of A's row 0 (group=k: the expert's g·N). */
 typedef struct GPos {
 	LLVMValueRef row0, col0, mend, brow0, bend, zero;
+	LLVMValueRef kbase, klen, crow0;
 } GPos;
 
 /* k_gemm.c */

@@ -130,9 +130,8 @@ gemm_plan(Kern *k, G *g)
 	int sarg = 2;
 	g->offs = -1;
 	if (gm->op == OP_gemm_grouped) {
-		if (gm->group_k)
-			return kfail(k, "gemm_grouped group=k: no kernel generates it yet");
 		g->grouped = 1;
+		g->group_k = gm->group_k;
 		g->offs = gm->arg[2];
 		sarg = 3;
 	}
@@ -494,14 +493,14 @@ gather_chunk(E *e, LLVMValueRef base, int eb, LLVMValueRef gr, LLVMValueRef gk,
 /* One operand's K tile (rows r0.., K elements k0..) into the shared
  * stage at sm: row r of the tile at 64 r (16-byte chunks swizzled,
  * mma_frag.h's gemm_smem_off), in the mma's element
- * format; rows at or past R (the operand's rows, or an expert's end) are
- * zero. Rows of 16-byte chunks go by cp.async (zero-filled past M, N
+ * format; rows at or past R (the operand's rows, or an expert's end) and
+ * K elements at or past KE (K, or an expert's last token) are zero. Rows of 16-byte chunks go by cp.async (zero-filled past M, N
  * and K through src-size 0), in the group the caller commits, and so do
  * MN-major transposes (mnmaj); other transposes, narrow and e2m1
  * operands go by loads and stores. */
 static void
 load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLVMValueRef R,
-          LLVMValueRef k0, LLVMValueRef tid)
+          LLVMValueRef k0, LLVMValueRef KE, LLVMValueRef tid)
 {
 	LLVMBuilderRef b = e->b;
 	LLVMValueRef K = dimv(e, g->K), base = e->ptr[op->v];
@@ -520,7 +519,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			LLVMValueRef kk = LLVMBuildUDiv(b, c, c64(e, (uint64_t)(br / 8)), "");
 			LLVMValueRef rc = LLVMBuildURem(b, c, c64(e, (uint64_t)(br / 8)), "");
 			LLVMValueRef gr = add64(e, r0, mul64(e, rc, 8)), gk = add64(e, k0, kk);
-			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
+			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, KE), "");
 			LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gk, c64(e, 0)), R, ""),
 			                                  sel(e, ok, gr, c64(e, 0))), 2);
 			LLVMValueRef sub = mul64(e, LLVMBuildUDiv(b, rc, c64(e, MN_SUB / 8), ""),
@@ -544,7 +543,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			LLVMValueRef r = LLVMBuildURem(b, c, c64(e, (uint64_t)br), "");
 			LLVMValueRef cb = LLVMBuildUDiv(b, c, c64(e, (uint64_t)br), "");
 			LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, mul64(e, cb, (uint64_t)per));
-			LLVMValueRef v = gather_chunk(e, base, eb, gr, gk, R, K, c64(e, 1), R);
+			LLVMValueRef v = gather_chunk(e, base, eb, gr, gk, R, KE, c64(e, 1), R);
 			store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, cb, 16))), 16);
 		}
 		return;
@@ -554,7 +553,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 		LLVMValueRef r = LLVMBuildUDiv(b, c, c64(e, (uint64_t)cpr), "");
 		LLVMValueRef cb = LLVMBuildURem(b, c, c64(e, (uint64_t)cpr), "");
 		LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, mul64(e, cb, (uint64_t)per));
-		LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
+		LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, KE), "");
 		LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
 		                                  sel(e, ok, gk, c64(e, 0))), (uint64_t)eb);
 		if (op->up) {
@@ -566,7 +565,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
 			continue;
 		}
-		LLVMValueRef v = gather_chunk(e, base, eb, gr, gk, R, K, K, c64(e, 1));
+		LLVMValueRef v = gather_chunk(e, base, eb, gr, gk, R, KE, K, c64(e, 1));
 		store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, cb, 16))), 16);
 	}
 }
@@ -728,17 +727,18 @@ promote(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer
 			}
 }
 
-/* promote only when the chunk starting at kstart holds any of K */
+/* promote only when the chunk ending at kend holds any of the klen K
+ * elements (counted from kbase: an expert's first token, else 0) */
 static void
 promote_if(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer,
-           LLVMValueRef kend, LLVMValueRef extra)
+           LLVMValueRef kend, LLVMValueRef extra, LLVMValueRef kbase, LLVMValueRef klen)
 {
 	LLVMValueRef kstart = LLVMBuildSub(e->b, kend, c64(e, (uint64_t)g->P), "");
-	LLVMValueRef c = ult(e, kstart, dimv(e, g->K));
+	LLVMValueRef c = ult(e, kstart, klen);
 	if (extra)
 		c = LLVMBuildAnd(e->b, c, extra, "");
 	LLVMBasicBlockRef cont = begin_if(e, c);
-	promote(e, g, fr, inner, outer, kstart, NULL);
+	promote(e, g, fr, inner, outer, add64(e, kbase, kstart), NULL);
 	end_if(e, cont);
 }
 
@@ -931,7 +931,9 @@ gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef o
 			}
 			lo[o][x] = LLVMBuildTrunc(b, v, cg->i32, "");
 		}
-	LLVMValueRef K = dimv(e, g.K);
+	/* K elements kbase .. kbase + K: all of K, or an expert's tokens */
+	LLVMValueRef kbase = pos->kbase ? pos->kbase : c64(e, 0);
+	LLVMValueRef K = pos->klen ? pos->klen : dimv(e, g.K), KE = add64(e, kbase, K);
 	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, K, c64(e, (uint64_t)g.bke - 1)), c64(e, (uint64_t)g.bke), "");
 	if (pos->zero)          /* rows of no expert: no K loop */
 		nkt = sel(e, pos->zero, c64(e, 0), nkt);
@@ -939,9 +941,10 @@ gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef o
 	 * group each (empty past the last tile, so that the counts hold) */
 	for (int s = 0; s < STAGES - 1; s++) {
 		LLVMBasicBlockRef cont = begin_if(e, ult(e, c64(e, (uint64_t)s), nkt));
-		LLVMValueRef so = c64(e, (uint64_t)s * STAGE_BYTES), k0 = c64(e, (uint64_t)s * (uint64_t)g.bke);
-		load_tile(e, &g, &g.op[0], gep(e, sA, so), row0, M, k0, tid);
-		load_tile(e, &g, &g.op[1], gep(e, sB, so), b0, pos->bend, k0, tid);
+		LLVMValueRef so = c64(e, (uint64_t)s * STAGE_BYTES);
+		LLVMValueRef k0 = add64(e, kbase, c64(e, (uint64_t)s * (uint64_t)g.bke));
+		load_tile(e, &g, &g.op[0], gep(e, sA, so), row0, M, k0, KE, tid);
+		load_tile(e, &g, &g.op[1], gep(e, sB, so), b0, pos->bend, k0, KE, tid);
 		end_if(e, cont);
 		asm_cp_async_commit(cg);
 	}
@@ -958,8 +961,9 @@ gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef o
 	LLVMValueRef nk = add64(e, kt, c64(e, STAGES - 1));
 	LLVMBasicBlockRef ncont = begin_if(e, ult(e, nk, nkt));
 	LLVMValueRef nso = mul64(e, LLVMBuildURem(b, nk, c64(e, STAGES), ""), STAGE_BYTES);
-	load_tile(e, &g, &g.op[0], gep(e, sA, nso), row0, M, mul64(e, nk, (uint64_t)g.bke), tid);
-	load_tile(e, &g, &g.op[1], gep(e, sB, nso), b0, pos->bend, mul64(e, nk, (uint64_t)g.bke), tid);
+	LLVMValueRef nk0 = add64(e, kbase, mul64(e, nk, (uint64_t)g.bke));
+	load_tile(e, &g, &g.op[0], gep(e, sA, nso), row0, M, nk0, KE, tid);
+	load_tile(e, &g, &g.op[1], gep(e, sB, nso), b0, pos->bend, nk0, KE, tid);
 	end_if(e, ncont);
 	asm_cp_async_commit(cg);
 	LLVMValueRef cso = LLVMBuildTrunc(b, mul64(e, LLVMBuildURem(b, kt, c64(e, STAGES), ""), STAGE_BYTES),
@@ -995,7 +999,7 @@ gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef o
 			}
 		long done = (long)(ks + 1) * kstep;     /* K elements of this tile so far */
 		if (g.P && g.P <= g.bke && done % g.P == 0)
-			promote_if(e, &g, &fr, inner, outer, add64(e, k0, c64(e, (uint64_t)done)), NULL);
+			promote_if(e, &g, &fr, inner, outer, add64(e, k0, c64(e, (uint64_t)done)), NULL, kbase, K);
 	}
 	if (g.P > g.bke) {
 		LLVMValueRef kend = add64(e, k0, c64(e, (uint64_t)g.bke));
@@ -1006,7 +1010,7 @@ gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef o
 		LLVMValueRef kchunk = sel(e, at_p, kend,
 		                          mul64(e, LLVMBuildUDiv(b, add64(e, kend, c64(e, (uint64_t)g.P - 1)),
 		                                                 c64(e, (uint64_t)g.P), ""), (uint64_t)g.P));
-		promote_if(e, &g, &fr, inner, outer, kchunk, LLVMBuildOr(b, at_p, last, ""));
+		promote_if(e, &g, &fr, inner, outer, kchunk, LLVMBuildOr(b, at_p, last, ""), kbase, K);
 	}
 	loop_end(e, &l);
 	/* rolled: ptxas unrolled it 4 times and hoisted the ldmatrix of the
@@ -1019,8 +1023,9 @@ gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef o
 	if (!g.P)
 		frag_init(e, &g, &fr, pos, N);
 	LLVMValueRef acc[NACC_MAX];
-	if (!g.P)
-		promote(e, &g, &fr, inner, NULL, c64(e, 0), acc);
+	if (!g.P)     /* the scales at kbase (an empty expert's may be at K: 0) */
+		promote(e, &g, &fr, inner, NULL, pos->kbase ? sel(e, ult(e, kbase, dimv(e, g.K)), kbase, c64(e, 0))
+		                                            : c64(e, 0), acc);
 	else
 		for (int a = 0; a < NACC; a++)
 			acc[a] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, a), "");
@@ -1059,7 +1064,8 @@ gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef o
 					LLVMValueRef col = fr.colv[ni][c];
 					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, NS), "");
 					LLVMBasicBlockRef cont = begin_if(e, ok);
-					LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, r, NS, ""), col), (uint64_t)oeb);
+					LLVMValueRef cr = pos->crow0 ? add64(e, pos->crow0, r) : r;
+					LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, cr, NS, ""), col), (uint64_t)oeb);
 					LLVMValueRef p = gep(e, e->ptr[g.out], off);
 					if (oeb == 2)
 						store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,

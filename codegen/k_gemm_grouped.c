@@ -58,6 +58,56 @@ store64(E *e, LLVMValueRef v, LLVMValueRef p)
 	LLVMBuildStore(e->b, v, p);
 }
 
+/* group=k: expert g's dW_g = A[:, tokens of g] · B[:, tokens of g]ᵀ into
+ * C's rows g·N..; every expert has the same ceil(N / bm) x ceil(N' / bn)
+ * tiles, tile id t is expert t / (those), and an expert without tokens
+ * stores its zeros without a K loop. */
+static int
+emit_group_k(E *e, G *g, LLVMValueRef inner, LLVMValueRef outer)
+{
+	Kern *k = e->k;
+	LLVMBuilderRef b = e->b;
+	long ng = k->f->val[g->offs].type.dim[0], N = g->op[0].rows;
+	if (N < 0)
+		return kfail(k, "gemm_grouped group=k: the rows of A (N) must be static");
+	long mtn = (N + g->t.bm - 1) / g->t.bm, ntn = (g->n + g->t.bn - 1) / g->t.bn;
+	LLVMValueRef T = dimv(e, g->K);     /* the tokens */
+	LLVMValueRef ntiles = c64(e, (uint64_t)(ng * mtn * ntn));
+
+	LLVMValueRef cta = LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, "");
+	LLVMValueRef ncta = LLVMBuildZExt(b, sreg(e, "nctaid.x"), e->g->i64, "");
+	LLVMValueRef mine = LLVMBuildUDiv(b, LLVMBuildSub(b, add64(e, ntiles, LLVMBuildSub(b, ncta, c64(e, 1), "")),
+	                                                  cta, ""), ncta, "");
+	mine = sel(e, ult(e, cta, ntiles), mine, c64(e, 0));
+	Loop tl;
+	LLVMValueRef ti = loop_begin(e, &tl, c64(e, 0), mine);
+	LLVMValueRef tile = add64(e, cta, LLVMBuildMul(b, ti, ncta, ""));
+	LLVMValueRef ge = LLVMBuildUDiv(b, tile, c64(e, (uint64_t)(mtn * ntn)), "");
+	LLVMValueRef local = LLVMBuildURem(b, tile, c64(e, (uint64_t)(mtn * ntn)), "");
+	LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, ge, c64(e, 0), "");
+	LLVMValueRef kbase = sel(e, first, c64(e, 0),
+	                         offs_at(e, g, sel(e, first, c64(e, 0), LLVMBuildSub(b, ge, c64(e, 1), "")),
+	                                 c64(e, 0), T));
+	LLVMValueRef kend = offs_at(e, g, ge, kbase, T);
+	LLVMValueRef klen = LLVMBuildSub(b, kend, kbase, "");
+	GPos p = {
+		.row0 = mul64(e, LLVMBuildUDiv(b, local, c64(e, (uint64_t)ntn), ""), (uint64_t)g->t.bm),
+		.col0 = mul64(e, LLVMBuildURem(b, local, c64(e, (uint64_t)ntn), ""), (uint64_t)g->t.bn),
+		.mend = c64(e, (uint64_t)N),
+		.brow0 = c64(e, 0),
+		.bend = dimv(e, g->op[1].rows),
+		.zero = LLVMBuildICmp(b, LLVMIntEQ, klen, c64(e, 0), ""),
+		.kbase = kbase, .klen = klen,
+		.crow0 = mul64(e, ge, (uint64_t)N),
+	};
+	if (gemm_tile(e, g, &p, inner, outer))
+		return -1;
+	barrier(e);
+	loop_end(e, &tl);
+	loop_nounroll(e, &tl);
+	return 0;
+}
+
 int
 emit_gemm_grouped(E *e)
 {
@@ -69,7 +119,11 @@ emit_gemm_grouped(E *e)
 	if (gemm_plan(k, &g))
 		return -1;
 	if (!g.grouped || g.n < 0)
-		return kfail(k, "k_gemm_grouped: a gemm_grouped group=m with a static N");
+		return kfail(k, "k_gemm_grouped: a gemm_grouped with a static N");
+	if (g.group_k) {
+		gemm_accumulators(e, &g, &inner, &outer);
+		return emit_group_k(e, &g, inner, outer);
+	}
 	long ng = k->f->val[g.offs].type.dim[0];
 	long ntn = (g.n + g.t.bn - 1) / g.t.bn;
 	gemm_accumulators(e, &g, &inner, &outer);

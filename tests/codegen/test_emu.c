@@ -242,27 +242,36 @@ fill(void *buf, precc_format f, long rows, long cols, int is_state, const Blocks
 }
 
 
-/* A gemm_grouped's %offs (i32[ng], the end of each expert's rows) at m
- * rows: experts 0, 4, 8, .. without tokens, expert 1 with one, half the
- * other rows in expert 2 (several row tiles, the last partial), the rest
- * spread at random (unaligned counts, most of them 0 or 1 with 256
- * experts), and m / 16 rows of no expert at the end (zero in the result). */
+/* "# emu: offs_align=N": a grouped GEMM's offsets are multiples of N
+ * (a group=k's 1x128 token blocks, which the interpreter requires) */
+static long offs_align = 1;
+
+/* A gemm_grouped's %offs (i32[ng], the end of each expert's rows or
+ * tokens) at m: experts 0, 8, 16, .. without tokens, expert 1 with one,
+ * half the others in expert 2 (several row tiles, the last partial), the
+ * rest spread at random (unaligned counts, most of them 0 or 1 with 256
+ * experts), and m / 16 rows of no expert at the end (zero in the result);
+ * with offs_align, units of offs_align tokens: expert 0 none, expert 1
+ * one, the others dealt round-robin from expert 2. */
 static void
 fill_offsets(int32_t *o, long ng, long m)
 {
-	long cnt[1024] = {0}, rows = m - m / 16, at = 0;
+	long cnt[1024] = {0}, rows = m / offs_align, at = 0;
 	if (ng > 1024)
 		abort();
+	rows -= offs_align == 1 ? m / 16 : 0;
 	if (ng > 1 && rows > 0)
 		cnt[1] = 1, rows--;
+	for (long g = 2; offs_align > 1 && rows > 0 && ng > 2; g = g + 1 < ng ? g + 1 : 2)
+		cnt[g]++, rows--;   /* whole blocks: round-robin, expert 0 empty */
 	for (; rows > 0; rows--) {
 		long g = next() % 2 && ng > 2 ? 2 : (long)(next() % (uint32_t)ng);
-		if (g % 4 == 0 || g == 1)
+		if (g % 8 == 0 || g == 1)
 			g = ng > 2 ? 2 : 0;
 		cnt[g]++;
 	}
 	for (long g = 0; g < ng; g++)
-		o[g] = (int32_t)(at += cnt[g]);
+		o[g] = (int32_t)(at += cnt[g] * offs_align);
 }
 
 /* the whole file, NUL-terminated (frontend/diag.c) */
@@ -1327,6 +1336,8 @@ main(int argc, char **argv)
 		const char *ex = text ? strstr(text, "# emu: max=") : NULL;
 		code_max = ex ? strtof(ex + 11, NULL) : 0;
 		moderate = text && strstr(text, "# emu: moderate") != NULL;
+		const char *eo = text ? strstr(text, "# emu: offs_align=") : NULL;
+		offs_align = eo ? atol(eo + 18) : 1;
 		finite_only |= moderate;
 		Module *m = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
 		/* and a copy through schedule, for its figures */
