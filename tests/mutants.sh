@@ -110,6 +110,16 @@ sm90_box_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|			t->box_rows = o ?
 sm90_mi_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|c64(e, (uint64_t)(mi * WGMMA_M * KB))))));|c64(e, 0)))));
 sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi + 8 * h)));|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(8 * h)));"
 
+# issue 29 §1-2 (grouped): the grouped GEMM family's tile scheduler. A row
+# tile that runs past its expert's end into the next expert's rows (with
+# this expert's weights), a tile id at an expert's last tile counted to
+# that expert (off by one at the group's end), a grouped wgrad summing
+# from token 0 instead of its expert's first token.
+MUTANTS="$MUTANTS
+grouped_tile_straddle|codegen/k_gemm_grouped.c|codegen.emu$|		.mend = end,|		.mend = M,
+grouped_end_off_by_one|codegen/k_gemm_grouped.c|codegen.emu$|LLVMBuildICmp(b, LLVMIntUGE, tile, add64(e, base, nt), \"\")|LLVMBuildICmp(b, LLVMIntUGT, tile, add64(e, base, nt), \"\")
+grouped_k_from_0|codegen/k_gemm_grouped.c|codegen.emu$|		.kbase = kbase, .klen = klen,|		.kbase = c64(e, 0), .klen = klen,"
+
 survivors=0
 stale=0
 total=0
