@@ -257,6 +257,17 @@ gemm_plan(Kern *k, G *g)
 			return kfail(k, "K = M with scale blocks of %ld along K and 16-byte loads of %ld", kb, kq);
 	}
 	k->m_multiple = g->K == DIM_M ? kq : 1;
+	/* group=k: an expert's tokens start anywhere a K-major operand's
+	 * copies may not (16-byte cp.async); only where its scale blocks along
+	 * the tokens make every expert start a block (the interpreter's rule)
+	 * are they aligned */
+	for (int o = 0; o < 2 && g->group_k; o++) {
+		long kb = g->op[o].s >= 0 ? f->val[g->op[o].s].type.block[1] : 0;
+		if (!g->op[o].tr && (kb <= 0 || kb % (16 / gemm_ebytes(g->op[o].fmt))))
+			return kfail(k, "gemm_grouped group=k: K-major %%%s needs scale blocks along the "
+			             "tokens (a multiple of %d) so that every expert starts a 16-byte copy",
+			             f->val[g->op[o].v].name, 16 / gemm_ebytes(g->op[o].fmt));
+	}
 	if (g->K < 0 && g->K != DIM_M)
 		return kfail(k, "K must be static or M");
 	/* promotion interval, as precc_gemm resolves it */

@@ -14,6 +14,11 @@
  * (the cvt forms are emulated with precc_encode, which numerics.cuda_ref
  * checks against CUDA's own code) and NVPTX/ptxas code generation.
  *
+ * A gemm_grouped's %offs is data the run chooses (fill_offsets): experts
+ * without tokens, one with a single token, unaligned counts, rows of no
+ * expert; "# emu: offs_align=N" deals whole N-token units (a grouped
+ * wgrad's 128-token blocks).
+ *
  * Weights are shrunk from 4096x4096 to 512x512 so that the run stays
  * short; M = 128 unless the file says otherwise, and again 16, 80 or 144.
  * GEMM kernels run their mma.sync through precc_emu_mma (the warp's
