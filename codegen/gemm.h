@@ -56,10 +56,33 @@ typedef struct G {
 	long slice;           /* columns kept by a slice of the result, 0 */
 	int acc_old;          /* accumulate: the f32 param added in (main_grad), -1 */
 	int out;              /* the result value */
+	int grouped;          /* gemm_grouped (k_gemm_grouped.c) */
+	int group_k;          /* its group=k (else group=m) */
+	int offs;             /* its %offs param (i32[G]), -1 */
+	long n;               /* columns of the result: N */
 } G;
+
+/* Where one CTA tile lies (i64 values): the tile of C from row row0 and
+ * column col0; A's rows and C's rows at or past mend are predicated off
+ * (M, or the expert's end); B's rows for C's columns 0.. start at brow0
+ * (0, or the expert's g·N) and end at bend. zero (i1, or NULL): the tile
+ * is rows of no expert, stored as zeros, no K loop. kbase, klen (or
+ * NULL: 0 and K): the K elements summed, an expert's tokens (group=k);
+ * crow0 (or NULL: 0): C's row of A's row 0 (group=k: the expert's g·N). */
+typedef struct GPos {
+	LLVMValueRef row0, col0, mend, brow0, bend, zero;
+	LLVMValueRef kbase, klen, crow0;
+} GPos;
 
 /* k_gemm.c */
 int gemm_ebytes(precc_format f);
+/* the accumulator arrays (allocas of the entry block): inner, and outer
+ * where the GEMM promotes inside its K loop (else NULL) */
+void gemm_accumulators(E *e, const G *g, LLVMValueRef *inner, LLVMValueRef *outer);
+/* one CTA tile at p: the K loop (the cp.async pipeline, ldmatrix, mma.sync,
+ * promotions) and the epilogue; the mma.sync family's mainloop, for
+ * emit_gemm's one tile per CTA and k_gemm_grouped.c's tile loop */
+int gemm_tile(E *e, const G *g, const GPos *p, LLVMValueRef inner, LLVMValueRef outer);
 /* Recognise the GEMM kernel and fill g; an error names what does not fit. */
 int gemm_plan(Kern *k, G *g);
 /* a * b, a + b rounded on their own (mul.rn / add.rn: never an FMA) */

@@ -120,17 +120,27 @@ gemm_plan(Kern *k, G *g)
 	g->bias = g->cast = g->out = g->amax = g->amax_arg = g->bias_src = -1;
 	g->acc_old = -1;
 	for (int i = 0; i < f->nins; i++)
-		if (f->ins[i].op == OP_gemm) {
+		if (ir_op_gemm(f->ins[i].op)) {
 			if (gm)
 				return kfail(k, "one gemm per kernel");
 			gm = &f->ins[i];
 			k->gm = i;
 		}
+	/* gemm_grouped: %offs is the third operand, the scales follow it */
+	int sarg = 2;
+	g->offs = -1;
+	if (gm->op == OP_gemm_grouped) {
+		g->grouped = 1;
+		g->group_k = gm->group_k;
+		g->offs = gm->arg[2];
+		sarg = 3;
+	}
+	g->n = f->val[gm->res].type.dim[1];
 	int last = gm->res;
 	for (int i = 0; i < f->nins; i++) {
 		const Ins *in = &f->ins[i];
 		switch (in->op) {
-		case OP_param: case OP_gemm: case OP_ret: case OP_transpose:
+		case OP_param: case OP_gemm: case OP_gemm_grouped: case OP_ret: case OP_transpose:
 			break;
 		case OP_pad: {
 			/* the bias, zero-filled to the padded N */
@@ -182,6 +192,9 @@ gemm_plan(Kern *k, G *g)
 		}
 	}
 	g->out = last;
+	if (g->grouped && (g->bias >= 0 || g->amax >= 0 || g->slice || g->acc_old >= 0))
+		return kfail(k, "a grouped GEMM's epilogue is its cast only (bias, amax, slice and "
+		             "accumulate per expert: the per-expert path)");
 	for (int o = 0; o < 2; o++) {
 		GOp *op = &g->op[o];
 		const Ins *d = ir_def_ins(f, gm->arg[o]);
@@ -196,8 +209,8 @@ gemm_plan(Kern *k, G *g)
 			             f->val[gm->arg[o]].name);
 		op->fmt = f->val[op->v].type.fmt;
 		op->rows = f->val[gm->arg[o]].type.dim[0];
-		op->s = gm->narg >= 4 ? gm->arg[2 + o] : -1;
-		op->g = gm->narg == 6 ? gm->arg[4 + o] : -1;
+		op->s = gm->narg >= sarg + 2 ? gm->arg[sarg + o] : -1;
+		op->g = gm->narg == sarg + 4 ? gm->arg[sarg + 2 + o] : -1;
 		op->up = op->fmt == PRECC_E2M1;
 		if (op->tr && op->s >= 0)
 			return kfail(k, "a transposed operand with scales (the quantize kernel writes "
@@ -244,6 +257,17 @@ gemm_plan(Kern *k, G *g)
 			return kfail(k, "K = M with scale blocks of %ld along K and 16-byte loads of %ld", kb, kq);
 	}
 	k->m_multiple = g->K == DIM_M ? kq : 1;
+	/* group=k: an expert's tokens start anywhere a K-major operand's
+	 * copies may not (16-byte cp.async); only where its scale blocks along
+	 * the tokens make every expert start a block (the interpreter's rule)
+	 * are they aligned */
+	for (int o = 0; o < 2 && g->group_k; o++) {
+		long kb = g->op[o].s >= 0 ? f->val[g->op[o].s].type.block[1] : 0;
+		if (!g->op[o].tr && (kb <= 0 || kb % (16 / gemm_ebytes(g->op[o].fmt))))
+			return kfail(k, "gemm_grouped group=k: K-major %%%s needs scale blocks along the "
+			             "tokens (a multiple of %d) so that every expert starts a 16-byte copy",
+			             f->val[g->op[o].v].name, 16 / gemm_ebytes(g->op[o].fmt));
+	}
 	if (g->K < 0 && g->K != DIM_M)
 		return kfail(k, "K must be static or M");
 	/* promotion interval, as precc_gemm resolves it */
@@ -480,16 +504,17 @@ gather_chunk(E *e, LLVMValueRef base, int eb, LLVMValueRef gr, LLVMValueRef gk,
 /* One operand's K tile (rows r0.., K elements k0..) into the shared
  * stage at sm: row r of the tile at 64 r (16-byte chunks swizzled,
  * mma_frag.h's gemm_smem_off), in the mma's element
- * format. Rows of 16-byte chunks go by cp.async (zero-filled past M, N
+ * format; rows at or past R (the operand's rows, or an expert's end) and
+ * K elements at or past KE (K, or an expert's last token) are zero. Rows of 16-byte chunks go by cp.async (zero-filled past M, N
  * and K through src-size 0), in the group the caller commits, and so do
  * MN-major transposes (mnmaj); other transposes, narrow and e2m1
  * operands go by loads and stores. */
 static void
-load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLVMValueRef k0,
-          LLVMValueRef tid)
+load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLVMValueRef R,
+          LLVMValueRef k0, LLVMValueRef KE, LLVMValueRef tid)
 {
 	LLVMBuilderRef b = e->b;
-	LLVMValueRef R = dimv(e, op->rows), K = dimv(e, g->K), base = e->ptr[op->v];
+	LLVMValueRef K = dimv(e, g->K), base = e->ptr[op->v];
 	int eb = gemm_ebytes(op->fmt);
 	long br = op == &g->op[0] ? g->t.bm : g->t.bn, GT = g->t.threads;
 
@@ -505,7 +530,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			LLVMValueRef kk = LLVMBuildUDiv(b, c, c64(e, (uint64_t)(br / 8)), "");
 			LLVMValueRef rc = LLVMBuildURem(b, c, c64(e, (uint64_t)(br / 8)), "");
 			LLVMValueRef gr = add64(e, r0, mul64(e, rc, 8)), gk = add64(e, k0, kk);
-			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
+			LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, KE), "");
 			LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gk, c64(e, 0)), R, ""),
 			                                  sel(e, ok, gr, c64(e, 0))), 2);
 			LLVMValueRef sub = mul64(e, LLVMBuildUDiv(b, rc, c64(e, MN_SUB / 8), ""),
@@ -529,7 +554,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			LLVMValueRef r = LLVMBuildURem(b, c, c64(e, (uint64_t)br), "");
 			LLVMValueRef cb = LLVMBuildUDiv(b, c, c64(e, (uint64_t)br), "");
 			LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, mul64(e, cb, (uint64_t)per));
-			LLVMValueRef v = gather_chunk(e, base, eb, gr, gk, R, K, c64(e, 1), R);
+			LLVMValueRef v = gather_chunk(e, base, eb, gr, gk, R, KE, c64(e, 1), R);
 			store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, cb, 16))), 16);
 		}
 		return;
@@ -539,7 +564,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 		LLVMValueRef r = LLVMBuildUDiv(b, c, c64(e, (uint64_t)cpr), "");
 		LLVMValueRef cb = LLVMBuildURem(b, c, c64(e, (uint64_t)cpr), "");
 		LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, mul64(e, cb, (uint64_t)per));
-		LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
+		LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, KE), "");
 		LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
 		                                  sel(e, ok, gk, c64(e, 0))), (uint64_t)eb);
 		if (op->up) {
@@ -551,7 +576,7 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
 			continue;
 		}
-		LLVMValueRef v = gather_chunk(e, base, eb, gr, gk, R, K, K, c64(e, 1));
+		LLVMValueRef v = gather_chunk(e, base, eb, gr, gk, R, KE, K, c64(e, 1));
 		store_al(e, v, gep(e, sm, tile_off(e, r, mul64(e, cb, 16))), 16);
 	}
 }
@@ -626,7 +651,7 @@ typedef struct Lane {
 } Lane;
 
 static Lane
-lane_of(E *e, const G *g)
+lane_of(E *e, const G *g, const GPos *p)
 {
 	LLVMBuilderRef b = e->b;
 	Lane l;
@@ -636,8 +661,8 @@ lane_of(E *e, const G *g)
 	l.t4 = LLVMBuildURem(b, lane, c64(e, 4), "");
 	l.wm = LLVMBuildUDiv(b, warp, c64(e, (uint64_t)g->t.wn), "");
 	l.wn = LLVMBuildURem(b, warp, c64(e, (uint64_t)g->t.wn), "");
-	l.row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), e->g->i64, ""), (uint64_t)g->t.bm);
-	l.col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, ""), (uint64_t)g->t.bn);
+	l.row0 = p->row0;
+	l.col0 = p->col0;
 	return l;
 }
 
@@ -647,12 +672,14 @@ typedef struct Frag {
 	                                            live across the K loop, half the registers) */
 } Frag;
 
-/* The global rows and columns of this lane's accumulators. */
+/* The global rows and columns of this lane's accumulators; rowc and colc
+ * are the rows of A and of B (from p->brow0) the scales are read at. */
 static void
-frag_init(E *e, const G *g, Frag *fr, LLVMValueRef M, LLVMValueRef N)
+frag_init(E *e, const G *g, Frag *fr, const GPos *p, LLVMValueRef N)
 {
 	LLVMBuilderRef b = e->b;
-	Lane l = lane_of(e, g);
+	Lane l = lane_of(e, g, p);
+	LLVMValueRef M = p->mend;
 	int MI = g->t.mi, NI = g->t.ni;
 	LLVMValueRef gq = l.gq, t4 = l.t4, wm = l.wm, wn = l.wn, row0 = l.row0, col0 = l.col0;
 
@@ -667,8 +694,9 @@ frag_init(E *e, const G *g, Frag *fr, LLVMValueRef M, LLVMValueRef N)
 		for (int c = 0; c < 2; c++) {
 			fr->colv[ni][c] = add64(e, add64(e, col0, mul64(e, wn, (uint64_t)(8 * NI))),
 			                        add64(e, mul64(e, t4, 2), c64(e, (uint64_t)(ni * 8 + c))));
-			fr->colc[ni][c] = LLVMBuildTrunc(b, sel(e, ult(e, fr->colv[ni][c], N), fr->colv[ni][c],
-			                                        c64(e, 0)), e->g->i32, "");
+			fr->colc[ni][c] = LLVMBuildTrunc(b, add64(e, p->brow0, sel(e, ult(e, fr->colv[ni][c], N),
+			                                                         fr->colv[ni][c], c64(e, 0))),
+			                                 e->g->i32, "");
 		}
 }
 
@@ -710,17 +738,18 @@ promote(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer
 			}
 }
 
-/* promote only when the chunk starting at kstart holds any of K */
+/* promote only when the chunk ending at kend holds any of the klen K
+ * elements (counted from kbase: an expert's first token, else 0) */
 static void
 promote_if(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer,
-           LLVMValueRef kend, LLVMValueRef extra)
+           LLVMValueRef kend, LLVMValueRef extra, LLVMValueRef kbase, LLVMValueRef klen)
 {
 	LLVMValueRef kstart = LLVMBuildSub(e->b, kend, c64(e, (uint64_t)g->P), "");
-	LLVMValueRef c = ult(e, kstart, dimv(e, g->K));
+	LLVMValueRef c = ult(e, kstart, klen);
 	if (extra)
 		c = LLVMBuildAnd(e->b, c, extra, "");
 	LLVMBasicBlockRef cont = begin_if(e, c);
-	promote(e, g, fr, inner, outer, kstart, NULL);
+	promote(e, g, fr, inner, outer, add64(e, kbase, kstart), NULL);
 	end_if(e, cont);
 }
 
@@ -774,14 +803,14 @@ epi_accumulate(E *e, const G *g, LLVMValueRef off, LLVMValueRef y)
  * nonnegative float's bits (NaN above inf), so the unsigned max is the
  * float max. The launcher zeroes the output first. */
 static void
-epi_block_amax_out(E *e, const G *g, const Frag *fr, LLVMValueRef rbits[GEMM_MI_MAX][2])
+epi_block_amax_out(E *e, const G *g, const GPos *p, const Frag *fr, LLVMValueRef rbits[GEMM_MI_MAX][2])
 {
 	int MI = g->t.mi;
 	LLVMBuilderRef b = e->b;
 	const Type *t = &e->k->f->ins[g->amax].type;
 	LLVMValueRef out = e->ptr[e->k->f->ins[g->amax].res], M = dimv(e, g->op[0].rows);
 	long br = t->block[0], bc = t->block[1];
-	Lane l = lane_of(e, g);
+	Lane l = lane_of(e, g, p);
 	LLVMValueRef nbc = dimv(e, t->dim[1]);
 	LLVMValueRef cb = bc ? LLVMBuildUDiv(b, l.col0, c64(e, (uint64_t)bc), "") : c64(e, 0);
 
@@ -812,34 +841,55 @@ epi_block_amax_out(E *e, const G *g, const Frag *fr, LLVMValueRef rbits[GEMM_MI_
 	end_if(e, cont);
 }
 
+void
+gemm_accumulators(E *e, const G *g, LLVMValueRef *inner, LLVMValueRef *outer)
+{
+	LLVMTypeRef at = LLVMArrayType2(e->g->f32, (uint64_t)nacc(g));
+	*inner = LLVMBuildAlloca(e->b, at, "inner");
+	*outer = g->P ? LLVMBuildAlloca(e->b, at, "outer") : NULL;
+}
+
 int
 emit_gemm(E *e)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef inner, outer;
+	G g;
+
+	if (gemm_plan(e->k, &g))
+		return -1;
+	gemm_accumulators(e, &g, &inner, &outer);
+	GPos p = {
+		.row0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.y"), e->g->i64, ""), (uint64_t)g.t.bm),
+		.col0 = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, ""), (uint64_t)g.t.bn),
+		.mend = dimv(e, g.op[0].rows), .brow0 = c64(e, 0), .bend = dimv(e, g.op[1].rows),
+	};
+	return gemm_tile(e, &g, &p, inner, outer);
+}
+
+int
+gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef outer)
 {
 	Kern *k = e->k;
 	Cg *cg = e->g;
 	LLVMBuilderRef b = e->b;
-	G g;
+	G g = *gp;
 
-	if (gemm_plan(k, &g))
-		return -1;
 	int MI = g.t.mi, NI = g.t.ni, NACC = nacc(&g), STAGE_BYTES = stage_bytes(&g);
-	LLVMTypeRef at = LLVMArrayType2(cg->f32, (uint64_t)NACC);
-	LLVMValueRef inner = LLVMBuildAlloca(b, at, "inner");
-	LLVMValueRef outer = g.P ? LLVMBuildAlloca(b, at, "outer") : NULL;
 	for (int a = 0; a < NACC; a++) {
 		LLVMBuildStore(b, cf(e, 0), slot(e, inner, a));
 		if (outer)
 			LLVMBuildStore(b, cf(e, 0), slot(e, outer, a));
 	}
-	Lane ln = lane_of(e, &g);
+	Lane ln = lane_of(e, &g, pos);
 	LLVMValueRef tid = ln.tid, wm = ln.wm, wn = ln.wn;
-	LLVMValueRef row0 = ln.row0, col0 = ln.col0;
-	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
+	LLVMValueRef row0 = ln.row0, col0 = ln.col0, b0 = add64(e, pos->brow0, col0);
+	LLVMValueRef M = pos->mend, N = g.grouped ? dimv(e, g.n) : dimv(e, g.op[1].rows);
 	LLVMTypeRef st = LLVMArrayType2(cg->i8, (uint64_t)(STAGES * STAGE_BYTES));
 	LLVMValueRef sA = shared_array(e, "gemm_a", 0, st, 1024), sB = shared_array(e, "gemm_b", 1, st, 1024);
 	Frag fr;
 	if (g.P)              /* promotions inside the K loop read scales */
-		frag_init(e, &g, &fr, M, N);
+		frag_init(e, &g, &fr, pos, N);
 	/* ldmatrix row addresses (i32 offsets in a stage). Lane l = 8j + i
 	 * gives row i of matrix j. A, per 16-row mma tile: matrix j = rows
 	 * 8 (j & 1).., K chunk j >> 1 of the 32-byte step = registers a0..a3;
@@ -892,15 +942,20 @@ emit_gemm(E *e)
 			}
 			lo[o][x] = LLVMBuildTrunc(b, v, cg->i32, "");
 		}
-	LLVMValueRef K = dimv(e, g.K);
+	/* K elements kbase .. kbase + K: all of K, or an expert's tokens */
+	LLVMValueRef kbase = pos->kbase ? pos->kbase : c64(e, 0);
+	LLVMValueRef K = pos->klen ? pos->klen : dimv(e, g.K), KE = add64(e, kbase, K);
 	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, K, c64(e, (uint64_t)g.bke - 1)), c64(e, (uint64_t)g.bke), "");
+	if (pos->zero)          /* rows of no expert: no K loop */
+		nkt = sel(e, pos->zero, c64(e, 0), nkt);
 	/* the pipeline's prologue: tiles 0 .. STAGES-2 in flight, one commit
 	 * group each (empty past the last tile, so that the counts hold) */
 	for (int s = 0; s < STAGES - 1; s++) {
 		LLVMBasicBlockRef cont = begin_if(e, ult(e, c64(e, (uint64_t)s), nkt));
-		LLVMValueRef so = c64(e, (uint64_t)s * STAGE_BYTES), k0 = c64(e, (uint64_t)s * (uint64_t)g.bke);
-		load_tile(e, &g, &g.op[0], gep(e, sA, so), row0, k0, tid);
-		load_tile(e, &g, &g.op[1], gep(e, sB, so), col0, k0, tid);
+		LLVMValueRef so = c64(e, (uint64_t)s * STAGE_BYTES);
+		LLVMValueRef k0 = add64(e, kbase, c64(e, (uint64_t)s * (uint64_t)g.bke));
+		load_tile(e, &g, &g.op[0], gep(e, sA, so), row0, M, k0, KE, tid);
+		load_tile(e, &g, &g.op[1], gep(e, sB, so), b0, pos->bend, k0, KE, tid);
 		end_if(e, cont);
 		asm_cp_async_commit(cg);
 	}
@@ -917,8 +972,9 @@ emit_gemm(E *e)
 	LLVMValueRef nk = add64(e, kt, c64(e, STAGES - 1));
 	LLVMBasicBlockRef ncont = begin_if(e, ult(e, nk, nkt));
 	LLVMValueRef nso = mul64(e, LLVMBuildURem(b, nk, c64(e, STAGES), ""), STAGE_BYTES);
-	load_tile(e, &g, &g.op[0], gep(e, sA, nso), row0, mul64(e, nk, (uint64_t)g.bke), tid);
-	load_tile(e, &g, &g.op[1], gep(e, sB, nso), col0, mul64(e, nk, (uint64_t)g.bke), tid);
+	LLVMValueRef nk0 = add64(e, kbase, mul64(e, nk, (uint64_t)g.bke));
+	load_tile(e, &g, &g.op[0], gep(e, sA, nso), row0, M, nk0, KE, tid);
+	load_tile(e, &g, &g.op[1], gep(e, sB, nso), b0, pos->bend, nk0, KE, tid);
 	end_if(e, ncont);
 	asm_cp_async_commit(cg);
 	LLVMValueRef cso = LLVMBuildTrunc(b, mul64(e, LLVMBuildURem(b, kt, c64(e, STAGES), ""), STAGE_BYTES),
@@ -954,7 +1010,7 @@ emit_gemm(E *e)
 			}
 		long done = (long)(ks + 1) * kstep;     /* K elements of this tile so far */
 		if (g.P && g.P <= g.bke && done % g.P == 0)
-			promote_if(e, &g, &fr, inner, outer, add64(e, k0, c64(e, (uint64_t)done)), NULL);
+			promote_if(e, &g, &fr, inner, outer, add64(e, k0, c64(e, (uint64_t)done)), NULL, kbase, K);
 	}
 	if (g.P > g.bke) {
 		LLVMValueRef kend = add64(e, k0, c64(e, (uint64_t)g.bke));
@@ -965,7 +1021,7 @@ emit_gemm(E *e)
 		LLVMValueRef kchunk = sel(e, at_p, kend,
 		                          mul64(e, LLVMBuildUDiv(b, add64(e, kend, c64(e, (uint64_t)g.P - 1)),
 		                                                 c64(e, (uint64_t)g.P), ""), (uint64_t)g.P));
-		promote_if(e, &g, &fr, inner, outer, kchunk, LLVMBuildOr(b, at_p, last, ""));
+		promote_if(e, &g, &fr, inner, outer, kchunk, LLVMBuildOr(b, at_p, last, ""), kbase, K);
 	}
 	loop_end(e, &l);
 	/* rolled: ptxas unrolled it 4 times and hoisted the ldmatrix of the
@@ -976,13 +1032,16 @@ emit_gemm(E *e)
 	/* epilogue; a one-promotion GEMM computes the lanes' rows and
 	 * columns only now, so that they are not live across the K loop */
 	if (!g.P)
-		frag_init(e, &g, &fr, M, N);
+		frag_init(e, &g, &fr, pos, N);
 	LLVMValueRef acc[NACC_MAX];
-	if (!g.P)
-		promote(e, &g, &fr, inner, NULL, c64(e, 0), acc);
+	if (!g.P)     /* the scales at kbase (an empty expert's may be at K: 0) */
+		promote(e, &g, &fr, inner, NULL, pos->kbase ? sel(e, ult(e, kbase, dimv(e, g.K)), kbase, c64(e, 0))
+		                                            : c64(e, 0), acc);
 	else
 		for (int a = 0; a < NACC; a++)
 			acc[a] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, a), "");
+	for (int a = 0; a < NACC && pos->zero; a++)
+		acc[a] = sel(e, pos->zero, cf(e, 0), acc[a]);
 	precc_format of = g.cast >= 0 ? k->f->ins[g.cast].type.fmt : PRECC_FP32;
 	int oeb = gemm_ebytes(of);
 	LLVMValueRef NS = g.slice ? c64(e, (uint64_t)g.slice) : N;   /* stored columns, row pitch */
@@ -1016,7 +1075,8 @@ emit_gemm(E *e)
 					LLVMValueRef col = fr.colv[ni][c];
 					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, NS), "");
 					LLVMBasicBlockRef cont = begin_if(e, ok);
-					LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, r, NS, ""), col), (uint64_t)oeb);
+					LLVMValueRef cr = pos->crow0 ? add64(e, pos->crow0, r) : r;
+					LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, cr, NS, ""), col), (uint64_t)oeb);
 					LLVMValueRef p = gep(e, e->ptr[g.out], off);
 					if (oeb == 2)
 						store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,
@@ -1037,7 +1097,7 @@ emit_gemm(E *e)
 			e->red = shared_array(e, "red", 2, LLVMArrayType2(cg->i32, 32), 4);
 	}
 	if (g.amax >= 0 && g.amax_block)
-		epi_block_amax_out(e, &g, &fr, rbits);
+		epi_block_amax_out(e, &g, pos, &fr, rbits);
 	else if (g.amax >= 0)
 		tensor_amax_out(e, mbits);
 	return 0;

@@ -42,6 +42,7 @@ struct Kern {
 	int gm;                   /* CG_GEMM: index of the gemm Ins */
 	CodegenSm sm;             /* the target */
 	int wgmma;                /* CG_GEMM of the wgmma family (k_gemm_sm90.c) */
+	int grouped;              /* CG_GEMM of a gemm_grouped (k_gemm_grouped.c) */
 	int smem;                 /* dynamic shared bytes (wgmma family), 0 none */
 	int ntmap;                /* tensor-map params, after the scalar ones */
 	CodegenTmap tmap[CG_MAXTMAP];
@@ -66,5 +67,7 @@ int rowcol_takes(const Kern *rowk, const Kern *colk);
 int gemm_classify(Kern *);
 /* k_gemm_sm90.c: the same for a gemm with mma=wgmma on sm_90a */
 int gemm_sm90_classify(Kern *);
+/* k_gemm_grouped.c: the same for a gemm_grouped */
+int gemm_grouped_classify(Kern *);
 
 #endif

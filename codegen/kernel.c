@@ -67,7 +67,9 @@ classify(Kern *k)
 	k->x = -1;
 	k->q = -1;
 	for (int i = 0; i < f->nins; i++)
-		if (f->ins[i].op == OP_gemm) {
+		if (f->ins[i].op == OP_gemm_grouped)
+			return gemm_grouped_classify(k);
+		else if (f->ins[i].op == OP_gemm) {
 			const char *mma = f->ins[i].pattr[PA_MMA];
 			if (mma && !strcmp(mma, "wgmma")) {
 				if (k->sm != CG_SM90A)

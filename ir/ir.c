@@ -273,7 +273,7 @@ ir_copy_ins(Func *dst, const Func *src, const Ins *i, int *map)
 	n->accum_n = i->accum_n, n->mxmode = i->mxmode;
 	n->nan_ignore = i->nan_ignore, n->zero_keep = i->zero_keep, n->inv = i->inv;
 	n->pow2_log2 = i->pow2_log2, n->divide = i->divide, n->nvfp4 = i->nvfp4;
-	n->signs = i->signs;
+	n->signs = i->signs, n->group_k = i->group_k;
 	n->comment = i->comment ? dupstr(i->comment) : NULL;
 	n->callee = i->callee ? dupstr(i->callee) : NULL;
 	for (int k = 0; k < NPASSATTR; k++)

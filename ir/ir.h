@@ -55,6 +55,9 @@ typedef enum Op {
 	NOP
 } Op;
 
+/* the GEMM ops: one GEMM, or an expert group's (gemm_grouped) */
+static inline int ir_op_gemm(int op) { return op == OP_gemm || op == OP_gemm_grouped; }
+
 typedef struct OpInfo {
 	const char *name;
 	int minargs, maxargs;     /* maxargs -1: any number */

@@ -130,7 +130,7 @@ mark_epilogues(Fuse *z)
 
 	for (int k = 0; k < f->nins; k++) {
 		Ins *i = &f->ins[k];
-		if (i->op == OP_gemm) {
+		if (ir_op_gemm(i->op)) {
 			z->kind[k] = K_GEMM, z->owner[k] = i->res;
 			continue;
 		}
@@ -566,7 +566,7 @@ annotate(Fuse *z)
 			break;
 		case K_GEMM: {
 			char e[128] = "";
-			if (i->narg > 2)
+			if (i->narg > (i->op == OP_gemm_grouped ? 3 : 2))
 				strcat(e, "+descale");
 			for (int j = k + 1; j < f->nins; j++)
 				if (z->kind[j] == K_EPI && z->owner[j] == i->res) {

@@ -106,6 +106,14 @@ legalize_func(Func *f, const Target *t)
 		case OP_dequantize: cvt(f, i, f->val[i->arg[0]].type.fmt, t); break;
 		case OP_mx_scale: cvt(f, i, PRECC_E8M0, t); break;
 		case OP_block_scale: cvt(f, i, rt->fmt, t); break;
+		case OP_gemm_grouped:
+			/* k_gemm_grouped.c: mma.sync on every target (no wgmma
+			 * grouped family yet) */
+			ir_set_attr(i->pattr, PA_MMA, "mma_sync");
+			note(f, t->wgmma ? "grouped GEMMs on mma.sync (the wgmma family takes no "
+			                   "gemm_grouped yet)"
+			                 : "GEMMs on mma.sync (wgmma needs sm_90a)");
+			break;
 		case OP_gemm: {
 			precc_format a = f->val[i->arg[0]].type.fmt;
 			/* sm_90a: the wgmma family (schedule.c keeps mma.sync for

@@ -42,7 +42,7 @@ static int
 gemm_unit_of(const Func *f, const char *name, const int *unit)
 {
 	for (int k = 0; k < f->nins; k++)
-		if (f->ins[k].op == OP_gemm && f->ins[k].res >= 0
+		if (ir_op_gemm(f->ins[k].op) && f->ins[k].res >= 0
 		    && !strcmp(f->val[f->ins[k].res].name, name))
 			return unit[k];
 	return -1;
@@ -158,13 +158,15 @@ partition_func(Module *m, int fi, Func ***order, int *norder)
 				u[nu] = (Unit){.first = k, .group = ngroup++};
 				ins_unit[k] = nu++;
 			}
-		} else if (i->op == OP_gemm) {
-			/* a GEMM kernel: %y.acc's prologue, gemm and epilogue */
+		} else if (ir_op_gemm(i->op)) {
+			/* a GEMM kernel: %y.acc's prologue, gemm and epilogue (a
+			 * grouped one: every expert's, one kernel) */
 			const char *r = f->val[i->res].name;
 			size_t l = strlen(r);
 			if (l > 4 && !strcmp(r + l - 4, ".acc"))
 				l -= 4;
-			snprintf(names[ngroup], sizeof names[0], "%.*s.gemm", (int)(l < 50 ? l : 50), r);
+			snprintf(names[ngroup], sizeof names[0], "%.*s.%s", (int)(l < 50 ? l : 50), r,
+			         opinfo[i->op].name);
 			u[nu] = (Unit){.first = k, .group = ngroup++};
 			ins_unit[k] = nu++;
 		} else if ((i->op != OP_update && i->op != OP_ret
@@ -175,7 +177,7 @@ partition_func(Module *m, int fi, Func ***order, int *norder)
 	}
 	for (int k = 0; k < n; k++) {
 		const Ins *i = &f->ins[k];
-		const char *g = i->op == OP_gemm ? NULL
+		const char *g = ir_op_gemm(i->op) ? NULL
 		              : i->pattr[PA_PROLOGUE] ? i->pattr[PA_PROLOGUE] : i->pattr[PA_EPILOGUE];
 		if (ins_unit[k] < 0 && g && i->op != OP_update && i->op != OP_ret) {
 			ins_unit[k] = gemm_unit_of(f, g, ins_unit);

@@ -82,19 +82,6 @@ passes_run(Module *m, const PassOptions *o)
 
 	if (o->no_grid_barrier)
 		t.grid_barrier = false;
-	/* gemm_grouped has the interpreter's reference only (ir/interp/
-	 * grouped.c): no pass or kernel takes it yet, so say so and stop */
-	for (int k = 0; k < m->nfn; k++)
-		for (int i = 0; i < m->fn[k]->nins; i++) {
-			const Ins *in = &m->fn[k]->ins[i];
-			if (in->op != OP_gemm_grouped)
-				continue;
-			if (in->line > 0)
-				fprintf(stderr, "%s:%d:%d: ", m->name ? m->name : "ir", in->line, in->col);
-			fprintf(stderr, "error: @%s: gemm_grouped: the passes and codegen do not take it "
-			        "yet (the interpreter does; docs/ir.md)\n", m->fn[k]->name);
-			exit(1);
-		}
 	for (int k = 0; k < NPASS; k++) {
 		if (show) {
 			fprintf(stderr, "\rprecc: %s: pass %d/%d %-10s (%d funcs)", t.name, k + 1, NPASS,

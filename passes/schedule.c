@@ -365,6 +365,16 @@ schedule_gemm(Module *mod, int at, Ins *g, const Target *t)
 
 	for (int j = 0; j < k->nins; j++)
 		namax += k->ins[j].op == OP_amax;
+	if (g->op == OP_gemm_grouped) {
+		/* k_gemm_grouped.c: persistent 64 x 64 tiles over (expert, row
+		 * tile, column tile); grid= is the launch's upper bound of CTAs
+		 * (precc/grid.h's loop grid), each loops over the tiles */
+		mma_sync_tile(k, m, n, namax, 0);
+		ir_comment(&k->comment, "schedule: grouped GEMM on 64x64 tiles, persistent: a CTA "
+		           "maps tile ids to (expert, row tile, column tile); no tile straddles two "
+		           "experts");
+		return 0;
+	}
 	if (g->pattr[PA_MMA] && !strcmp(g->pattr[PA_MMA], "wgmma")) {
 		CodegenGemmShape s, sbig;
 		long m_min = 0;
@@ -529,7 +539,7 @@ schedule(Module *m, const Target *t)
 		Func *f = m->fn[k];
 		Ins *g = NULL;
 		for (int j = 0; f->kernel && j < f->nins && !g; j++)
-			if (f->ins[j].op == OP_gemm)
+			if (ir_op_gemm(f->ins[j].op))
 				g = &f->ins[j];
 		if (g)
 			k += schedule_gemm(m, k, g, t);   /* skips a 128x128 copy */

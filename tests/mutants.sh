@@ -134,6 +134,16 @@ torch_bulk_saved_order|python/precc/torch/_ops.py|python.torch|BulkCommit(rt, la
 torch_slot_in_use|python/precc/torch/_ops.py|python.torch|            if e[2] or e[0]._use_count() != 1:|            if e[2]:
 torch_bulk_twice|python/precc/torch/_ops.py|python.torch|            if any(p.plan in twice for ps in sets.values() for p in ps):|            if False:"
 
+# issue 29 §1-2 (grouped): the grouped GEMM family's tile scheduler. A row
+# tile that runs past its expert's end into the next expert's rows (with
+# this expert's weights), a tile id at an expert's last tile counted to
+# that expert (off by one at the group's end), a grouped wgrad summing
+# from token 0 instead of its expert's first token.
+MUTANTS="$MUTANTS
+grouped_tile_straddle|codegen/k_gemm_grouped.c|codegen.emu$|		.mend = end,|		.mend = M,
+grouped_end_off_by_one|codegen/k_gemm_grouped.c|codegen.emu$|LLVMBuildICmp(b, LLVMIntUGE, tile, add64(e, base, nt), \"\")|LLVMBuildICmp(b, LLVMIntUGT, tile, add64(e, base, nt), \"\")
+grouped_k_from_0|codegen/k_gemm_grouped.c|codegen.emu$|		.kbase = kbase, .klen = klen,|		.kbase = c64(e, 0), .klen = klen,"
+
 survivors=0
 stale=0
 total=0

@@ -14,6 +14,11 @@
  * (the cvt forms are emulated with precc_encode, which numerics.cuda_ref
  * checks against CUDA's own code) and NVPTX/ptxas code generation.
  *
+ * A gemm_grouped's %offs is data the run chooses (fill_offsets): experts
+ * without tokens, one with a single token, unaligned counts, rows of no
+ * expert; "# emu: offs_align=N" deals whole N-token units (a grouped
+ * wgrad's 128-token blocks).
+ *
  * Weights are shrunk from 4096x4096 to 512x512 so that the run stays
  * short; M = 128 unless the file says otherwise, and again 16, 80 or 144.
  * GEMM kernels run their mma.sync through precc_emu_mma (the warp's
@@ -241,6 +246,38 @@ fill(void *buf, precc_format f, long rows, long cols, int is_state, const Blocks
 	}
 }
 
+
+/* "# emu: offs_align=N": a grouped GEMM's offsets are multiples of N
+ * (a group=k's 1x128 token blocks, which the interpreter requires) */
+static long offs_align = 1;
+
+/* A gemm_grouped's %offs (i32[ng], the end of each expert's rows or
+ * tokens) at m: experts 0, 8, 16, .. without tokens, expert 1 with one,
+ * half the others in expert 2 (several row tiles, the last partial), the
+ * rest spread at random (unaligned counts, most of them 0 or 1 with 256
+ * experts), and m / 16 rows of no expert at the end (zero in the result);
+ * with offs_align, units of offs_align tokens: expert 0 none, expert 1
+ * one, the others dealt round-robin from expert 2. */
+static void
+fill_offsets(int32_t *o, long ng, long m)
+{
+	long cnt[1024] = {0}, rows = m / offs_align, at = 0;
+	if (ng > 1024)
+		abort();
+	rows -= offs_align == 1 ? m / 16 : 0;
+	if (ng > 1 && rows > 0)
+		cnt[1] = 1, rows--;
+	for (long g = 2; offs_align > 1 && rows > 0 && ng > 2; g = g + 1 < ng ? g + 1 : 2)
+		cnt[g]++, rows--;   /* whole blocks: round-robin, expert 0 empty */
+	for (; rows > 0; rows--) {
+		long g = next() % 2 && ng > 2 ? 2 : (long)(next() % (uint32_t)ng);
+		if (g % 8 == 0 || g == 1)
+			g = ng > 2 ? 2 : 0;
+		cnt[g]++;
+	}
+	for (long g = 0; g < ng; g++)
+		o[g] = (int32_t)(at += cnt[g] * offs_align);
+}
 
 /* the whole file, NUL-terminated (frontend/diag.c) */
 static char *
@@ -554,7 +591,10 @@ check_kernel(const Func *f, const char *file)
 		const Ins *d = ir_def_ins(f, v);
 		if (d && d->op == OP_param) {
 			Blocks bl = blocks_of(f, v, rows, cols);
-			fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, &bl);
+			if (ty->index)
+				fill_offsets(buf[i], cols, M);
+			else
+				fill(buf[i], ty->fmt, rows, cols, d->param == PARAM_STATE || ty->is_scale, &bl);
 			if (scale_inv_all != 0 && ty->is_scale && ty->fmt == PRECC_FP32 && !ty->block[0]
 			    && !ty->block[1])
 				*(float *)buf[i] = scale_inv_all;
@@ -1301,6 +1341,8 @@ main(int argc, char **argv)
 		const char *ex = text ? strstr(text, "# emu: max=") : NULL;
 		code_max = ex ? strtof(ex + 11, NULL) : 0;
 		moderate = text && strstr(text, "# emu: moderate") != NULL;
+		const char *eo = text ? strstr(text, "# emu: offs_align=") : NULL;
+		offs_align = eo ? atol(eo + 18) : 1;
 		finite_only |= moderate;
 		Module *m = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
 		/* and a copy through schedule, for its figures */
@@ -1321,7 +1363,8 @@ main(int argc, char **argv)
 				/* and at an M that divides no tile (partial tiles, rows
 				 * and blocks past the last full one), one per file in turn */
 				extra_run = 1;
-				for (int t = 0; t < (m2 ? 1 : 3) && !strstr(names[i], "gemm"); t++) {
+				for (int t = 0; t < (m2 ? 1 : 3) && (!strstr(names[i], "gemm")
+				                                     || strstr(names[i], "grouped")); t++) {
 					M = m2 ? m2 : extra_m[(i + t) % 3];
 					int rc = check_kernel(m->fn[k], names[i]);
 					if (rc <= 0) {

@@ -7,7 +7,9 @@
  * weights (zero-token experts, one token, unaligned counts in fprop; wgrad
  * counts multiples of 128, the token blocks of the blockwise and MX
  * recipes). What gemm_grouped cannot express per expert is left to the
- * per-expert path: dgrad always, and tensorwise activation scales.
+ * per-expert path: dgrad always, and tensorwise activation scales. And
+ * the passes keep the grouped funcs' meaning (check_passes): each group's
+ * step func, its gemm_grouped in a kernel of its own, on sm_89 and sm_90a.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -15,9 +17,11 @@
 #include <string.h>
 
 #include "ir.h"
+#include "passes.h"
 #include "recipe.h"
 
 static int failures;
+static int steps_checked;   /* step funcs compared after the passes */
 
 #define CHECK(c) do { \
 	if (!(c)) { \
@@ -152,6 +156,133 @@ check_group(const Func *gf, const Module *per, int E, const int *count, long N, 
 	return bad;
 }
 
+/* Every result of f (the interpreter with module mod, for calls) at M,
+ * its params bound by name from bufs, concatenated; NULL on error. */
+static uint8_t *
+run_all(const Func *f, const Module *mod, long M, const Buf *bufs, int nb, size_t *bytes)
+{
+	IrInterpOpts o;
+	char err[1024];
+	IrInterp *ip;
+	uint8_t *out = NULL;
+
+	ir_interp_opts_init(&o);
+	o.m = M, o.threads = 2, o.module = mod;
+	*bytes = 0;
+	if (!(ip = ir_interp_new(f, &o, err, sizeof err))) {
+		fprintf(stderr, "@%s: %s\n", f->name, err);
+		return NULL;
+	}
+	for (int k = 0; k < f->nins; k++)
+		if (f->ins[k].op == OP_param) {
+			const char *pn = f->val[f->ins[k].res].name;
+			int b = 0;
+			while (b < nb && strcmp(bufs[b].name, pn))
+				b++;
+			if (b == nb || ir_interp_bind(ip, pn, bufs[b].p, bufs[b].n)) {
+				fprintf(stderr, "@%s: cannot bind %%%s\n", f->name, pn);
+				ir_interp_free(ip);
+				return NULL;
+			}
+		}
+	if (ir_interp_run(ip)) {
+		fprintf(stderr, "@%s: %s\n", f->name, ir_interp_error(ip));
+		ir_interp_free(ip);
+		return NULL;
+	}
+	for (int k = 0; k < ir_interp_nresults(ip); k++) {
+		long r, c;
+		int v = ir_interp_result(ip, k);
+		size_t b = ir_interp_value_bytes(ip, v, &r, &c);
+		out = realloc(out, *bytes + b);
+		memcpy(out + *bytes, ir_interp_value(ip, v), b);
+		*bytes += b;
+	}
+	ir_interp_free(ip);
+	return out;
+}
+
+/* The passes keep a grouped module's meaning: each step func (a group's
+ * fprop and wgrad merged, its gemm_grouped partitioned into a kernel of
+ * its own, the quantizes into theirs) computes what the grouped funcs do,
+ * bit for bit, on sm_89 and sm_90a (offsets: whole 128-token blocks, as
+ * the blockwise and MX wgrads require). */
+static void
+check_passes(const Plan *p, const Module *gm, int E, long H, long I)
+{
+	static const char *const targets[] = {"sm_89", "sm_90a"};
+	static const int count[8] = {128, 0, 256, 128, 0, 128, 384, 128};
+	int32_t offs[8];
+	long M = 0;
+
+	for (int e = 0; e < E; e++)
+		offs[e] = (int32_t)(M += count[e]);
+	long D = H > I ? H : 2 * I;   /* the widest N or K of the block */
+	uint16_t *x = malloc(2 * (size_t)M * (size_t)D), *w = malloc(2 * (size_t)E * D * D),
+	         *dy = malloc(2 * (size_t)M * (size_t)D);
+	for (long k = 0; k < M * D; k++)
+		x[k] = rand_bf16(4), dy[k] = rand_bf16(0.01f);
+	for (long k = 0; k < E * D * D; k++)
+		w[k] = rand_bf16(1.0f);
+	for (int t = 0; t < 2; t++) {
+		Module *m = lower_grouped(p, NULL);
+		PassOptions o = {.target = target_by_name(targets[t])};
+		passes_run(m, &o);
+		for (int k = 0; k < m->nfn; k++) {
+			const Func *step = m->fn[k];
+			char name[512];
+			size_t na = 0, nb = 0;
+			uint8_t *a = NULL, *b;
+			if (step->kernel)
+				continue;
+			for (int g = 0; g < 2; g++) {
+				snprintf(name, sizeof name, "%s.%s", step->name, g ? "wgrad" : "fprop");
+				const Func *f = ir_find_func(gm, name);
+				if (!f)
+					continue;
+				Buf gb[] = {{"x", x, 0}, {"w", w, 0}, {"dy", dy, 0}, {"offs", offs, 4 * (size_t)E}};
+				for (int q = 0; q < f->nins; q++)
+					if (f->ins[q].op == OP_param && f->ins[q].res >= 0) {
+						const Type *ty = &f->val[f->ins[q].res].type;
+						for (int z = 0; z < 3; z++)
+							if (!strcmp(gb[z].name, f->val[f->ins[q].res].name))
+								gb[z].n = 2 * (size_t)(ty->dim[0] < 0 ? M : ty->dim[0]) * (size_t)ty->dim[1];
+					}
+				size_t n = 0;
+				uint8_t *r = run_all(f, NULL, M, gb, 4, &n);
+				if (!r) {
+					failures++;
+					break;
+				}
+				a = realloc(a, na + n);
+				memcpy(a + na, r, n);
+				na += n;
+				free(r);
+			}
+			Buf sb[] = {{"x", x, 2 * (size_t)M * (size_t)D}, {"w", w, 2 * (size_t)E * D * D},
+			            {"dy", dy, 2 * (size_t)M * (size_t)D}, {"offs", offs, 4 * (size_t)E}};
+			/* the step's params are the funcs' (merge shares them): exact sizes */
+			for (int q = 0; q < step->nins; q++)
+				if (step->ins[q].op == OP_param && step->ins[q].res >= 0) {
+					const Type *ty = &step->val[step->ins[q].res].type;
+					for (int z = 0; z < 3; z++)
+						if (!strcmp(sb[z].name, step->val[step->ins[q].res].name))
+							sb[z].n = 2 * (size_t)(ty->dim[0] < 0 ? M : ty->dim[0]) * (size_t)ty->dim[1];
+				}
+			b = run_all(step, m, M, sb, 4, &nb);
+			if (!a || !b || na != nb || memcmp(a, b, na)) {
+				fprintf(stderr, "%s: @%s after the passes differs from its grouped funcs "
+				        "(%zu vs %zu bytes)\n", targets[t], step->name, nb, na);
+				failures++;
+			}
+			steps_checked++;
+			free(a), free(b);
+		}
+		ir_module_free(m);
+	}
+	free(x), free(w), free(dy);
+}
+
 /* recipe on the model: the grouped funcs it should make (fprop, wgrad of
  * each of `groups` expert groups, or fewer), each equal to the experts'. */
 static void
@@ -192,6 +323,7 @@ check(const char *recipe, const char *model, int want_funcs, long H, long I)
 			failures++;
 		}
 	}
+	check_passes(p, gm, 8, H, I);
 	ir_module_free(gm), ir_module_free(pm);
 	plan_free(p);
 	model_free(m);
@@ -236,6 +368,13 @@ main(void)
 		fprintf(stderr, "%d failure(s)\n", failures);
 		return 1;
 	}
-	printf("ok\n");
+	/* bf16, rowwise, mxfp8, deepseek_v3, mixed: 3 groups; bf16 and
+	 * deepseek_v3 on OLMoE: 2; on two targets */
+	if (steps_checked != 2 * (5 * 3 + 2 * 2)) {
+		fprintf(stderr, "%d step funcs checked after the passes, want %d\n", steps_checked,
+		        2 * (5 * 3 + 2 * 2));
+		return 1;
+	}
+	printf("ok (%d step funcs after the passes)\n", steps_checked);
 	return 0;
 }

@@ -18,6 +18,8 @@ exec(open(site).read(), ns)
 config.test_exec_root = os.path.join(ns["precc_bin"], "tests", "lit-out")
 config.substitutions.append(("%precc", os.path.join(ns["precc_bin"], "precc")))
 config.substitutions.append(("%recipes", os.path.join(ns["precc_src"], "recipes")))
+# lower_grouped's IR of a recipe x model (tests/frontend/grouped_ir.c)
+config.substitutions.append(("%grouped_ir", os.path.join(ns["precc_bin"], "tests", "frontend", "grouped_ir")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 # %exit N CMD...: run CMD and fail unless it exits with exactly N.
 config.substitutions.append(("%exit", os.path.join(config.test_source_root, "exit.sh")))
