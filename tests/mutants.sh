@@ -110,6 +110,15 @@ sm90_box_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|			t->box_rows = o ?
 sm90_mi_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|c64(e, (uint64_t)(mi * WGMMA_M * KB))))));|c64(e, 0)))));
 sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi + 8 * h)));|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(8 * h)));"
 
+# mxwgmma (issue 28 §5): MXFP8 on wgmma, a promotion every 32 K inside the
+# stage. Every chunk scaled by the stage's first chunk's scales; the
+# chunks past K promoted (their scales read past the tensor's); a chunk's
+# wgmma added onto the previous chunk's partial sum (scale-d 1).
+MUTANTS="$MUTANTS
+mx_chunk_scale_first|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	scales90(e, z, g, &fr, live ? sel(e, live, kc, kel) : kc, &sc);|	scales90(e, z, g, &fr, kel, &sc);
+mx_chunk_past_k|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	int guard = g->K < 0 \|\| g->K % bke;|	int guard = 0;
+mx_chunk_scale_d|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|d + mi * (z->bn / 2), c32(e, j ? 1 : 0),|d + mi * (z->bn / 2), c32(e, 1),"
+
 survivors=0
 stale=0
 total=0
