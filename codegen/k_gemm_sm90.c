@@ -624,6 +624,87 @@ operand_desc(E *e, int mn, LLVMValueRef p)
 	return mn ? asm90_desc_mn128(e->g, p, MN_BOX_BYTES) : asm90_desc_k128(e->g, p);
 }
 
+/* e8m0 code (i8) -> f32, as scale_at decodes it: 2^(c-127); 0 -> 2^-127
+ * (subnormal), 0xff -> NaN */
+static LLVMValueRef
+e8m0_f32(E *e, LLVMValueRef code)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef c = LLVMBuildZExt(b, code, e->g->i32, "");
+	LLVMValueRef bits = sel(e, LLVMBuildICmp(b, LLVMIntEQ, c, c32(e, 0), ""), c32(e, 0x00400000),
+	                        LLVMBuildShl(b, c, c32(e, 23), ""));
+	bits = sel(e, LLVMBuildICmp(b, LLVMIntEQ, c, c32(e, 0xff), ""), c32(e, 0x7fffffff), bits);
+	return LLVMBuildBitCast(b, bits, e->g->f32, "");
+}
+
+/* A promotion chunk's scales inside the stage (scales90's values). MX's
+ * B has a scale per column and per 32 K: in a whole n-block (col0 + bn
+ * <= N, the same for the CTA) each of the thread's bn / 4 columns is read
+ * unclamped, at the thread's first column's address plus an immediate
+ * (one load and the decode a column); the last, partial n-block clamps
+ * each column, as scales90 (an unsigned compare, selects and the 64-bit
+ * index a column: 835 SASS instructions a chunk at 128 x 128, against
+ * about 450). Rows and columns from opaque bases, anew per chunk (not
+ * held across the chunks beside the accumulators). */
+static void
+chunk_scales(E *e, const S90 *z, const G *g, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
+             LLVMValueRef M, LLVMValueRef N, LLVMValueRef kstart, Scales90 *sc)
+{
+	Cg *cg = e->g;
+	LLVMBuilderRef b = e->b;
+	const GOp *ob = &g->op[1];
+	const Type *st = ob->s >= 0 ? &e->k->f->val[ob->s].type : NULL;
+	Frag90 fr;
+	frag90(e, z, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
+	if (!st || st->fmt != PRECC_E8M0 || st->block[0] != 1 || !st->block[1] || gemm_tensorwise(e, g)) {
+		scales90(e, z, g, &fr, kstart, sc);
+		return;
+	}
+	LLVMValueRef whole = LLVMBuildICmp(b, LLVMIntULE, add64(e, col0, c64(e, (uint64_t)z->bn)), N, "");
+	LLVMBasicBlockRef bw = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "scales_whole");
+	LLVMBasicBlockRef be = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "scales_edge");
+	LLVMBasicBlockRef bj = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "scales");
+	LLVMBuildCondBr(b, whole, bw, be);
+
+	LLVMPositionBuilderAtEnd(b, bw);
+	Scales90 w;
+	w.ts = w.tp = NULL;
+	for (int mi = 0; mi < z->mi; mi++)
+		for (int h = 0; h < 2; h++)
+			w.sa[mi][h] = scale_at(e, &g->op[0], fr.rowc[mi][h], kstart);
+	LLVMValueRef kb = LLVMBuildUDiv(b, kstart, c64(e, (uint64_t)st->block[1]), "");
+	LLVMValueRef nbk = dimv(e, st->dim[1]);
+	for (int ni = 0; ni < z->bn / 8; ni++)
+		for (int x = 0; x < 2; x++) {
+			LLVMValueRef ix = add64(e, LLVMBuildMul(b, fr.colv[ni][x], nbk, ""), kb);
+			w.sb[ni][x] = e8m0_f32(e, load_al(e, cg->i8, gep(e, e->ptr[ob->s], ix), 1));
+		}
+	LLVMBasicBlockRef bw_end = LLVMGetInsertBlock(b);
+	LLVMBuildBr(b, bj);
+
+	LLVMPositionBuilderAtEnd(b, be);
+	Scales90 c;
+	scales90(e, z, g, &fr, kstart, &c);
+	LLVMBasicBlockRef be_end = LLVMGetInsertBlock(b);
+	LLVMBuildBr(b, bj);
+
+	LLVMPositionBuilderAtEnd(b, bj);
+	LLVMBasicBlockRef from[2] = {bw_end, be_end};
+	sc->ts = sc->tp = NULL;
+	for (int mi = 0; mi < z->mi; mi++)
+		for (int h = 0; h < 2; h++) {
+			LLVMValueRef v[2] = {w.sa[mi][h], c.sa[mi][h]};
+			sc->sa[mi][h] = LLVMBuildPhi(b, cg->f32, "");
+			LLVMAddIncoming(sc->sa[mi][h], v, from, 2);
+		}
+	for (int ni = 0; ni < z->bn / 8; ni++)
+		for (int x = 0; x < 2; x++) {
+			LLVMValueRef v[2] = {w.sb[ni][x], c.sb[ni][x]};
+			sc->sb[ni][x] = LLVMBuildPhi(b, cg->f32, "");
+			LLVMAddIncoming(sc->sb[ni][x], v, from, 2);
+		}
+}
+
 /* A stage of several promotion chunks (P < the stage's K: MX's 32 fp8,
  * NVFP4's 16 bf16): each chunk's wgmmas (one k32 or k16 each) from +0,
  * commit, wait, then its promotion with the chunk's scales, in K order,
@@ -655,10 +736,8 @@ chunks_in_stage(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef in
 	LLVMValueRef live = guard ? ult(e, kc, dimv(e, g->K)) : NULL;
 	/* the chunk's scales before its wgmmas; a chunk past K reads the
 	 * stage's first (in range) and is not promoted */
-	Frag90 fr;
-	frag90(e, z, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
 	Scales90 sc;
-	scales90(e, z, g, &fr, live ? sel(e, live, kc, kel) : kc, &sc);
+	chunk_scales(e, z, g, tid, row0, col0, M, N, live ? sel(e, live, kc, kel) : kc, &sc);
 	LLVMValueRef d[NACC_MAX];
 	for (int i = 0; i < z->nacc; i++)
 		d[i] = LLVMBuildLoad2(b, cg->f32, slot(e, inner, i), "");
