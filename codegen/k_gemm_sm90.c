@@ -31,8 +31,9 @@
  * tensor_scale's s · p · p); P = 0: one promotion after all of K, and
  * with P > 0 the loop's last, partial chunk is promoted too. P smaller
  * than the stage's K (MX's 32: a divisor, a multiple of the wgmma's K)
- * splits each stage into chunks of P / 32 bytes of wgmma K (chunks_in_stage), each
- * with its own wait and promotion, in a loop kept rolled; a chunk past K
+ * splits each stage into chunks of P K-elements, P · bytes / 32 wgmmas
+ * each (chunks_in_stage), each with its own wait and promotion, in a
+ * loop kept rolled; a chunk past K
  * (the last stage's, when K is not a multiple of the stage's K) is not
  * promoted. The epilogue is k_gemm.c's (gemm.h):
  * bias, tensorwise amax, cast, slice, accumulate into main_grad.
@@ -643,8 +644,8 @@ e8m0_f32(E *e, LLVMValueRef code)
  * unclamped, at the thread's first column's address plus an immediate
  * (one load and the decode a column); the last, partial n-block clamps
  * each column, as scales90 (an unsigned compare, selects and the 64-bit
- * index a column: 835 SASS instructions a chunk at 128 x 128, against
- * about 450). Rows and columns from opaque bases, anew per chunk (not
+ * index a column: about 830 SASS instructions a chunk at 128 x 128, against
+ * about 470). Rows and columns from opaque bases, anew per chunk (not
  * held across the chunks beside the accumulators). */
 static void
 chunk_scales(E *e, const S90 *z, const G *g, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
