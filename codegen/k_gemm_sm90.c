@@ -24,12 +24,18 @@
  * complete), as CUTLASS's PipelineTmaAsync starts its producer.
  *
  * Promotion (DeepGEMM's structure, fp8_gemm.cuh's math loop): every P
- * K-elements (P a multiple of the stage's K) the wgmmas of the chunk go
+ * K-elements (P a multiple of the stage's K, or below) the wgmmas of the chunk go
  * into a temporary accumulator (scale-d 0 on the chunk's first), then
  * after the wait outer = fl(outer + fl(inner · fl(sa · sb))) in fp32
  * registers, as the interpreter and k_gemm.c round it (no FMA; tensorwise
  * tensor_scale's s · p · p); P = 0: one promotion after all of K, and
- * with P > 0 the loop's last, partial chunk is promoted too. The epilogue is k_gemm.c's (gemm.h):
+ * with P > 0 the loop's last, partial chunk is promoted too. P smaller
+ * than the stage's K (MX's 32: a divisor, a multiple of the wgmma's K)
+ * splits each stage into chunks of P K-elements, P · bytes / 32 wgmmas
+ * each (chunks_in_stage), each with its own wait and promotion, in a
+ * loop kept rolled; a chunk past K
+ * (the last stage's, when K is not a multiple of the stage's K) is not
+ * promoted. The epilogue is k_gemm.c's (gemm.h):
  * bias, tensorwise amax, cast, slice, accumulate into main_grad.
  *
  * The epilogue follows the promotion's de-scale; the output amax is each
@@ -75,7 +81,8 @@
  * codegen_gemm_wgmma_takes and sends the rest to mma.sync): params or
  * 16-bit transposes of params with static rows a multiple of 8 (no e2m1
  * upcast), K static or M, K-major rows of 16-byte multiples (TMA's global
- * stride), wgmma formats, P = 0 or a multiple of the stage's K, and no
+ * stride), wgmma formats, P = 0, a multiple of the stage's K or a
+ * multiple of the wgmma's K that divides the stage's, and no
  * per-block output amax.
  */
 #include <stdio.h>
@@ -278,9 +285,10 @@ sm90_takes(Kern *k, G *g, char *why, size_t n)
 		snprintf(why, n, "K must be static or M");
 		return 0;
 	}
-	long bke = KB / gemm_ebytes(g->op[0].fmt);
-	if (g->P % bke) {
-		snprintf(why, n, "promotion every %ld K-elements: a multiple of the stage's %ld", g->P, bke);
+	long bke = KB / gemm_ebytes(g->op[0].fmt), kstep = KSTEP / gemm_ebytes(g->op[0].fmt);
+	if (g->P && (g->P % kstep || (g->P < bke ? bke % g->P : g->P % bke))) {
+		snprintf(why, n, "promotion every %ld K-elements: a multiple of the stage's %ld, or of the wgmma's %ld "
+		         "dividing it", g->P, bke, kstep);
 		return 0;
 	}
 	if (g->amax_block) {
@@ -680,6 +688,152 @@ operand_desc(E *e, int mn, LLVMValueRef p)
 	return mn ? asm90_desc_mn128(e->g, p, MN_BOX_BYTES) : asm90_desc_k128(e->g, p);
 }
 
+/* e8m0 code (i8) -> f32, as scale_at decodes it: 2^(c-127); 0 -> 2^-127
+ * (subnormal), 0xff -> NaN */
+static LLVMValueRef
+e8m0_f32(E *e, LLVMValueRef code)
+{
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef c = LLVMBuildZExt(b, code, e->g->i32, "");
+	LLVMValueRef bits = sel(e, LLVMBuildICmp(b, LLVMIntEQ, c, c32(e, 0), ""), c32(e, 0x00400000),
+	                        LLVMBuildShl(b, c, c32(e, 23), ""));
+	bits = sel(e, LLVMBuildICmp(b, LLVMIntEQ, c, c32(e, 0xff), ""), c32(e, 0x7fffffff), bits);
+	return LLVMBuildBitCast(b, bits, e->g->f32, "");
+}
+
+/* A promotion chunk's scales inside the stage (scales90's values). MX's
+ * B has a scale per column and per 32 K: in a whole n-block (col0 + bn
+ * <= N, the same for the CTA) each of the thread's bn / 4 columns is read
+ * unclamped, at the thread's first column's address plus an immediate
+ * (one load and the decode a column); the last, partial n-block clamps
+ * each column, as scales90 (an unsigned compare, selects and the 64-bit
+ * index a column: about 830 SASS instructions a chunk at 128 x 128, against
+ * about 470). Rows and columns from opaque bases, anew per chunk (not
+ * held across the chunks beside the accumulators). */
+static void
+chunk_scales(E *e, const S90 *z, const G *g, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
+             LLVMValueRef M, LLVMValueRef N, LLVMValueRef kstart, Scales90 *sc)
+{
+	Cg *cg = e->g;
+	LLVMBuilderRef b = e->b;
+	const GOp *ob = &g->op[1];
+	const Type *st = ob->s >= 0 ? &e->k->f->val[ob->s].type : NULL;
+	Frag90 fr;
+	frag90(e, z, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
+	if (!st || st->fmt != PRECC_E8M0 || st->block[0] != 1 || !st->block[1] || gemm_tensorwise(e, g)) {
+		scales90(e, z, g, &fr, kstart, sc);
+		return;
+	}
+	LLVMValueRef whole = LLVMBuildICmp(b, LLVMIntULE, add64(e, col0, c64(e, (uint64_t)z->bn)), N, "");
+	LLVMBasicBlockRef bw = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "scales_whole");
+	LLVMBasicBlockRef be = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "scales_edge");
+	LLVMBasicBlockRef bj = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "scales");
+	LLVMBuildCondBr(b, whole, bw, be);
+
+	LLVMPositionBuilderAtEnd(b, bw);
+	Scales90 w;
+	w.ts = w.tp = NULL;
+	for (int mi = 0; mi < z->mi; mi++)
+		for (int h = 0; h < 2; h++)
+			w.sa[mi][h] = scale_at(e, &g->op[0], fr.rowc[mi][h], kstart);
+	LLVMValueRef kb = LLVMBuildUDiv(b, kstart, c64(e, (uint64_t)st->block[1]), "");
+	LLVMValueRef nbk = dimv(e, st->dim[1]);
+	for (int ni = 0; ni < z->bn / 8; ni++)
+		for (int x = 0; x < 2; x++) {
+			LLVMValueRef ix = add64(e, LLVMBuildMul(b, fr.colv[ni][x], nbk, ""), kb);
+			w.sb[ni][x] = e8m0_f32(e, load_al(e, cg->i8, gep(e, e->ptr[ob->s], ix), 1));
+		}
+	LLVMBasicBlockRef bw_end = LLVMGetInsertBlock(b);
+	LLVMBuildBr(b, bj);
+
+	LLVMPositionBuilderAtEnd(b, be);
+	Scales90 c;
+	scales90(e, z, g, &fr, kstart, &c);
+	LLVMBasicBlockRef be_end = LLVMGetInsertBlock(b);
+	LLVMBuildBr(b, bj);
+
+	LLVMPositionBuilderAtEnd(b, bj);
+	LLVMBasicBlockRef from[2] = {bw_end, be_end};
+	sc->ts = sc->tp = NULL;
+	for (int mi = 0; mi < z->mi; mi++)
+		for (int h = 0; h < 2; h++) {
+			LLVMValueRef v[2] = {w.sa[mi][h], c.sa[mi][h]};
+			sc->sa[mi][h] = LLVMBuildPhi(b, cg->f32, "");
+			LLVMAddIncoming(sc->sa[mi][h], v, from, 2);
+		}
+	for (int ni = 0; ni < z->bn / 8; ni++)
+		for (int x = 0; x < 2; x++) {
+			LLVMValueRef v[2] = {w.sb[ni][x], c.sb[ni][x]};
+			sc->sb[ni][x] = LLVMBuildPhi(b, cg->f32, "");
+			LLVMAddIncoming(sc->sb[ni][x], v, from, 2);
+		}
+}
+
+/* A stage of several promotion chunks (P < the stage's K: MX's 32 fp8,
+ * NVFP4's 16 bf16): each chunk's wgmmas (one k32 or k16 each) from +0,
+ * commit, wait, then its promotion with the chunk's scales, in K order,
+ * as the interpreter promotes every P (k_gemm.c's promote_if). The stage
+ * is freed after the last chunk's wait. A chunk at or past K (the last
+ * stage of a K that is not a multiple of the stage's) runs its wgmmas on
+ * TMA's zeros but is not promoted: its scales are past the tensor's, and
+ * fl(+0 · NaN) would not be the interpreter's nothing. */
+static void
+chunks_in_stage(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRef outer,
+                LLVMValueRef s, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef M,
+                LLVMValueRef N, const LLVMValueRef *da, LLVMValueRef db, LLVMValueRef kel, long bke,
+                LLVMValueRef lane0)
+{
+	LLVMBuilderRef b = e->b;
+	Cg *cg = e->g;
+	precc_format fa = g->op[0].fmt, fb = g->op[1].fmt;
+	int mna = g->op[0].tr, mnb = g->op[1].tr;
+	int nch = (int)(bke / g->P), per = KB / KSTEP / nch;     /* chunks, wgmmas per chunk */
+	/* chunks past K only where K is not a multiple of the stage's */
+	int guard = g->K < 0 || g->K % bke;
+	/* a loop, kept rolled: unrolled, LLVM sank each chunk's promotion
+	 * below the next chunk's wgmmas and hoisted the next chunk's scale
+	 * loads above it (two sets of accumulators and scales live: ptxas
+	 * spilled 28 bytes at 128 x 128) */
+	Loop l;
+	LLVMValueRef c = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nch));
+	LLVMValueRef kc = add64(e, kel, mul64(e, c, (uint64_t)g->P));
+	LLVMValueRef live = guard ? ult(e, kc, dimv(e, g->K)) : NULL;
+	/* the chunk's scales before its wgmmas; a chunk past K reads the
+	 * stage's first (in range) and is not promoted */
+	Scales90 sc;
+	chunk_scales(e, z, g, tid, row0, col0, M, N, live ? sel(e, live, kc, kel) : kc, &sc);
+	LLVMValueRef d[NACC_MAX];
+	for (int i = 0; i < z->nacc; i++)
+		d[i] = LLVMBuildLoad2(b, cg->f32, slot(e, inner, i), "");
+	asm90_wgmma_fence(cg);
+	/* each wgmma's K as consumer_tile's, from the chunk's first */
+	LLVMValueRef ks0 = mul64(e, c, (uint64_t)per);
+	for (int j = 0; j < per; j++) {
+		LLVMValueRef ks = add64(e, ks0, c64(e, (uint64_t)j));
+		LLVMValueRef offk = mul64(e, ks, KSTEP / 16), offmn = mul64(e, ks, (KSTEP / 2) * KB / 16);
+		for (int mi = 0; mi < z->mi; mi++)
+			asm90_wgmma(cg, fa, fb, z->bn, add64(e, da[mi], mna ? offmn : offk),
+			            add64(e, db, mnb ? offmn : offk), d + mi * (z->bn / 2), c32(e, j ? 1 : 0),
+			            mna | mnb << 1);
+	}
+	asm90_wgmma_commit(cg);
+	asm90_wgmma_wait(cg, 0);
+	for (int i = 0; i < z->nacc; i++)
+		LLVMBuildStore(b, d[i], slot(e, inner, i));
+	/* the stage is read after the last chunk's wait: free it (one
+	 * arrival per warp) */
+	LLVMValueRef lastc = LLVMBuildICmp(b, LLVMIntEQ, c, c64(e, (uint64_t)nch - 1), "");
+	LLVMBasicBlockRef fr_ = begin_if(e, LLVMBuildAnd(b, lastc, lane0, ""));
+	asm90_mbar_arrive(cg, empty_bar(e, z, sm, s));
+	end_if(e, fr_);
+	LLVMBasicBlockRef pc = live ? begin_if(e, live) : NULL;
+	promote90(e, z, &sc, inner, outer, NULL);
+	if (pc)
+		end_if(e, pc);
+	loop_end(e, &l);
+	loop_nounroll(e, &l);
+}
+
 /* The consumers' main loop over one tile's K: the chunk's wgmmas into
  * inner, promoted into outer every P (g->P > 0) */
 static void
@@ -707,6 +861,11 @@ consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inne
 		                                                           c64(e, (uint64_t)(mi * WGMMA_M * KB))))));
 	LLVMValueRef db = operand_desc(e, mnb, gep(e, sm, add64(e, st, c64(e, (uint64_t)z->a_bytes))));
 	LLVMValueRef kel = mul64(e, kt, (uint64_t)bke);
+	if (g->P && g->P < bke) {
+		chunks_in_stage(e, z, g, sm, inner, outer, s, tid, row0, col0, M, N, da, db, kel, bke, lane0);
+		loop_end(e, &l);
+		return;
+	}
 	/* the first wgmma of a chunk (of all of K when P = 0) starts from 0 */
 	LLVMValueRef first = g->P ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, kel, c64(e, (uint64_t)g->P), ""),
 	                                          c64(e, 0), "")

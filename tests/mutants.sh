@@ -144,6 +144,17 @@ grouped_tile_straddle|codegen/k_gemm_grouped.c|codegen.emu$|		.mend = end,|		.me
 grouped_end_off_by_one|codegen/k_gemm_grouped.c|codegen.emu$|LLVMBuildICmp(b, LLVMIntUGE, tile, add64(e, base, nt), \"\")|LLVMBuildICmp(b, LLVMIntUGT, tile, add64(e, base, nt), \"\")
 grouped_k_from_0|codegen/k_gemm_grouped.c|codegen.emu$|		.kbase = kbase, .klen = klen,|		.kbase = c64(e, 0), .klen = klen,"
 
+# mxwgmma (issue 28 §5): MXFP8 on wgmma, a promotion every 32 K inside the
+# stage. Every chunk scaled by the stage's first chunk's scales; the
+# chunks past K promoted (their scales read past the tensor's); a chunk's
+# wgmma added onto the previous chunk's partial sum (scale-d 1); in a
+# whole n-block every column scaled by the first column pair's scales.
+MUTANTS="$MUTANTS
+mx_chunk_scale_first|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|chunk_scales(e, z, g, tid, row0, col0, M, N, live ? sel(e, live, kc, kel) : kc, &sc);|chunk_scales(e, z, g, tid, row0, col0, M, N, kel, &sc);
+mx_chunk_past_k|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	int guard = g->K < 0 \|\| g->K % bke;|	int guard = 0;
+mx_chunk_scale_d|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|d + mi * (z->bn / 2), c32(e, j ? 1 : 0),|d + mi * (z->bn / 2), c32(e, 1),
+mx_whole_column|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(b, fr.colv[ni][x], nbk|(b, fr.colv[0][x], nbk"
+
 survivors=0
 stale=0
 total=0
