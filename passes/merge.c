@@ -280,7 +280,8 @@ merge(Module *m, const Target *t)
 	for (int k = 0; k < n0; k++)
 		if (grp[k] >= 0)
 			order[no + nm++] = m->fn[k];
-	memcpy(m->fn, order, sizeof(Func *) * (size_t)(no + nm));
+	if (no + nm)    /* a module without funcs has no m->fn (memcpy's NULL is UB even for 0) */
+		memcpy(m->fn, order, sizeof(Func *) * (size_t)(no + nm));
 	for (int k = no + nm - 1; k >= no; k--)
 		ir_func_remove(m, k);
 	for (int x = 0; x < ng; x++)

@@ -289,7 +289,8 @@ partition(Module *m, const Target *t)
 	Func **old = xcalloc((size_t)n0 + 1, sizeof(Func *));
 
 	(void)t;
-	memcpy(old, m->fn, sizeof(Func *) * (size_t)n0);
+	if (n0)    /* a module without funcs has no m->fn */
+		memcpy(old, m->fn, sizeof(Func *) * (size_t)n0);
 	for (int k = 0; k < n0; k++) {
 		/* partition_func replaces its func in place and appends the
 		 * kernels, so old[k] is still m->fn[k] (a search here made the
@@ -318,8 +319,10 @@ partition(Module *m, const Target *t)
 			abort();
 		m->cfn = keep + nshell;
 	}
-	memcpy(m->fn, order, sizeof(Func *) * (size_t)keep);
-	memcpy(m->fn + keep, shell, sizeof(Func *) * (size_t)nshell);
+	if (keep)
+		memcpy(m->fn, order, sizeof(Func *) * (size_t)keep);
+	if (nshell)
+		memcpy(m->fn + keep, shell, sizeof(Func *) * (size_t)nshell);
 	m->nfn = keep + nshell;
 	while (m->nfn > keep)
 		ir_func_remove(m, m->nfn - 1);
