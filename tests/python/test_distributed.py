@@ -22,6 +22,19 @@ def _full(t):
     return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
+def _leave():
+    """A worker's end once its results are written: os._exit, without the
+    interpreter's teardown. There torch's gloo ProcessGroup (held by DDP's
+    Reducer) can deadlock in its destructor: the main thread, holding the
+    GIL, waits for the group's worker thread, which waits for the GIL to
+    drop a Python object of an AsyncWork's ThreadLocalState (seen once in
+    ctest: one rank hung in ~ProcessGroupGloo for 10 minutes, py-spy)."""
+    import sys
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _worker(rank, world, port, out, mode="ddp", recipe="te_delayed_hybrid"):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -77,6 +90,7 @@ def _worker(rank, world, port, out, mode="ddp", recipe="te_delayed_hybrid"):
                    os.path.join(out, "rank%d.pt" % rank))
     finally:
         dist.destroy_process_group()
+    _leave()
 
 
 def _free_port():
