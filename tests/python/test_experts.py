@@ -484,19 +484,6 @@ def test_transformers_gpt_oss_experts():
 
 # ---- DDP: 2 processes over gloo, different tokens per rank -----------------------
 
-def _leave():
-    """A worker's end once its results are written: os._exit, without the
-    interpreter's teardown. There torch's gloo ProcessGroup (held by DDP's
-    Reducer) can deadlock in its destructor: the main thread, holding the
-    GIL, waits for the group's worker thread, which waits for the GIL to
-    drop a Python object of an AsyncWork's ThreadLocalState (seen once in
-    ctest: one rank hung in ~ProcessGroupGloo for 10 minutes, py-spy)."""
-    import sys
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 def _ddp_worker(rank, world, port, out):
     import os
     import torch.distributed as dist
@@ -534,6 +521,7 @@ def _ddp_worker(rank, world, port, out):
                    os.path.join(out, "rank%d.pt" % rank))
     finally:
         dist.destroy_process_group()
+    from test_distributed import _leave   # the same exit, and why
     _leave()
 
 
