@@ -35,8 +35,9 @@ x.grad and weight.grad included.
 A single layer's backward carries the whole start of autograd's engine
 (about 30 us here); in a model it is paid once per backward, not per
 layer. So --chain L (default 32) also times a Sequential of L linears,
-one step = forward with grad + backward, per layer (the step's time / L,
-median over --chain-steps steps), for precc, torch's nn.Linear and the
+one step = forward with grad + backward, per layer (the forward's and
+the backward's times of each step apart, / L, median over --chain-steps
+steps; the backward includes the step's deferred commit), for precc, torch's nn.Linear and the
 do-nothing Function: the per-call cost at a model's scale (Llama-3-70B's
 561 linears run the same per-layer path). Each recipe's chain is timed
 between two runs of the do-nothing Function's, and precc's part above that
@@ -44,6 +45,7 @@ floor is printed too: on a shared VM the absolute figures drift by a
 fifth between runs, the floor with them.
 """
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -75,6 +77,7 @@ def timed(fn, calls, warm=50):
 def measure(lin, m, k, n, dtype, calls):
     x = torch.randn(m, k, dtype=dtype)
     xg = x.clone().requires_grad_(True)
+    gc.collect()   # as in measure_chain
     dy = torch.randn(m, n, dtype=dtype)
 
     def fwd():
@@ -135,27 +138,33 @@ def to_fake_cuda(lin):
     return rt
 
 
-def measure_chain(net, L, m, k, dtype, calls):
+def measure_chain(net, L, m, k, dtype, calls, warm=5):
     """Per layer of a chain of L linears, one forward and one backward each
     step (as in a model: autograd's engine starts once per backward, not
-    once per layer): the step's time / L."""
+    once per layer): the forward and the backward of each step timed apart
+    (the backward with the step's deferred commit), / L."""
     xg = torch.randn(m, k, dtype=dtype).requires_grad_(True)
     dy = torch.randn(m, k, dtype=dtype)
-
-    def fwd_grad():
-        net(xg)
-
-    def fwd_bwd():
-        net(xg).backward(dy)
-
-    out = {"forward (grad)": timed(fwd_grad, calls, warm=5)}
-    net.zero_grad(set_to_none=True)
-    flush = getattr(getattr(net, "precc_group", None), "flush", None)
-    if flush:
-        flush()
-    out["fwd+bwd"] = timed(fwd_bwd, calls, warm=5)
-    out["backward"] = tuple(a - b for a, b in zip(out["fwd+bwd"], out["forward (grad)"]))
-    return {ph: tuple(v / L for v in t) for ph, t in out.items()}
+    # the garbage of the chains timed before (a converted model's runtime
+    # and plans are freed by the cycle collector) would be traversed by
+    # every collection during this one's steps: 22 -> 40 us per layer
+    gc.collect()
+    t = {"forward (grad)": ([], []), "backward": ([], []), "fwd+bwd": ([], [])}
+    for i in range(warm + calls):
+        c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
+        y = net(xg)
+        c1, w1 = time.thread_time_ns(), time.perf_counter_ns()
+        y.backward(dy)
+        c2, w2 = time.thread_time_ns(), time.perf_counter_ns()
+        del y
+        if i < warm:
+            continue
+        for ph, c, w in (("forward (grad)", c1 - c0, w1 - w0), ("backward", c2 - c1, w2 - w1),
+                         ("fwd+bwd", c2 - c0, w2 - w0)):
+            t[ph][0].append(c / 1e3 / L)
+            t[ph][1].append(w / 1e3 / L)
+    return {ph: (statistics.median(c), min(c), statistics.median(w), min(w))
+            for ph, (c, w) in t.items()}
 
 
 def chain(L, k, dtype, cls=nn.Linear):
@@ -207,8 +216,8 @@ def main():
     L = a.chain
     if L:
         steps = a.chain_steps
-        print("a chain of %d linears %d x %d, M=%d: per layer of a step (forward with grad; "
-              "backward = fwd+bwd - forward), %d steps" % (L, k, k, m, steps))
+        print("a chain of %d linears %d x %d, M=%d: per layer of a step (its forward with grad "
+              "and its backward timed apart), %d steps" % (L, k, k, m, steps))
         # torch's floor (a Python Function computing nothing) beside each
         # recipe: this VM's per-layer figures drift 20-30 % between runs
         # minutes apart, the floor with them, so precc's own part is the
@@ -222,6 +231,7 @@ def main():
             f0 = floor()
             res = measure_chain(net, L, m, k, torch.bfloat16, steps)
             f1 = floor()
+            del net
             show("precc %s, per layer" % recipe, res)
             print("  %-32s %-15s %8.1f us %8.1f us   (median - the floor's, before / after)"
                   % ("  above the floor", "forward (grad)",

@@ -132,7 +132,8 @@ sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add6
 MUTANTS="$MUTANTS
 torch_bulk_saved_order|python/precc/torch/_ops.py|python.torch|BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in ps]|BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in reversed(ps)]
 torch_slot_in_use|python/precc/torch/_ops.py|python.torch|            if e[2] or e[0]._use_count() != 1:|            if e[2]:
-torch_bulk_twice|python/precc/torch/_ops.py|python.torch|            if any(p.plan in twice for ps in sets.values() for p in ps):|            if False:"
+torch_bulk_twice|python/precc/torch/_ops.py|python.torch|            if any(p.plan in twice for ps in sets.values() for p in ps):|            if False:
+torch_fast_again|python/precc/torch/_ops.py|python.torch|g.pending.append(_ApiPending(self, saved, state, m, e, again))|g.pending.append(_ApiPending(self, saved, state, m, e, False))"
 
 # issue 29 §1-2 (grouped): the grouped GEMM family's tile scheduler. A row
 # tile that runs past its expert's end into the next expert's rows (with

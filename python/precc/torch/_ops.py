@@ -58,10 +58,17 @@ def _ptr(t):
     return t.data_ptr() if t is not None else None
 
 
+# torch's current cudaStream_t as an int, without building a Stream object
+# (inductor's get_raw_stream); absent from CPU builds of torch
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _stream_of(dev):
     """The stream precc_rt launches on for tensors on dev: torch's current
     stream of that device (a cudaStream_t is a CUstream), None on the CPU."""
     if dev.type == "cuda":
+        if _raw_stream is not None and dev.index is not None:
+            return _raw_stream(dev.index)
         return torch.cuda.current_stream(dev).cuda_stream
     return None
 
@@ -213,6 +220,7 @@ class ApiPlan(_Plan):
         # commit every layer in one bulk call (its table of addresses is
         # written once); the last two are what the Group keys it by
         self.slots = {}
+        self._offers = None   # eager_forward: is this a root others share x with?
         self._bind()
 
     def saved_bytes(self, m):
@@ -340,14 +348,125 @@ class ApiPlan(_Plan):
             return dx, dw, _ApiPending(self, saved, state, mp, e)
         return dx, dw, _ApiPending(self, saved, state, mp)
 
+    # The eager path's common call, in one frame each way: M a multiple of
+    # the plan's (no pad), x, w and dy contiguous and 16-byte aligned, no
+    # shared input. _fwd_run + forward + _setup_by, and _backward_by +
+    # _bwd_run + backward + Group.add_backward, inlined: at Llama-3-70B's
+    # 561 linears a Python frame and a dict touched per call cost more than
+    # the call's own work (bench/RESULTS.md, "One frame per call"). The
+    # saved region is kept for the backward, not returned as an output.
+    # None: not the common call; _EagerLinear takes the general path.
+    def eager_forward(self, ctx, group, x, w, bias, state, key):
+        m = x.shape[0]
+        if not m or m % self.m_multiple or self._offers:
+            return None
+        if self._offers is None:   # a root offers its saved region (Module.forward)
+            self._offers = self.layer.fqn in group.sharers
+            if self._offers:
+                return None
+        xp, wp = x.data_ptr(), w.data_ptr()
+        if (xp | wp) & 15 or not x.is_contiguous() or not w.is_contiguous():
+            return None
+        if bias is not None:
+            bias = _aligned(bias)
+        sb, wb, ys, _, _ = self.at_m.get(m) or self.at(m)
+        dev = x.device
+        stream = _stream_of(dev)
+        ws = self.ws_cache.get((dev, stream))
+        if ws is None or ws.numel() < wb or stream is not None:
+            ws = self.workspace(dev, stream, wb)
+        g = group
+        with g.lock:
+            if g.backwards and g.pending:
+                g.flush()    # Group.add_forward
+            g.forwards += 1
+            g.calls += 1     # Group.next_seed
+            seed = (g.seed * 0x9E3779B97F4A7C15 + g.calls) & 0xFFFFFFFFFFFFFFFF
+            y = torch.empty(ys[0], dtype=ys[1], device=dev)
+            # the fixed region when free: the bulk commit needs it, and it
+            # is one torch.empty fewer for a recipe without state too
+            saved = self.slot(dev, stream, m, sb) if g.bulk else None
+            if saved is None:
+                saved = torch.empty(sb, dtype=torch.uint8, device=dev)
+            with self._lock:
+                if self._cpu:
+                    sync_threads(self._lib)
+                rc = self._cf(self._h, self._i, m, xp, wp,
+                              bias.data_ptr() if bias is not None else None, y.data_ptr(),
+                              saved.data_ptr(), state.data_ptr() if self._state_ptr else None,
+                              ws.data_ptr(), seed, stream, None)
+        if rc < 0:
+            check(rc)
+        # state is the module's buffer, which the commit writes behind
+        # autograd's back: held as it is, not as a saved tensor (whose
+        # version check the commit would trip)
+        if self._kx < 0:
+            if self._kw < 0:
+                ctx.save_for_backward(saved)
+            else:
+                ctx.save_for_backward(w, saved)
+        elif self._kw < 0:
+            ctx.save_for_backward(x, saved)
+        else:
+            ctx.save_for_backward(x, w, saved)
+        ctx.state, ctx.key, ctx.m, ctx.group, ctx.plan = state, key, m, group, self
+        ctx.bias_dtype = bias.dtype if bias is not None else None
+        ctx.backwards, ctx.shared, ctx.fast = 0, False, True
+        return y
+
+    def eager_backward(self, ctx, dy):
+        kept = ctx.saved_tensors   # [x], [w], saved
+        m = ctx.m
+        if dy.data_ptr() & 15 or not dy.is_contiguous():
+            dy = _aligned(dy)
+        _, wb, _, dxs, dws = self.at_m[m]
+        dev = dy.device
+        stream = _stream_of(dev)
+        ws = self.ws_cache.get((dev, stream))
+        if ws is None or ws.numel() < wb or stream is not None:
+            ws = self.workspace(dev, stream, wb)
+        state, saved = ctx.state, kept[-1]
+        x = kept[self._kx] if self._kx >= 0 else None
+        w = kept[self._kw] if self._kw >= 0 else None
+        again = ctx.backwards > 0     # retain_graph=True: this forward's second backward
+        ctx.backwards += 1
+        g = ctx.group
+        with g.lock:
+            g.calls += 1
+            seed = (g.seed * 0x9E3779B97F4A7C15 + g.calls) & 0xFFFFFFFFFFFFFFFF
+            dx = torch.empty(dxs[0], dtype=dxs[1], device=dev)
+            dw = torch.empty(dws[0], dtype=dws[1], device=dev)
+            with self._lock:
+                if self._cpu:
+                    sync_threads(self._lib)
+                rc = self._cb(self._h, self._i, m, x.data_ptr() if x is not None else None,
+                              w.data_ptr() if w is not None else None, dy.data_ptr(),
+                              dx.data_ptr(), dw.data_ptr(), None, saved.data_ptr(),
+                              state.data_ptr() if self._state_ptr else None, ws.data_ptr(),
+                              seed, stream, None)
+            if rc < 0:
+                check(rc)
+            if self.has_state:   # Group.add_backward
+                e = self.slots.get(dev)
+                if e is not None and e[0] is saved:
+                    e[2] = True      # held until the commit
+                else:
+                    e = None
+                g.pending.append(_ApiPending(self, saved, state, m, e, again))
+            g.backwards += 1
+            if g.backwards >= g.forwards:
+                g.flush()
+        db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if ctx.bias_dtype is not None else None
+        return dx, dw, db, None, None, None, None, None
+
 
 class _ApiPending:
     __slots__ = ("plan", "saved", "state", "mp", "slot", "grad_only")
 
-    def __init__(self, plan, saved, state, mp, slot=None):
+    def __init__(self, plan, saved, state, mp, slot=None, grad_only=False):
         self.plan, self.saved, self.state, self.mp = plan, saved, state, mp
-        self.slot = slot         # the plan's slot entry when saved is its fixed region
-        self.grad_only = False   # a second backward over one forward: update dy's state alone
+        self.slot = slot            # the plan's slot entry when saved is its fixed region
+        self.grad_only = grad_only  # a second backward over one forward: update dy's state alone
 
     def amaxes(self):
         p, mp = self.plan, self.mp
@@ -378,6 +497,9 @@ class _ApiPending:
 
 class StepPlan(_Plan):
     """precc_rt_run_step per step, split by dataflow."""
+
+    def eager_forward(self, ctx, group, x, w, bias, state, key):
+        return None
 
     def __init__(self, layer, layout):
         super().__init__(layer, layout)
@@ -887,19 +1009,25 @@ class _EagerLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w, bias, state, group, plan, key, root_saved):
+        if root_saved is None:
+            y = plan.eager_forward(ctx, group, x, w, bias, state, key)
+            if y is not None:
+                return y
         # the eager path's saved region is the layer's fixed one (slot),
         # which the Group's bulk commit needs; torch.compile's op allocates
         out = _fwd_run(group, plan, x, w, bias, state, True, root_saved, slot=True)
         _setup_by(ctx, plan, x, w, bias, state, key, root_saved, out)
-        ctx.group, ctx.plan = group, plan
+        ctx.group, ctx.plan, ctx.fast = group, plan, False
         if len(out) > 1:
             ctx.mark_non_differentiable(*out[1:])
         ctx.set_materialize_grads(False)   # no zeros for saved's gradient
         return tuple(out)
 
     @staticmethod
-    def backward(ctx, *grads):
-        return _backward_by(ctx, grads, None) + (None,)
+    def backward(ctx, dy, *_):
+        if ctx.fast:
+            return ctx.plan.eager_backward(ctx, dy)
+        return _backward_by(ctx, (dy,), None) + (None,)
 
 
 # autograd.Function.apply without its Python wrapper (default-argument
@@ -918,8 +1046,11 @@ def linear_eager(x, w, bias, state, key, needs_grad, root_saved, group=None, pla
     if not needs_grad:
         return _fwd_run(group, plan, x, w, bias, state, False, root_saved)
     if _functorch_active():
-        return _EagerLinear.apply(x, w, bias, state, group, plan, key, root_saved)
-    return _eager_apply(x, w, bias, state, group, plan, key, root_saved)
+        out = _EagerLinear.apply(x, w, bias, state, group, plan, key, root_saved)
+    else:
+        out = _eager_apply(x, w, bias, state, group, plan, key, root_saved)
+    # y alone: the common call (ApiPlan.eager_forward), which keeps saved
+    return (out,) if isinstance(out, torch.Tensor) else out
 
 
 def trace(plan, x, w, bias, state, dy=None, seed=0):
