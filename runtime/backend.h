@@ -53,8 +53,11 @@ struct rt_ops {
 	 * and loads nothing. Sets every kernel's loaded, num_regs, spills. */
 	int (*load)(precc_rt *, rt_artifact *a, const json *m, const char *file);
 	void (*unload)(precc_rt *, rt_artifact *a);
-	/* 1 when p is the backend's kind of memory (and device); quiet */
-	int (*mem_ok)(precc_rt *, const void *p);
+	/* 1 when p is the backend's kind of memory (and device); quiet. It
+	 * sets range to [lo, hi), what it learnt holds p and is of that kind
+	 * too (cuda: p's whole allocation; at least [p, p + 1)), so that a
+	 * call checks each allocation once (rt_seen) */
+	int (*mem_ok)(precc_rt *, const void *p, uintptr_t range[2]);
 	/* the same with the message: what names p ("layer 'L' buffer 2 'x'") */
 	int (*check_mem)(precc_rt *, const void *p, const char *what);
 	/* 0 when stream can carry this runtime's work (cuda: it belongs to the
@@ -161,7 +164,7 @@ int rt_cuda_check_stream(precc_rt *rt, CUstream stream);
 int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what);
 /* The same check, quiet: 1 when rt_cuda_check_device_ptr would pass p
  * (the per-call fast path; it formats no message). */
-int rt_cuda_device_ptr_ok(precc_rt *rt, const void *p);
+int rt_cuda_device_ptr_ok(precc_rt *rt, const void *p, uintptr_t range[2]);
 #endif
 /* 1 when the driver is loaded in this process and says p is device (or
  * managed) memory; 0 otherwise (no driver, host memory, or unknown). For

@@ -21,7 +21,12 @@ static int cpu_load(precc_rt *rt, rt_artifact *a, const json *m, const char *fil
 
 static void cpu_unload(precc_rt *rt, rt_artifact *a) {}
 
-static int cpu_mem_ok(precc_rt *rt, const void *p) { return !rt_cuda_is_device_ptr(p); }
+static int cpu_mem_ok(precc_rt *rt, const void *p, uintptr_t range[2])
+{
+	range[0] = (uintptr_t)p;
+	range[1] = (uintptr_t)p + 1;
+	return !rt_cuda_is_device_ptr(p);
+}
 
 static int cpu_check_mem(precc_rt *rt, const void *p, const char *what)
 {

@@ -141,7 +141,10 @@ static void cuda_unload(precc_rt *rt, rt_artifact *a)
 	}
 }
 
-static int cuda_mem_ok(precc_rt *rt, const void *p) { return rt_cuda_device_ptr_ok(rt, p); }
+static int cuda_mem_ok(precc_rt *rt, const void *p, uintptr_t range[2])
+{
+	return rt_cuda_device_ptr_ok(rt, p, range);
+}
 
 static int cuda_check_mem(precc_rt *rt, const void *p, const char *what)
 {

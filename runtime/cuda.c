@@ -496,24 +496,40 @@ int rt_cuda_is_device_ptr(const void *p)
 	       && type == CU_MEMORYTYPE_DEVICE;
 }
 
-int rt_cuda_device_ptr_ok(precc_rt *rt, const void *p)
+int rt_cuda_device_ptr_ok(precc_rt *rt, const void *p, uintptr_t range[2])
 {
 	unsigned int type = 0;
 	int ord = -1;
-	CUpointer_attribute attr[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-	                               CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-	void *data[2] = {&type, &ord};
+	CUdeviceptr lo = 0;
+	size_t size = 0;
+	CUpointer_attribute attr[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+	                               CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+	                               CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+	                               CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+	void *data[4] = {&type, &ord, &lo, &size};
 	CUresult r;
 	int pushed;
 
+	range[0] = (uintptr_t)p;
+	range[1] = (uintptr_t)p + 1;
 	if (!p || !drv.lib || !rt->ctx || enter(rt, &pushed))
 		return 0;
-	/* both in one driver call; memory the driver does not know reads as
-	 * type 0 (rt_cuda_check_device_ptr then names the problem) */
-	r = drv.cuPointerGetAttributes(2, attr, data, (CUdeviceptr)(uintptr_t)p);
+	/* all in one driver call; memory the driver does not know reads as
+	 * type 0 (rt_cuda_check_device_ptr then names the problem). The
+	 * allocation's range lets the call's other buffers in it go without
+	 * a query; a driver that gives none (an error on its attributes) is
+	 * asked for the first two alone */
+	r = drv.cuPointerGetAttributes(4, attr, data, (CUdeviceptr)(uintptr_t)p);
+	if (r != CUDA_SUCCESS)
+		r = drv.cuPointerGetAttributes(2, attr, data, (CUdeviceptr)(uintptr_t)p);
 	leave(rt, pushed);
-	return r == CUDA_SUCCESS && type != 0 && type != CU_MEMORYTYPE_HOST &&
-	       ord == (int)rt->dev;
+	if (r != CUDA_SUCCESS || type == 0 || type == CU_MEMORYTYPE_HOST || ord != (int)rt->dev)
+		return 0;
+	if (size && (uintptr_t)p >= (uintptr_t)lo && (uintptr_t)p < (uintptr_t)lo + size) {
+		range[0] = (uintptr_t)lo;
+		range[1] = (uintptr_t)lo + size;
+	}
+	return 1;
 }
 
 int rt_cuda_check_device_ptr(precc_rt *rt, const void *p, const char *what)

@@ -250,11 +250,13 @@ static int run_phase(precc_rt *rt, const rt_layer *l, const rt_split *s,
                      int ph, long m, void *const *buf, uint64_t seed,
                      void *stream, int *skipped, const unsigned char *skip)
 {
+	rt_seen seen = {0};
+
 	if (rt_check_m(l, m, buf) || rt->ops->check_stream(rt, stream))
 		return -1;
 	for (int st = 0; st < l->nstep; st++)
 		if (s->phase[st] == ph && !(skip && skip[st]) && !unwanted(rt, l, s, st, buf) &&
-		    rt_check_step(rt, l, st, m, buf, NULL))
+		    rt_check_step(rt, l, st, m, buf, NULL, &seen))
 			return -1;
 	for (int st = 0; st < l->nstep; st++)
 		if (s->phase[st] == ph && !(skip && skip[st]) && !unwanted(rt, l, s, st, buf) &&
@@ -510,7 +512,7 @@ int precc_rt_commit(precc_rt *rt, int layer, long m, void *saved,
 	if (run_phase(rt, l, s, PH_COMMIT, m, s->ptr, 0, stream, &dummy, NULL))
 		return -1;
 	for (int u = 0; u < 2 * l->nupdate; u++)
-		if (rt_check_buffer(rt, l, m, s->ptr, NULL, l->update[u / 2][u % 2]))
+		if (rt_check_buffer(rt, l, m, s->ptr, NULL, l->update[u / 2][u % 2], NULL))
 			return -1;
 	return rt_apply_updates(rt, l, m, s->ptr, stream);
 }
@@ -526,7 +528,7 @@ int precc_rt_commit_buffers(precc_rt *rt, int layer, long m,
 	    run_phase(rt, l, s, PH_COMMIT, m, buffers, 0, stream, &dummy, NULL))
 		return -1;
 	for (int u = 0; u < 2 * l->nupdate; u++)
-		if (rt_check_buffer(rt, l, m, buffers, NULL, l->update[u / 2][u % 2]))
+		if (rt_check_buffer(rt, l, m, buffers, NULL, l->update[u / 2][u % 2], NULL))
 			return -1;
 	return rt_apply_updates(rt, l, m, buffers, stream);
 }
@@ -663,7 +665,7 @@ int rt_commit_rows(precc_rt *rt, int layer, long m, void *saved, void *state,
 			return -1;
 		}
 		if (rows) {
-			if (rt_check_step(rt, l, st, m, s->ptr, NULL))
+			if (rt_check_step(rt, l, st, m, s->ptr, NULL, NULL))
 				return -1;
 			rt_commit_row *r = &rows[n];
 			r->kernel = l->step[st].kernel;

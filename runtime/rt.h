@@ -28,10 +28,22 @@ typedef struct rt_commit_row {
 int rt_commit_rows(precc_rt *rt, int layer, long m, void *saved, void *state,
                    rt_commit_row *rows, int max);
 
+/* The memory one call's checks found good: each allocation (its range
+ * from rt_ops.mem_ok) is asked of the driver once per call, not once per
+ * buffer of each step (a forward passes 15-25 buffers, most of them in the
+ * saved region and the workspace). Local to a call: never kept across
+ * calls, whose memory may have been freed. */
+enum { RT_SEEN_MAX = 8 };
+typedef struct rt_seen {
+	int n;
+	uintptr_t lo[RT_SEEN_MAX], hi[RT_SEEN_MAX];
+} rt_seen;
+
+/* seen: NULL (check every buffer) or the call's rt_seen, zeroed */
 int rt_check_buffer(precc_rt *rt, const rt_layer *l, long m,
-                    void *const *buffers, const size_t *sizes, int b);
+                    void *const *buffers, const size_t *sizes, int b, rt_seen *seen);
 int rt_check_step(precc_rt *rt, const rt_layer *l, int s, long m,
-                  void *const *buffers, const size_t *sizes);
+                  void *const *buffers, const size_t *sizes, rt_seen *seen);
 /* one step, no checks; cpu ORs its nonfinite=skip into *skipped */
 int rt_run_step_at(precc_rt *rt, const rt_layer *l, int s, long m,
                    void *const *buffers, uint64_t seed, void *stream,

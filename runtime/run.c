@@ -219,8 +219,31 @@ int precc_rt_sync(precc_rt *rt, void *stream) { return rt->ops->sync(rt, stream)
 
 /* ---- argument checks ------------------------------------------------------ */
 
+static int seen_holds(const rt_seen *seen, const void *p)
+{
+	for (int i = 0; seen && i < seen->n; i++)
+		if ((uintptr_t)p >= seen->lo[i] && (uintptr_t)p < seen->hi[i])
+			return 1;
+	return 0;
+}
+
+static int mem_ok(precc_rt *rt, const void *p, rt_seen *seen)
+{
+	uintptr_t range[2];
+
+	if (seen_holds(seen, p))
+		return 1;
+	if (!rt->ops->mem_ok(rt, p, range))
+		return 0;
+	if (seen && seen->n < RT_SEEN_MAX) {
+		seen->lo[seen->n] = range[0];
+		seen->hi[seen->n++] = range[1];
+	}
+	return 1;
+}
+
 int rt_check_buffer(precc_rt *rt, const rt_layer *l, long m,
-                    void *const *buffers, const size_t *sizes, int b)
+                    void *const *buffers, const size_t *sizes, int b, rt_seen *seen)
 {
 	const void *ptr = buffers[b];
 	char what[512];
@@ -232,7 +255,7 @@ int rt_check_buffer(precc_rt *rt, const rt_layer *l, long m,
 		return -1;
 	}
 	if (ptr && (!sizes || sizes[b] >= need) && (uintptr_t)ptr % ALIGN == 0 &&
-	    rt->ops->mem_ok(rt, ptr))
+	    mem_ok(rt, ptr, seen))
 		return 0;
 	/* something is wrong: the checks again, with the message (the name
 	 * is formatted here only, not on every call) */
@@ -256,12 +279,12 @@ int rt_check_buffer(precc_rt *rt, const rt_layer *l, long m,
 }
 
 int rt_check_step(precc_rt *rt, const rt_layer *l, int s, long m,
-                  void *const *buffers, const size_t *sizes)
+                  void *const *buffers, const size_t *sizes, rt_seen *seen)
 {
 	const rt_kdesc *k = &rt->art->kern[l->step[s].kernel];
 
 	for (int p = 0; p < k->nparam; p++)
-		if (rt_check_buffer(rt, l, m, buffers, sizes, l->step[s].arg[p]))
+		if (rt_check_buffer(rt, l, m, buffers, sizes, l->step[s].arg[p], seen))
 			return -1;
 	return 0;
 }
@@ -271,13 +294,15 @@ static int check_args(precc_rt *rt, const rt_layer *l, long m,
                       void *const *buffers, const size_t *sizes, int first,
                       int last, int updates, void *stream)
 {
+	rt_seen seen = {0};
+
 	if (rt_check_m(l, m, buffers) || rt->ops->check_stream(rt, stream))
 		return -1;
 	for (int s = first; s < last; s++)
-		if (rt_check_step(rt, l, s, m, buffers, sizes))
+		if (rt_check_step(rt, l, s, m, buffers, sizes, &seen))
 			return -1;
 	for (int p = 0; updates && p < 2 * l->nupdate; p++)
-		if (rt_check_buffer(rt, l, m, buffers, sizes, l->update[p / 2][p % 2]))
+		if (rt_check_buffer(rt, l, m, buffers, sizes, l->update[p / 2][p % 2], &seen))
 			return -1;
 	return 0;
 }

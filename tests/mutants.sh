@@ -133,7 +133,8 @@ MUTANTS="$MUTANTS
 torch_bulk_saved_order|python/precc/torch/_ops.py|python.torch|BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in ps]|BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in reversed(ps)]
 torch_slot_in_use|python/precc/torch/_ops.py|python.torch|            if e[2] or e[0]._use_count() != 1:|            if e[2]:
 torch_bulk_twice|python/precc/torch/_ops.py|python.torch|            if any(p.plan in twice for ps in sets.values() for p in ps):|            if False:
-torch_fast_again|python/precc/torch/_ops.py|python.torch|g.pending.append(_ApiPending(self, saved, state, m, e, again))|g.pending.append(_ApiPending(self, saved, state, m, e, False))"
+torch_fast_again|python/precc/torch/_ops.py|python.torch|g.pending.append(_ApiPending(self, saved, state, m, e, again))|g.pending.append(_ApiPending(self, saved, state, m, e, False))
+rt_seen_off|runtime/run.c|runtime.layer.fake|	if (seen_holds(seen, p))\n		return 1;\n	if (!rt->ops->mem_ok|	if (!rt->ops->mem_ok"
 
 # issue 29 §1-2 (grouped): the grouped GEMM family's tile scheduler. A row
 # tile that runs past its expert's end into the next expert's rows (with

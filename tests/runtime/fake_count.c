@@ -26,9 +26,11 @@
 #undef cuPointerGetAttribute
 #undef cuPointerGetAttributes
 
-static long n_alloc, n_free, n_htod, n_dtoh, n_memset, n_sync, n_launch;
+static long n_alloc, n_free, n_htod, n_dtoh, n_memset, n_sync, n_launch, n_query;
 
-void fake_count_reset(void) { n_alloc = n_free = n_htod = n_dtoh = n_memset = n_sync = n_launch = 0; }
+void fake_count_reset(void) { n_alloc = n_free = n_htod = n_dtoh = n_memset = n_sync = n_launch = n_query = 0; }
+/* cuPointerGetAttributes calls: precc_rt's per-call memory checks */
+long fake_count_pointer_queries(void) { return n_query; }
 /* allocations + frees + synchronous copies and memsets + syncs */
 long fake_count_blocking(void) { return n_alloc + n_free + n_htod + n_dtoh + n_memset + n_sync; }
 long fake_count_launches(void) { return n_launch; }
@@ -55,6 +57,7 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdevi
 CUresult CUDAAPI cuPointerGetAttributes(unsigned n, CUpointer_attribute *a, void **data,
                                         CUdeviceptr p)
 {
+	n_query++;
 	for (int i = 0; i < 64; i++)
 		if (allocs[i] && p >= (uintptr_t)allocs[i] && p < (uintptr_t)allocs[i] + sizes[i])
 			return fake_real_cuPointerGetAttributes(n, a, data, (uintptr_t)allocs[i]);

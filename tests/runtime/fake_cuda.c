@@ -594,6 +594,13 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned n, CUpointer_attribute *a, void
 			*(unsigned *)data[i] = known ? CU_MEMORYTYPE_DEVICE : 0;
 		else if (a[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
 			*(int *)data[i] = slot >= 0 ? alloc_dev[slot] : known ? 0 : -2;
+		else if (a[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+			/* the allocation; with FAKE_CUDA_ANY_POINTER the byte alone */
+			*(CUdeviceptr *)data[i] = slot >= 0 ? (CUdeviceptr)(uintptr_t)allocs[slot]
+			                                    : known ? p : 0;
+		else if (a[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+			*(size_t *)data[i] = slot >= 0 ? alloc_bytes[slot] + (alloc_bytes[slot] == 0)
+			                               : known ? 1 : 0;
 		else
 			return CUDA_ERROR_INVALID_VALUE;
 	}

@@ -435,9 +435,10 @@ static int test_fake(const char *dir, const char *lib)
 	void (*reset)(void) = h ? (void (*)(void))dlsym(h, "fake_count_reset") : NULL;
 	long (*blocking)(void) = h ? (long (*)(void))dlsym(h, "fake_count_blocking") : NULL;
 	long (*launches)(void) = h ? (long (*)(void))dlsym(h, "fake_count_launches") : NULL;
+	long (*queries)(void) = h ? (long (*)(void))dlsym(h, "fake_count_pointer_queries") : NULL;
 	precc_rt *rt;
 
-	CHECK(reset && blocking && launches);
+	CHECK(reset && blocking && launches && queries);
 	if (!reset)
 		return finish("runtime.layer.fake");
 	setenv("PRECC_LIBCUDA", lib, 1);
@@ -463,6 +464,12 @@ static int test_fake(const char *dir, const char *lib)
 		if (rcf)
 			fprintf(stderr, "%s\n", precc_rt_last_error());
 		CHECK(rcf == 0);
+		/* the checks ask the driver once per allocation the forward
+		 * touches (x, w, y, saved, state, workspace), not once per
+		 * buffer of each step (rt_seen): the host cost of a call */
+		printf("%s: forward: %ld pointer queries, %ld launches\n",
+		       precc_rt_layer_name(rt, l), queries(), launches());
+		CHECK(queries() >= 1 && queries() <= 6);
 		CHECK(precc_rt_backward(rt, l, m, x, w, dy, dx, dw, NULL, sv, st, wk, 1, NULL) == 0);
 		CHECK(precc_rt_commit(rt, l, m, sv, st, NULL) == 0);
 		printf("%s: forward + backward + commit on cuda: %ld launches, %ld "
