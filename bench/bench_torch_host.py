@@ -151,6 +151,12 @@ def measure_chain(net, L, m, k, dtype, calls, warm=5):
     gc.collect()
     t = {"forward (grad)": ([], []), "backward": ([], []), "fwd+bwd": ([], [])}
     for i in range(warm + calls):
+        # as a training loop's optimizer.zero_grad() (set_to_none, torch's
+        # default): each step's gradients are fresh tensors, not a CPU add
+        # into last step's (a GPU's add runs on the device; on this CPU
+        # its 54 MB a step at 561 layers would also flush the host caches)
+        net.zero_grad(set_to_none=True)
+        xg.grad = None
         c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
         y = net(xg)
         c1, w1 = time.thread_time_ns(), time.perf_counter_ns()

@@ -58,6 +58,8 @@ def _ptr(t):
     return t.data_ptr() if t is not None else None
 
 
+_CONTIGUOUS = torch.contiguous_format
+
 # torch's current cudaStream_t as an int, without building a Stream object
 # (inductor's get_raw_stream); absent from CPU builds of torch
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -215,11 +217,12 @@ class ApiPlan(_Plan):
                 raise Error("precc: layer '%s': saved region of %d bytes at M=%d, precc_rt "
                             "says %d" % (layer.fqn, self.saved_bytes(mm), mm,
                                          layer.sizes(mm)["saved_bytes"]))
-        # dev -> [saved region, padded M, held, (runtime, M), (layer, address)]:
+        # dev -> [saved region, padded M, held, (runtime, M), layer << 64 | address]:
         # the region the eager path's forwards reuse, so that the Group can
         # commit every layer in one bulk call (its table of addresses is
         # written once); the last two are what the Group keys it by
         self.slots = {}
+        self.fast = {}        # (padded M, device) -> _fast_at's tuple
         self._offers = None   # eager_forward: is this a root others share x with?
         self._bind()
 
@@ -296,7 +299,9 @@ class ApiPlan(_Plan):
         if stream is not None and torch.cuda.is_current_stream_capturing():
             return None
         t = torch.empty(nbytes, dtype=torch.uint8, device=dev)
-        self.slots[dev] = [t, mp, False, (self.layer.rt, mp), (self._i, t.data_ptr())]
+        # [4]: the layer and the region's address in one int (its bulk
+        # table's key part: ints hash fast, 561 of them a step)
+        self.slots[dev] = [t, mp, False, (self.layer.rt, mp), (self._i << 64) | t.data_ptr()]
         return t
 
     def forward(self, x, w, bias, state, mp, seed, root_saved=None, slot=False):
@@ -356,6 +361,17 @@ class ApiPlan(_Plan):
     # the call's own work (bench/RESULTS.md, "One frame per call"). The
     # saved region is kept for the backward, not returned as an output.
     # None: not the common call; _EagerLinear takes the general path.
+    def _fast_at(self, m, dev):
+        """(saved bytes, workspace bytes, and y's, dx's and dw's templates)
+        at padded M on dev. A template is one element expanded to the
+        output's shape: torch.empty_like of it is a contiguous tensor of
+        that shape, dtype and device without parsing a shape and a dtype
+        (0.8 against 1.3 us a call)."""
+        sb, wb, ys, dxs, dws = self.at(m)
+        r = self.fast[(m, dev)] = (sb, wb) + tuple(
+            torch.empty(1, dtype=d, device=dev).expand(sh) for sh, d in (ys, dxs, dws))
+        return r
+
     def eager_forward(self, ctx, group, x, w, bias, state, key):
         m = x.shape[0]
         if not m or m % self.m_multiple or self._offers:
@@ -369,8 +385,8 @@ class ApiPlan(_Plan):
             return None
         if bias is not None:
             bias = _aligned(bias)
-        sb, wb, ys, _, _ = self.at_m.get(m) or self.at(m)
         dev = x.device
+        sb, wb, yt, _, _ = self.fast.get((m, dev)) or self._fast_at(m, dev)
         stream = _stream_of(dev)
         ws = self.ws_cache.get((dev, stream))
         if ws is None or ws.numel() < wb or stream is not None:
@@ -382,7 +398,7 @@ class ApiPlan(_Plan):
             g.forwards += 1
             g.calls += 1     # Group.next_seed
             seed = (g.seed * 0x9E3779B97F4A7C15 + g.calls) & 0xFFFFFFFFFFFFFFFF
-            y = torch.empty(ys[0], dtype=ys[1], device=dev)
+            y = torch.empty_like(yt, memory_format=_CONTIGUOUS)
             # the fixed region when free: the bulk commit needs it, and it
             # is one torch.empty fewer for a recipe without state too
             saved = self.slot(dev, stream, m, sb) if g.bulk else None
@@ -409,9 +425,9 @@ class ApiPlan(_Plan):
             ctx.save_for_backward(x, saved)
         else:
             ctx.save_for_backward(x, w, saved)
-        ctx.state, ctx.key, ctx.m, ctx.group, ctx.plan = state, key, m, group, self
+        ctx.state, ctx.m, ctx.group, ctx.plan, ctx.fast = state, m, group, self, True
+        ctx.key, ctx.backwards, ctx.shared = key, 0, False
         ctx.bias_dtype = bias.dtype if bias is not None else None
-        ctx.backwards, ctx.shared, ctx.fast = 0, False, True
         return y
 
     def eager_backward(self, ctx, dy):
@@ -419,31 +435,31 @@ class ApiPlan(_Plan):
         m = ctx.m
         if dy.data_ptr() & 15 or not dy.is_contiguous():
             dy = _aligned(dy)
-        _, wb, _, dxs, dws = self.at_m[m]
         dev = dy.device
+        _, wb, _, dxt, dwt = self.fast.get((m, dev)) or self._fast_at(m, dev)
         stream = _stream_of(dev)
         ws = self.ws_cache.get((dev, stream))
         if ws is None or ws.numel() < wb or stream is not None:
             ws = self.workspace(dev, stream, wb)
-        state, saved = ctx.state, kept[-1]
-        x = kept[self._kx] if self._kx >= 0 else None
-        w = kept[self._kw] if self._kw >= 0 else None
+        saved = kept[-1]
         again = ctx.backwards > 0     # retain_graph=True: this forward's second backward
         ctx.backwards += 1
         g = ctx.group
         with g.lock:
             g.calls += 1
             seed = (g.seed * 0x9E3779B97F4A7C15 + g.calls) & 0xFFFFFFFFFFFFFFFF
-            dx = torch.empty(dxs[0], dtype=dxs[1], device=dev)
-            dw = torch.empty(dws[0], dtype=dws[1], device=dev)
+            dx = torch.empty_like(dxt, memory_format=_CONTIGUOUS)
+            dw = torch.empty_like(dwt, memory_format=_CONTIGUOUS)
             with self._lock:
                 if self._cpu:
                     sync_threads(self._lib)
-                rc = self._cb(self._h, self._i, m, x.data_ptr() if x is not None else None,
-                              w.data_ptr() if w is not None else None, dy.data_ptr(),
-                              dx.data_ptr(), dw.data_ptr(), None, saved.data_ptr(),
-                              state.data_ptr() if self._state_ptr else None, ws.data_ptr(),
-                              seed, stream, None)
+                rc = self._cb(self._h, self._i, m,
+                              kept[self._kx].data_ptr() if self._kx >= 0 else None,
+                              kept[self._kw].data_ptr() if self._kw >= 0 else None,
+                              dy.data_ptr(), dx.data_ptr(), dw.data_ptr(), None,
+                              saved.data_ptr(),
+                              ctx.state.data_ptr() if self._state_ptr else None,
+                              ws.data_ptr(), seed, stream, None)
             if rc < 0:
                 check(rc)
             if self.has_state:   # Group.add_backward
@@ -452,12 +468,14 @@ class ApiPlan(_Plan):
                     e[2] = True      # held until the commit
                 else:
                     e = None
-                g.pending.append(_ApiPending(self, saved, state, m, e, again))
+                g.pending.append(_ApiPending(self, saved, ctx.state, m, e, again))
             g.backwards += 1
             if g.backwards >= g.forwards:
                 g.flush()
-        db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype) if ctx.bias_dtype is not None else None
-        return dx, dw, db, None, None, None, None, None
+        if ctx.bias_dtype is None:
+            return dx, dw, None, None, None, None, None, None
+        return (dx, dw, dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype), None, None, None,
+                None, None)
 
 
 class _ApiPending:
@@ -709,16 +727,19 @@ class Group:
         by one. One pass over the pending list: this runs once a step over
         every layer of the model."""
         sets, rest = {}, []
+        k0 = ps = None
         for p in pending:
             e = p.slot
             if e is None or p.grad_only:
                 rest.append(p)
-            else:
-                ps = sets.get(e[3])
+                continue
+            k = e[3]
+            if k != k0:   # most models: one (runtime, M) for every layer
+                ps = sets.get(k)
                 if ps is None:
-                    sets[e[3]] = [p]
-                else:
-                    ps.append(p)
+                    ps = sets[k] = []
+                k0 = k
+            ps.append(p)
         if rest:
             # a layer committed twice (two forwards before the flush) rolls
             # its history twice, in the order of the backwards: one by one
