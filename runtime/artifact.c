@@ -170,7 +170,9 @@ int rt_type_parse(const char *s, rt_type *t)
 		return -1;
 	memcpy(fmt, s, n);
 	fmt[n] = 0;
-	if ((f = ir_fmt_by_name(fmt)) < 0)
+	if (!strcmp(fmt, "i32"))
+		t->index = 1, f = PRECC_FP32;   /* ir.h's index type */
+	else if ((f = ir_fmt_by_name(fmt)) < 0)
 		return -1;
 	t->fmt = (precc_format)f;
 	p++;
@@ -256,7 +258,7 @@ const rt_extent *rt_buffer_extent(const rt_layer *l, int b, long m)
 
 static int type_eq(const rt_type *a, const rt_type *b)
 {
-	if (a->fmt != b->fmt || a->rank != b->rank)
+	if (a->fmt != b->fmt || a->rank != b->rank || a->index != b->index)
 		return 0;
 	for (int i = 0; i < a->rank; i++)
 		if (a->dim[i] != b->dim[i])
@@ -318,7 +320,7 @@ static int kernel_abi(Ctx *c, const json *at, rt_kdesc *k)
 		           nin, n - nin);
 	for (int i = 0; i < n; i++) {
 		const Type *t = &f->val[v[i]].type;
-		rt_type it = {t->fmt, t->rank, {t->dim[0], t->rank > 1 ? t->dim[1] : 0}};
+		rt_type it = {t->fmt, t->rank, {t->dim[0], t->rank > 1 ? t->dim[1] : 0}, t->index};
 		if (k->param[i].out != (i >= nin))
 			return bad(c, at, "kernel '%s': param %d '%s' is dir \"%s\", the "
 			           "IR makes it an %s", k->name, i, k->param[i].name,

@@ -37,6 +37,8 @@ typedef struct rt_type {
 	precc_format fmt;
 	int rank;
 	long dim[2];              /* ir.h's dims: < 0 is ceil(M / -d) */
+	int index;                /* "i32": gemm_grouped's offsets (fmt f32, the
+	                             storage width) */
 } rt_type;
 /* Parses "bf16[M,4096]", "f32[1,1]{*x*}", "e8m0[4096,M/32]{1x32}". */
 int rt_type_parse(const char *s, rt_type *t);
