@@ -1,0 +1,28 @@
+#!/bin/sh
+# grouped_test.sh PRECC TEST_GROUPED ROOT — `precc build` for a
+# Mixtral-style block (8 experts, tests/lit/Inputs/model_mixtral_small.json)
+# under a bf16 and two fp8 recipes, then test_grouped over each: the
+# grouped forward/backward against every expert's own layer, bit for bit,
+# and the bad offsets refused (runtime/grouped.c). 77 when this precc has
+# no `build`.
+set -u
+precc=$1 test=$2 root=$3
+"$precc" build --help >/dev/null 2>&1 || { echo "SKIP: $precc has no 'build' command"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+for r in bf16 deepseek_v3 mxfp8; do
+	if ! PRECC_CACHE_DIR=$tmp/cache PRECC_PTXAS=/nonexistent "$precc" build "$root/recipes/$r.lua" \
+		--model "$root/tests/lit/Inputs/model_mixtral_small.json" -o "$tmp/$r" >"$tmp/build.log" 2>&1; then
+		echo "FAIL  precc build $r: $(tail -1 "$tmp/build.log")"
+		fails=$((fails + 1))
+		continue
+	fi
+	if "$test" "$tmp/$r"; then
+		echo "ok    $r"
+	else
+		echo "FAIL  $r"
+		fails=$((fails + 1))
+	fi
+done
+[ $fails -eq 0 ]
