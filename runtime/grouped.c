@@ -233,17 +233,94 @@ int precc_rt_backward_grouped(precc_rt *rt, int group, long m_total,
 	                      seed, stream);
 }
 
-/* ---- cuda: the offsets checked after the fact ------------------------------ */
+/* ---- cuda: the offsets checked after the fact ------------------------------
+ * A ring of PRECC_GROUPED_CHECKS slots of pinned host memory, one per
+ * grouped call (the largest group's offsets each), made at load: a call
+ * enqueues a copy of its offsets into the next slot on its stream and
+ * notes what to check them against; precc_rt_grouped_check, after the
+ * caller's sync, checks the calls since the last check (the newest
+ * PRECC_GROUPED_CHECKS of them). No allocation, no sync in a call. */
+typedef struct rt_gcheck {
+	int32_t *slot;            /* PRECC_GROUPED_CHECKS x maxe, pinned */
+	int maxe;
+	long next, from;          /* calls made; the first not checked yet */
+	struct { int group; const char *call; long m, align; } meta[PRECC_GROUPED_CHECKS];
+} rt_gcheck;
+
+int rt_grouped_prepare(precc_rt *rt, const rt_artifact *a)
+{
+	rt_gcheck *c;
+	int maxe = 0;
+
+	if (!a->ngroup || !rt->ops->download_async)
+		return 0;
+	for (int g = 0; g < a->ngroup; g++)
+		maxe = a->group[g].experts > maxe ? a->group[g].experts : maxe;
+	if (!(c = calloc(1, sizeof *c))) {
+		rt_error("plan: out of memory");
+		return -1;
+	}
+	c->maxe = maxe;
+	if (!(c->slot = rt->ops->host_alloc(rt, (size_t)PRECC_GROUPED_CHECKS * (size_t)maxe * 4))) {
+		free(c);
+		return -1;
+	}
+	rt->gcheck = c;
+	return 0;
+}
+
+void rt_grouped_release(precc_rt *rt)
+{
+	if (!rt->gcheck)
+		return;
+	rt->ops->host_free(rt, rt->gcheck->slot);
+	free(rt->gcheck);
+	rt->gcheck = NULL;
+}
 
 static int snapshot(precc_rt *rt, int group, const char *call, long m, const int32_t *offsets,
                     long align, void *stream)
 {
-	(void)rt, (void)group, (void)call, (void)m, (void)offsets, (void)align, (void)stream;
+	rt_gcheck *c = rt->gcheck;
+
+	if (!c)
+		return 0;
+	int at = (int)(c->next % PRECC_GROUPED_CHECKS);
+	const rt_group *g = &rt->art->group[group];
+	if (rt->ops->download_async(rt, c->slot + (size_t)at * (size_t)c->maxe, offsets,
+	                            (size_t)g->experts * 4, stream))
+		return -1;
+	c->meta[at].group = group;
+	c->meta[at].call = call;
+	c->meta[at].m = m;
+	c->meta[at].align = align;
+	c->next++;
 	return 0;
 }
 
 int precc_rt_grouped_check(precc_rt *rt)
 {
-	(void)rt;
+	rt_gcheck *c = rt ? rt->gcheck : NULL;
+
+	if (!c)
+		return 0;
+	long from = c->next - c->from > PRECC_GROUPED_CHECKS ? c->next - PRECC_GROUPED_CHECKS
+	                                                     : c->from;
+	long lost = from - c->from;
+	for (long i = from; i < c->next; i++) {
+		int at = (int)(i % PRECC_GROUPED_CHECKS);
+		const rt_group *g = &rt->art->group[c->meta[at].group];
+		if (offsets_ok(g, c->meta[at].call, c->meta[at].m, c->slot + (size_t)at * (size_t)c->maxe,
+		               c->meta[at].align)) {
+			char msg[RT_ERR_MAX];
+			snprintf(msg, sizeof msg, "%s (grouped call %ld since the load%s)",
+			         precc_rt_last_error(), i + 1,
+			         lost ? "; older unchecked calls were dropped" : "");
+			rt_error("%s", msg);
+			c->from = c->next;
+			return -1;
+		}
+	}
+	c->from = c->next;
 	return 0;
 }

@@ -17,7 +17,12 @@
  * as it was): a wrong count, NULL, negative, not monotone, past m_total,
  * an expert starting inside a token block (token_align > 1), and dx for a
  * group whose dgrad is not grouped.
+ *
+ *   test_grouped fake DIR LIB   the cuda path on the counting fake driver:
+ *                               the calls only enqueue, bad offsets come
+ *                               back from precc_rt_grouped_check
  */
+#include <dlfcn.h>
 #include <stdint.h>
 
 #include "rtcheck.h"
@@ -275,13 +280,113 @@ static void refused(precc_rt *rt, int g, long m, const int32_t *offs, int noffs,
 	regions_free(&r);
 }
 
+/* The cuda path on the counting fake driver (fake_count.c, which checks
+ * every launch against the manifest and runs nothing): the grouped calls
+ * only enqueue (no allocation, synchronous copy or sync), and bad offsets,
+ * which a call on device memory cannot see, are reported by
+ * precc_rt_grouped_check after the fact; the count and NULL at once. */
+static int test_fake(const char *dir, const char *lib)
+{
+	char why[512];
+	void *h = dlopen(lib, RTLD_NOW);
+	void (*reset)(void) = h ? (void (*)(void))dlsym(h, "fake_count_reset") : NULL;
+	long (*blocking)(void) = h ? (long (*)(void))dlsym(h, "fake_count_blocking") : NULL;
+	long (*launches)(void) = h ? (long (*)(void))dlsym(h, "fake_count_launches") : NULL;
+	precc_rt *rt;
+
+	CHECK(reset && blocking && launches);
+	if (!reset)
+		return finish("test_grouped fake");
+	setenv("PRECC_LIBCUDA", lib, 1);
+	if (!(rt = precc_rt_open(dir, PRECC_BACKEND_CUDA, why, sizeof why))) {
+		fprintf(stderr, "%s\n", why);
+		failures++;
+		return finish("test_grouped fake");
+	}
+	for (int g = 0; g < precc_rt_group_count(rt); g++) {
+		precc_group_info gi;
+		precc_layer_sizes gs;
+		long al, m;
+		CHECK(precc_rt_group_info(rt, g, &gi) == 0);
+		al = gi.token_align;
+		m = round_m(rt, gi.layer, 4 * al + 37);
+		CHECK(precc_rt_group_sizes(rt, g, m, &gs) == 0);
+		int32_t host[8] = {(int32_t)al, (int32_t)al, (int32_t)(3 * al), (int32_t)(3 * al),
+		                   (int32_t)(4 * al), (int32_t)(4 * al), (int32_t)(4 * al),
+		                   (int32_t)(4 * al + 37)};
+		void *st = precc_rt_malloc(rt, gs.state_bytes + 16), *sv = precc_rt_malloc(rt, gs.saved_bytes);
+		void *wk = precc_rt_malloc(rt, gs.workspace_bytes);
+		void *x = precc_rt_malloc(rt, (size_t)(m * gi.k) * 2);
+		void *w = precc_rt_malloc(rt, (size_t)(8 * gi.n * gi.k) * 2);
+		void *y = precc_rt_malloc(rt, (size_t)(m * gi.n) * 4), *dy = precc_rt_malloc(rt, (size_t)(m * gi.n) * 2);
+		void *dw = precc_rt_malloc(rt, (size_t)(8 * gi.n * gi.k) * 4);
+		int32_t *offs = precc_rt_malloc(rt, sizeof host);
+		CHECK(precc_rt_upload(rt, offs, host, sizeof host) == 0);
+		reset();
+		int rc = precc_rt_forward_grouped(rt, g, m, offs, 8, x, w, y, sv, st, wk, 1, NULL);
+		if (rc)
+			fprintf(stderr, "%s\n", precc_rt_last_error());
+		CHECK(rc == 0);
+		CHECK(precc_rt_backward_grouped(rt, g, m, offs, 8, x, w, dy, NULL, dw, NULL, sv, st,
+		                                wk, 1, NULL) == 0);
+		printf("%s: grouped forward + backward on cuda: %ld launches (%d steps), %ld "
+		       "allocations, synchronous copies or syncs\n", gi.name, launches(),
+		       precc_rt_step_count(rt, gi.layer), blocking());
+		CHECK(blocking() == 0 && launches() >= precc_rt_step_count(rt, gi.layer) - 1);
+		CHECK(precc_rt_sync(rt, NULL) == 0);
+		CHECK(precc_rt_grouped_check(rt) == 0);
+		/* bad ones: the calls enqueue, the check after the sync says why */
+		static const struct { int at; int32_t v; const char *want; } bad[] = {
+			{3, -5, "offsets[3] = -5 is negative"},
+			{5, 0, "not monotone: offsets[5] = 0"},
+			{7, 1 << 30, "exceeds m_total"},
+			{0, 1, "not a multiple of"},   /* expert 1 starts at row 1 */
+		};
+		for (int b = 0; b < 4; b++) {
+			int32_t o[8];
+			if (b == 3 && al == 1)
+				continue;
+			memcpy(o, host, sizeof o);
+			o[bad[b].at] = bad[b].v;
+			CHECK(precc_rt_upload(rt, offs, o, sizeof o) == 0);
+			CHECK(precc_rt_forward_grouped(rt, g, m, offs, 8, x, w, y, sv, st, wk, 1,
+			                               NULL) == 0);
+			CHECK(precc_rt_backward_grouped(rt, g, m, offs, 8, x, w, dy, NULL, dw, NULL, sv,
+			                                st, wk, 1, NULL) == 0);
+			CHECK(precc_rt_sync(rt, NULL) == 0);
+			CHECK(precc_rt_grouped_check(rt) == -1);
+			if (!strstr(precc_rt_last_error(), bad[b].want) ||
+			    !strstr(precc_rt_last_error(), gi.name)) {
+				fprintf(stderr, "fake: want \"%s\" in \"%s\"\n", bad[b].want,
+				        precc_rt_last_error());
+				failures++;
+			}
+			CHECK(precc_rt_grouped_check(rt) == 0);   /* reported once */
+		}
+		CHECK(precc_rt_forward_grouped(rt, g, m, offs, 9, x, w, y, sv, st, wk, 1, NULL) == -1);
+		CHECK(strstr(precc_rt_last_error(), "9 offsets for 8 experts") != NULL);
+		CHECK(precc_rt_forward_grouped(rt, g, m, NULL, 8, x, w, y, sv, st, wk, 1, NULL) == -1);
+		int32_t hostoffs[8] __attribute__((aligned(16)));
+		memcpy(hostoffs, host, sizeof hostoffs);
+		CHECK(precc_rt_forward_grouped(rt, g, m, hostoffs, 8, x, w, y, sv, st, wk, 1,
+		                               NULL) == -1);   /* host memory on cuda */
+		void *ptrs[] = {st, sv, wk, x, w, y, dy, dw, offs};
+		for (int i = 0; i < 9; i++)
+			precc_rt_free(rt, ptrs[i]);
+	}
+	precc_rt_close(rt);
+	return finish("test_grouped fake");
+}
+
 int main(int argc, char **argv)
 {
 	char why[512];
 	precc_rt *rt;
 
+	if (argc == 4 && !strcmp(argv[1], "fake"))
+		return test_fake(argv[2], argv[3]);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_grouped DIR\n");
+		fprintf(stderr, "usage: test_grouped DIR | fake DIR LIB\n");
 		return 2;
 	}
 	if (!(rt = precc_rt_open(argv[1], PRECC_BACKEND_CPU, why, sizeof why))) {
