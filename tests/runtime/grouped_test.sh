@@ -25,4 +25,13 @@ for r in bf16 deepseek_v3 mxfp8; do
 		fails=$((fails + 1))
 	fi
 done
+# two targets: sm_89's groups (target_groups) on its own plans
+if PRECC_CACHE_DIR=$tmp/cache PRECC_PTXAS=/nonexistent "$precc" build "$root/recipes/bf16.lua" \
+	--model "$root/tests/lit/Inputs/model_mixtral_small.json" --target sm_90a,sm_89 \
+	-o "$tmp/two" >"$tmp/build.log" 2>&1 && "$test" "$tmp/two" sm_89; then
+	echo "ok    bf16, sm_89 of two targets"
+else
+	echo "FAIL  bf16, sm_89 of two targets"
+	fails=$((fails + 1))
+fi
 [ $fails -eq 0 ]

@@ -3,7 +3,7 @@
  * issue 29) on the cpu backend, on what `precc build` writes for a
  * Mixtral-style block (8 experts):
  *
- *   test_grouped DIR
+ *   test_grouped DIR [TARGET]    (TARGET: that target's layers and groups)
  *
  * For every group of DIR: precc_rt_forward_grouped / backward_grouped on
  * the tokens sorted by expert against each expert's own layer
@@ -385,12 +385,14 @@ int main(int argc, char **argv)
 
 	if (argc == 4 && !strcmp(argv[1], "fake"))
 		return test_fake(argv[2], argv[3]);
-	if (argc != 2) {
-		fprintf(stderr, "usage: test_grouped DIR | fake DIR LIB\n");
+	if (argc != 2 && argc != 3) {
+		fprintf(stderr, "usage: test_grouped DIR [TARGET] | fake DIR LIB\n");
 		return 2;
 	}
-	if (!(rt = precc_rt_open(argv[1], PRECC_BACKEND_CPU, why, sizeof why))) {
-		fprintf(stderr, "%s\n", why);
+	/* TARGET: that target's layers and groups (target_groups) */
+	if (!(rt = precc_rt_open_backend(PRECC_BACKEND_CPU, why, sizeof why)) ||
+	    precc_rt_load_target(rt, argv[1], argc == 3 ? argv[2] : NULL)) {
+		fprintf(stderr, "%s\n", rt ? precc_rt_last_error() : why);
 		return 1;
 	}
 	int ng = precc_rt_group_count(rt);
