@@ -75,6 +75,8 @@ typedef struct Build {
 	long stats_m;               /* --stats at this M; 0: off */
 	int json;                   /* --json: the summary as JSON on stdout */
 	BuildGroup *groups; int ngroups;   /* grouped.c, from target 0's lowering */
+	NameTab group_names;        /* group name -> index (grouped_find) */
+	int group_names_on;
 	char outdir[4096];          /* -o, symlinks resolved (publish.c) */
 	char stage[4200];           /* where this build writes: beside -o, or -o itself */
 	int inplace;                /* stage is -o (a mount point, a parent we cannot write) */

@@ -95,8 +95,13 @@ grouped_lower(Build *b, const Plan *plan, Module *m, int record)
 	}
 	gm->nfn = 0;
 	ir_module_free(gm);
+	if (record) {
+		ir_names_init(&b->group_names, (size_t)b->ngroups + 1);
+		b->group_names_on = 1;
+	}
 	for (int i = 0; record && i < b->ngroups; i++) {
 		BuildGroup *bg = &b->groups[i];
+		ir_names_put(&b->group_names, bg->name, i);
 		if (bg->experts < 1 || bg->wrows % bg->experts)
 			die("grouped: group %s: %d experts of a [%ld, %ld] weight", bg->name,
 			    bg->experts, bg->wrows, bg->k);
@@ -109,10 +114,7 @@ grouped_lower(Build *b, const Plan *plan, Module *m, int record)
 int
 grouped_find(const Build *b, const char *name)
 {
-	for (int i = 0; i < b->ngroups; i++)
-		if (!strcmp(b->groups[i].name, name))
-			return i;
-	return -1;
+	return b->ngroups ? ir_names_get(&b->group_names, name) : -1;
 }
 
 void
@@ -123,6 +125,9 @@ grouped_free(Build *b)
 		free(b->groups[i].expert);
 	}
 	free(b->groups);
+	if (b->group_names_on)
+		ir_names_free(&b->group_names);
+	b->group_names_on = 0;
 	b->groups = NULL;
 	b->ngroups = 0;
 }
