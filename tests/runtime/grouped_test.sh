@@ -1,12 +1,13 @@
 #!/bin/sh
-# grouped_test.sh PRECC TEST_GROUPED ROOT — `precc build` for a
+# grouped_test.sh PRECC TEST_GROUPED ROOT PRECC_RUN — `precc build` for a
 # Mixtral-style block (8 experts, tests/lit/Inputs/model_mixtral_small.json)
 # under a bf16 and two fp8 recipes, then test_grouped over each: the
 # grouped forward/backward against every expert's own layer, bit for bit,
-# and the bad offsets refused (runtime/grouped.c). 77 when this precc has
-# no `build`.
+# and the bad offsets refused (runtime/grouped.c); a manifest whose groups
+# contradict themselves is refused at load, at its line. 77 when this
+# precc has no `build`.
 set -u
-precc=$1 test=$2 root=$3
+precc=$1 test=$2 root=$3 run=$4
 "$precc" build --help >/dev/null 2>&1 || { echo "SKIP: $precc has no 'build' command"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -34,4 +35,18 @@ else
 	echo "FAIL  bf16, sm_89 of two targets"
 	fails=$((fails + 1))
 fi
+# the reader: a group's count against its expert_layers, its offsets buffer
+refuse() {
+	rm -rf "$tmp/bad"
+	cp -r "$tmp/bf16" "$tmp/bad"
+	sed "$1" "$tmp/bf16/manifest.json" > "$tmp/bad/manifest.json"
+	out=$("$run" "$tmp/bad" --backend cpu 2>&1)
+	case $out in
+	*"manifest.json:"*"$2"*) echo "ok    refused: $2" ;;
+	*) echo "FAIL  want \"$2\", got: $(echo "$out" | head -1)"; fails=$((fails + 1)) ;;
+	esac
+}
+refuse '0,/"experts":	8/s//"experts":	7/' "8 expert_layers for 7 experts"
+refuse 's/"role":	"offsets"/"role":	"input"/' "buffer 'offs' is i32[8] but not the offsets"
+refuse 's/"model.layers.0.block_sparse_moe.experts.7.w1"\]/"nope"]/' "is not one of the layers"
 [ $fails -eq 0 ]
