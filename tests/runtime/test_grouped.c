@@ -90,7 +90,7 @@ static void check_group(precc_rt *rt, int g, const int *cnt, int pad)
 {
 	precc_group_info gi;
 	precc_layer_sizes gs;
-	int32_t offs[256];
+	int32_t offs[256] __attribute__((aligned(16)));   /* the runtime's buffer alignment */
 	long m = 0;
 
 	CHECK(precc_rt_group_info(rt, g, &gi) == 0);
@@ -191,7 +191,7 @@ static void check_rows_once(precc_rt *rt, int g, const int *cnt)
 {
 	precc_group_info gi;
 	precc_layer_sizes gs;
-	int32_t offs[256];
+	int32_t offs[256] __attribute__((aligned(16)));   /* the runtime's buffer alignment */
 	long m = 0;
 
 	CHECK(precc_rt_group_info(rt, g, &gi) == 0);
@@ -418,13 +418,16 @@ int main(int argc, char **argv)
 		check_rows_once(rt, g, cnt);
 
 		/* bad offsets, refused before anything runs */
-		int32_t ok[8], o[8];
+		int32_t ok[8] __attribute__((aligned(16))), o[8] __attribute__((aligned(16)));
 		long m = 0;
 		for (int e = 0; e < 8; e++)
 			ok[e] = (int32_t)(m += cnt[e]);
 		m = round_m(rt, gi.layer, m);
 		refused(rt, g, m, ok, 7, 0, "7 offsets for 8 experts");
 		refused(rt, g, m, NULL, 8, 0, "offsets is NULL");
+		int32_t nine[12] __attribute__((aligned(16)));
+		memcpy(nine + 1, ok, sizeof ok);
+		refused(rt, g, m, nine + 1, 8, 0, "is not 16-byte aligned");
 		memcpy(o, ok, sizeof o), o[2] = -1;
 		refused(rt, g, m, o, 8, 0, "offsets[2] = -1 is negative");
 		memcpy(o, ok, sizeof o), o[5] = o[4] - 1;
