@@ -320,13 +320,22 @@ gemm_names(const Module *m, const Func *f, const char **name)
 	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
 	int k = 0;
 
-	/* a grouped GEMM says which it is: an expert group's step has no
-	 * dgrad, so ret's order does not */
+	/* a grouped GEMM says which it is (an expert group's step may lack
+	 * dgrad, so ret's order does not): k-grouped is wgrad, m-grouped
+	 * dgrad when it reads what dY makes, else fprop */
+	char *grad = xcalloc((size_t)f->nval + 1, 1);
 	for (int i = 0; i < f->nins; i++) {
-		int c = calls_gemm(m, &f->ins[i]);
+		const Ins *in = &f->ins[i];
+		int c = calls_gemm(m, in), g = in->op == OP_param && in->param == PARAM_GRAD;
+		for (int a = 0; a < in->narg && !g; a++)
+			g = in->arg[a] >= 0 && grad[in->arg[a]];
+		for (int r = 0; r < ir_nres(in); r++)
+			if (ir_res(in, r) >= 0)
+				grad[ir_res(in, r)] = (char)g;
 		if (c >= 2)
-			name[i] = g3[c == 2 ? 0 : 2];
+			name[i] = g3[c == 3 ? 2 : g ? 1 : 0];
 	}
+	free(grad);
 	for (int i = 0; i < f->nins; i++)
 		if (f->ins[i].op == OP_ret)
 			for (int a = 0; a < f->ins[i].narg && a < 3; a++) {
