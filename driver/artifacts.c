@@ -297,6 +297,8 @@ kernel_json(Build *b, Job *j)
 }
 
 /* Whether the kernel a call runs holds a gemm (codegen's GEMM family). */
+/* 1: in calls a kernel with a gemm; 2, 3: with a gemm_grouped, m- or
+ * k-grouped (an expert group's fprop or wgrad); 0: neither. */
 static int
 calls_gemm(const Module *m, const Ins *in)
 {
@@ -305,6 +307,8 @@ calls_gemm(const Module *m, const Ins *in)
 	for (int i = 0; kf && i < kf->nins; i++)
 		if (kf->ins[i].op == OP_gemm)
 			return 1;
+		else if (kf->ins[i].op == OP_gemm_grouped)
+			return kf->ins[i].group_k ? 3 : 2;
 	return 0;
 }
 
@@ -316,11 +320,27 @@ gemm_names(const Module *m, const Func *f, const char **name)
 	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
 	int k = 0;
 
+	/* a grouped GEMM says which it is (an expert group's step may lack
+	 * dgrad, so ret's order does not): k-grouped is wgrad, m-grouped
+	 * dgrad when it reads what dY makes, else fprop */
+	char *grad = xcalloc((size_t)f->nval + 1, 1);
+	for (int i = 0; i < f->nins; i++) {
+		const Ins *in = &f->ins[i];
+		int c = calls_gemm(m, in), g = in->op == OP_param && in->param == PARAM_GRAD;
+		for (int a = 0; a < in->narg && !g; a++)
+			g = in->arg[a] >= 0 && grad[in->arg[a]];
+		for (int r = 0; r < ir_nres(in); r++)
+			if (ir_res(in, r) >= 0)
+				grad[ir_res(in, r)] = (char)g;
+		if (c >= 2)
+			name[i] = g3[c == 3 ? 2 : g ? 1 : 0];
+	}
+	free(grad);
 	for (int i = 0; i < f->nins; i++)
 		if (f->ins[i].op == OP_ret)
 			for (int a = 0; a < f->ins[i].narg && a < 3; a++) {
 				const Ins *d = ir_def_ins(f, f->ins[i].arg[a]);
-				if (d && calls_gemm(m, d))
+				if (d && calls_gemm(m, d) == 1)
 					name[d - f->ins] = g3[a];
 			}
 	for (int i = 0; i < f->nins; i++)
@@ -491,8 +511,9 @@ layer_body(FILE *o, Build *b, int t, const Func *f, int d)
 		const Ins *def = ir_def_ins(f, v);
 		char ty[128];
 		const char *kv[6] = {"name", f->val[v].name, "type", type_str(&f->val[v].type, ty, sizeof ty),
-		                     "role", def && def->op == OP_param ? param_role(def->param)
-		                                                      : result_role(f, v)};
+		                     "role", def && def->op == OP_param
+		                             ? (f->val[v].type.index ? "offsets" : param_role(def->param))
+		                             : result_role(f, v)};
 		if (i)
 			fputs_unlocked(", ", o);
 		js_strobj(o, d + 2, 3, kv);
@@ -641,8 +662,8 @@ layers_write(FILE *o, Build *b, const Classes *c, int t, int kd)
 			ir_names_put(&built, m->fn[i]->name, i);
 	putc_unlocked('[', o);
 	for (int i = 0; i < m->nfn; i++) {
-		if (m->fn[i]->kernel)
-			continue;
+		if (m->fn[i]->kernel || grouped_find(b, m->fn[i]->name) >= 0)
+			continue;   /* expert groups: groups_write */
 		if (n++)
 			fputs_unlocked(", ", o);
 		fputs_unlocked("{\n", o);
@@ -664,6 +685,59 @@ layers_write(FILE *o, Build *b, const Classes *c, int t, int kd)
 	putc_unlocked(']', o);
 	ir_names_free(&at);
 	ir_names_free(&built);
+}
+
+/* The groups array of target t (docs/artifacts.md, "Expert groups") as
+ * the value of a key at depth kd: per expert group its name, its step's
+ * class, the experts, the GEMMs grouped, each expert's W [n, k], and the
+ * experts' own layers. */
+static void
+groups_write(FILE *o, Build *b, const Classes *c, int t, int kd)
+{
+	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
+	const Module *m = b->mods[t];
+	int n = 0, d = kd + 2;
+
+	putc_unlocked('[', o);
+	for (int i = 0; i < m->nfn; i++) {
+		int gi = m->fn[i]->kernel ? -1 : grouped_find(b, m->fn[i]->name);
+		if (gi < 0)
+			continue;
+		const BuildGroup *g = &b->groups[gi];
+		if (n++)
+			fputs_unlocked(", ", o);
+		fputs_unlocked("{\n", o);
+		js_key(o, d, "name");
+		js_str(o, g->name);
+		fputs_unlocked(",\n", o);
+		js_key(o, d, "class");
+		fprintf(o, "%d,\n", c->of[t][i]);
+		js_key(o, d, "experts");
+		fprintf(o, "%d,\n", g->experts);
+		js_key(o, d, "gemms");
+		putc_unlocked('[', o);
+		for (int k = 0, w = 0; k < 3; k++)
+			if (g->gemm[k]) {
+				if (w++)
+					fputs_unlocked(", ", o);
+				js_str(o, g3[k]);
+			}
+		fputs_unlocked("],\n", o);
+		js_key(o, d, "n");
+		fprintf(o, "%ld,\n", g->n);
+		js_key(o, d, "k");
+		fprintf(o, "%ld,\n", g->k);
+		js_key(o, d, "expert_layers");
+		putc_unlocked('[', o);
+		for (int e = 0; e < g->experts; e++) {
+			if (e)
+				fputs_unlocked(", ", o);
+			js_str(o, g->expert[e]);
+		}
+		putc_unlocked(']', o);
+		js_close(o, d);
+	}
+	putc_unlocked(']', o);
 }
 
 char *
@@ -725,6 +799,11 @@ artifacts_manifest(Build *b, const char *recipe_name, const char *model_name)
 	fputs(",\n", w);
 	js_key(w, 1, "layers");
 	layers_write(w, b, &cl, 0, 1);
+	if (b->ngroups) {
+		fputs(",\n", w);
+		js_key(w, 1, "groups");
+		groups_write(w, b, &cl, 0, 1);
+	}
 	if (b->ntg > 1) {
 		fputs(",\n", w);
 		js_key(w, 1, "target_layers");
@@ -732,6 +811,18 @@ artifacts_manifest(Build *b, const char *recipe_name, const char *model_name)
 		for (int t = 1; t < b->ntg; t++) {
 			js_key(w, 2, b->tg[t]->name);
 			layers_write(w, b, &cl, t, 2);
+			if (t + 1 < b->ntg)
+				fputs(",\n", w);
+		}
+		js_close(w, 2);
+	}
+	if (b->ntg > 1 && b->ngroups) {
+		fputs(",\n", w);
+		js_key(w, 1, "target_groups");
+		fputs("{\n", w);
+		for (int t = 1; t < b->ntg; t++) {
+			js_key(w, 2, b->tg[t]->name);
+			groups_write(w, b, &cl, t, 2);
 			if (t + 1 < b->ntg)
 				fputs(",\n", w);
 		}
@@ -822,8 +913,11 @@ c_signature(FILE *o, const Job *j)
 	for (int i = 0; i < j->e.info.nparams; i++) {
 		int v = j->e.info.param_value[i];
 		c_ident(id, sizeof id, f->val[v].name);
-		fprintf(o, "%sprecc_%s *%s, ", i < nin ? "const " : "",
-		        ir_fmt_name(f->val[v].type.fmt), id);
+		if (f->val[v].type.index)   /* gemm_grouped's offsets */
+			fprintf(o, "%sint32_t *%s, ", i < nin ? "const " : "", id);
+		else
+			fprintf(o, "%sprecc_%s *%s, ", i < nin ? "const " : "",
+			        ir_fmt_name(f->val[v].type.fmt), id);
 	}
 	if (j->e.info.sync_words > 0)
 		fprintf(o, "uint32_t *sync, ");

@@ -1403,6 +1403,9 @@ cmd_build(int argc, char **argv)
 		char err[4096];
 		Module *m = group_lower(plan, b.layer, &groups);
 		b.mods[t] = m;
+		/* the expert groups' funcs, after every layer's (group_expand
+		 * leaves them and their first-used kernels at the end) */
+		grouped_lower(&b, plan, m, t == 0);
 		if (m->nfn == 0) {
 			fprintf(stderr, "precc: error: no layer of '%s' matches '%s'\n", b.model_path,
 			        b.layer ? b.layer : "");
@@ -1494,6 +1497,7 @@ done:
 			ir_module_free(b.mods[t]);
 		free(b.origin[t]);
 	}
+	grouped_free(&b);
 	free(rname);
 	free(mname);
 	plan_free(plan);

@@ -38,6 +38,15 @@ typedef struct Job {
 	char *err;                  /* malloc'ed message when it failed */
 } Job;
 
+/* An expert group of the build (grouped.c; the manifest's "groups"). */
+typedef struct BuildGroup {
+	char *name;                 /* the fused parameter's key: the group's step func */
+	int experts;
+	int gemm[3];                /* fprop, dgrad, wgrad: grouped */
+	long wrows, n, k;           /* the stacked W [wrows = experts * n, k] */
+	const char **expert;        /* the experts' own layers (the plan's FQNs) */
+} BuildGroup;
+
 typedef struct Build {
 	const char *recipe_path, *model_path, *out, *layer, *emit;
 	int ntg;
@@ -65,6 +74,9 @@ typedef struct Build {
 	int nlayers, nclass;        /* driver/group.c's classes (0: off) */
 	long stats_m;               /* --stats at this M; 0: off */
 	int json;                   /* --json: the summary as JSON on stdout */
+	BuildGroup *groups; int ngroups;   /* grouped.c, from target 0's lowering */
+	NameTab group_names;        /* group name -> index (grouped_find) */
+	int group_names_on;
 	char outdir[4096];          /* -o, symlinks resolved (publish.c) */
 	char stage[4200];           /* where this build writes: beside -o, or -o itself */
 	int inplace;                /* stage is -o (a mount point, a parent we cannot write) */
@@ -96,6 +108,14 @@ int publish_ours(const char *name);
 int publish_kernel_file(const char *name); /* k_<hex16>.<sm>.ptx|cubin */
 /* PRECC_TEST_KILL_AT=point: SIGKILL at that point (tests only). */
 void publish_kill_at(const char *point);
+
+/* grouped.c: lower_grouped's funcs of the plan (--layer's pattern) moved
+ * into m, before the passes; with record, b->groups made from them.
+ * Returns the number of funcs moved. grouped_find: a group by name, -1. */
+struct Plan;
+int grouped_lower(Build *, const struct Plan *, Module *m, int record);
+int grouped_find(const Build *, const char *name);
+void grouped_free(Build *);
 
 /* stats.c: manifest text with the --stats figures at M added (kernels[].stats,
  * layers[].stats, stats), read from it and the PTX files in dir; the table

@@ -53,7 +53,7 @@ type_bytes(const char *t, long m)
 		return -1;
 	memcpy(fmt, t, (size_t)(br - t));
 	fmt[br - t] = 0;
-	int f = ir_fmt_by_name(fmt);
+	int f = strcmp(fmt, "i32") ? ir_fmt_by_name(fmt) : PRECC_FP32;   /* offsets: 4 bytes */
 	if (f < 0)
 		return -1;
 	long n = f == PRECC_FP32 || f == PRECC_TF32 ? 4 : f == PRECC_FP16 || f == PRECC_BF16 ? 2 : 1;
@@ -476,6 +476,86 @@ step_totals(const cJSON *layers, Body *body, int nbody, cJSON *ks, double tot[8]
 	ir_names_free(&at);
 }
 
+/* The expert groups (manifest "groups", driver/grouped.c): launches per
+ * training step of their grouped plans against their experts' own
+ * layers, into stats.groups and one line on out. */
+static void
+group_stats(cJSON *root, cJSON *s, FILE *out)
+{
+	const cJSON *gs = cJSON_GetObjectItemCaseSensitive(root, "groups"), *g, *e;
+	const cJSON *cls = cJSON_GetObjectItemCaseSensitive(root, "layer_classes");
+	const cJSON *ks = cJSON_GetObjectItemCaseSensitive(root, "kernels");
+	const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers"), *l;
+	long ngroup = 0, experts = 0, launches = 0, gemms = 0, quant = 0, per = 0, ungrouped = 0;
+	int same_e = 1, e0 = -1;
+
+	if (!cJSON_IsArray(gs) || !cJSON_GetArraySize(gs))
+		return;
+	/* DeepSeek-V3: 45,091 layers, 174 groups of 256 experts */
+	int nl = cJSON_GetArraySize(layers), li = 0;
+	const cJSON **byi = calloc((size_t)nl + 1, sizeof *byi);
+	NameTab at;
+	ir_names_init(&at, (size_t)nl);
+	cJSON_ArrayForEach(l, layers) {
+		byi[li] = l;
+		ir_names_put(&at, str(l, "fqn"), li++);
+	}
+	cJSON_ArrayForEach(g, gs) {
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetArrayItem(cls, (int)num(g, "class", -1)), "steps"), *x;
+		int ne = (int)num(g, "experts", 0), dgrad = 0;
+		ngroup++;
+		experts += ne;
+		same_e &= e0 < 0 || e0 == ne;
+		e0 = ne;
+		cJSON_ArrayForEach(x, st) {
+			cJSON *kk = find_kernel((cJSON *)ks, str(x, "kernel"));
+			launches++;
+			if (strstr(str(kk, "ir"), "= gemm_grouped "))
+				gemms++;
+			else
+				quant++;
+		}
+		const cJSON *gl = cJSON_GetObjectItemCaseSensitive(g, "gemms");
+		cJSON_ArrayForEach(x, gl)
+			dgrad |= cJSON_IsString(x) && !strcmp(x->valuestring, "dgrad");
+		/* the experts' own layers: every step of theirs, and those the
+		 * grouped plan leaves to them (dgrad's, when not grouped) */
+		cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(g, "expert_layers")) {
+			int i = cJSON_IsString(e) && byi ? ir_names_get(&at, e->valuestring) : -1;
+			if (i < 0)
+				continue;
+			const cJSON *es = cJSON_GetObjectItemCaseSensitive(
+				cJSON_GetArrayItem(cls, (int)num(byi[i], "class", -1)), "steps");
+			cJSON_ArrayForEach(x, es) {
+				per++;
+				ungrouped += !dgrad && !strcmp(str(x, "gemm"), "dgrad");
+			}
+		}
+	}
+	ir_names_free(&at);
+	free(byi);
+	cJSON *o = cJSON_AddObjectToObject(s, "groups");
+	cJSON_AddNumberToObject(o, "groups", (double)ngroup);
+	cJSON_AddNumberToObject(o, "experts", (double)experts);
+	cJSON_AddNumberToObject(o, "grouped_launches", (double)launches);
+	cJSON_AddNumberToObject(o, "grouped_gemms", (double)gemms);
+	cJSON_AddNumberToObject(o, "grouped_quantizes", (double)quant);
+	cJSON_AddNumberToObject(o, "expert_launches", (double)per);
+	cJSON_AddNumberToObject(o, "per_expert_dgrad_launches", (double)ungrouped);
+	char each[48] = "";
+	if (same_e)
+		snprintf(each, sizeof each, ", %d experts each", e0);
+	fprintf(out, "stats: %ld expert group%s%s: %ld grouped kernel launches per training "
+	        "step (%ld grouped GEMMs, %ld grouped quantizes) instead of the experts' %ld "
+	        "launches%s\n", ngroup, ngroup == 1 ? "" : "s", each, launches, gemms, quant,
+	        per, ungrouped ? "; their dgrad stays per expert" : "");
+	if (ungrouped)
+		fprintf(out, "stats: per step with the groups: %ld launches (%ld grouped + %ld "
+		        "per-expert dgrad launches, counted by the layers' dgrad-labelled steps)\n",
+		        launches + ungrouped, launches, ungrouped);
+}
+
 char *
 stats_manifest(const char *text, const char *dir, long m, FILE *out)
 {
@@ -547,6 +627,7 @@ stats_manifest(const char *text, const char *dir, long m, FILE *out)
 	fprintf(out, "stats: above the minimum: %.3f MB inside kernels (a fused kernel's phases "
 	        "each reading their source), %.3f MB across kernels (a tensor read by several)\n",
 	        (mv - (kmin - tot[7])) / 1e6, (kmin - tot[7] - mn) / 1e6);
+	group_stats(root, s, out);
 	char *res = cJSON_PrintBuffered(root, 1 << 20, 1);
 	cJSON_Delete(root);
 	if (res) {

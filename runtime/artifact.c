@@ -170,7 +170,9 @@ int rt_type_parse(const char *s, rt_type *t)
 		return -1;
 	memcpy(fmt, s, n);
 	fmt[n] = 0;
-	if ((f = ir_fmt_by_name(fmt)) < 0)
+	if (!strcmp(fmt, "i32"))
+		t->index = 1, f = PRECC_FP32;   /* ir.h's index type */
+	else if ((f = ir_fmt_by_name(fmt)) < 0)
 		return -1;
 	t->fmt = (precc_format)f;
 	p++;
@@ -256,7 +258,7 @@ const rt_extent *rt_buffer_extent(const rt_layer *l, int b, long m)
 
 static int type_eq(const rt_type *a, const rt_type *b)
 {
-	if (a->fmt != b->fmt || a->rank != b->rank)
+	if (a->fmt != b->fmt || a->rank != b->rank || a->index != b->index)
 		return 0;
 	for (int i = 0; i < a->rank; i++)
 		if (a->dim[i] != b->dim[i])
@@ -318,7 +320,7 @@ static int kernel_abi(Ctx *c, const json *at, rt_kdesc *k)
 		           nin, n - nin);
 	for (int i = 0; i < n; i++) {
 		const Type *t = &f->val[v[i]].type;
-		rt_type it = {t->fmt, t->rank, {t->dim[0], t->rank > 1 ? t->dim[1] : 0}};
+		rt_type it = {t->fmt, t->rank, {t->dim[0], t->rank > 1 ? t->dim[1] : 0}, t->index};
 		if (k->param[i].out != (i >= nin))
 			return bad(c, at, "kernel '%s': param %d '%s' is dir \"%s\", the "
 			           "IR makes it an %s", k->name, i, k->param[i].name,
@@ -613,19 +615,20 @@ static long gcd(long a, long b) { while (b) { long t = a % b; a = b; b = t; } re
 
 /* A layer: its FQN, and its body (buffers, steps, updates) inline or in
  * layer_classes[class], which layers that lower alike share. */
-static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
+static int read_layer(Ctx *c, rt_artifact *a, const json *j, const char *what, int idx,
                       const json *classes, rt_layer *l)
 {
 	char path[600];
 	const json *bufs, *steps, *ups;
+	int group = !strcmp(what, "groups");
 
-	snprintf(path, sizeof path, "layers[%d]", idx);
+	snprintf(path, sizeof path, "%s[%d]", what, idx);
 	if (j->kind != JSON_OBJ)
 		return bad(c, j, "%s is %s, expected an object", path,
 		           json_kind_name(j->kind));
-	if (!(l->fqn = need_str(c, j, path, "fqn")))
+	if (!(l->fqn = need_str(c, j, path, group ? "name" : "fqn")))
 		return -1;
-	snprintf(path, sizeof path, "layers[%d] '%.400s'", idx, l->fqn);
+	snprintf(path, sizeof path, "%s[%d] '%.400s'", what, idx, l->fqn);
 	l->root = -1;
 	if (json_get(j, "shares_input") && !(l->shares_input = need_str(c, j, path, "shares_input")))
 		return -1;
@@ -637,8 +640,8 @@ static int read_layer(Ctx *c, rt_artifact *a, const json *j, int idx,
 		if (need_long(c, j, path, "class", 0, (long)classes->n - 1, &ci))
 			return -1;
 		j = classes->item[ci];
-		snprintf(path, sizeof path, "layers[%d] '%.400s' (layer_classes[%ld])",
-		         idx, l->fqn, ci);
+		snprintf(path, sizeof path, "%s[%d] '%.400s' (layer_classes[%ld])",
+		         what, idx, l->fqn, ci);
 		if (j->kind != JSON_OBJ)
 			return bad(c, j, "%s is %s, expected an object", path,
 			           json_kind_name(j->kind));
@@ -895,6 +898,88 @@ static int read_training(Ctx *c, const json *m, precc_training_policy *tp)
 	return 0;
 }
 
+/* groups[i]: its step (a layer after the manifest's, read_layer) and what
+ * the group says of itself, checked against that step's buffers. */
+static int read_group(Ctx *c, rt_artifact *a, const json *j, int i, const json *cls,
+                      NameTab *fqns)
+{
+	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
+	rt_layer *l = &a->layer[a->nlayer + i];
+	rt_group *g = &a->group[i];
+	const json *gl, *el;
+	long v;
+	char path[600];
+
+	a->ngroup++;
+	if (read_layer(c, a, j, "groups", i, cls, l))
+		return -1;
+	l->root = -1;
+	snprintf(path, sizeof path, "groups[%d] '%.400s'", i, l->fqn);
+	for (int k = 0; k < i; k++)
+		if (!strcmp(a->group[k].name, l->fqn))
+			return bad(c, j, "%s: a second group of that name", path);
+	if (ir_names_get(fqns, l->fqn) >= 0)
+		return bad(c, j, "%s: a layer has the group's name", path);
+	g->name = l->fqn;   /* the layer's; freed with it */
+	if (need_long(c, j, path, "experts", 1, RT_MAX_DIM, &v))
+		return -1;
+	g->experts = (int)v;
+	if (need_long(c, j, path, "n", 1, RT_MAX_DIM, &g->n) ||
+	    need_long(c, j, path, "k", 1, RT_MAX_DIM, &g->k) ||
+	    !(gl = need(c, j, path, "gemms", JSON_ARR)) ||
+	    !(el = need(c, j, path, "expert_layers", JSON_ARR)))
+		return -1;
+	for (size_t q = 0; q < gl->n; q++) {
+		int k = 0;
+		while (k < 3 && !(gl->item[q]->kind == JSON_STR && !strcmp(gl->item[q]->str, g3[k])))
+			k++;
+		if (k == 3)
+			return bad(c, gl->item[q], "%s: gemms[%zu] is not \"fprop\", \"dgrad\" or "
+			           "\"wgrad\"", path, q);
+		g->gemm[k] = 1;
+	}
+	if ((long)el->n != g->experts)
+		return bad(c, el, "%s: %zu expert_layers for %d experts", path, el->n, g->experts);
+	if (!(g->expert = calloc(el->n + 1, sizeof *g->expert)))
+		return bad(c, el, "out of memory");
+	for (size_t e = 0; e < el->n; e++) {
+		int li = el->item[e]->kind == JSON_STR ? ir_names_get(fqns, el->item[e]->str) : -1;
+		if (li < 0)
+			return bad(c, el->item[e], "%s: expert_layers[%zu] is not one of the layers",
+			           path, e);
+		g->expert[e] = li;
+	}
+	/* its step: x [M, k], w [experts * n, k], offs i32[experts] */
+	g->offs = -1;
+	for (int b = 0; b < l->nbuf; b++) {
+		const rt_buffer *bf = &l->buf[b];
+		if (!strcmp(bf->role, "offsets")) {
+			if (g->offs >= 0 || !bf->type.index || bf->type.rank != 1 ||
+			    bf->type.dim[0] != g->experts)
+				return bad(c, j, "%s: buffer '%s' (%s): one offsets buffer, i32[%d]", path,
+				           bf->name, bf->type_str, g->experts);
+			g->offs = b;
+		} else if (bf->type.index)
+			return bad(c, j, "%s: buffer '%s' is %s but not the offsets", path, bf->name,
+			           bf->type_str);
+		else if ((!strcmp(bf->role, "weight") && (bf->type.rank != 2 ||
+		          bf->type.dim[0] != g->experts * g->n || bf->type.dim[1] != g->k)) ||
+		         (!strcmp(bf->role, "input") && (bf->type.rank != 2 || bf->type.dim[0] >= 0 ||
+		          bf->type.dim[1] != g->k)))
+			return bad(c, j, "%s: buffer '%s' is %s, not the group's (%d experts of "
+			           "[%ld, %ld])", path, bf->name, bf->type_str, g->experts, g->n, g->k);
+	}
+	if (g->offs < 0)
+		return bad(c, j, "%s: its step has no offsets buffer", path);
+	for (int s = 0; s < l->nstep; s++) {
+		rt_kdesc *k = &a->kern[l->step[s].kernel];
+		k->used = 1;
+		if (k->var >= 0)
+			a->kern[k->var].used = 1;
+	}
+	return 0;
+}
+
 static int read_manifest(Ctx *c, rt_artifact *a, const json *m)
 {
 	const json *v, *r, *md, *tg, *ks, *ls;
@@ -1003,6 +1088,7 @@ static int read_manifest(Ctx *c, rt_artifact *a, const json *m)
 	}
 	a->layers_of = a->target[tgi];
 	a->own_target = cubin_ok;
+	const json *gs = json_get(m, "groups");
 	if (tgi > 0) {
 		const json *tl = json_get(m, "target_layers");
 		if (!(ls = tl ? json_get(tl, a->target[tgi]) : NULL))
@@ -1011,10 +1097,17 @@ static int read_manifest(Ctx *c, rt_artifact *a, const json *m)
 		if (ls->kind != JSON_ARR)
 			return bad(c, ls, "'target_layers.%s' is %s, expected an array",
 			           a->target[tgi], json_kind_name(ls->kind));
-		free(a->layer);
-		if (!(a->layer = calloc(ls->n + 1, sizeof *a->layer)))
-			return bad(c, ls, "out of memory");
+		const json *tgr = json_get(m, "target_groups");
+		if (gs && !(gs = tgr ? json_get(tgr, a->target[tgi]) : NULL))
+			return bad(c, tgr ? tgr : m, "missing key 'target_groups.%s' (the "
+			           "expert groups of target %s)", a->target[tgi], a->target[tgi]);
 	}
+	if (gs && gs->kind != JSON_ARR)
+		return bad(c, gs, "'groups' is %s, expected an array", json_kind_name(gs->kind));
+	free(a->layer);
+	if (!(a->layer = calloc(ls->n + (gs ? gs->n : 0) + 1, sizeof *a->layer)) ||
+	    (gs && !(a->group = calloc(gs->n + 1, sizeof *a->group))))
+		return bad(c, ls, "out of memory");
 	const json *cls = json_get(m, "layer_classes");
 	if (cls && cls->kind != JSON_ARR)
 		return bad(c, cls, "'layer_classes' is %s, expected an array",
@@ -1023,7 +1116,7 @@ static int read_manifest(Ctx *c, rt_artifact *a, const json *m)
 	ir_names_init(&fqns, ls->n);
 	for (size_t i = 0; i < ls->n; i++) {
 		a->nlayer++;
-		if (read_layer(c, a, ls->item[i], (int)i, cls, &a->layer[i]) ||
+		if (read_layer(c, a, ls->item[i], "layers", (int)i, cls, &a->layer[i]) ||
 		    (ir_names_put(&fqns, a->layer[i].fqn, (int)i) >= 0 &&
 		     bad(c, ls->item[i], "layers[%zu]: a second layer named '%s'", i,
 		         a->layer[i].fqn))) {
@@ -1051,6 +1144,11 @@ static int read_manifest(Ctx *c, rt_artifact *a, const json *m)
 		}
 		l->root = r;
 	}
+	for (size_t i = 0; gs && i < gs->n; i++)
+		if (read_group(c, a, gs->item[i], (int)i, cls, &fqns)) {
+			ir_names_free(&fqns);
+			return -1;
+		}
 	ir_names_free(&fqns);
 	return 0;
 }
@@ -1077,7 +1175,10 @@ void rt_artifact_free(rt_artifact *a)
 		free(k->abi_value);
 		ir_module_free(k->mod);
 	}
-	for (int i = 0; i < a->nlayer; i++) {
+	for (int i = 0; i < a->ngroup; i++)
+		free(a->group[i].expert);
+	free(a->group);
+	for (int i = 0; i < a->nlayer + a->ngroup; i++) {
 		rt_layer *l = &a->layer[i];
 		for (int b = 0; b < l->nbuf; b++) {
 			free(l->buf[b].name);

@@ -31,6 +31,8 @@ struct precc_rt {
 	rt_artifact *art;          /* precc_rt_load, or NULL */
 	int timing;                /* precc_rt_set_timing */
 	int device_sm;             /* compute capability (90), 0: no device (cpu) */
+	struct rt_gcheck *gcheck;  /* grouped.c: the offsets of grouped calls,
+	                              checked later (cuda) */
 #ifdef PRECC_HAVE_CUDA_H
 	CUdevice dev;
 	CUcontext ctx;
@@ -81,6 +83,13 @@ struct rt_ops {
 	            void *stream);
 	int (*sync)(precc_rt *, void *stream);
 	void (*close)(precc_rt *);
+	/* host memory the backend's copies may target asynchronously (cuda:
+	 * pinned), and a copy of backend memory into it in stream order; NULL
+	 * on cpu (its memory is the host's) */
+	void *(*host_alloc)(precc_rt *, size_t bytes);
+	void (*host_free)(precc_rt *, void *p);
+	int (*download_async)(precc_rt *, void *host, const void *src, size_t bytes,
+	                      void *stream);
 };
 
 /* backend_cpu.c */
@@ -147,6 +156,11 @@ int rt_cuda_memset8(precc_rt *rt, CUdeviceptr dst, unsigned char v, size_t n);
 int rt_cuda_sync(precc_rt *rt, CUstream stream);
 int rt_cuda_memset8_async(precc_rt *rt, CUdeviceptr dst, unsigned char v,
                           size_t n, CUstream stream);
+/* pinned host memory, and a copy into it in stream order */
+int rt_cuda_host_alloc(precc_rt *rt, size_t bytes, void **p);
+int rt_cuda_host_free(precc_rt *rt, void *p);
+int rt_cuda_dtoh_async(precc_rt *rt, void *dst, CUdeviceptr src, size_t bytes,
+                       CUstream stream);
 int rt_cuda_dtod_async(precc_rt *rt, CUdeviceptr dst, CUdeviceptr src,
                        size_t bytes, CUstream stream);
 

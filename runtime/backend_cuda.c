@@ -261,6 +261,24 @@ static int cuda_copy(precc_rt *rt, void *dst, const void *src, size_t bytes, voi
 
 static int cuda_sync(precc_rt *rt, void *stream) { return rt_cuda_sync(rt, (CUstream)stream); }
 
+static void *cuda_host_alloc(precc_rt *rt, size_t bytes)
+{
+	void *p = NULL;
+	return rt_cuda_host_alloc(rt, bytes, &p) ? NULL : p;
+}
+
+static void cuda_host_free(precc_rt *rt, void *p)
+{
+	if (p)
+		rt_cuda_host_free(rt, p);
+}
+
+static int cuda_download_async(precc_rt *rt, void *host, const void *src, size_t bytes,
+                               void *stream)
+{
+	return rt_cuda_dtoh_async(rt, host, (CUdeviceptr)(uintptr_t)src, bytes, (CUstream)stream);
+}
+
 static const rt_ops cuda_ops = {
 	.load = cuda_load, .unload = cuda_unload,
 	.mem_ok = cuda_mem_ok, .check_mem = cuda_check_mem,
@@ -269,6 +287,8 @@ static const rt_ops cuda_ops = {
 	.alloc = cuda_alloc, .free = cuda_free,
 	.upload = cuda_upload, .download = cuda_download, .copy = cuda_copy,
 	.sync = cuda_sync, .close = rt_cuda_close,
+	.host_alloc = cuda_host_alloc, .host_free = cuda_host_free,
+	.download_async = cuda_download_async,
 };
 
 int rt_cuda_backend_open(precc_rt *rt)

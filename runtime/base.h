@@ -10,7 +10,7 @@
  *   2 plan.h      plan.c split.c share.c        steps, checks, grids, the cut
  *   3 backend.h   backend_cpu.c backend_cuda.c cuda.c
  *                                               rt_ops: one table per backend
- *   4 rt.h        rt.c run.c layer.c commit_bulk.c reduce.c train.c
+ *   4 rt.h        rt.c run.c layer.c grouped.c commit_bulk.c reduce.c train.c
  *                 state.c gemm_check.c          the public API
  */
 #ifndef PRECC_RT_BASE_H

@@ -54,7 +54,8 @@ int rt_cuda_is_device_ptr(const void *p) { return 0; }
 	X(cuMemsetD8) X(cuStreamSynchronize) X(cuPointerGetAttribute) \
 	X(cuMemsetD8Async) X(cuMemcpyDtoDAsync) X(cuLaunchCooperativeKernel) \
 	X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuTensorMapEncodeTiled) \
-	X(cuStreamGetCtx) X(cuPointerGetAttributes)
+	X(cuStreamGetCtx) X(cuPointerGetAttributes) \
+	X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemcpyDtoHAsync)
 
 #define SYM_(f) #f
 #define SYM(f) SYM_(f)
@@ -482,6 +483,22 @@ int rt_cuda_dtod_async(precc_rt *rt, CUdeviceptr dst, CUdeviceptr src,
 {
 	WRAP(CALL(cuMemcpyDtoDAsync, (dst, src, bytes, stream), " of %zu bytes",
 	          bytes))
+}
+
+int rt_cuda_host_alloc(precc_rt *rt, size_t bytes, void **p)
+{
+	WRAP(CALL(cuMemAllocHost, (p, bytes), " of %zu bytes (pinned host memory)", bytes))
+}
+
+int rt_cuda_host_free(precc_rt *rt, void *p)
+{
+	WRAP(CALL(cuMemFreeHost, (p), "%s", ""))
+}
+
+int rt_cuda_dtoh_async(precc_rt *rt, void *dst, CUdeviceptr src, size_t bytes,
+                       CUstream stream)
+{
+	WRAP(CALL(cuMemcpyDtoHAsync, (dst, src, bytes, stream), " of %zu bytes", bytes))
 }
 
 int rt_cuda_is_device_ptr(const void *p)

@@ -102,7 +102,10 @@ static int epi_of(const Func *f, Epi *e)
 	e->bias = e->old = -1;
 	for (int i = 0; i < f->nins; i++) {
 		const Ins *in = &f->ins[i];
-		if (in->op == OP_gemm) {
+		/* gemm_grouped: each expert's GEMM over its rows (m) or tokens
+		 * (k); S from the same op on the magnitudes is each expert's, and
+		 * K (the tokens for k) bounds every expert's */
+		if (in->op == OP_gemm || in->op == OP_gemm_grouped) {
 			if (e->gm)
 				return -1;
 			e->gm = in;
@@ -235,7 +238,8 @@ int rt_gemm_tolerance(const Func *f, long m, int nparam, const char *const *pnam
 		K = m;
 	/* the chunk length: promote:N, else the scales' K block, else K */
 	long P = e.gm->accum == ACC_PROMOTE ? e.gm->accum_n : 0;
-	for (int s = 2; s < 4 && s < e.gm->narg && e.gm->accum != ACC_PROMOTE; s++) {
+	int s0 = e.gm->op == OP_gemm_grouped ? 3 : 2;   /* after gemm_grouped's %offs */
+	for (int s = s0; s < s0 + 2 && s < e.gm->narg && e.gm->accum != ACC_PROMOTE; s++) {
 		long kb = f->val[e.gm->arg[s]].type.block[1];
 		if (kb > 0 && (P == 0 || kb < P))
 			P = kb;

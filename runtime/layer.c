@@ -216,7 +216,7 @@ int precc_rt_step_phase(const precc_rt *rt, int layer, int step)
 {
 	const rt_layer *l;
 
-	if (!rt || !rt->art || layer < 0 || layer >= rt->art->nlayer)
+	if (!rt || !rt->art || layer < 0 || layer >= rt->art->nlayer + rt->art->ngroup)
 		return -1;
 	l = &rt->art->layer[layer];
 	if (!l->split || l->split->why || step < 0 || step >= l->nstep)
@@ -376,22 +376,50 @@ int precc_rt_forward_shared(precc_rt *rt, int layer, long m, const void *x,
                             void *state, void *workspace, uint64_t seed,
                             void *stream, const void *root_saved)
 {
-	const rt_layer *l = NULL;
-	const rt_split *s;
 	precc_layer_ptrs p = {x, w, bias, y, NULL, NULL, NULL, state, saved,
 	                      workspace};
+
+	return rt_forward_at(rt, layer, m, &p, root_saved, NULL, seed, stream);
+}
+
+/* An expert group's offsets: the grouped calls bind them, the others refuse
+ * the group's step (there is nothing to bind them from). */
+static int bind_offsets(const rt_layer *l, const rt_split *s, const void *offsets)
+{
+	if (s->offsets < 0)
+		return 0;
+	if (!offsets) {
+		rt_error("plan: '%s' is an expert group's step: run it with "
+		         "precc_rt_forward_grouped / precc_rt_backward_grouped (it reads "
+		         "the experts' offsets)", l->fqn);
+		return -1;
+	}
+	s->ptr[s->offsets] = (void *)(uintptr_t)offsets;
+	return 0;
+}
+
+int rt_forward_at(precc_rt *rt, int layer, long m, const precc_layer_ptrs *pp,
+                  const void *root_saved, const void *offsets, uint64_t seed,
+                  void *stream)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+	precc_layer_ptrs p = *pp;
 	size_t dw_slot;
 	int skipped = 0;
 
 	if (!(s = need_split(rt, layer, &l)) ||
 	    rt_check_m(l, m, (void *const *)s->ptr) ||
-	    regions(l, s, m, saved, state, workspace, &dw_slot))
+	    regions(l, s, m, p.saved, p.state, p.workspace, &dw_slot))
 		return -1;
-	if (!bias && s->io[IO_BIAS] >= 0) {
+	if (!p.bias && s->io[IO_BIAS] >= 0) {
 		rt_error("plan: layer '%s' has a bias and it is NULL", l->fqn);
 		return -1;
 	}
 	bind(l, s, m, &p, s->ptr);
+	if (bind_offsets(l, s, offsets))
+		return -1;
+	void *saved = p.saved;
 	if (share_bind(rt, l, m, root_saved, s->ptr) ||
 	    run_phase(rt, l, s, PH_FWD, m, s->ptr, seed, stream, &skipped,
 	              root_saved ? l->share->skip : NULL) ||
@@ -440,10 +468,20 @@ int precc_rt_backward_shared(precc_rt *rt, int layer, long m, const void *x,
                              void *workspace, uint64_t seed, void *stream,
                              const void *root_saved)
 {
-	const rt_layer *l = NULL;
-	const rt_split *s;
 	precc_layer_ptrs p = {x, w, NULL, NULL, dy, dx, dw, state, saved,
 	                      workspace};
+
+	return rt_backward_at(rt, layer, m, &p, main_grad, root_saved, NULL, seed, stream);
+}
+
+int rt_backward_at(precc_rt *rt, int layer, long m, const precc_layer_ptrs *pp,
+                   float *main_grad, const void *root_saved, const void *offsets,
+                   uint64_t seed, void *stream)
+{
+	const rt_layer *l = NULL;
+	const rt_split *s;
+	precc_layer_ptrs p = *pp;
+	void *saved = p.saved, *state = p.state, *workspace = p.workspace, *dw = p.dw;
 	size_t dw_slot = 0;
 	int skipped = 0;
 
@@ -477,7 +515,8 @@ int precc_rt_backward_shared(precc_rt *rt, int layer, long m, const void *x,
 			p.dw = (char *)workspace + dw_slot;
 	}
 	bind(l, s, m, &p, s->ptr);
-	if (share_bind(rt, l, m, root_saved, s->ptr) ||
+	if (bind_offsets(l, s, offsets) ||
+	    share_bind(rt, l, m, root_saved, s->ptr) ||
 	    run_phase(rt, l, s, PH_BWD, m, s->ptr, seed, stream, &skipped, NULL))
 		return -1;
 	if (main_grad && s->main_grad < 0)

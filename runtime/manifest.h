@@ -37,6 +37,8 @@ typedef struct rt_type {
 	precc_format fmt;
 	int rank;
 	long dim[2];              /* ir.h's dims: < 0 is ceil(M / -d) */
+	int index;                /* "i32": gemm_grouped's offsets (fmt f32, the
+	                             storage width) */
 } rt_type;
 /* Parses "bf16[M,4096]", "f32[1,1]{*x*}", "e8m0[4096,M/32]{1x32}". */
 int rt_type_parse(const char *s, rt_type *t);
@@ -141,6 +143,20 @@ typedef struct rt_layer {
 	                             skips; never read here */
 } rt_layer;
 
+/* An expert group (manifest "groups", docs/artifacts.md): the experts of
+ * one MoE block as one plan. Its step is a layer, a->layer[a->nlayer + g]
+ * (after the manifest's layers: every loop over the layers leaves it
+ * out), whose `offs` buffer (role "offsets", i32[experts]) holds the
+ * experts' end offsets into the token rows. */
+typedef struct rt_group {
+	char *name;               /* the fused parameter's key */
+	int experts;
+	int gemm[3];              /* fprop, dgrad, wgrad grouped */
+	long n, k;                /* each expert's W [n, k] */
+	int *expert;              /* per expert: its own layer (index into layer) */
+	int offs;                 /* the offs buffer of its layer */
+} rt_group;
+
 typedef struct rt_artifact {
 	char *dir;
 	char *precc_version, *llvm_version;
@@ -150,7 +166,8 @@ typedef struct rt_artifact {
 	const char *layers_of;    /* the target whose layers were read */
 	int own_target;           /* layers_of is the device's own: its cubins load */
 	rt_kdesc *kern; int nkern;
-	rt_layer *layer; int nlayer;
+	rt_layer *layer; int nlayer;   /* layer[nlayer + g]: group g's step */
+	rt_group *group; int ngroup;
 	precc_training_policy training;   /* "training", or the defaults */
 } rt_artifact;
 

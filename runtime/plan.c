@@ -59,7 +59,7 @@ int rt_plan_artifact(rt_artifact *a)
 
 void rt_plan_free(rt_artifact *a)
 {
-	for (int i = 0; a && i < a->nlayer; i++) {
+	for (int i = 0; a && i < a->nlayer + a->ngroup; i++) {
 		rt_split_free(a->layer[i].split);
 		rt_share_free(a->layer[i].share);
 		a->layer[i].split = NULL;

@@ -46,6 +46,8 @@ typedef struct rt_split {
 	int main_grad;          /* the main_grad param the wgrad kernel
 	                           accumulates dW into, or -1 (older plans: the
 	                           runtime adds dW on the host, cpu only) */
+	int offsets;            /* an expert group's offs buffer (role
+	                           "offsets", PRECC_PLACE_OFFSETS), or -1 */
 	int reads_x, reads_w;   /* backward reads the caller's x / w */
 	int has_state;
 	unsigned char *amax;    /* per buffer: a saved f32 the commit reads (an

@@ -53,6 +53,8 @@ static const char *usage =
 	"  --all        run every layer (default: a layer whose steps run the "
 	"same kernels\n"
 	"               as an earlier layer's is skipped)\n"
+	"               (expert groups' steps run after the layers, on offsets\n"
+	"               that split the rows about evenly, expert 1 empty)\n"
 	"  --json       print one JSON object on stdout (the report goes to stderr;\n"
 	"               docs/runtime.md, \"precc-run --json\")\n"
 	"exit: 0 ok, 1 error or mismatch, 2 usage, 77 cuda needed but "
@@ -291,6 +293,24 @@ static void bufs_free(Bufs *b)
 	memset(b, 0, sizeof *b);
 }
 
+/* An expert group's offsets at M (precc_rt.h, "expert groups"): the rows
+ * split about evenly, each expert starting on the group's token_align,
+ * expert 1 without tokens, the last taking the rest. */
+static void group_offsets(precc_rt *rt, int layer, long m, int32_t *offs)
+{
+	precc_group_info gi;
+	int g = layer - precc_rt_layer_count(rt);
+
+	if (precc_rt_group_info(rt, g, &gi))
+		return;
+	long al = gi.token_align > 0 ? gi.token_align : 1, units = m / al / gi.experts;
+	long q = (units > 0 ? units : 1) * al;
+	for (int e = 0; e < gi.experts; e++) {
+		long end = e == 1 ? offs[0] : (e + 1) * q;
+		offs[e] = (int32_t)(e == gi.experts - 1 || end > m ? m : end);
+	}
+}
+
 static int bufs_make(precc_rt *rt, int layer, long m, int set,
                      uint64_t seed, Bufs *b)
 {
@@ -306,7 +326,9 @@ static int bufs_make(precc_rt *rt, int layer, long m, int set,
 		if (precc_rt_buffer_info(rt, layer, i, m, bi) ||
 		    posix_memalign(&b->host[i], 64, bi->bytes ? bi->bytes : 1))
 			return -1;
-		if (bi->written && strcmp(bi->role, "state") != 0)
+		if (!strcmp(bi->role, "offsets"))
+			group_offsets(rt, layer, m, b->host[i]);
+		else if (bi->written && strcmp(bi->role, "state") != 0)
 			memset(b->host[i], 0xa5, bi->bytes);  /* a missed write shows */
 		else
 			fill(b->host[i], (precc_format)bi->format_id, (size_t)bi->rows * (size_t)bi->cols,
@@ -801,7 +823,10 @@ int main(int argc, char **argv)
 	       (unsigned long long)ai.model_hash, ai.precc_version,
 	       ai.llvm_version, ai.nkernels, ai.nlayers, ai.target);
 
-	for (int l = 0; l < ai.nlayers && status != 1; l++) {
+	/* the layers, then the expert groups' steps (precc_rt.h, "expert
+	 * groups": layer nlayers + g), on offsets group_offsets makes */
+	int ngroups = precc_rt_group_count(side[0].rt);
+	for (int l = 0; l < ai.nlayers + ngroups && status != 1; l++) {
 		const char *name = precc_rt_layer_name(side[0].rt, l);
 		long mult = precc_rt_layer_m_multiple(side[0].rt, l), m;
 		if (!matches(pattern, name))

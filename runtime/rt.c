@@ -77,6 +77,7 @@ static void unload(precc_rt *rt, rt_artifact *a)
 {
 	if (!a)
 		return;
+	rt_grouped_release(rt);
 	rt->ops->unload(rt, a);
 	rt_plan_free(a);
 	rt_artifact_free(a);
@@ -113,7 +114,7 @@ int precc_rt_load_target(precc_rt *rt, const char *dir, const char *target)
 	}
 	if (!(a = rt_manifest_read(dir, rt->device_sm, target, &m, file, sizeof file)))
 		return -1;
-	if (rt->ops->load(rt, a, m, file) || rt_plan_artifact(a)) {
+	if (rt->ops->load(rt, a, m, file) || rt_plan_artifact(a) || rt_grouped_prepare(rt, a)) {
 		unload(rt, a);
 		json_free(m);
 		return -1;

@@ -52,7 +52,21 @@ int rt_run_step_at(precc_rt *rt, const rt_layer *l, int s, long m,
 int rt_apply_updates(precc_rt *rt, const rt_layer *l, long m,
                      void *const *buffers, void *stream);
 
+/* grouped.c: at load, the pinned ring of offsets copies a backend with
+ * download_async needs for a's groups (none: nothing); released at unload */
+int rt_grouped_prepare(precc_rt *rt, const rt_artifact *a);
+void rt_grouped_release(precc_rt *rt);
+
 /* layer.c */
+/* precc_rt_forward_shared / precc_rt_backward_shared on the pointers p,
+ * with an expert group's offsets (NULL for a layer without; a group's
+ * step refuses NULL). */
+int rt_forward_at(precc_rt *rt, int layer, long m, const precc_layer_ptrs *p,
+                  const void *root_saved, const void *offsets, uint64_t seed,
+                  void *stream);
+int rt_backward_at(precc_rt *rt, int layer, long m, const precc_layer_ptrs *p,
+                   float *main_grad, const void *root_saved, const void *offsets,
+                   uint64_t seed, void *stream);
 /* The amaxes layer's commit reads from saved: their offsets and f32
  * counts (at most max); returns how many there are, or -1. */
 int rt_commit_amaxes(const precc_rt *rt, int layer, long m, size_t *off,

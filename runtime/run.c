@@ -19,7 +19,8 @@
 
 static const rt_layer *layer_at(const precc_rt *rt, int layer)
 {
-	if (!rt || !rt->art || layer < 0 || layer >= rt->art->nlayer)
+	/* nlayer + g: expert group g's step (precc_rt_group_layer) */
+	if (!rt || !rt->art || layer < 0 || layer >= rt->art->nlayer + rt->art->ngroup)
 		return NULL;
 	return &rt->art->layer[layer];
 }

@@ -85,6 +85,7 @@ static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 	for (int i = 0; i < NIO; i++)
 		s->io[i] = -1;
 	s->main_grad = -1;
+	s->offsets = -1;
 	/* Phases by dataflow, not by the steps' gemm labels (a quantize shared
 	 * by fprop and dgrad carries whichever GEMM follows it): a step that
 	 * reads dY or anything computed from it is backward, the rest forward,
@@ -165,6 +166,12 @@ static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 			s->place[b] = PRECC_PLACE_MAIN_GRAD;
 			continue;
 		}
+		if (strcmp(bf->role, "offsets") == 0) {
+			/* an expert group's: the caller's, bound by the grouped calls */
+			s->place[b] = PRECC_PLACE_OFFSETS;
+			s->offsets = b;
+			continue;
+		}
 		if (strcmp(bf->role, "state") == 0 || strcmp(bf->role, "next_state") == 0) {
 			size_t bytes = rt_type_bytes(&bf->type, 1, NULL, NULL);
 			if (!s->minv[b]) {
@@ -207,7 +214,7 @@ out:
 
 int rt_layers_split(rt_artifact *a)
 {
-	for (int i = 0; i < a->nlayer; i++) {
+	for (int i = 0; i < a->nlayer + a->ngroup; i++) {
 		rt_layer *l = &a->layer[i];
 		rt_split *s = calloc(1, sizeof *s);
 		size_t nb = (size_t)l->nbuf + 1;

@@ -270,6 +270,8 @@ typedef enum precc_place {
 	                           wgrad accumulates dW into it in its epilogue
 	                           (output.accumulate), so it is also dw's
 	                           place: both are the dw pointer */
+	PRECC_PLACE_OFFSETS,    /* an expert group's offsets: the caller's
+	                           (precc_rt_forward_grouped) */
 } precc_place;
 
 typedef struct precc_layer_sizes {
@@ -428,6 +430,100 @@ int precc_rt_step_phase(const precc_rt *rt, int layer, int step);
  * flag of a forward and backward lives in their saved region). */
 int precc_rt_commit_buffers(precc_rt *rt, int layer, long m,
                             void *const *buffers, void *stream);
+
+/* ---- expert groups: an MoE block's experts as one plan (runtime/grouped.c)
+ *
+ * precc build writes, per MoE block whose experts share a policy, a group
+ * (docs/artifacts.md, "Expert groups"): one grouped quantize per tensor
+ * and one grouped GEMM per grouped GEMM kind (fprop m-grouped, wgrad
+ * k-grouped) for all its experts, instead of a launch per expert.
+ *
+ * The caller routes and permutes: x [m_total, k] holds the routed tokens
+ * sorted by expert (expert 0's rows first), offsets the experts' END
+ * offsets, int32 offsets[e] = the row after expert e's last (so expert e
+ * has rows [offsets[e-1], offsets[e]), offsets[-1] = 0), exactly
+ * `experts` of them: non-decreasing, >= 0, <= m_total. Rows past
+ * offsets[experts-1] belong to no expert (padding the caller chose): y is
+ * 0 there and they add nothing to dW. An expert may have 0 rows (its dW
+ * is 0), any number of rows: the kernels predicate the rows past an
+ * expert's end, no padding copies. w is the experts' weights stacked
+ * [experts * n, k] (expert e's W at rows e*n ...), dw likewise. y, dy
+ * [m_total, n], dx [m_total, k]. Unpermuting (and the top-k weights) is
+ * the caller's. Where the recipe scales in blocks along the tokens (the
+ * blockwise and MX wgrads: xᵀ and dYᵀ in 1x128 or 1x32 blocks), every
+ * non-empty expert must start on a block (token_align): pad each expert's
+ * rows up to it, as DeepGEMM's contiguous layout does.
+ *
+ * offsets live where the backend's buffers do (device memory on cuda,
+ * 16-byte aligned). cpu checks them before running anything (count,
+ * sign, order, m_total, token_align) and refuses bad ones with the
+ * reason. cuda never reads them on the host in a call (no sync, so a step
+ * stays capturable): the kernels clamp them (a bad offset gives wrong
+ * rows, never an access out of bounds), and precc_rt_grouped_check says
+ * afterwards whether any call had bad ones.
+ *
+ * Group g's step is also layer precc_rt_layer_count(rt) + g of the
+ * layer-indexed queries (precc_rt_buffer_info, precc_rt_step_info,
+ * precc_rt_buffer_place, precc_rt_layer_sizes); precc_rt_forward and
+ * precc_rt_backward refuse it (they have no offsets). */
+int precc_rt_group_count(const precc_rt *rt);
+const char *precc_rt_group_name(const precc_rt *rt, int group);
+int precc_rt_group_find(const precc_rt *rt, const char *name);
+typedef struct precc_group_info {
+	const char *name;       /* the fused parameter's key:
+	                           "model.layers.3.mlp.experts.gate_proj" */
+	int experts;
+	int grouped[3];         /* fprop, dgrad, wgrad: run grouped */
+	long n, k;              /* each expert's W [n, k] */
+	int layer;              /* the group's step as a layer index
+	                           (precc_rt_layer_count + group) */
+	long token_align;       /* forward and backward: every non-empty
+	                           expert starts at a multiple of this (1: any) */
+	long token_align_fwd;   /* the forward's alone */
+} precc_group_info;
+int precc_rt_group_info(const precc_rt *rt, int group, precc_group_info *info);
+/* Expert e's own layer (its per-expert plan: what the group leaves to
+ * it, dgrad today), or -1. */
+int precc_rt_group_expert_layer(const precc_rt *rt, int group, int expert);
+
+/* The group's regions at m_total (precc_layer_sizes; k, n per expert). */
+int precc_rt_group_sizes(const precc_rt *rt, int group, long m_total,
+                         precc_layer_sizes *s);
+
+/* The group's forward: x, w -> y for every expert at once, filling saved
+ * (what its backward needs), as precc_rt_forward. noffsets must be the
+ * group's experts. 0 or -1. */
+int precc_rt_forward_grouped(precc_rt *rt, int group, long m_total,
+                             const int32_t *offsets, int noffsets,
+                             const void *x, const void *w, void *y,
+                             void *saved, void *state, void *workspace,
+                             uint64_t seed, void *stream);
+
+/* The group's backward: dy and saved -> dw [experts * n, k] (each expert's
+ * dW; 0 for an expert without rows), as precc_rt_backward, on the same
+ * offsets as its forward. dx: the group's dgrad is not grouped yet
+ * (precc_rt_group_info.grouped[1] is 0): dx must be NULL, and each
+ * expert's dX is its own layer's (precc_rt_group_expert_layer): a
+ * non-NULL dx is refused, on both backends, rather than run per expert
+ * behind the caller's back (cuda would need the offsets on the host). 0
+ * or -1. */
+int precc_rt_backward_grouped(precc_rt *rt, int group, long m_total,
+                              const int32_t *offsets, int noffsets,
+                              const void *x, const void *w, const void *dy,
+                              void *dx, void *dw, float *main_grad,
+                              void *saved, void *state, void *workspace,
+                              uint64_t seed, void *stream);
+
+/* Bad offsets of the grouped calls since the last check: 0 when none, -1
+ * with the error (the group, the call, which offset and why) when some
+ * call had them. cpu refuses them in the call itself, so this is 0 there.
+ * cuda: each grouped call enqueues an asynchronous copy of its offsets
+ * into pinned host memory on the call's stream; this reads those copies,
+ * so call it after synchronizing the streams (precc_rt_sync). Up to
+ * PRECC_GROUPED_CHECKS calls between checks are kept; older ones are not
+ * checked (the count says so in the error). */
+#define PRECC_GROUPED_CHECKS 64
+int precc_rt_grouped_check(precc_rt *rt);
 
 /* ---- data-parallel amax reduction (runtime/reduce.c) -------------------
  *

@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/gpu/prepare.sh — build, on this (CPU) machine, the artifacts that
 # tests/gpu/run.sh checks on a GPU machine: `precc build` for every shipped
-# recipe x {tiny, llama-3-8b} (targets sm_90a,sm_89), every recipe x tiny
+# recipe x {tiny, llama-3-8b} (targets sm_90a,sm_89), bf16, deepseek_v3 and
+# mxfp8 x a Mixtral-style block (mixtral-small: the expert groups), every recipe x tiny
 # for sm_90 alone (tiny-sm_90: the mma.sync GEMMs on a Hopper), the
 # bandwidth benchmark's 8192 x 8192 layer (tests/gpu/bw8192.lua) for the
 # two recipes bench/bench_quant_bw.c measures, and bench/gemm/shapes.lua
@@ -15,7 +16,7 @@
 #   PRECC=build/precc PRECC_GPU_ARTIFACTS=/tmp/a sh tests/gpu/prepare.sh
 #   PRECC_GPU_SLIM=1 sh tests/gpu/prepare.sh   only what an sm_90 GPU loads
 #
-# Layout: ARTIFACTS/<model>/<recipe>/manifest.json, ARTIFACTS/bench/<recipe>/,
+# Layout: ARTIFACTS/<model>/<recipe>/manifest.json (mixtral-small too), ARTIFACTS/bench/<recipe>/,
 # ARTIFACTS/gemm/<recipe>/, ARTIFACTS/gemm-sm_90/<recipe>/, ARTIFACTS/torch_step/<recipe>/.
 # A recipe that does not build is listed in ARTIFACTS/FAILED (with the
 # error), which run.sh reports as failures; when it builds for the first
@@ -66,6 +67,12 @@ for model in tiny:recipes/models/tiny.lua llama-3-8b:recipes/models/llama-3-8b.j
 done
 for rname in current_tensorwise deepseek_v3; do
 	build "bench/$rname" "recipes/$rname.lua" tests/gpu/bw8192.lua "$OUT/bench/$rname"
+done
+# a Mixtral-style block (8 experts): its expert groups' grouped kernels,
+# which run.sh's precc-run --check runs after the layers (issue 29)
+for rname in bf16 deepseek_v3 mxfp8; do
+	build "mixtral-small/$rname" "recipes/$rname.lua" tests/lit/Inputs/model_mixtral_small.json \
+		"$OUT/mixtral-small/$rname"
 done
 # the sm_89 family (mma.sync) on a Hopper: plans built for sm_90 alone
 # (the runtime picks sm_90a's wgmma kernels whenever a plan has them)

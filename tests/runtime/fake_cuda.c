@@ -540,6 +540,27 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n,
 	return 0;
 }
 
+CUresult CUDAAPI cuMemAllocHost(void **p, size_t n)
+{
+	NEED_CTX();
+	return (*p = calloc(1, n ? n : 1)) ? 0 : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p)
+{
+	NEED_CTX();
+	free(p);
+	return 0;
+}
+
+/* the fake runs everything at once: the copy is done when it returns */
+CUresult CUDAAPI cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, CUstream st)
+{
+	NEED_CTX();
+	memcpy(d, (void *)(uintptr_t)s, n);
+	return 0;
+}
+
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n,
                                    CUstream st)
 {

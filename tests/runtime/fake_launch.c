@@ -96,6 +96,7 @@ static int parse_type(const char *s, FkType *t)
 	static const struct { const char *name; int bytes, packed; } fmts[] = {
 		{"f32", 4, 0}, {"tf32", 4, 0}, {"f16", 2, 0}, {"bf16", 2, 0}, {"e4m3", 1, 0},
 		{"e5m2", 1, 0}, {"e8m0", 1, 0}, {"e3m2", 1, 0}, {"e2m3", 1, 0}, {"e2m1", 1, 1},
+		{"i32", 4, 0},   /* gemm_grouped's offsets */
 	};
 	const char *p = strchr(s, '[');
 	size_t n = p ? (size_t)(p - s) : 0;

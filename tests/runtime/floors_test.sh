@@ -16,7 +16,7 @@ floor_of() {
 	json.c|artifact.c|manifest.h) echo 1 ;;
 	plan.c|split.c|share.c|plan.h) echo 2 ;;
 	backend_cpu.c|backend_cuda.c|cuda.c|backend.h) echo 3 ;;
-	rt.c|run.c|layer.c|commit_bulk.c|reduce.c|train.c|state.c|gemm_check.c|rt.h) echo 4 ;;
+	rt.c|run.c|layer.c|grouped.c|commit_bulk.c|reduce.c|train.c|state.c|gemm_check.c|rt.h) echo 4 ;;
 	precc_run.c) echo 5 ;;   # the tool on top: precc-run
 	*) echo -1 ;;
 	esac
