@@ -152,7 +152,7 @@ grouped_k_from_0|codegen/k_gemm_grouped.c|codegen.emu$|		.kbase = kbase, .klen =
 MUTANTS="$MUTANTS
 grouped_dgrad_expert0_weights|codegen/k_gemm_grouped.c|codegen.emu$|		p.bkbase = mul64(e, ge, (uint64_t)g.K);|		p.bkbase = c64(e, 0);
 grouped_dgrad_scale_k|codegen/k_gemm.c|codegen.emu$|LLVMValueRef bk = fr->bk ? add64(e, kstart, fr->bk) : kstart;|LLVMValueRef bk = kstart;
-grouped_dgrad_ref_columns|ir/interp/grouped.c|frontend.grouped_lower|			long c0 = (long)g * d->k;|			long c0 = 0;
+grouped_dgrad_ref_columns|ir/interp/grouped.c|ir.grouped\|frontend.grouped_lower|			long c0 = (long)g * d->k;|			long c0 = 0;
 grouped_dgrad_weight_scale|frontend/lower.c|frontend.grouped_lower|			b1 = l->out;|			b1 = 0;"
 
 # mxwgmma (issue 28 §5): MXFP8 on wgmma, a promotion every 32 K inside the
