@@ -350,6 +350,9 @@ main(void)
 	check("bf16", mix, 9, 256, 384);
 	check("rowwise", mix, 3, 256, 384);          /* wgrad's rows span every expert, and
 	                                                dgrad's weight rows too */
+	check("rowwise_gw_hp", mix, 9, 256, 384);    /* dgrad: rowwise dY, a tensorwise weight
+	                                                scale per expert, pow2 */
+	check("fp16_dynamic_loss_scale", mix, 9, 256, 384);
 	check("mxfp8", mix, 9, 256, 384);
 	check("deepseek_v3", mix, 9, 256, 384);      /* 1x128 activations, 128x128 weights */
 	check("current_tensorwise", mix, 0, 256, 384); /* an activation amax per expert: no */
@@ -371,11 +374,11 @@ main(void)
 		fprintf(stderr, "%d failure(s)\n", failures);
 		return 1;
 	}
-	/* bf16, rowwise, mxfp8, deepseek_v3, mixed: 3 groups; bf16 and
-	 * deepseek_v3 on OLMoE: 2; on two targets */
-	if (steps_checked != 2 * (5 * 3 + 2 * 2)) {
+	/* bf16, rowwise, rowwise_gw_hp, fp16, mxfp8, deepseek_v3, mixed: 3
+	 * groups; bf16 and deepseek_v3 on OLMoE: 2; on two targets */
+	if (steps_checked != 2 * (7 * 3 + 2 * 2)) {
 		fprintf(stderr, "%d step funcs checked after the passes, want %d\n", steps_checked,
-		        2 * (5 * 3 + 2 * 2));
+		        2 * (7 * 3 + 2 * 2));
 		return 1;
 	}
 	printf("ok (%d step funcs after the passes)\n", steps_checked);
