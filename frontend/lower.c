@@ -277,6 +277,10 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 		else
 			b0 = l->out;
 	}
+	/* and a rowwise scale of dgrad's Wᵀ [K, G*N], one per row per expert,
+	 * is the granularity {1 x N} */
+	if (l->groups && k == 1 && c->scaling == SCALING_ROWWISE && l->g == GEMM_DGRAD)
+		b1 = l->out;
 	if (!quantized(c->format)) {
 		if (tr) {
 			st_.dim[0] = vtype(l, src).dim[1], st_.dim[1] = vtype(l, src).dim[0];
@@ -693,7 +697,8 @@ lower_plan(const Plan *plan, const char *layer_pattern)
  * e's Wᵀ its columns e*N..) and wgrad (k-grouped). Scales must be
  * expressible per expert over the stacked or token-sorted operands: rows
  * of A (and 1xB, MX blocks) follow the tokens; a tensorwise weight scale
- * becomes {N x *} ({* x N} transposed); a weight block may not straddle
+ * becomes {N x *} ({* x N} transposed), a rowwise one of dgrad's Wᵀ
+ * {1 x N}; a weight block may not straddle
  * two experts; a tensorwise activation scale would need each expert's
  * own amax (a grouped amax, not here). */
 static const char *
@@ -722,8 +727,6 @@ group_refusal(const LayerPlan *lp, Gemm g)
 		case SCALING_ROWWISE:
 			if (g == GEMM_WGRAD)
 				return "rowwise wgrad scales span every expert's tokens";
-			if (g == GEMM_DGRAD && k == 1)
-				return "rowwise dgrad weight scales span every expert's weights";
 			break;
 		case SCALING_CURRENT:
 			if (g != GEMM_WGRAD && k == 1)

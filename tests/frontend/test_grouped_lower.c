@@ -8,7 +8,7 @@
  * counts multiples of 128, the token blocks of the blockwise and MX
  * recipes; fprop's counts in dgrad). What gemm_grouped cannot express per
  * expert is left to the per-expert path: tensorwise activation scales,
- * rowwise weight scales in dgrad. And
+ * rowwise wgrad scales. And
  * the passes keep the grouped funcs' meaning (check_passes): each group's
  * step func, its gemm_grouped in a kernel of its own, on sm_89 and sm_90a.
  */
@@ -348,8 +348,8 @@ main(void)
 	fclose(f);
 	/* w1, w3, w2: fprop, dgrad and wgrad each */
 	check("bf16", mix, 9, 256, 384);
-	check("rowwise", mix, 3, 256, 384);          /* wgrad's rows span every expert, and
-	                                                dgrad's weight rows too */
+	check("rowwise", mix, 6, 256, 384);          /* wgrad's rows span every expert;
+	                                                dgrad's Wᵀ rows per expert {1 x N} */
 	check("rowwise_gw_hp", mix, 9, 256, 384);    /* dgrad: rowwise dY, a tensorwise weight
 	                                                scale per expert, pow2 */
 	check("fp16_dynamic_loss_scale", mix, 9, 256, 384);
