@@ -59,6 +59,7 @@ typedef struct G {
 	int grouped;          /* gemm_grouped (k_gemm_grouped.c) */
 	int group_k;          /* its group=k (else group=m) */
 	int offs;             /* its %offs param (i32[G]), -1 */
+	int bkstack;          /* group=m with B[N, G*K]: the experts stacked along K (dgrad) */
 	long n;               /* columns of the result: N */
 } G;
 
@@ -68,10 +69,12 @@ typedef struct G {
  * (0, or the expert's g·N) and end at bend. zero (i1, or NULL): the tile
  * is rows of no expert, stored as zeros, no K loop. kbase, klen (or
  * NULL: 0 and K): the K elements summed, an expert's tokens (group=k);
- * crow0 (or NULL: 0): C's row of A's row 0 (group=k: the expert's g·N). */
+ * crow0 (or NULL: 0): C's row of A's row 0 (group=k: the expert's g·N).
+ * bkbase (or NULL: kbase): B's K element of A's kbase, its data and
+ * scales (group=m with B[N, G*K]: the expert's g·K). */
 typedef struct GPos {
 	LLVMValueRef row0, col0, mend, brow0, bend, zero;
-	LLVMValueRef kbase, klen, crow0;
+	LLVMValueRef kbase, klen, crow0, bkbase;
 } GPos;
 
 /* k_gemm.c */

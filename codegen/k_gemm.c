@@ -134,6 +134,8 @@ gemm_plan(Kern *k, G *g)
 		g->group_k = gm->group_k;
 		g->offs = gm->arg[2];
 		sarg = 3;
+		g->bkstack = !g->group_k && f->val[gm->arg[1]].type.dim[1]
+		                            != f->val[gm->arg[0]].type.dim[1];
 	}
 	g->n = f->val[gm->res].type.dim[1];
 	int last = gm->res;
@@ -514,7 +516,10 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
           LLVMValueRef k0, LLVMValueRef KE, LLVMValueRef tid)
 {
 	LLVMBuilderRef b = e->b;
-	LLVMValueRef K = dimv(e, g->K), base = e->ptr[op->v];
+	/* a row-major operand's row pitch: K, or B's G*K where it stacks the
+	 * experts along K */
+	LLVMValueRef K = dimv(e, op->tr ? g->K : e->k->f->val[op->v].type.dim[1]);
+	LLVMValueRef base = e->ptr[op->v];
 	int eb = gemm_ebytes(op->fmt);
 	long br = op == &g->op[0] ? g->t.bm : g->t.bn, GT = g->t.threads;
 
@@ -670,6 +675,7 @@ typedef struct Frag {
 	LLVMValueRef rowv[GEMM_MI_MAX][2], colv[GEMM_NI_MAX][2];   /* global row / column of each lane's C */
 	LLVMValueRef rowc[GEMM_MI_MAX][2], colc[GEMM_NI_MAX][2];   /* clamped in range, for scale reads (i32:
 	                                            live across the K loop, half the registers) */
+	LLVMValueRef bk;      /* B's K minus A's (GPos.bkbase), or NULL */
 } Frag;
 
 /* The global rows and columns of this lane's accumulators; rowc and colc
@@ -682,6 +688,8 @@ frag_init(E *e, const G *g, Frag *fr, const GPos *p, LLVMValueRef N)
 	LLVMValueRef M = p->mend;
 	int MI = g->t.mi, NI = g->t.ni;
 	LLVMValueRef gq = l.gq, t4 = l.t4, wm = l.wm, wn = l.wn, row0 = l.row0, col0 = l.col0;
+
+	fr->bk = p->bkbase ? LLVMBuildSub(b, p->bkbase, p->kbase ? p->kbase : c64(e, 0), "") : NULL;
 
 	for (int mi = 0; mi < MI; mi++)
 		for (int h = 0; h < 2; h++) {
@@ -711,15 +719,17 @@ promote(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer
 	LLVMValueRef sa[GEMM_MI_MAX][2], sb[GEMM_NI_MAX][2], ts = NULL, tp = NULL;
 	int MI = g->t.mi, NI = g->t.ni;
 
+	LLVMValueRef bk = fr->bk ? add64(e, kstart, fr->bk) : kstart;   /* B's K */
+
 	if (gemm_tensorwise(e, g))
 		tensor_scale(e, scale_at(e, &g->op[0], fr->rowc[0][0], kstart),
-		             scale_at(e, &g->op[1], fr->colc[0][0], kstart), &ts, &tp);
+		             scale_at(e, &g->op[1], fr->colc[0][0], bk), &ts, &tp);
 	for (int mi = 0; mi < MI && !ts; mi++)
 		for (int h = 0; h < 2; h++)
 			sa[mi][h] = scale_at(e, &g->op[0], fr->rowc[mi][h], kstart);
 	for (int ni = 0; ni < NI && !ts; ni++)
 		for (int c = 0; c < 2; c++)
-			sb[ni][c] = scale_at(e, &g->op[1], fr->colc[ni][c], kstart);
+			sb[ni][c] = scale_at(e, &g->op[1], fr->colc[ni][c], bk);
 	for (int mi = 0; mi < MI; mi++)
 		for (int ni = 0; ni < NI; ni++)
 			for (int v = 0; v < 4; v++) {
@@ -945,6 +955,9 @@ gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef o
 	/* K elements kbase .. kbase + K: all of K, or an expert's tokens */
 	LLVMValueRef kbase = pos->kbase ? pos->kbase : c64(e, 0);
 	LLVMValueRef K = pos->klen ? pos->klen : dimv(e, g.K), KE = add64(e, kbase, K);
+	/* B's K elements: those of A, or from the expert's g·K (B[N, G*K]) */
+	LLVMValueRef bsh = pos->bkbase ? LLVMBuildSub(b, pos->bkbase, kbase, "") : NULL;
+	LLVMValueRef BKE = bsh ? add64(e, KE, bsh) : KE;
 	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, K, c64(e, (uint64_t)g.bke - 1)), c64(e, (uint64_t)g.bke), "");
 	if (pos->zero)          /* rows of no expert: no K loop */
 		nkt = sel(e, pos->zero, c64(e, 0), nkt);
@@ -955,7 +968,7 @@ gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef o
 		LLVMValueRef so = c64(e, (uint64_t)s * STAGE_BYTES);
 		LLVMValueRef k0 = add64(e, kbase, c64(e, (uint64_t)s * (uint64_t)g.bke));
 		load_tile(e, &g, &g.op[0], gep(e, sA, so), row0, M, k0, KE, tid);
-		load_tile(e, &g, &g.op[1], gep(e, sB, so), b0, pos->bend, k0, KE, tid);
+		load_tile(e, &g, &g.op[1], gep(e, sB, so), b0, pos->bend, bsh ? add64(e, k0, bsh) : k0, BKE, tid);
 		end_if(e, cont);
 		asm_cp_async_commit(cg);
 	}
@@ -974,7 +987,7 @@ gemm_tile(E *e, const G *gp, const GPos *pos, LLVMValueRef inner, LLVMValueRef o
 	LLVMValueRef nso = mul64(e, LLVMBuildURem(b, nk, c64(e, STAGES), ""), STAGE_BYTES);
 	LLVMValueRef nk0 = add64(e, kbase, mul64(e, nk, (uint64_t)g.bke));
 	load_tile(e, &g, &g.op[0], gep(e, sA, nso), row0, M, nk0, KE, tid);
-	load_tile(e, &g, &g.op[1], gep(e, sB, nso), b0, pos->bend, nk0, KE, tid);
+	load_tile(e, &g, &g.op[1], gep(e, sB, nso), b0, pos->bend, bsh ? add64(e, nk0, bsh) : nk0, BKE, tid);
 	end_if(e, ncont);
 	asm_cp_async_commit(cg);
 	LLVMValueRef cso = LLVMBuildTrunc(b, mul64(e, LLVMBuildURem(b, kt, c64(e, STAGES), ""), STAGE_BYTES),

@@ -5,7 +5,10 @@
  * sorted by expert, %offs[g] the end of expert g's rows; B is the experts'
  * weights stacked [G*N, K]; C[r, :] = A[r, :] · B[g*N .. g*N+N, :]ᵀ for
  * the expert g whose rows hold r, and rows past offs[G-1] are zero (what
- * ir/interp/grouped.c computes).
+ * ir/interp/grouped.c computes). A grouped dgrad's B stacks them along K,
+ * B[N, G*K] (the stacked weights transposed, as a param or read
+ * transposed): expert g's B is its columns g*K .. g*K+K (GPos.bkbase), its
+ * scales those columns' too.
  *
  * The mainloop and epilogue are k_gemm.c's (gemm_tile, one CTA tile of
  * 64 x 64); this file is the tile scheduler around them. The kernel is
@@ -120,6 +123,8 @@ emit_gemm_grouped(E *e)
 		return -1;
 	if (!g.grouped || g.n < 0)
 		return kfail(k, "k_gemm_grouped: a gemm_grouped with a static N");
+	if (g.bkstack && g.K < 0)
+		return kfail(k, "gemm_grouped group=m with B[N,G*K]: K must be static");
 	if (g.group_k) {
 		gemm_accumulators(e, &g, &inner, &outer);
 		return emit_group_k(e, &g, inner, outer);
@@ -193,6 +198,11 @@ emit_gemm_grouped(E *e)
 		.bend = mul64(e, add64(e, ge, c64(e, 1)), (uint64_t)g.n),
 		.zero = tail,
 	};
+	if (g.bkstack) {   /* B[N, G*K] (dgrad): the expert's K columns g·K .. */
+		p.brow0 = c64(e, 0);
+		p.bend = c64(e, (uint64_t)g.n);
+		p.bkbase = mul64(e, ge, (uint64_t)g.K);
+	}
 	if (gemm_tile(e, &g, &p, inner, outer))
 		return -1;
 	/* every warp is done with the stages before the next tile's copies */

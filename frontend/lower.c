@@ -269,9 +269,18 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 	if (c->scaling == SCALING_DELAYED || c->scaling == SCALING_CURRENT)
 		b0 = b1 = 0, square = true, after = tr;
 	/* the stacked weights of a group: one tensorwise scale per expert is
-	 * the granularity {N x *} over [G*N, K] */
-	if (l->groups && k == 1 && c->scaling == SCALING_CURRENT)
-		b0 = l->out;
+	 * the granularity {N x *} over [G*N, K] (fprop), {* x N} over their
+	 * transpose [K, G*N] (dgrad; quantized stored, so {N x *} there too) */
+	if (l->groups && k == 1 && c->scaling == SCALING_CURRENT) {
+		if (l->g == GEMM_DGRAD)
+			b1 = l->out;
+		else
+			b0 = l->out;
+	}
+	/* and a rowwise scale of dgrad's Wᵀ [K, G*N], one per row per expert,
+	 * is the granularity {1 x N} */
+	if (l->groups && k == 1 && c->scaling == SCALING_ROWWISE && l->g == GEMM_DGRAD)
+		b1 = l->out;
 	if (!quantized(c->format)) {
 		if (tr) {
 			st_.dim[0] = vtype(l, src).dim[1], st_.dim[1] = vtype(l, src).dim[0];
@@ -482,7 +491,9 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g, int groups, const char *gfqn)
 	           K, N);
 	if (groups)
 		ir_comment(&l.f->comment, "%d experts as one gemm_grouped (%s): %s", groups,
-		           g == GEMM_WGRAD ? "group=k, dW stacked [G*N,K]" : "group=m, W stacked [G*N,K]",
+		           g == GEMM_WGRAD ? "group=k, dW stacked [G*N,K]"
+		           : g == GEMM_DGRAD ? "group=m, W stacked [G*N,K], B its transpose [K,G*N]"
+		           : "group=m, W stacked [G*N,K]",
 		           "rows sorted by expert, %offs their end offsets");
 	char acc_s[32];
 	if (p->accum == ACCUM_PROMOTE || p->accum == ACCUM_FAST)
@@ -573,8 +584,8 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g, int groups, const char *gfqn)
 	long r0 = vtype(&l, o[0].data).dim[0], r1 = vtype(&l, o[1].data).dim[0];
 	if (groups && g == GEMM_WGRAD)
 		r0 *= G;
-	else if (groups)
-		r1 /= G;
+	else if (groups && g == GEMM_FPROP)
+		r1 /= G;    /* dgrad: B[K, G*N] stacks the experts along its K */
 	acc = def(&l, ir_tensor(PRECC_FP32, r0, r1), groups ? OP_gemm_grouped : OP_gemm, a, na,
 	          "%s.acc", outname[g]);
 	last(&l)->group_k = groups && g == GEMM_WGRAD;
@@ -681,20 +692,20 @@ lower_plan(const Plan *plan, const char *layer_pattern)
 }
 
 /* Can GEMM g of an expert group run as one gemm_grouped that computes,
- * expert by expert, what each expert's own GEMM does? fprop (m-grouped)
- * and wgrad (k-grouped); dgrad's B is each expert's Wᵀ, which the stacked
- * weights do not give by one transpose, so it stays per expert. Scales
- * must be expressible per expert over the stacked or token-sorted
- * operands: rows of A (and 1xB, MX blocks) follow the tokens; a
- * tensorwise weight scale becomes {N x *}; a tensorwise activation scale
- * would need each expert's own amax (a grouped amax, not here). */
+ * expert by expert, what each expert's own GEMM does? fprop and dgrad
+ * (m-grouped; dgrad's B the stacked weights transposed, [K, G*N], expert
+ * e's Wᵀ its columns e*N..) and wgrad (k-grouped). Scales must be
+ * expressible per expert over the stacked or token-sorted operands: rows
+ * of A (and 1xB, MX blocks) follow the tokens; a tensorwise weight scale
+ * becomes {N x *} ({* x N} transposed), a rowwise one of dgrad's Wᵀ
+ * {1 x N}; a weight block may not straddle
+ * two experts; a tensorwise activation scale would need each expert's
+ * own amax (a grouped amax, not here). */
 static const char *
 group_refusal(const LayerPlan *lp, Gemm g)
 {
 	const GemmPolicy *p = &lp->gemm[g];
 
-	if (g == GEMM_DGRAD)
-		return "dgrad: B is each expert's transposed weight";
 	if (lp->pad[0] || lp->pad[1])
 		return "padded";
 	if ((g == GEMM_FPROP && (p->bias || lp->linear->bias)) || p->out_amax
@@ -709,13 +720,16 @@ group_refusal(const LayerPlan *lp, Gemm g)
 			if (g == GEMM_FPROP && k == 1 && c->block[0] > 1 && lp->linear->out_features
 			                                                    % c->block[0])
 				return "a weight block straddles two experts";
+			if (g == GEMM_DGRAD && k == 1 && c->block[1] > 1 && lp->linear->out_features
+			                                                    % c->block[1])
+				return "a weight block straddles two experts";
 			break;
 		case SCALING_ROWWISE:
 			if (g == GEMM_WGRAD)
 				return "rowwise wgrad scales span every expert's tokens";
 			break;
 		case SCALING_CURRENT:
-			if (g == GEMM_FPROP && k == 1)
+			if (g != GEMM_WGRAD && k == 1)
 				break;
 			return "a tensorwise activation scale per expert (a grouped amax)";
 		default:

@@ -483,10 +483,15 @@ check_op(Ctx *c)
 		if (A->rank != 2 || B->rank != 2)
 			return bad(c, "A %%%s and B %%%s must be rank 2, got %s and %s", vn(c, 0),
 			           vn(c, 1), tstr(A), tstr(B));
-		if (A->dim[1] != B->dim[1])
+		/* group=m with B[N,G*K]: the groups' weights stacked along K
+		 * (dgrad's B, the stacked weights transposed) */
+		bool kstack = !i->group_k && G > 1 && A->dim[1] > 0 && B->dim[1] == G * A->dim[1];
+		if (A->dim[1] != B->dim[1] && !kstack)
 			return bad(c, "%s mismatch: A %%%s is %s and B %%%s is %s", i->group_k
 			           ? "token" : "K", vn(c, 0), shape(A), vn(c, 1), shape(B));
-		if (!i->group_k) {   /* A[M,K] rows by group, B[G*N,K] the groups' weights */
+		if (kstack)          /* A[M,K] rows by group, B[N,G*K] */
+			want = ir_tensor(PRECC_FP32, A->dim[0], B->dim[0]);
+		else if (!i->group_k) {   /* A[M,K] rows by group, B[G*N,K] the groups' weights */
 			if (B->dim[0] < 0 || B->dim[0] % G)
 				return bad(c, "group=m: B %%%s %s must stack the %ld groups' [N,K] "
 				           "weights: [%ld*N,K]", vn(c, 1), shape(B), G, G);
@@ -517,10 +522,13 @@ check_op(Ctx *c)
 			if (!covers(c, A, vn(c, 0), at(c, 3), vn(c, 3))
 			    || !covers(c, B, vn(c, 1), at(c, 4), vn(c, 4)))
 				return false;
-			long N = B->dim[0] / G, b0 = at(c, 4)->block[0];
-			if (!i->group_k && b0 && b0 != B->dim[0] && N % b0)
+			long N = B->dim[0] / G, b0 = at(c, 4)->block[0], b1 = at(c, 4)->block[1];
+			if (!i->group_k && !kstack && b0 && b0 != B->dim[0] && N % b0)
 				return bad(c, "group=m: the row block %ld of %%%s straddles two groups' "
 				           "weights (N=%ld)", b0, vn(c, 4), N);
+			if (kstack && b1 && b1 != B->dim[1] && A->dim[1] % b1)
+				return bad(c, "group=m: the K block %ld of %%%s straddles two groups' "
+				           "weights (K=%ld)", b1, vn(c, 4), A->dim[1]);
 			for (int k = 3; k <= 4 && !i->group_k; k++) {
 				long kb = at(c, k)->block[1];
 				if (kb > 0 && A->dim[1] % kb)

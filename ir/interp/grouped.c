@@ -5,7 +5,8 @@
  * group computes exactly what the expert's own gemm would (the per-expert
  * path), bit for bit. group=m slices rows (pointer offsets, no copy);
  * group=k slices the token columns, which are strided, so they are copied
- * into a contiguous [rows, tokens of g] buffer first.
+ * into a contiguous [rows, tokens of g] buffer first, and so are B's
+ * columns of group g where B stacks the groups along K (dgrad's Wᵀ).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,8 +99,9 @@ columns(const void *x, size_t eb, long rows, long cols, long c0, long c1)
 	return y;
 }
 
+/* kstack: B is [n, ng * k], group g's weights its columns g*k .. */
 static int
-group_m(const precc_gemm_desc *d, const int32_t *offs, int ng)
+group_m(const precc_gemm_desc *d, const int32_t *offs, int ng, bool kstack)
 {
 	size_t ea = ebytes(d->a.fmt), eb = ebytes(d->b.fmt), ec = precc_interp_elem_bytes(d->out_fmt);
 	long start = 0, end = ng ? offs[ng - 1] : 0;
@@ -107,7 +109,8 @@ group_m(const precc_gemm_desc *d, const int32_t *offs, int ng)
 
 	for (int g = 0; g < ng && !e; start = offs[g++]) {
 		precc_gemm_desc s = *d;
-		float *ta, *tb;
+		float *ta, *tb = NULL;
+		void *xb = NULL;
 		long r1 = offs[g];
 		if (r1 == start)
 			continue;   /* an expert without tokens costs nothing */
@@ -118,12 +121,23 @@ group_m(const precc_gemm_desc *d, const int32_t *offs, int ng)
 		if ((e = sub_scale(d->a.scale_inv, d->m, d->k, d->a.blk, start, r1, 0, d->k, "A", g,
 		                   &s.a.scale_inv, &s.a.blk, &ta)) != 0)
 			break;
-		e = sub_scale(d->b.scale_inv, (long)ng * d->n, d->k, d->b.blk, (long)g * d->n,
-		              (long)(g + 1) * d->n, 0, d->k, "B", g, &s.b.scale_inv, &s.b.blk, &tb);
+		if (kstack) {
+			long c0 = (long)g * d->k;
+			if (!(xb = columns(d->b.data, eb, d->n, (long)ng * d->k, c0, c0 + d->k)))
+				e = interp_fail(PRECC_IENOMEM, "gemm_grouped: out of memory");
+			if (!e)
+				e = sub_scale(d->b.scale_inv, d->n, (long)ng * d->k, d->b.blk, 0, d->n, c0,
+				              c0 + d->k, "B", g, &s.b.scale_inv, &s.b.blk, &tb);
+			s.b.data = xb;
+		} else
+			e = sub_scale(d->b.scale_inv, (long)ng * d->n, d->k, d->b.blk, (long)g * d->n,
+			              (long)(g + 1) * d->n, 0, d->k, "B", g, &s.b.scale_inv, &s.b.blk,
+			              &tb);
 		if (!e)
 			e = precc_gemm(&s);
 		free(ta);
 		free(tb);
+		free(xb);
 	}
 	if (!e && end < d->m)   /* rows of no group (padding): zero */
 		memset((char *)d->c + (size_t)end * (size_t)d->n * ec, 0,
@@ -170,8 +184,9 @@ group_k(const precc_gemm_desc *d, const int32_t *offs, int ng)
 }
 
 int
-precc_gemm_grouped(const precc_gemm_desc *d, bool group_k_, const int32_t *offs, int ngroups)
+precc_gemm_grouped(const precc_gemm_desc *d, int group, const int32_t *offs, int ngroups)
 {
+	bool group_k_ = group == GROUP_K;
 	int e;
 
 	if (!d || !offs || !d->a.data || !d->b.data || !d->c || ngroups < 1)
@@ -185,5 +200,6 @@ precc_gemm_grouped(const precc_gemm_desc *d, bool group_k_, const int32_t *offs,
 	if ((e = check_offsets(offs, ngroups, d->k >= 0 && group_k_ ? d->k : d->m,
 	                       group_k_ ? "the tokens" : "M")) != 0)
 		return e;
-	return group_k_ ? group_k(d, offs, ngroups) : group_m(d, offs, ngroups);
+	return group_k_ ? group_k(d, offs, ngroups)
+	                : group_m(d, offs, ngroups, group == GROUP_M_KSTACK);
 }

@@ -19,6 +19,9 @@
  * rows), d->b the groups' weights B[ngroups * n, k] stacked, d->c C[m, n].
  * Group g's rows of C are A_g . B[g*n .. g*n + n)^T; rows past the last
  * offset are zero.
+ * group=m with B's K stacked (GROUP_M_KSTACK; dgrad: the stacked weights
+ * transposed): d->b is B[n, ngroups * k], group g's weights its columns
+ * g*k .. g*k + k; otherwise as group=m.
  * group=k (wgrad): d->a is A[m, k] and d->b B[n, k], k the tokens; d->c is
  * C[ngroups * m, n], group g's [m, n] the product over its tokens (zero for
  * a group without one).
@@ -27,7 +30,7 @@
  * first row (group=m, A) or token (group=k) must start a block. No bias,
  * no out_amax; operands of at least 8 bits (the interpreter widens
  * fp4/fp6 to e4m3 first). */
-int precc_gemm_grouped(const precc_gemm_desc *d, bool group_k, const int32_t *offs,
-                       int ngroups);
+enum { GROUP_M, GROUP_K, GROUP_M_KSTACK };
+int precc_gemm_grouped(const precc_gemm_desc *d, int group, const int32_t *offs, int ngroups);
 
 #endif

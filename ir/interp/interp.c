@@ -925,10 +925,12 @@ op_gemm(IrInterp *ip, const Ins *i)
 	int A = i->arg[0], B = i->arg[1], C = i->res, e = -1;
 	long m = ip->shape[A][0], k = ip->shape[A][1], n = ip->shape[B][0];
 	/* gemm_grouped (ir/interp/grouped.c): %offs before the scales; B
-	 * stacks the groups' weights (group=m), C the groups' dW (group=k) */
+	 * stacks the groups' weights by rows (group=m) or along K (group=m,
+	 * B[N, G*K]: dgrad), C the groups' dW (group=k) */
 	bool grp = i->op == OP_gemm_grouped;
 	int so = grp ? 3 : 2, ng = grp ? (int)nelem(ip, i->arg[2]) : 1;
-	long cm = grp && i->group_k ? ng * m : m, cn = grp && !i->group_k ? n / ng : n;
+	bool kstack = grp && !i->group_k && ng > 1 && ip->shape[B][1] == ng * k;
+	long cm = grp && i->group_k ? ng * m : m, cn = grp && !i->group_k && !kstack ? n / ng : n;
 	AccumKind acc = i->accum;
 	int accn = i->accum_n;
 	precc_gemm_desc d;
@@ -936,11 +938,11 @@ op_gemm(IrInterp *ip, const Ins *i)
 	uint8_t *w[2] = {NULL, NULL};
 	const float *sinv[2] = {NULL, NULL};
 
-	if (ip->shape[B][1] != k)
+	if (ip->shape[B][1] != (kstack ? ng * k : k))
 		return fail(ip, i, "K mismatch: A %%%s is [%ld, %ld], B %%%s is [%ld, %ld]",
 		            ip->f->val[A].name, m, k, ip->f->val[B].name, n, ip->shape[B][1]);
 	if (ip->shape[C][0] != cm || ip->shape[C][1] != cn || vtype(ip, C)->fmt != PRECC_FP32
-	    || (grp && (!vtype(ip, i->arg[2])->index || (!i->group_k && n % ng))))
+	    || (grp && (!vtype(ip, i->arg[2])->index || (!i->group_k && !kstack && n % ng))))
 		return fail(ip, i, "result must be f32[%ld, %ld]", cm, cn);
 	if ((acc == ACC_PROMOTE && accn < 1) || (acc == ACC_FAST && (accn < 1 || accn > 23)))
 		return fail(ip, i, "accum %s:%d is out of range", accum_kind_name(acc), accn);
@@ -989,7 +991,8 @@ op_gemm(IrInterp *ip, const Ins *i)
 		d.acc_mbits = accn;
 	if (ip->o.fp32_accum)
 		d.acc_mbits = 0;
-	if ((e = grp ? precc_gemm_grouped(&d, i->group_k, ip->buf[i->arg[2]], ng)
+	if ((e = grp ? precc_gemm_grouped(&d, i->group_k ? GROUP_K : kstack ? GROUP_M_KSTACK
+	                                                  : GROUP_M, ip->buf[i->arg[2]], ng)
 	             : precc_gemm(&d)) != 0)
 		kfail(ip, i, e);
 out:

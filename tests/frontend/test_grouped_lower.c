@@ -1,13 +1,14 @@
 /*
  * test_grouped_lower.c — lower_grouped (frontend/lower.c): a Mixtral-style
  * block (8 experts, w1/w3/w2) and an OLMoE-style fused one, under the
- * shipped recipes. Each expert group's fprop and wgrad become one
+ * shipped recipes. Each expert group's fprop, dgrad and wgrad become one
  * gemm_grouped func, and the interpreter gives, expert by expert, the
  * bits of the per-expert funcs of lower_plan on that expert's tokens and
  * weights (zero-token experts, one token, unaligned counts in fprop; wgrad
  * counts multiples of 128, the token blocks of the blockwise and MX
- * recipes). What gemm_grouped cannot express per expert is left to the
- * per-expert path: dgrad always, and tensorwise activation scales. And
+ * recipes; fprop's counts in dgrad). What gemm_grouped cannot express per
+ * expert is left to the per-expert path: tensorwise activation scales,
+ * rowwise wgrad scales. And
  * the passes keep the grouped funcs' meaning (check_passes): each group's
  * step func, its gemm_grouped in a kernel of its own, on sm_89 and sm_90a.
  */
@@ -103,7 +104,7 @@ static int
 check_group(const Func *gf, const Module *per, int E, const int *count, long N, long K)
 {
 	bool wg = strstr(gf->name, ".wgrad") != NULL;
-	const char *gemm = wg ? "wgrad" : "fprop";
+	const char *gemm = wg ? "wgrad" : strstr(gf->name, ".dgrad") ? "dgrad" : "fprop";
 	char group[256], en[300];
 	long M = 0;
 	int32_t offs[64];
@@ -235,8 +236,9 @@ check_passes(const Plan *p, const Module *gm, int E, long H, long I)
 			uint8_t *a = NULL, *b;
 			if (step->kernel)
 				continue;
-			for (int g = 0; g < 2; g++) {
-				snprintf(name, sizeof name, "%s.%s", step->name, g ? "wgrad" : "fprop");
+			for (int g = 0; g < 3; g++) {
+				static const char *const gn[3] = {"fprop", "dgrad", "wgrad"};
+				snprintf(name, sizeof name, "%s.%s", step->name, gn[g]);
 				const Func *f = ir_find_func(gm, name);
 				if (!f)
 					continue;
@@ -344,11 +346,15 @@ main(void)
 	      "\"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_experts\": 8, "
 	      "\"vocab_size\": 512}\n", f);
 	fclose(f);
-	/* w1, w3, w2: fprop and wgrad each */
-	check("bf16", mix, 6, 256, 384);
-	check("rowwise", mix, 3, 256, 384);          /* wgrad's rows span every expert */
-	check("mxfp8", mix, 6, 256, 384);
-	check("deepseek_v3", mix, 6, 256, 384);      /* 1x128 activations, 128x128 weights */
+	/* w1, w3, w2: fprop, dgrad and wgrad each */
+	check("bf16", mix, 9, 256, 384);
+	check("rowwise", mix, 6, 256, 384);          /* wgrad's rows span every expert;
+	                                                dgrad's Wᵀ rows per expert {1 x N} */
+	check("rowwise_gw_hp", mix, 9, 256, 384);    /* dgrad: rowwise dY, a tensorwise weight
+	                                                scale per expert, pow2 */
+	check("fp16_dynamic_loss_scale", mix, 9, 256, 384);
+	check("mxfp8", mix, 9, 256, 384);
+	check("deepseek_v3", mix, 9, 256, 384);      /* 1x128 activations, 128x128 weights */
 	check("current_tensorwise", mix, 0, 256, 384); /* an activation amax per expert: no */
 	/* one tensorwise weight scale per expert ({N x *} over the stacked
 	 * weights), 1x128 activation and gradient tiles */
@@ -359,20 +365,20 @@ main(void)
 	      "  grad_output = { scaling = blockwise { 1, 128 } },\n"
 	      "  accumulate = promote { every = 128 },\n  output = bf16,\n}\n", f);
 	fclose(f);
-	check(mixed, mix, 6, 256, 384);
+	check(mixed, mix, 9, 256, 384);
 	remove(mixed);
-	check("bf16", olm, 4, 256, 128);             /* gate_up_proj, down_proj */
-	check("deepseek_v3", olm, 4, 256, 128);
+	check("bf16", olm, 6, 256, 128);             /* gate_up_proj, down_proj */
+	check("deepseek_v3", olm, 6, 256, 128);
 	remove(mix), remove(olm);
 	if (failures) {
 		fprintf(stderr, "%d failure(s)\n", failures);
 		return 1;
 	}
-	/* bf16, rowwise, mxfp8, deepseek_v3, mixed: 3 groups; bf16 and
-	 * deepseek_v3 on OLMoE: 2; on two targets */
-	if (steps_checked != 2 * (5 * 3 + 2 * 2)) {
+	/* bf16, rowwise, rowwise_gw_hp, fp16, mxfp8, deepseek_v3, mixed: 3
+	 * groups; bf16 and deepseek_v3 on OLMoE: 2; on two targets */
+	if (steps_checked != 2 * (7 * 3 + 2 * 2)) {
 		fprintf(stderr, "%d step funcs checked after the passes, want %d\n", steps_checked,
-		        2 * (5 * 3 + 2 * 2));
+		        2 * (7 * 3 + 2 * 2));
 		return 1;
 	}
 	printf("ok (%d step funcs after the passes)\n", steps_checked);

@@ -4,7 +4,8 @@
  * (ir/interp/grouped.c) gives, group by group, the bits of the per-expert
  * path: one plain gemm per expert on its own tokens and weights, with its
  * own scales. Cases: zero-token experts, a single token, unaligned group
- * sizes, 256 groups, group=k (wgrad) with token blocks, a Mixtral-style
+ * sizes, 256 groups, group=m with B stacked along K (the grouped dgrad's
+ * transposed weights, B[N, G*K]), group=k (wgrad) with token blocks, a Mixtral-style
  * block (8 experts, top-2, w1/w3/w2 quantized to e4m3 with per-expert
  * weight scales and 1x32 activation blocks), and bad offsets.
  */
@@ -174,7 +175,116 @@ test_text(void)
 	                          "  %sb = param state : f32[2,1]{128x*}\n"
 	                          "  %y = gemm_grouped %x, %w, %offs, %sa, %sb accum=fp32 group=m : "
 	                          "f32[M,64]\n  ret %y\n}\n"), "straddles two groups"));
+	/* group=m with B[N,G*K] (dgrad): a K block of B that straddles two
+	 * groups' weights is refused */
+	CHECK(strstr(verify_error("func @f {\n  %x = param in : e4m3[M,64]\n"
+	                          "  %w = param weight : e4m3[48,256]\n  %offs = param in : i32[4]\n"
+	                          "  %sa = param state : f32[M,1]{1x*}\n"
+	                          "  %sb = param state : f32[1,2]{*x128}\n"
+	                          "  %y = gemm_grouped %x, %w, %offs, %sa, %sb accum=fp32 group=m : "
+	                          "f32[M,48]\n  ret %y\n}\n"), "K block 128 of %sb straddles two groups"));
+	CHECK(strstr(verify_error("func @f {\n  %x = param in : bf16[M,64]\n"
+	                          "  %w = param weight : bf16[48,200]\n  %offs = param in : i32[4]\n"
+	                          "  %y = gemm_grouped %x, %w, %offs accum=fp32 group=m : f32[M,48]\n"
+	                          "  ret %y\n}\n"), "K mismatch"));
 #undef HEAD
+}
+
+/* group=m with B stacked along K, B[N, G*K] (a grouped dgrad's B: the
+ * stacked [G*K, N] weights transposed), against the per-expert gemm on
+ * each expert's columns: bf16, or e4m3 with 1xKB blocks of A and one
+ * tensorwise weight scale per expert ({* x K} over B, f32[1,G]). */
+static void
+group_m_kstack(int G, const int *sizes, int N, int K, bool fp8)
+{
+	long M = 0;
+	int32_t *offs = malloc(sizeof *offs * (size_t)G);
+	char *text = malloc(1 << 16), *t2 = malloc(1 << 16);
+	const int KB = 32;
+
+	for (int g = 0; g < G; g++)
+		offs[g] = (int32_t)(M += sizes[g]);
+	size_t es = fp8 ? 1 : 2, na = (size_t)M * (size_t)K, nb = (size_t)G * (size_t)N * (size_t)K;
+	uint8_t *a = malloc(na * es + 1), *b = malloc(nb * es), *bg = malloc((size_t)N * K * es);
+	float *sa = malloc(sizeof *sa * ((size_t)M * (size_t)(K / KB) + 1)), *sb = malloc(sizeof *sb * (size_t)G);
+	for (size_t k = 0; k < na; k++)
+		if (fp8)
+			a[k] = (uint8_t)precc_encode(PRECC_E4M3, 400 * urand(), PRECC_RNE, true, 0);
+		else
+			((uint16_t *)a)[k] = bf16(urand());
+	for (size_t k = 0; k < nb; k++)
+		if (fp8)
+			b[k] = (uint8_t)precc_encode(PRECC_E4M3, 400 * urand(), PRECC_RNE, true, 0);
+		else
+			((uint16_t *)b)[k] = bf16(urand() * (float)(1 + k % ((size_t)G * K) / (size_t)K));
+	for (long k = 0; k < M * (K / KB); k++)
+		sa[k] = ldexpf(1.0f + urand() / 2, -8);
+	for (int g = 0; g < G; g++)
+		sb[g] = ldexpf(1.0f + urand() / 2, -9 + g % 3);
+	const char *f = fp8 ? "e4m3" : "bf16";
+	if (fp8) {
+		snprintf(text, 1 << 16, "func @dgrad {\n  %%dy = param in : e4m3[M,%d]\n"
+		         "  %%wt = param weight : e4m3[%d,%ld]\n  %%offs = param in : i32[%d]\n"
+		         "  %%sa = param state : f32[M,%d]{1x%d}\n  %%sb = param state : f32[1,%d]{*x%d}\n"
+		         "  %%dx = gemm_grouped %%dy, %%wt, %%offs, %%sa, %%sb accum=promote:%d group=m : "
+		         "f32[M,%d]\n  ret %%dx\n}\n", K, N, (long)G * K, G, K / KB, KB, G, K, KB, N);
+		snprintf(t2, 1 << 16, "func @expert {\n  %%dy = param in : e4m3[M,%d]\n"
+		         "  %%wt = param weight : e4m3[%d,%d]\n  %%sa = param state : f32[M,%d]{1x%d}\n"
+		         "  %%sb = param state : f32[1,1]{*x*}\n"
+		         "  %%dx = gemm %%dy, %%wt, %%sa, %%sb accum=promote:%d : f32[M,%d]\n"
+		         "  ret %%dx\n}\n", K, N, K, K / KB, KB, KB, N);
+	} else {
+		snprintf(text, 1 << 16, "func @dgrad {\n  %%dy = param in : bf16[M,%d]\n"
+		         "  %%wt = param weight : bf16[%d,%ld]\n  %%offs = param in : i32[%d]\n"
+		         "  %%dx = gemm_grouped %%dy, %%wt, %%offs accum=fp32 group=m : f32[M,%d]\n"
+		         "  ret %%dx\n}\n", K, N, (long)G * K, G, N);
+		snprintf(t2, 1 << 16, "func @expert {\n  %%dy = param in : bf16[M,%d]\n"
+		         "  %%wt = param weight : bf16[%d,%d]\n  %%dx = gemm %%dy, %%wt accum=fp32 : "
+		         "f32[M,%d]\n  ret %%dx\n}\n", K, N, K, N);
+	}
+	Module *mg = parse(text, true), *me = parse(t2, true);
+	float *y = fp8 ? run(mg->fn[0], M, NULL, (size_t)M * N, "dy", a, na * es, "wt", b, nb * es,
+	                     "offs", offs, sizeof *offs * (size_t)G, "sa", sa,
+	                     sizeof *sa * (size_t)M * (K / KB), "sb", sb, sizeof *sb * (size_t)G, NULL)
+	               : run(mg->fn[0], M, NULL, (size_t)M * N, "dy", a, na * es, "wt", b, nb * es,
+	                     "offs", offs, sizeof *offs * (size_t)G, NULL);
+	int bad = 0;
+	for (int g = 0, r0 = 0; y && g < G; r0 = offs[g++]) {
+		long m = offs[g] - r0;
+		if (!m)
+			continue;   /* the per-expert path launches nothing */
+		for (int r = 0; r < N; r++)   /* the expert's columns g*K .. of B */
+			memcpy(bg + (size_t)r * K * es, b + ((size_t)r * G * K + (size_t)g * K) * es,
+			       (size_t)K * es);
+		uint8_t *ag = a + (size_t)r0 * (size_t)K * es;
+		float *ye = fp8 ? run(me->fn[0], m, NULL, (size_t)m * N, "dy", ag, (size_t)m * K * es,
+		                      "wt", bg, (size_t)N * K * es, "sa", sa + (size_t)r0 * (K / KB),
+		                      sizeof *sa * (size_t)m * (K / KB), "sb", sb + g, sizeof *sb, NULL)
+		                : run(me->fn[0], m, NULL, (size_t)m * N, "dy", ag, (size_t)m * K * es,
+		                      "wt", bg, (size_t)N * K * es, NULL);
+		if (ye && memcmp(ye, y + (size_t)r0 * N, sizeof *ye * (size_t)m * N))
+			bad++;
+		free(ye);
+	}
+	if (bad)
+		fprintf(stderr, "group=m B[N,G*K] G=%d %s: %d groups differ from the per-expert path\n",
+		        G, f, bad);
+	failures += bad != 0;
+	free(y), free(a), free(b), free(bg), free(sa), free(sb), free(offs), free(text), free(t2);
+	ir_module_free(mg), ir_module_free(me);
+}
+
+static void
+test_group_m_kstack(void)
+{
+	int four[] = {0, 1, 37, 5}, *many = malloc(sizeof *many * 256);
+
+	group_m_kstack(4, four, 40, 64, false);   /* zero-token, single token, unaligned */
+	group_m_kstack(4, four, 40, 64, true);
+	for (int g = 0; g < 256; g++)
+		many[g] = (int)(rng % 4), urand();    /* 256 groups of 0..3 tokens */
+	group_m_kstack(256, many, 16, 32, true);
+	free(many);
 }
 
 /* group=m against the per-expert path, in bf16 (no scales) or e4m3 with
@@ -492,6 +602,7 @@ main(void)
 {
 	test_text();
 	test_group_m();
+	test_group_m_kstack();
 	test_group_k();
 	test_mixtral();
 	test_bad_offsets();
