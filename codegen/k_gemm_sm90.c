@@ -26,8 +26,9 @@
  * Promotion (DeepGEMM's structure, fp8_gemm.cuh's math loop): every P
  * K-elements (P a multiple of the stage's K, or below) the wgmmas of the chunk go
  * into a temporary accumulator (scale-d 0 on the chunk's first), then
- * after the wait outer = fl(outer + fl(inner · fl(sa · sb))) in fp32
- * registers, as the interpreter and k_gemm.c round it (no FMA; tensorwise
+ * after the wait outer = fma(inner, fl(sa · sb), outer) in fp32
+ * registers, one FFMA, as DeepGEMM (sm90_fp8_gemm_1d2d.cuh:333-343), the
+ * interpreter and k_gemm.c round it (tensorwise two roundings,
  * tensor_scale's s · p · p); P = 0: one promotion after all of K, and
  * with P > 0 the loop's last, partial chunk is promoted too. P smaller
  * than the stage's K (MX's 32: a divisor, a multiple of the wgmma's K)
@@ -542,9 +543,10 @@ scales90(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef kstart, 
 			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0] : scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
 }
 
-/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk with scales sc,
- * tensorwise fl(fl(fl(inner · ts) · tp) · tp) (k_gemm.c's promote; outer
- * NULL: the only one, from +0, into res) */
+/* outer = fma(inner, fl(sa · sb), outer) for the chunk with scales sc (one
+ * FFMA, DeepGEMM's promotion), tensorwise fl(outer + fl(fl(fl(inner · ts)
+ * · tp) · tp)) (k_gemm.c's promote; outer NULL: the only one, from +0,
+ * into res) */
 static void
 promote90(E *e, const S90 *z, const Scales90 *sc, LLVMValueRef inner, LLVMValueRef outer,
           LLVMValueRef res[NACC_MAX])
@@ -552,10 +554,9 @@ promote90(E *e, const S90 *z, const Scales90 *sc, LLVMValueRef inner, LLVMValueR
 	for (int i = 0; i < z->nacc; i++) {
 		int mi = i / (z->bn / 2), j = i % (z->bn / 2);
 		LLVMValueRef in = LLVMBuildLoad2(e->b, e->g->f32, slot(e, inner, i), "");
-		LLVMValueRef y = sc->ts ? fmul_rn(e, fmul_rn(e, fmul_rn(e, in, sc->ts), sc->tp), sc->tp)
-		                        : fmul_rn(e, in, fmul_rn(e, sc->sa[mi][(j / 2) % 2], sc->sb[j / 4][j % 2]));
 		LLVMValueRef o = outer ? LLVMBuildLoad2(e->b, e->g->f32, slot(e, outer, i), "") : cf(e, 0);
-		o = fadd_rn(e, o, y);
+		o = sc->ts ? fadd_rn(e, o, fmul_rn(e, fmul_rn(e, fmul_rn(e, in, sc->ts), sc->tp), sc->tp))
+		           : ffma_rn(e, in, fmul_rn(e, sc->sa[mi][(j / 2) % 2], sc->sb[j / 4][j % 2]), o);
 		if (outer)
 			LLVMBuildStore(e->b, o, slot(e, outer, i));
 		else
