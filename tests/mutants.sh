@@ -167,7 +167,7 @@ ffma_sm90_mul_add|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		           : ffma_r
 ffma_sync_mul_add|codegen/k_gemm.c|codegen.emu$|				       : ffma_rn(e, in, fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1]), o);|				       : fadd_rn(e, o, fmul_rn(e, in, fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1])));
 ffma_interp_mul_add|ir/interp/gemm.c|interp.test_gemm|				o[j] = fmaf(in[j], s * sb[j], o[j]);|				o[j] = o[j] + in[j] * (s * sb[j]);
 ffma_slot_stage0|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	LLVMValueRef sa = scale_slot(e, z, sm, s, 0), sb = scale_slot(e, z, sm, s, 1);|	LLVMValueRef sa = scale_slot(e, z, sm, c64(e, 0), 0), sb = scale_slot(e, z, sm, c64(e, 0), 1);
-ffma_slot_next|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		producer_scales(e, z, g, sm, s, lane, row0, col0, M, N, kstart);|		producer_scales(e, z, g, sm, LLVMBuildURem(b, add64(e, s, c64(e, 1)), c64(e, (uint64_t)z->stages), ""), lane, row0, col0, M, N, kstart);
+ffma_slot_next|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		producer_scales(e, z, g, sm, s, lane, row0, col0, M, N, kstart);|		producer_scales(e, z, g, sm, LLVMBuildURem(b, add64(e, s, c64(e, 1)), c64(e, (uint64_t)z->stages), \"\"), lane, row0, col0, M, N, kstart);
 ffma_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_off + 8 * s))), z.sc_na ? 32 : 1);|(uint64_t)(z.bar_off + 8 * s))), 1);"
 
 survivors=0
