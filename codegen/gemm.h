@@ -91,6 +91,7 @@ int gemm_plan(Kern *k, G *g);
 /* a * b, a + b rounded on their own (mul.rn / add.rn: never an FMA) */
 LLVMValueRef fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef ffma_rn(E *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);   /* a · b + c, one rounding */
 /* the decoded scale_inv of operand op at row i (in range) and K chunk kstart */
 LLVMValueRef scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart);
 /* each operand has one scale_inv or none */

@@ -21,7 +21,8 @@
  * f32 accumulation. Transposes of fp8 or of a dynamic / odd R, narrow K
  * and e2m1 upcasts keep synchronous loads into the same stages. Scales apply
  * the interpreter's way: every P K-elements the inner accumulator is
- * promoted, outer = fl(outer + fl(inner · fl(sa · sb))), in K order; P is
+ * promoted, outer = fma(inner, fl(sa · sb), outer) (one fma.rn.f32, as
+ * DeepGEMM's FFMA; tensorwise two roundings, below), in K order; P is
  * the recipe's promote:N, else the scales' block along K (MX 32, NVFP4
  * 16, 1x128 128), else all of K (tensorwise, rowwise: one promotion at
  * the end); tensorwise, sa · sb as tensor_scale's s · p · p, which
@@ -374,6 +375,20 @@ op_rn(E *e, LLVMOpcode op, LLVMValueRef a, LLVMValueRef b)
 LLVMValueRef fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b) { return op_rn(e, LLVMFMul, a, b); }
 LLVMValueRef fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b) { return op_rn(e, LLVMFAdd, a, b); }
 
+/* a · b + c rounded once: on the GPU fma.rn.f32 (llvm.nvvm.fma.rn.f, one
+ * FFMA), on the host llvm.fma.f32 (the emulator's, correctly rounded
+ * whether or not the host has an FMA unit) */
+LLVMValueRef
+ffma_rn(E *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMValueRef x[3] = {a, b, c};
+	if (e->g->host) {
+		LLVMTypeRef t = e->g->f32;
+		return intrin(e, "llvm.fma.f32", &t, 1, x, 3);
+	}
+	return intrin(e, "llvm.nvvm.fma.rn.f", NULL, 0, x, 3);
+}
+
 /* a ^ ((a >> 3) & mask): the XOR swizzles of mma_frag.h */
 static LLVMValueRef
 xor_swizzle(E *e, LLVMValueRef a, unsigned mask)
@@ -708,10 +723,11 @@ frag_init(E *e, const G *g, Frag *fr, const GPos *p, LLVMValueRef N)
 		}
 }
 
-/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk at kstart
- * (tensorwise: fl(fl(fl(inner · s) · p) · p), tensor_scale); inner = 0.
- * outer NULL: the only promotion, outer starts at +0 and the result goes
- * to res. */
+/* outer = fma(inner, fl(sa · sb), outer) for the chunk at kstart, one
+ * FFMA as DeepGEMM promotes and the interpreter models it (ir/interp/
+ * gemm.c's promote_body); tensorwise two roundings, fl(outer +
+ * fl(fl(fl(inner · s) · p) · p)) (tensor_scale); inner = 0. outer NULL:
+ * the only promotion, outer starts at +0 and the result goes to res. */
 static void
 promote(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer,
         LLVMValueRef kstart, LLVMValueRef res[NACC_MAX])
@@ -735,10 +751,9 @@ promote(E *e, const G *g, const Frag *fr, LLVMValueRef inner, LLVMValueRef outer
 			for (int v = 0; v < 4; v++) {
 				int a = (mi * NI + ni) * 4 + v;
 				LLVMValueRef in = LLVMBuildLoad2(e->b, e->g->f32, slot(e, inner, a), "");
-				LLVMValueRef y = ts ? fmul_rn(e, fmul_rn(e, fmul_rn(e, in, ts), tp), tp)
-				                    : fmul_rn(e, in, fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1]));
 				LLVMValueRef o = outer ? LLVMBuildLoad2(e->b, e->g->f32, slot(e, outer, a), "") : cf(e, 0);
-				o = fadd_rn(e, o, y);
+				o = ts ? fadd_rn(e, o, fmul_rn(e, fmul_rn(e, fmul_rn(e, in, ts), tp), tp))
+				       : ffma_rn(e, in, fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1]), o);
 				if (outer) {
 					LLVMBuildStore(e->b, o, slot(e, outer, a));
 					LLVMBuildStore(e->b, cf(e, 0), slot(e, inner, a));

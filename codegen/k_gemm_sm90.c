@@ -26,8 +26,9 @@
  * Promotion (DeepGEMM's structure, fp8_gemm.cuh's math loop): every P
  * K-elements (P a multiple of the stage's K, or below) the wgmmas of the chunk go
  * into a temporary accumulator (scale-d 0 on the chunk's first), then
- * after the wait outer = fl(outer + fl(inner · fl(sa · sb))) in fp32
- * registers, as the interpreter and k_gemm.c round it (no FMA; tensorwise
+ * after the wait outer = fma(inner, fl(sa · sb), outer) in fp32
+ * registers, one FFMA, as DeepGEMM (sm90_fp8_gemm_1d2d.cuh:333-343), the
+ * interpreter and k_gemm.c round it (tensorwise two roundings,
  * tensor_scale's s · p · p); P = 0: one promotion after all of K, and
  * with P > 0 the loop's last, partial chunk is promoted too. P smaller
  * than the stage's K (MX's 32: a divisor, a multiple of the wgmma's K)
@@ -138,6 +139,12 @@ typedef struct S90 {
 	int c_span;           /* the epilogue's C buffer: its swizzle span in bytes
 	                         (128, 64, 32), 0 for none (stores from registers) */
 	int c_off, c_bytes;   /* the C buffer, between the ring and the barriers */
+	int sc_na, sc_nb;     /* block-scaled promotion: the scales a stage's slot
+	                         holds, A's (bm, or 1 for a scale uniform over
+	                         the tile) and B's (bn or 1); 0: scales from
+	                         global memory (tensorwise, MX's chunks, none) */
+	int sc_off, sc_bytes; /* the slots, one a stage (sc_bytes each), after
+	                         the C buffer */
 } S90;
 
 /* The shape of a bm x bn tile, or an error naming what does not fit (in
@@ -150,6 +157,28 @@ typedef struct S90 {
  * get_pipeline_config: kNumMaxStages = 16). */
 static int scale_uniform(const Func *f, const GOp *op, int tile);
 static int scale_straddles(const Func *f, const GOp *op, int tile);
+
+/* Whether a promotion's scales come with the stage (issue 28 §4,
+ * DeepGEMM's sm90_fp8_gemm_1d2d.cuh: A's scales by TMA into smem_sfa[s]
+ * with the stage, B's through shared memory): block scales (not
+ * tensorwise) promoted every P of a whole number of stages. The producer
+ * warp writes each stage's scales into the stage's slot before the
+ * stage's full barrier completes, so the consumers' K loop reads them
+ * from shared memory (no ld.global). MX's chunks inside a stage
+ * (P < the stage's K) keep their global loads. */
+static int
+scales_by_stage(const Func *f, const G *g)
+{
+	long bke = KB / gemm_ebytes(g->op[0].fmt);
+	if (!g->P || g->P < bke)
+		return 0;
+	for (int o = 0; o < 2; o++) {
+		const GOp *op = &g->op[o];
+		if (op->s >= 0 && (f->val[op->s].type.block[0] || f->val[op->s].type.block[1]))
+			return 1;
+	}
+	return 0;
+}
 
 /* Whether the epilogue goes through shared memory and a TMA store: a
  * 16-bit result (stmatrix moves b16) that does not accumulate, whose rows
@@ -209,7 +238,12 @@ shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 		z->c_span = bn * 2 % 128 == 0 ? 128 : bn * 2 % 64 == 0 ? 64 : 32;
 		z->c_bytes = bm * bn * 2;
 	}
-	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + 2 * 8);
+	if (scales_by_stage(f, g)) {
+		z->sc_na = scale_uniform(f, &g->op[0], bm) ? 1 : bm;
+		z->sc_nb = scale_uniform(f, &g->op[1], bn) ? 1 : bn;
+		z->sc_bytes = (z->sc_na + 3) / 4 * 16 + (z->sc_nb + 3) / 4 * 16;
+	}
+	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + z->sc_bytes + 2 * 8);
 	if (z->stages > STAGES_MAX)
 		z->stages = STAGES_MAX;
 	if (z->stages < (bm * bn < 128 * 192 ? 4 : STAGES_MIN)) {
@@ -218,7 +252,8 @@ shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 		return -1;
 	}
 	z->c_off = z->stages * z->stage_bytes;
-	z->bar_off = z->c_off + z->c_bytes;
+	z->sc_off = z->c_off + z->c_bytes;
+	z->bar_off = z->sc_off + z->stages * z->sc_bytes;
 	z->smem = z->bar_off + 2 * z->stages * 8;
 	return 0;
 }
@@ -542,9 +577,10 @@ scales90(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef kstart, 
 			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0] : scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
 }
 
-/* outer = fl(outer + fl(inner · fl(sa · sb))) for the chunk with scales sc,
- * tensorwise fl(fl(fl(inner · ts) · tp) · tp) (k_gemm.c's promote; outer
- * NULL: the only one, from +0, into res) */
+/* outer = fma(inner, fl(sa · sb), outer) for the chunk with scales sc (one
+ * FFMA, DeepGEMM's promotion), tensorwise fl(outer + fl(fl(fl(inner · ts)
+ * · tp) · tp)) (k_gemm.c's promote; outer NULL: the only one, from +0,
+ * into res) */
 static void
 promote90(E *e, const S90 *z, const Scales90 *sc, LLVMValueRef inner, LLVMValueRef outer,
           LLVMValueRef res[NACC_MAX])
@@ -552,10 +588,9 @@ promote90(E *e, const S90 *z, const Scales90 *sc, LLVMValueRef inner, LLVMValueR
 	for (int i = 0; i < z->nacc; i++) {
 		int mi = i / (z->bn / 2), j = i % (z->bn / 2);
 		LLVMValueRef in = LLVMBuildLoad2(e->b, e->g->f32, slot(e, inner, i), "");
-		LLVMValueRef y = sc->ts ? fmul_rn(e, fmul_rn(e, fmul_rn(e, in, sc->ts), sc->tp), sc->tp)
-		                        : fmul_rn(e, in, fmul_rn(e, sc->sa[mi][(j / 2) % 2], sc->sb[j / 4][j % 2]));
 		LLVMValueRef o = outer ? LLVMBuildLoad2(e->b, e->g->f32, slot(e, outer, i), "") : cf(e, 0);
-		o = fadd_rn(e, o, y);
+		o = sc->ts ? fadd_rn(e, o, fmul_rn(e, fmul_rn(e, fmul_rn(e, in, sc->ts), sc->tp), sc->tp))
+		           : ffma_rn(e, in, fmul_rn(e, sc->sa[mi][(j / 2) % 2], sc->sb[j / 4][j % 2]), o);
 		if (outer)
 			LLVMBuildStore(e->b, o, slot(e, outer, i));
 		else
@@ -658,11 +693,55 @@ load_operand(E *e, LLVMValueRef dst, LLVMValueRef tm, int mn, int rows, LLVMValu
 		                  LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), k0, bar);
 }
 
+/* Stage s's scale slot: A's sc_na floats, then B's sc_nb, 16-byte
+ * aligned each */
+static LLVMValueRef
+scale_slot(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s, int o)
+{
+	uint64_t off = (uint64_t)z->sc_off + (o ? (uint64_t)(z->sc_na + 3) / 4 * 16 : 0);
+	return gep(e, sm, add64(e, c64(e, off), mul64(e, s, (uint64_t)z->sc_bytes)));
+}
+
+/* The producer warp's part of a stage with scales (scales_by_stage): lane
+ * l stores A's scales of the tile's rows l, l + 32, .. and B's of its
+ * columns into the stage's slot, read as scale_at reads them for the
+ * chunk at kstart (rows past the edge clamped to 0, as frag90's: their
+ * results are never stored) */
+static void
+producer_scales(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef s, LLVMValueRef lane,
+                LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef M, LLVMValueRef N, LLVMValueRef kstart)
+{
+	/* a rolled loop a lane, from opaque bases: unrolled and hoisted out
+	 * of the tile loop, the rows' scale addresses spilled 24 bytes at
+	 * 128 x 128 (1x128 x 1x128) */
+	for (int o = 0; o < 2; o++) {
+		int n = o ? z->sc_nb : z->sc_na;
+		LLVMValueRef base = asm_opaque_u64(e->g, o ? col0 : row0), lim = o ? N : M;
+		LLVMValueRef slot = scale_slot(e, z, sm, s, o);
+		Loop l;
+		LLVMValueRef j = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)(n + 31) / 32));
+		LLVMValueRef i = add64(e, lane, mul64(e, j, 32));
+		LLVMBasicBlockRef in = n % 32 ? begin_if(e, ult(e, i, c64(e, (uint64_t)n))) : NULL;
+		LLVMValueRef v = add64(e, base, i);
+		LLVMValueRef vc = LLVMBuildTrunc(e->b, sel(e, ult(e, v, lim), v, c64(e, 0)), e->g->i32, "");
+		store_al(e, scale_at(e, &g->op[o], vc, kstart), gep(e, slot, mul64(e, i, 4)), 4);
+		if (in)
+			end_if(e, in);
+		loop_end(e, &l);
+		loop_nounroll(e, &l);
+	}
+}
+
 /* The producer's tile: K tiles it0 + kt of the ring, A's rows at row0,
- * B's at col0 */
+ * B's at col0. With scales by stage (z->sc_na) a warp runs it: every
+ * lane waits for the free stage, stores its scales into the stage's slot
+ * and arrives on full (32 arrivals, lane 0's the arrive.expect_tx, after
+ * its own stores, then the TMA loads): mbarrier.arrive releases each
+ * lane's st.shared to the consumers' wait. Else one thread. */
 static void
 producer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb,
-              LLVMValueRef it0, LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef nkt, long bke)
+              LLVMValueRef it0, LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef nkt, long bke,
+              LLVMValueRef lane, LLVMValueRef M, LLVMValueRef N)
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
@@ -672,11 +751,24 @@ producer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef tma,
 	ring_at(e, z, add64(e, it0, kt), &s, &ph);
 	LLVMValueRef full = full_bar(e, z, sm, s);
 	asm90_mbar_wait(cg, empty_bar(e, z, sm, s), LLVMBuildXor(b, ph, c32(e, 1), ""));
+	LLVMBasicBlockRef l0 = NULL;
+	if (z->sc_na) {
+		LLVMValueRef kel = mul64(e, kt, (uint64_t)bke);
+		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
+		producer_scales(e, z, g, sm, s, lane, row0, col0, M, N, kstart);
+		LLVMValueRef is0 = LLVMBuildICmp(b, LLVMIntEQ, lane, c64(e, 0), "");
+		LLVMBasicBlockRef other = begin_if(e, LLVMBuildNot(b, is0, ""));
+		asm90_mbar_arrive(cg, full);
+		end_if(e, other);
+		l0 = begin_if(e, is0);
+	}
 	asm90_mbar_arrive_expect_tx(cg, full, (unsigned)z->stage_bytes);
 	LLVMValueRef st = gep(e, sm, mul64(e, s, (uint64_t)z->stage_bytes));
 	LLVMValueRef k0 = LLVMBuildTrunc(b, mul64(e, kt, (uint64_t)bke), cg->i32, "");
 	load_operand(e, st, tma, g->op[0].tr, z->bm, k0, row0, full);
 	load_operand(e, gep(e, st, c64(e, (uint64_t)z->a_bytes)), tmb, g->op[1].tr, z->bn, k0, col0, full);
+	if (l0)
+		end_if(e, l0);
 	loop_end(e, &l);
 }
 
@@ -834,6 +926,36 @@ chunks_in_stage(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef in
 	loop_nounroll(e, &l);
 }
 
+/* The chunk's scales from stage s's slot (scales_by_stage), A's (ops bit
+ * 0) and B's (bit 1): this thread's rows and columns of the tile (frag90
+ * from 0), or the slot's one value where a scale spans the tile. Read
+ * after the stage's full barrier and before its empty arrival (then the
+ * producer may refill the slot): A's, and a B scale that spans the tile,
+ * before the wgmmas, as DeepGEMM reads smem_sfa[s] ("all shared memory
+ * read must be prior to warpgroup_arrive"); B's per column (1x128 x
+ * 1x128 wgrad: bn / 4 values a thread) after the wait, where they are
+ * not live across the wgmmas beside both accumulator sets (ptxas spilled
+ * 24 bytes at 128 x 128 with them read before) */
+static void
+stage_scales(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s, LLVMValueRef tid, Scales90 *sc, int ops)
+{
+	Frag90 fr;
+	LLVMValueRef big = c64(e, (uint64_t)1 << 40);
+	frag90(e, z, &fr, tid, c64(e, 0), c64(e, 0), big, big);
+	LLVMValueRef sa = scale_slot(e, z, sm, s, 0), sb = scale_slot(e, z, sm, s, 1);
+	sc->ts = sc->tp = NULL;
+	for (int mi = 0; mi < z->mi && (ops & 1); mi++)
+		for (int h = 0; h < 2; h++)
+			sc->sa[mi][h] = z->sc_na == 1 && (mi || h) ? sc->sa[0][0]
+			                : load_al(e, e->g->f32, gep(e, sa, z->sc_na == 1 ? c64(e, 0)
+			                                            : mul64(e, fr.rowv[mi][h], 4)), 4);
+	for (int ni = 0; ni < z->bn / 8 && (ops & 2); ni++)
+		for (int x = 0; x < 2; x++)
+			sc->sb[ni][x] = z->sc_nb == 1 && (ni || x) ? sc->sb[0][0]
+			                : load_al(e, e->g->f32, gep(e, sb, z->sc_nb == 1 ? c64(e, 0)
+			                                            : mul64(e, fr.colv[ni][x], 4)), 4);
+}
+
 /* The consumers' main loop over one tile's K: the chunk's wgmmas into
  * inner, promoted into outer every P (g->P > 0) */
 static void
@@ -876,7 +998,9 @@ consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inne
 	 * columns from opaque bases: not hoisted and held across the K loop
 	 * beside the accumulators */
 	Scales90 sc;
-	if (g->P) {
+	if (z->sc_na) {
+		stage_scales(e, z, sm, s, tid, &sc, z->sc_nb == 1 ? 3 : 1);
+	} else if (g->P) {
 		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
 		Frag90 fr;
 		frag90(e, z, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
@@ -901,6 +1025,8 @@ consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inne
 	asm90_wgmma_wait(cg, 0);
 	for (int i = 0; i < z->nacc; i++)
 		LLVMBuildStore(b, d[i], slot(e, inner, i));
+	if (z->sc_nb > 1)
+		stage_scales(e, z, sm, s, tid, &sc, 2);
 	/* the stage is read: free it (one arrival per warp) */
 	LLVMBasicBlockRef fr_ = begin_if(e, lane0);
 	asm90_mbar_arrive(cg, empty_bar(e, z, sm, s));
@@ -1095,7 +1221,7 @@ emit_gemm_sm90(E *e)
 	 * per consumer warp */
 	LLVMBasicBlockRef init = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
 	for (int s = 0; s < z.stages; s++) {
-		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * s))), 1);
+		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * s))), z.sc_na ? 32 : 1);
 		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * (z.stages + s)))),
 		                (unsigned)(4 * z.ncw));
 	}
@@ -1108,15 +1234,16 @@ emit_gemm_sm90(E *e)
 	LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "join");
 	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, wg, c64(e, 0), ""), prod, cons);
 
-	/* the producer: one thread feeds the ring, tile after tile */
+	/* the producer: one thread feeds the ring, tile after tile (a warp
+	 * where the scales come with the stage) */
 	LLVMPositionBuilderAtEnd(b, prod);
 	asm90_setmaxnreg(cg, 0, PRODUCER_REGS);
-	LLVMBasicBlockRef one = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
+	LLVMBasicBlockRef one = begin_if(e, ult(e, tid, c64(e, z.sc_na ? 32 : 1)));
 	TileLoop tl;
 	LLVMValueRef tile, row0, col0;
 	LLVMValueRef ti = tiles_begin(e, &tl, ntiles, &tile);
 	tile_at(e, &z, tile, nmb, nnb, &row0, &col0);
-	producer_tile(e, &z, &g, sm, tma, tmb, ring_base(e, ti, nkt), row0, col0, nkt, bke);
+	producer_tile(e, &z, &g, sm, tma, tmb, ring_base(e, ti, nkt), row0, col0, nkt, bke, tid, M, N);
 	loop_end(e, &tl.l);
 	end_if(e, one);
 	LLVMBuildBr(b, join);

@@ -168,6 +168,21 @@ mx_chunk_past_k|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	int guard = g->K < 0 \
 mx_chunk_scale_d|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|d + mi * (z->bn / 2), c32(e, j ? 1 : 0),|d + mi * (z->bn / 2), c32(e, 1),
 mx_whole_column|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(b, fr.colv[ni][x], nbk|(b, fr.colv[0][x], nbk"
 
+# ffma (issue 28 §4): blockwise promotion as DeepGEMM does it. The
+# promotion as a separate multiply and add (two roundings) in the wgmma
+# kernel, the mma.sync kernel and the interpreter's promotion pass (each
+# against the FFMA model); the consumers reading the scales of stage 0's
+# slot whatever the stage; the producer warp storing a stage's scales into
+# the next stage's slot; the full barrier expecting the TMA lane alone
+# (the other lanes' scale stores then unordered before the consumers').
+MUTANTS="$MUTANTS
+ffma_sm90_mul_add|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		           : ffma_rn(e, in, fmul_rn(e, sc->sa[mi][(j / 2) % 2], sc->sb[j / 4][j % 2]), o);|		           : fadd_rn(e, o, fmul_rn(e, in, fmul_rn(e, sc->sa[mi][(j / 2) % 2], sc->sb[j / 4][j % 2])));
+ffma_sync_mul_add|codegen/k_gemm.c|codegen.emu$|				       : ffma_rn(e, in, fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1]), o);|				       : fadd_rn(e, o, fmul_rn(e, in, fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1])));
+ffma_interp_mul_add|ir/interp/gemm.c|interp.test_gemm|				o[j] = fmaf(in[j], s * sb[j], o[j]);|				o[j] = o[j] + in[j] * (s * sb[j]);
+ffma_slot_stage0|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	LLVMValueRef sa = scale_slot(e, z, sm, s, 0), sb = scale_slot(e, z, sm, s, 1);|	LLVMValueRef sa = scale_slot(e, z, sm, c64(e, 0), 0), sb = scale_slot(e, z, sm, c64(e, 0), 1);
+ffma_slot_next|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		producer_scales(e, z, g, sm, s, lane, row0, col0, M, N, kstart);|		producer_scales(e, z, g, sm, LLVMBuildURem(b, add64(e, s, c64(e, 1)), c64(e, (uint64_t)z->stages), \"\"), lane, row0, col0, M, N, kstart);
+ffma_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_off + 8 * s))), z.sc_na ? 32 : 1);|(uint64_t)(z.bar_off + 8 * s))), 1);"
+
 survivors=0
 stale=0
 total=0

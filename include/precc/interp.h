@@ -336,10 +336,13 @@ int precc_transpose(const void *x, size_t elem_bytes, long rows, long cols,
  *   along K). Each scale block along K must be a multiple of P.
  *   For each chunk, in ascending k:
  *     inner = 0; for k: inner = acc_round(fl(inner + fl(a*b)))
- *   where every fl is one fp32 RNE operation (no FMA, ever), and
+ *   where every fl is one fp32 RNE operation (no FMA in the sums), and
  *   acc_round keeps acc_mbits explicit mantissa bits by truncation toward
  *   zero (acc_mbits 0 or >= 23: identity, i.e. exact fp32).
- *   Then  outer = fl(outer + fl(inner * fl(sa * sb))),  outer starting 0.
+ *   Then  outer = fma(inner, fl(sa * sb), outer),  outer starting +0:
+ *   one rounding, DeepGEMM's FFMA (docs/interpreter.md); tensorwise
+ *   scales (one per operand) fl(outer + fl(fl(fl(inner * s) * p) * p)),
+ *   s * p * p = sa * sb.
  * Epilogue: y = fl(fl(outer * alpha) + bias[j]) (bias NULL = none);
  *   *out_amax = max |y| (NaN propagates); then
  *   C[i,j] = precc_encode(out_fmt, fl(y * out_scale), RNE, out_saturate).

@@ -8,8 +8,9 @@
  * panel inside it, the task packs B (NR-column micro-panels) once and A
  * (MR-row micro-panels) per block, decoded to fp32, and runs a 6x16
  * register-blocked microkernel. Every element of C sees the
- * same operation sequence (ascending k, one fp32 mul then one fp32 add,
- * never FMA) whatever the tile, thread or vector width, so results are
+ * same operation sequence (ascending k, one fp32 mul then one fp32 add;
+ * a block-scaled promotion is one fused multiply-add, DeepGEMM's FFMA,
+ * promote_body) whatever the tile, thread or vector width, so results are
  * bit-identical for any thread count and on any x86-64 or other machine.
  * On x86-64 the macro kernel is compiled twice (baseline SSE2 with 4-float
  * vectors, and AVX2 without FMA with 8-float vectors) and picked at run
@@ -184,11 +185,10 @@ microkernel(long kc, const float *restrict a, const float *restrict b,
 		v8 sb0 = vload(pr->sb), sb1 = vload(pr->sb + 8), z = vsplat(0.0f);
 #define PR(i) do { \
 	v8 s_ = vsplat(pr->sa[i]); \
-	v8 t0_ = c##i##0 * (s_ * sb0), t1_ = c##i##1 * (s_ * sb1); \
 	v8 o0_ = pr->first ? z : vload(pr->o + i * ldc); \
 	v8 o1_ = pr->first ? z : vload(pr->o + i * ldc + 8); \
-	o0_ = o0_ + t0_; \
-	o1_ = o1_ + t1_; \
+	o0_ = (v8)_mm256_fmadd_ps(c##i##0, s_ * sb0, o0_); \
+	o1_ = (v8)_mm256_fmadd_ps(c##i##1, s_ * sb1, o1_); \
 	VSTORE(pr->o + i * ldc, o0_); \
 	VSTORE(pr->o + i * ldc + 8, o1_); \
 } while (0)
@@ -311,12 +311,11 @@ microkernel16(long kc, const float *restrict a, const float *restrict b,
 	}
 	if (pr) {
 		/* the chunk's promotion, as promote_body does it:
-		 * o = (first ? 0 : o) + in * fl(sa[i] * sb[j]) */
+		 * o = fma(in, fl(sa[i] * sb[j]), first ? 0 : o) */
 		v16 sbv = vload16(pr->sb);
 #define PR(i) do { \
-	v16 t_ = c##i * (vsplat16(pr->sa[i]) * sbv); \
 	v16 o_ = pr->first ? zero : vload16(pr->o + i * ldc); \
-	o_ = o_ + t_; \
+	o_ = (v16)_mm512_fmadd_ps(c##i, vsplat16(pr->sa[i]) * sbv, o_); \
 	VSTORE(pr->o + i * ldc, o_); \
 } while (0)
 		PR(0); PR(1); PR(2); PR(3); PR(4); PR(5);
@@ -365,12 +364,10 @@ microkernel16x2(long kc, const float *restrict a0, const float *restrict a1,
 	if (pr) {
 		v16 sbv = vload16(pr->sb);
 #define PR(i) do { \
-	v16 t_ = c##i * (vsplat16(pr->sa[i]) * sbv); \
-	v16 u_ = d##i * (vsplat16(pr->sa[i + MR]) * sbv); \
 	v16 o_ = pr->first ? zero : vload16(pr->o + i * ldc); \
 	v16 p_ = pr->first ? zero : vload16(pr->o + (i + MR) * ldc); \
-	o_ = o_ + t_; \
-	p_ = p_ + u_; \
+	o_ = (v16)_mm512_fmadd_ps(c##i, vsplat16(pr->sa[i]) * sbv, o_); \
+	p_ = (v16)_mm512_fmadd_ps(d##i, vsplat16(pr->sa[i + MR]) * sbv, p_); \
 	VSTORE(pr->o + i * ldc, o_); \
 	VSTORE(pr->o + (i + MR) * ldc, p_); \
 } while (0)
@@ -670,7 +667,18 @@ tensor_scale(float sa, float sb, float *s, float *p)
 
 /* outer += inner * (sa * sb) for one MC block after chunk kq; compiled
  * once per ISA like the macro kernel (at P = 128 the baseline copy took
- * 7% of an fp8 GEMM). */
+ * 7% of an fp8 GEMM).
+ *
+ * Block scales: outer = fma(inner, fl(sa * sb), outer), one rounding, as
+ * DeepGEMM promotes (deepseek-ai/DeepGEMM 54e2261 deep_gemm/include/
+ * deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh:333 scale_0_0 = scale_a_0 *
+ * scale_b_0, :343 shifted_accum[i] += scale_0_0 * accum[i], which nvcc
+ * contracts into one FFMA: its JIT never passes --fmad=false) and as
+ * precc's kernels emit it (fma.rn.f32, k_gemm.c's promote). The first
+ * chunk is fma(inner, s, +0): fl(inner * s), +0 for a -0 product, as
+ * DeepGEMM's final_accum starts at 0. Tensorwise scales keep two
+ * roundings, fl(outer + fl(fl(fl(inner * s) * p) * p)) (tensor_scale's
+ * s * p * p, docs/interpreter.md). */
 static inline __attribute__((always_inline)) void
 promote_body(const Gemm *g, long ic, long mc, long jc, long nc, long kq,
         const float *inner, float *outer)
@@ -705,10 +713,10 @@ promote_body(const Gemm *g, long ic, long mc, long jc, long nc, long kq,
 		float s = sa[i];
 		if (kq == 0)
 			for (j = 0; j < nc; j++)
-				o[j] = 0.0f + in[j] * (s * sb[j]);
+				o[j] = fmaf(in[j], s * sb[j], 0.0f);
 		else
 			for (j = 0; j < nc; j++)
-				o[j] = o[j] + in[j] * (s * sb[j]);
+				o[j] = fmaf(in[j], s * sb[j], o[j]);
 	}
 }
 
@@ -721,8 +729,8 @@ name(const Gemm *g, long ic, long mc, long jc, long nc, long kq,              \
 }
 PROMOTE_COPY(promote_base, )
 #ifdef HAVE_AVX2_COPY
-PROMOTE_COPY(promote_avx2, __attribute__((target("avx2"))))
-PROMOTE_COPY(promote_avx512, __attribute__((target("avx512f"))))
+PROMOTE_COPY(promote_avx2, __attribute__((target("avx2,fma"))))
+PROMOTE_COPY(promote_avx512, __attribute__((target("avx512f,fma"))))
 #endif
 
 static void

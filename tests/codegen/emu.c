@@ -872,6 +872,24 @@ emu_cta_threads(void)
 	return nthreads_of[my_slot];
 }
 
+/* racecheck's epochs across an mbarrier (emu_tma.c): a phase's completion
+ * takes the CTA clock's next value; a thread whose wait sees the phase
+ * complete takes it as its epoch, as bar.sync's waiters take the
+ * barrier's, so the accesses of the phase's arrivers before their
+ * arrival (each tagged with its own earlier epoch) are ordered before the
+ * waiter's after its wait */
+unsigned
+emu_epoch_next(void)
+{
+	return __atomic_add_fetch(&epoch_clock[my_slot], 1, __ATOMIC_RELAXED);
+}
+
+void
+emu_epoch_take(unsigned e)
+{
+	my_epoch = e;
+}
+
 void
 emu_shared_async(void *p, uint64_t n)
 {

@@ -56,6 +56,9 @@ unsigned emu_ctaid_x(void);   /* the running thread's CTA */
 /* bytes [p, p+n) of this CTA's shared memory were written by the async
  * proxy (TMA): racecheck's shadow of them starts clean */
 void emu_shared_async(void *p, uint64_t n);
+/* racecheck's epochs: the CTA clock's next value; this thread's epoch */
+unsigned emu_epoch_next(void);
+void emu_epoch_take(unsigned e);
 /* emu_tma.c: per-CTA reset at launch, and per thread at kernel exit */
 void emu_tma_reset(unsigned slot);
 void emu_tma_leave(void);

@@ -38,6 +38,10 @@
  *
  * Race checking: a TMA write is the async proxy's, not a thread's, so the
  * bytes it writes start clean in racecheck's shadow (emu_shared_async).
+ * A phase's completion is an epoch of racecheck's (emu.c's
+ * emu_epoch_take): a thread's st.shared before its arrive is ordered
+ * before the loads of a thread that waited for that phase (the sm_90a
+ * GEMM's producer warp writes each stage's scales so).
  * A thread that reads a stage before its wait is not caught by racecheck;
  * the data it reads is then the 0xa5 of fresh shared memory or an older
  * stage, which the comparison with the interpreter catches.
@@ -128,6 +132,7 @@ typedef struct Mbar {
 	uint32_t expected, pending, phase;
 	int64_t tx;
 	uint64_t arrived[1024 / 64];   /* threads that arrived in this phase */
+	unsigned epoch;                /* racecheck: the last completion's epoch */
 } Mbar;
 static Mbar mbar[EMU_NSLOT][MAXBAR];
 static int nmbar[EMU_NSLOT], nexit[EMU_NSLOT], broken[EMU_NSLOT];
@@ -199,6 +204,7 @@ complete(Mbar *b)
 {
 	if (b->pending == 0 && b->tx == 0) {
 		b->phase++;
+		b->epoch = emu_epoch_next();
 		b->pending = b->expected;
 		memset(b->arrived, 0, sizeof b->arrived);
 		pthread_cond_broadcast(&cv);
@@ -231,7 +237,7 @@ precc_emu_mbar_init(void *bar, uint32_t count)
 	else {
 		if (!b)
 			b = &mbar[my_slot][nmbar[my_slot]++];
-		*b = (Mbar){(uintptr_t)bar, count, count, 0, 0, {0}};
+		*b = (Mbar){(uintptr_t)bar, count, count, 0, 0, {0}, 0};
 	}
 	pthread_mutex_unlock(&mu);
 }
@@ -325,6 +331,10 @@ precc_emu_mbar_try_wait(void *bar, uint32_t parity)
 		}
 		waiting[my_slot][my_tid].b = NULL;
 	}
+	/* the phase of this parity completed (not a fresh barrier's "previous"
+	 * one): the waiter is ordered after its arrivals (emu_epoch_take) */
+	if (b && b->phase > 0 && (b->phase & 1) != (parity & 1))
+		emu_epoch_take(b->epoch);
 	pthread_mutex_unlock(&mu);
 	return 1;
 }

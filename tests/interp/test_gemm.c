@@ -71,7 +71,9 @@ ref_gemm(const precc_gemm_desc *d, long P, float *out, float *amax)
 				float s = sa * sb, p2 = 1;
 				if (tw)
 					ref_tensor_scale(sa, sb, &s, &p2);
-				outer = outer + inner * s * p2 * p2;
+				/* block scales: one FMA (DeepGEMM's FFMA);
+				 * tensorwise: two roundings */
+				outer = tw ? outer + inner * s * p2 * p2 : fmaf(inner, s, outer);
 			}
 			float y = outer * d->alpha;
 			if (d->bias)
@@ -138,6 +140,19 @@ test_hand(void)
 	d.b = (precc_gemm_operand){ a8, PRECC_FP32, &sb, { 0, 0 } };
 	CHECK_OK(precc_gemm(&d));
 	CHECK(r == 4 * 2 * 0.5f + 4 * 10 * 0.5f);
+
+	/* a block-scaled promotion is one fused multiply-add (DeepGEMM's
+	 * FFMA): chunk 1 gives outer = -1, chunk 2 inner = 1 + 2^-12 with
+	 * s = 1 + 2^-12: fma(inner, s, -1) = 2^-11 + 2^-24 exactly, where
+	 * the separate multiply would round the product to 1 + 2^-11 and
+	 * the add give 2^-11 */
+	float af[2] = { -1, 1 + 0x1p-12f }, bf[2] = { 1, 1 }, sf[2] = { 1, 1 + 0x1p-12f };
+	precc_gemm_desc_init(&d);
+	d.m = 1; d.n = 1; d.k = 2; d.c = &r;
+	d.a = (precc_gemm_operand){ af, PRECC_FP32, sf, { 1, 1 } };
+	d.b = (precc_gemm_operand){ bf, PRECC_FP32, NULL, { 0, 0 } };
+	CHECK_OK(precc_gemm(&d));
+	CHECK(r == 0x1p-11f + 0x1p-24f);
 
 	/* NaN propagates to its row and to the output amax */
 	float an[4] = { 1, NAN, 1, 1 }, bn[4] = { 1, 1, 1, 1 }, cn[4];
