@@ -13,8 +13,8 @@
  * (dW 0, no rows), a single token, unaligned counts (where the recipe's
  * token_align allows), padding rows past the last expert (y and dX 0).
  * With a bf16 recipe, every row lands exactly once, in its own expert:
- * W_e = (e+1)·I gives y = (e+1)·x and dX = (e+1)·dY row by row, and dW_e's
- * sum is expert e's row count. Then bad offsets, refused before anything
+ * W_e = (e+1)·I gives y = (e+1)·x and dX = (e+1)·dY row by row, and dW_e
+ * sums the products of expert e's rows' markers (one in x, one in dY). Then bad offsets, refused before anything
  * runs (y left as it was): a wrong count, NULL, negative, not monotone,
  * past m_total, an expert starting inside a token block (token_align >
  * 1), and, for a group whose dgrad is not grouped, dx.
