@@ -294,13 +294,14 @@ class _GroupedGemm(torch.autograd.Function):
         return dx, dw, None, None, None, None
 
 
-def _check_index(idx, num_experts, what):
-    """top_k_index's values in [0, E): on the CPU refused with the reason
-    (route's message), on a GPU asserted on the device (no host sync)."""
+def _check_index(idx, num_experts, what, device_side):
+    """top_k_index's values in [0, E): refused with the reason (route's
+    message), or, device_side (the cuda backend), asserted on the device:
+    no host sync."""
     flat = idx.reshape(-1)
-    if (flat.device.type == "cpu" or idx.dtype.is_floating_point or idx.dtype.is_complex
+    if (not device_side or idx.dtype.is_floating_point or idx.dtype.is_complex
             or idx.dtype == torch.bool):
-        route(idx, num_experts, what)   # on a GPU only a bad dtype comes here: no sync
+        route(idx, num_experts, what)   # device_side: only a bad dtype comes here, no sync
     elif flat.numel():
         torch._assert_async(((flat >= 0) & (flat < num_experts)).all(),
                             "%s: top_k_index holds an expert outside 0..%d" % (
@@ -313,7 +314,8 @@ def _grouped_path(self, steps, x, top_k_index, top_k_weights):
     expert, as the per-expert path orders them, each expert's rows starting
     on the groups' token_align (zero rows between), m_total a static bound
     (T*k + E*(align-1), up to the steps' M multiple), so nothing waits for
-    the counts on the host. The same bits as the per-expert plans: each
+    the counts on the host (test_device_path's fake-driver step checks
+    that no op reads a tensor on the host). The same bits as the per-expert plans: each
     expert's rows, zero padded, go through the same kernels."""
     up, down = self._precc_kinds
     gu, gd = steps
@@ -327,7 +329,9 @@ def _grouped_path(self, steps, x, top_k_index, top_k_weights):
     m = -(-(n + E * (a - 1)) // mm) * mm
     order = torch.sort(flat, stable=True).indices
     s = flat[order]                                   # each sorted pair's expert
-    counts = torch.bincount(flat, minlength=E)
+    # (bincount reads its max on the host under CUDA; index_add_ does not)
+    counts = torch.zeros(E, dtype=torch.long, device=dev).index_add_(0, flat,
+                                                                     torch.ones_like(flat))
     padded = (counts + a - 1) // a * a
     ends = torch.cumsum(padded, 0)
     first = torch.cumsum(counts, 0) - counts          # an expert's first sorted pair
@@ -399,7 +403,7 @@ def _grouped_forward(self, x, top_k_index, top_k_weights):
         return torch.zeros_like(x)
     steps = self.grouped_steps(x.device) if self.precc_grouped else "precc_grouped is False"
     if not isinstance(steps, str) and _input_ok(up, x):
-        _check_index(top_k_index, E, "precc: " + fqn)
+        _check_index(top_k_index, E, "precc: " + fqn, steps[0].rt.backend == "cuda")
         return _grouped_path(self, steps, x, top_k_index, top_k_weights)
     order, counts = route(top_k_index, E, "precc: " + fqn)
     tok = order // k
