@@ -482,12 +482,13 @@ step_totals(const cJSON *layers, Body *body, int nbody, cJSON *ks, double tot[8]
 static void
 group_stats(cJSON *root, cJSON *s, FILE *out)
 {
+	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
 	const cJSON *gs = cJSON_GetObjectItemCaseSensitive(root, "groups"), *g, *e;
 	const cJSON *cls = cJSON_GetObjectItemCaseSensitive(root, "layer_classes");
 	const cJSON *ks = cJSON_GetObjectItemCaseSensitive(root, "kernels");
 	const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers"), *l;
 	long ngroup = 0, experts = 0, launches = 0, gemms = 0, quant = 0, per = 0, ungrouped = 0;
-	int same_e = 1, e0 = -1;
+	int same_e = 1, e0 = -1, left[3] = {0};   /* a GEMM some group leaves per expert */
 
 	if (!cJSON_IsArray(gs) || !cJSON_GetArraySize(gs))
 		return;
@@ -503,7 +504,7 @@ group_stats(cJSON *root, cJSON *s, FILE *out)
 	cJSON_ArrayForEach(g, gs) {
 		const cJSON *st = cJSON_GetObjectItemCaseSensitive(
 			cJSON_GetArrayItem(cls, (int)num(g, "class", -1)), "steps"), *x;
-		int ne = (int)num(g, "experts", 0), dgrad = 0;
+		int ne = (int)num(g, "experts", 0), grouped[3] = {0};
 		ngroup++;
 		experts += ne;
 		same_e &= e0 < 0 || e0 == ne;
@@ -518,9 +519,13 @@ group_stats(cJSON *root, cJSON *s, FILE *out)
 		}
 		const cJSON *gl = cJSON_GetObjectItemCaseSensitive(g, "gemms");
 		cJSON_ArrayForEach(x, gl)
-			dgrad |= cJSON_IsString(x) && !strcmp(x->valuestring, "dgrad");
+			for (int k = 0; k < 3; k++)
+				grouped[k] |= cJSON_IsString(x) && !strcmp(x->valuestring, g3[k]);
+		for (int k = 0; k < 3; k++)
+			left[k] |= !grouped[k];
 		/* the experts' own layers: every step of theirs, and those the
-		 * grouped plan leaves to them (dgrad's, when not grouped) */
+		 * grouped plan leaves to them (the steps labelled with a GEMM the
+		 * group does not run grouped) */
 		cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(g, "expert_layers")) {
 			int i = cJSON_IsString(e) && byi ? ir_names_get(&at, e->valuestring) : -1;
 			if (i < 0)
@@ -529,7 +534,8 @@ group_stats(cJSON *root, cJSON *s, FILE *out)
 				cJSON_GetArrayItem(cls, (int)num(byi[i], "class", -1)), "steps");
 			cJSON_ArrayForEach(x, es) {
 				per++;
-				ungrouped += !dgrad && !strcmp(str(x, "gemm"), "dgrad");
+				for (int k = 0; k < 3; k++)
+					ungrouped += !grouped[k] && !strcmp(str(x, "gemm"), g3[k]);
 			}
 		}
 	}
@@ -542,18 +548,23 @@ group_stats(cJSON *root, cJSON *s, FILE *out)
 	cJSON_AddNumberToObject(o, "grouped_gemms", (double)gemms);
 	cJSON_AddNumberToObject(o, "grouped_quantizes", (double)quant);
 	cJSON_AddNumberToObject(o, "expert_launches", (double)per);
-	cJSON_AddNumberToObject(o, "per_expert_dgrad_launches", (double)ungrouped);
-	char each[48] = "";
+	cJSON_AddNumberToObject(o, "per_expert_launches", (double)ungrouped);
+	char each[48] = "", which[32] = "";
 	if (same_e)
 		snprintf(each, sizeof each, ", %d experts each", e0);
+	for (int k = 0, n = 0; k < 3; k++)
+		if (left[k])
+			snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s",
+			         n++ ? " and " : "", g3[k]);
 	fprintf(out, "stats: %ld expert group%s%s: %ld grouped kernel launches per training "
 	        "step (%ld grouped GEMMs, %ld grouped quantizes) instead of the experts' %ld "
-	        "launches%s\n", ngroup, ngroup == 1 ? "" : "s", each, launches, gemms, quant,
-	        per, ungrouped ? "; their dgrad stays per expert" : "");
+	        "launches%s%s%s\n", ngroup, ngroup == 1 ? "" : "s", each, launches, gemms, quant,
+	        per, ungrouped ? "; their " : "", ungrouped ? which : "",
+	        !ungrouped ? "" : strchr(which, ' ') ? " stay per expert" : " stays per expert");
 	if (ungrouped)
 		fprintf(out, "stats: per step with the groups: %ld launches (%ld grouped + %ld "
-		        "per-expert dgrad launches, counted by the layers' dgrad-labelled steps)\n",
-		        launches + ungrouped, launches, ungrouped);
+		        "per-expert %s launches, counted by the layers' steps so labelled)\n",
+		        launches + ungrouped, launches, ungrouped, which);
 }
 
 char *

@@ -696,11 +696,12 @@ lower_plan(const Plan *plan, const char *layer_pattern)
  * (m-grouped; dgrad's B the stacked weights transposed, [K, G*N], expert
  * e's Wᵀ its columns e*N..) and wgrad (k-grouped). Scales must be
  * expressible per expert over the stacked or token-sorted operands: rows
- * of A (and 1xB, MX blocks) follow the tokens; a tensorwise weight scale
- * becomes {N x *} ({* x N} transposed), a rowwise one of dgrad's Wᵀ
- * {1 x N}; a weight block may not straddle
- * two experts; a tensorwise activation scale would need each expert's
- * own amax (a grouped amax, not here). */
+ * of A (and 1xB, MX blocks) follow the tokens; a rowwise scale of
+ * dgrad's Wᵀ becomes {1 x N}; a weight block may not straddle two experts;
+ * a tensorwise weight scale would become {N x *} ({* x N} transposed),
+ * which lower_gemm makes but codegen has no quantize kernel for yet; a
+ * tensorwise activation scale would need each expert's own amax (a
+ * grouped amax, not here). */
 static const char *
 group_refusal(const LayerPlan *lp, Gemm g)
 {
@@ -729,8 +730,12 @@ group_refusal(const LayerPlan *lp, Gemm g)
 				return "rowwise wgrad scales span every expert's tokens";
 			break;
 		case SCALING_CURRENT:
+			/* lower_gemm would make a weight's {N x *} over the stacked
+			 * weights, but codegen has no quantize kernel of that
+			 * granularity (codegen/kernel.c): precc build would fail */
 			if (g != GEMM_WGRAD && k == 1)
-				break;
+				return "a tensorwise weight scale per expert (an {N x *} quantize, not "
+				       "generated yet)";
 			return "a tensorwise activation scale per expert (a grouped amax)";
 		default:
 			return "delayed or NVFP4 scaling per expert";

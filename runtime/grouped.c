@@ -3,7 +3,8 @@
  * groups"; issue 29). A group's step is a layer after the manifest's
  * (manifest.h's rt_group), cut by split.c like any other; these calls
  * check what the caller says of the experts (the offsets), bind them, and
- * run the step's phases through layer.c's forward and backward.
+ * run the step's phases through layer.c's forward and backward; an output
+ * of a GEMM the group does not run grouped is refused (not_grouped).
  *
  * The offsets contract is the IR's (gemm_grouped, ir/interp/grouped.c):
  * one i32 per expert, its END offset into the token rows. cpu checks them
@@ -192,6 +193,25 @@ static int check_offsets(precc_rt *rt, int group, const char *call, long m,
 	return snapshot(rt, group, call, m, offsets, token_align(rt->art, l, g, ph), stream);
 }
 
+/* An output of a GEMM the group does not run grouped (precc build left it
+ * per expert: driver/grouped.c, frontend/lower.c group_refusal): its step
+ * has no such output, so a pointer given for it would be left unwritten;
+ * refused, rather than run per expert behind the caller's back (cuda
+ * would need the offsets on the host). */
+static int not_grouped(const rt_group *g, const char *call, int gemm, const void *p,
+                       const char *what)
+{
+	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
+
+	if (!p || g->gemm[gemm])
+		return 0;
+	rt_error("plan: group '%s': %s: %s given, but the group's %s is not grouped (precc "
+	         "build left it per expert): pass %s = NULL and run each expert's %s with its "
+	         "own layer (precc_rt_group_expert_layer)", g->name, call, what, g3[gemm], what,
+	         g3[gemm]);
+	return -1;
+}
+
 int precc_rt_forward_grouped(precc_rt *rt, int group, long m_total,
                              const int32_t *offsets, int noffsets,
                              const void *x, const void *w, void *y,
@@ -200,8 +220,9 @@ int precc_rt_forward_grouped(precc_rt *rt, int group, long m_total,
 {
 	static const char call[] = "precc_rt_forward_grouped";
 	precc_layer_ptrs p = {x, w, NULL, y, NULL, NULL, NULL, state, saved, workspace};
+	const rt_group *g = need_group(rt, group);
 
-	if (!need_group(rt, group) ||
+	if (!g || not_grouped(g, call, 0, y, "y") ||
 	    check_offsets(rt, group, call, m_total, offsets, noffsets, RT_PH_FWD, stream))
 		return -1;
 	return rt_forward_at(rt, rt->art->nlayer + group, m_total, &p, NULL, offsets, seed, stream);
@@ -218,16 +239,9 @@ int precc_rt_backward_grouped(precc_rt *rt, int group, long m_total,
 	precc_layer_ptrs p = {x, w, NULL, NULL, dy, dx, dw, state, saved, workspace};
 	const rt_group *g = need_group(rt, group);
 
-	if (!g)
-		return -1;
-	if (dx && !g->gemm[1]) {
-		rt_error("plan: group '%s': %s: dx given, but the group's dgrad is not grouped "
-		         "(its B is each expert's Wᵀ, frontend/lower.c): pass dx = NULL and run "
-		         "each expert's dgrad with its own layer (precc_rt_group_expert_layer)",
-		         g->name, call);
-		return -1;
-	}
-	if (check_offsets(rt, group, call, m_total, offsets, noffsets, -1, stream))
+	if (!g || not_grouped(g, call, 1, dx, "dx") || not_grouped(g, call, 2, dw, "dw") ||
+	    not_grouped(g, call, 2, main_grad, "main_grad") ||
+	    check_offsets(rt, group, call, m_total, offsets, noffsets, -1, stream))
 		return -1;
 	return rt_backward_at(rt, rt->art->nlayer + group, m_total, &p, main_grad, NULL, offsets,
 	                      seed, stream);

@@ -435,8 +435,11 @@ int precc_rt_commit_buffers(precc_rt *rt, int layer, long m,
  *
  * precc build writes, per MoE block whose experts share a policy, a group
  * (docs/artifacts.md, "Expert groups"): one grouped quantize per tensor
- * and one grouped GEMM per grouped GEMM kind (fprop m-grouped, wgrad
- * k-grouped) for all its experts, instead of a launch per expert.
+ * and one grouped GEMM per grouped GEMM kind (fprop and dgrad m-grouped,
+ * wgrad k-grouped) for all its experts, instead of a launch per expert.
+ * A GEMM the recipe cannot group (group_info.grouped[] 0: e.g. a rowwise
+ * wgrad, whose scales span every expert's tokens) stays with each
+ * expert's own layer, and the grouped calls refuse its output.
  *
  * The caller routes and permutes: x [m_total, k] holds the routed tokens
  * sorted by expert (expert 0's rows first), offsets the experts' END
@@ -483,7 +486,7 @@ typedef struct precc_group_info {
 } precc_group_info;
 int precc_rt_group_info(const precc_rt *rt, int group, precc_group_info *info);
 /* Expert e's own layer (its per-expert plan: what the group leaves to
- * it, dgrad today), or -1. */
+ * it, the GEMMs not grouped), or -1. */
 int precc_rt_group_expert_layer(const precc_rt *rt, int group, int expert);
 
 /* The group's regions at m_total (precc_layer_sizes; k, n per expert). */
@@ -492,21 +495,23 @@ int precc_rt_group_sizes(const precc_rt *rt, int group, long m_total,
 
 /* The group's forward: x, w -> y for every expert at once, filling saved
  * (what its backward needs), as precc_rt_forward. noffsets must be the
- * group's experts. 0 or -1. */
+ * group's experts. y must be NULL when the group's fprop is not grouped
+ * (grouped[0] 0; refused otherwise). 0 or -1. */
 int precc_rt_forward_grouped(precc_rt *rt, int group, long m_total,
                              const int32_t *offsets, int noffsets,
                              const void *x, const void *w, void *y,
                              void *saved, void *state, void *workspace,
                              uint64_t seed, void *stream);
 
-/* The group's backward: dy and saved -> dw [experts * n, k] (each expert's
- * dW; 0 for an expert without rows), as precc_rt_backward, on the same
- * offsets as its forward. dx: the group's dgrad is not grouped yet
- * (precc_rt_group_info.grouped[1] is 0): dx must be NULL, and each
- * expert's dX is its own layer's (precc_rt_group_expert_layer): a
- * non-NULL dx is refused, on both backends, rather than run per expert
- * behind the caller's back (cuda would need the offsets on the host). 0
- * or -1. */
+/* The group's backward: dy and saved -> dx [m_total, k] (each row's
+ * expert's dX; 0 on the rows of no expert) and dw [experts * n, k] (each
+ * expert's dW; 0 for an expert without rows), as precc_rt_backward, on
+ * the same offsets as its forward; dx or dw NULL: that GEMM is not run.
+ * A GEMM the group does not run grouped (precc_rt_group_info.grouped[1]
+ * for dgrad, [2] for wgrad, 0) leaves its output to each expert's own
+ * layer (precc_rt_group_expert_layer): a non-NULL dx, or dw / main_grad,
+ * is then refused, on both backends, rather than run per expert behind
+ * the caller's back (cuda would need the offsets on the host). 0 or -1. */
 int precc_rt_backward_grouped(precc_rt *rt, int group, long m_total,
                               const int32_t *offsets, int noffsets,
                               const void *x, const void *w, const void *dy,

@@ -367,6 +367,12 @@ class LayerSizes(ctypes.Structure):
                 ("dw_format", c_int)]
 
 
+class GroupInfo(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("experts", c_int), ("grouped", c_int * 3),
+                ("n", c_long), ("k", c_long), ("layer", c_int), ("token_align", c_long),
+                ("token_align_fwd", c_long)]
+
+
 # precc_place
 PLACES = ["x", "w", "bias", "y", "dy", "dx", "dw", "state", "saved", "workspace",
           "main_grad"]
@@ -425,6 +431,19 @@ _PROTOS = {
                                          c_void_p, c_void_p, _P(ctypes.c_float), c_void_p,
                                          c_void_p, c_void_p, c_uint64, c_void_p, c_void_p]),
     "precc_rt_step_phase": (c_int, [c_void_p, c_int, c_int]),
+    # expert groups: an MoE block's experts as one plan (runtime/grouped.c)
+    "precc_rt_group_count": (c_int, [c_void_p]),
+    "precc_rt_group_find": (c_int, [c_void_p, c_char_p]),
+    "precc_rt_group_info": (c_int, [c_void_p, c_int, _P(GroupInfo)]),
+    "precc_rt_group_sizes": (c_int, [c_void_p, c_int, c_long, _P(LayerSizes)]),
+    "precc_rt_forward_grouped": (c_int, [c_void_p, c_int, c_long, c_void_p, c_int, c_void_p,
+                                         c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
+                                         c_uint64, c_void_p]),
+    "precc_rt_backward_grouped": (c_int, [c_void_p, c_int, c_long, c_void_p, c_int, c_void_p,
+                                          c_void_p, c_void_p, c_void_p, c_void_p,
+                                          _P(ctypes.c_float), c_void_p, c_void_p, c_void_p,
+                                          c_uint64, c_void_p]),
+    "precc_rt_grouped_check": (c_int, [c_void_p]),
     "precc_state_free": (None, [c_void_p]),
     "precc_state_count": (c_size_t, [c_void_p]),
     "precc_state_find": (c_long, [c_void_p, c_char_p]),

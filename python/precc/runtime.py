@@ -228,6 +228,60 @@ class Layer:
         return "Layer(%s)" % self.fqn
 
 
+class GroupStep:
+    """An expert group of a loaded artifact (precc_rt.h, "expert groups"):
+    its experts' GEMMs as one step on the tokens sorted by expert, with the
+    experts' END offsets (int32, in the backend's memory)."""
+
+    def __init__(self, rt, index):
+        lib, h = rt.lib, rt.handle
+        gi = _lib.GroupInfo()
+        check(lib.precc_rt_group_info(h, index, ctypes.byref(gi)))
+        self.rt, self.index = rt, index
+        self.name = gi.name.decode()
+        self.experts, self.n, self.k = gi.experts, gi.n, gi.k
+        self.grouped = tuple(bool(gi.grouped[i]) for i in range(3))   # fprop, dgrad, wgrad
+        self.token_align = gi.token_align
+        self.layer = gi.layer
+        self.m_multiple = lib.precc_rt_layer_m_multiple(h, gi.layer)
+        # the step's buffers' formats by name (x, w, y, dy, dx, dw, offs)
+        bi = _lib.BufferInfo()
+        self.formats = {}
+        for i in range(check(lib.precc_rt_buffer_count(h, gi.layer))):
+            check(lib.precc_rt_buffer_info(h, gi.layer, i, self.m_multiple, ctypes.byref(bi)))
+            self.formats[bi.name.decode()] = bi.format.decode()
+        self.at_m = {}     # sizes() per m_total, for the per-call path
+
+    def sizes(self, m):
+        """precc_rt_group_sizes at m_total (the layer API's sizes)."""
+        r = self.at_m.get(m)
+        if r is not None:
+            return r
+        s = _lib.LayerSizes()
+        check(self.rt.lib.precc_rt_group_sizes(self.rt.handle, self.index, m, ctypes.byref(s)))
+        r = self.at_m[m] = {f: getattr(s, f) for f, _ in _lib.LayerSizes._fields_}
+        return r
+
+    def forward(self, m, offsets, x, w, y, saved, state, workspace, seed=0, stream=None):
+        with self.rt.lock:
+            sync_threads(self.rt.lib)
+            check(self.rt.lib.precc_rt_forward_grouped(self.rt.handle, self.index, m, offsets,
+                                                       self.experts, x, w, y, saved, state,
+                                                       workspace, seed, stream))
+
+    def backward(self, m, offsets, x, w, dy, dx, dw, saved, state, workspace, seed=0,
+                 stream=None):
+        with self.rt.lock:
+            sync_threads(self.rt.lib)
+            check(self.rt.lib.precc_rt_backward_grouped(self.rt.handle, self.index, m, offsets,
+                                                        self.experts, x, w, dy, dx, dw, None,
+                                                        saved, state, workspace, seed, stream))
+
+    def __repr__(self):
+        return "GroupStep(%s: %d experts of [%d, %d])" % (self.name, self.experts, self.n,
+                                                          self.k)
+
+
 class Runtime:
     """precc_rt_open(DIR, backend): one artifact directory on one backend.
 
@@ -263,6 +317,10 @@ class Runtime:
             fqn = lib.precc_rt_layer_name(h, i).decode()
             self.layers.append(Layer(self, i, updates.get(fqn, [])))
         self.by_fqn = {l.fqn: l for l in self.layers}
+        self.groups = {}   # expert groups by name (the fused parameter's key)
+        for g in range(lib.precc_rt_group_count(h)):
+            gs = GroupStep(self, g)
+            self.groups[gs.name] = gs
 
     def _manifest_updates(self):
         # precc_rt runs a layer's updates in run_layer but does not list them;
@@ -280,6 +338,11 @@ class Runtime:
         if l is None:
             raise Error("precc: no layer '%s' in %s" % (fqn, self.dir))
         return l
+
+    def grouped_check(self):
+        """precc_rt_grouped_check: bad offsets of the grouped calls since the
+        last check (cuda checks them after the fact: call it after a sync)."""
+        check(self.lib.precc_rt_grouped_check(self.handle))
 
     def kernel_stats(self):
         ki = _lib.KernelInfo()

@@ -225,3 +225,58 @@ def test_step_only_enqueues(recipe):
     assert commits == (3 if recipe == "te_delayed_hybrid" else 0)
     # the commits were bulk ones: the table written in step 1, steps 2-3 only launch
     assert bulk_runs == commits, line
+
+
+def _fake_experts_step(recipe):
+    """In a process with PRECC_LIBCUDA=the counting fake: a Mixtral block's
+    GroupedExperts on the cuda backend, three training steps through the
+    grouped calls; prints the blocking driver calls of steps 2-3 and the
+    grouped forwards."""
+    import ctypes
+    from test_experts import Block, FusedExperts
+    fake = ctypes.CDLL(os.environ["PRECC_LIBCUDA"])
+    torch.manual_seed(0)
+    blk = pt.convert(Block(FusedExperts(8, 128, 128)), recipe=recipe, warn=False)
+    g = blk.precc_group
+    cpu = g.runtimes[("cpu", None)]
+    rt = _ops.Runtime(cpu.dir, "cuda")
+    assert "fake" in rt.why, rt.why
+    g.runtimes[("cpu", None)] = rt
+    g.reset_plans()
+    steps = blk.experts.grouped_steps(torch.device("cpu"))
+    assert not isinstance(steps, str) and steps[0].rt is rt, steps
+    x = torch.randn(2, 37, 128)
+    for i in range(3):
+        if i == 1:
+            fake.fake_count_reset()
+        with _NoHostSync():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y = blk(x)
+            y.float().pow(2).mean().backward()
+        blk.zero_grad()
+    counts = fake.fake_count_blocking(), fake.fake_count_launches()
+    rt.sync()
+    rt.grouped_check()   # the offsets the calls enqueued, checked after the sync
+    print("COUNTS", counts[0], counts[1], blk.experts.precc_grouped_calls)
+
+
+@pytest.mark.parametrize("recipe", ["bf16", "deepseek_v3"])
+def test_grouped_experts_only_enqueue(recipe):
+    """GroupedExperts' grouped path on the cuda backend: no host read of a
+    tensor (the offsets and rows computed on the device), no allocation,
+    synchronous copy or sync of the driver; the offsets well formed
+    (precc_rt_grouped_check after the sync)."""
+    fake = _fake_driver()
+    if not os.path.isfile(fake):
+        pytest.skip("no %s (built only where cuda.h was found)" % fake)
+    env = dict(os.environ, PRECC_LIBCUDA=fake, FAKE_CUDA_ANY_POINTER="1",
+               PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("FAKE_CUDA_MANIFEST", None)
+    r = subprocess.run([sys.executable, "-c",
+                        "import test_device_path as t; t._fake_experts_step(%r)" % recipe],
+                       env=env, capture_output=True, text=True, timeout=300, cwd=HERE)
+    line = [l for l in r.stdout.splitlines() if l.startswith("COUNTS")]
+    assert r.returncode == 0 and line, r.stdout + r.stderr
+    blocking, launches, grouped = map(int, line[0].split()[1:])
+    assert blocking == 0, line
+    assert launches > 0 and grouped == 3, line

@@ -674,3 +674,76 @@ def test_transformers_models_convert(kind):
     assert (got - want).abs().max() < 0.2
     got.sum().backward()
     assert all(x.grad is not None for x in grouped[0].parameters())
+
+
+@pytest.mark.parametrize("recipe", ["bf16", "deepseek_v3", "mxfp8"])
+def test_grouped_path_same_as_per_expert_plans(recipe):
+    """Where the artifacts group fprop, dgrad and wgrad of both projections,
+    GroupedExperts runs one precc_rt_forward_grouped and one
+    precc_rt_backward_grouped per projection (the tokens sorted by expert,
+    offsets on the device): the same loss, input, router and expert
+    gradients, bit for bit, as the module's own per-expert plans
+    (precc_grouped = False), over zero-token experts, a single token and
+    token counts that are no multiple of anything; and the grouped path was
+    taken (precc_grouped_calls)."""
+    import copy
+    H2 = I2 = 128       # deepseek_v3's 128x128 weight blocks: K and N multiples of 128
+    torch.manual_seed(0)
+    grouped = Block(FusedExperts(E, H2, I2))
+    per = copy.deepcopy(grouped)
+    convert(grouped, recipe)
+    convert(per, recipe)
+    per.experts.precc_grouped = False
+    ex, pex = grouped.experts, per.experts
+    steps = ex.grouped_steps(torch.device("cpu"))
+    assert not isinstance(steps, str), steps
+    assert [gs.name for gs in steps] == ["experts.gate_up_proj", "experts.down_proj"]
+    torch.manual_seed(1)
+    calls = 0
+    for x in (torch.randn(3, 11, H2), torch.randn(1, 1, H2), torch.randn(2, 37, H2)):
+        lg, gg = step(grouped, x, recipe)
+        lp, gp = step(per, x, recipe)
+        calls += 1
+        assert torch.equal(lg, lp), (x.shape, lg, lp)
+        assert torch.equal(gg, gp), x.shape
+        assert torch.equal(grouped.gate.weight.grad, per.gate.weight.grad)
+        for p in ("gate_up_proj", "down_proj"):
+            assert torch.equal(getattr(ex, p).grad, getattr(pex, p).grad), (x.shape, p)
+        grouped.zero_grad()
+        per.zero_grad()
+    # routed by hand: expert 3 gets no token, expert 6 one
+    idx, w = route_by_hand(9, [0, 1, 2, 4, 5, 7, 0, 1, 2, 4, 5, 7, 6, 0, 0, 1, 2, 5])
+    assert int((idx == 6).sum()) == 1 and int((idx == 3).sum()) == 0
+    xs = torch.randn(9, H2)
+    outs = []
+    for m in (ex, pex):
+        xi, wi = xs.clone().requires_grad_(True), w.detach().clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = m(xi, idx, wi)
+        y.float().pow(2).sum().backward()
+        outs.append((y, xi.grad, wi.grad, m.gate_up_proj.grad.clone(), m.down_proj.grad.clone()))
+    calls += 1
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)
+    assert torch.count_nonzero(ex.gate_up_proj.grad[3]) == 0
+    assert torch.count_nonzero(ex.down_proj.grad[6]) > 0
+    assert ex.precc_grouped_calls == calls and pex.precc_grouped_calls == 0
+    # without grad: the forward alone
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(ex(xs, idx, w), pex(xs, idx, w))
+    assert ex.precc_grouped_calls == calls + 1
+
+
+def test_grouped_path_not_taken_says_why():
+    """rowwise.lua's groups leave wgrad per expert (its scales span every
+    expert's tokens), te_delayed_hybrid has no groups: the per-expert plans
+    run, and grouped_steps says why."""
+    for recipe, why in (("rowwise", "runs only fprop, dgrad grouped"),
+                        ("te_delayed_hybrid", "has scaling state")):
+        torch.manual_seed(0)
+        blk = Block(FusedExperts(E, 128, 128))
+        convert(blk, recipe)
+        r = blk.experts.grouped_steps(torch.device("cpu"))
+        assert isinstance(r, str) and why in r, (recipe, r)
+        step(blk, torch.randn(2, 5, 128), recipe)
+        assert blk.experts.precc_grouped_calls == 0

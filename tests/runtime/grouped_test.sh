@@ -1,8 +1,9 @@
 #!/bin/sh
 # grouped_test.sh PRECC TEST_GROUPED ROOT PRECC_RUN — `precc build` for a
 # Mixtral-style block (8 experts, tests/lit/Inputs/model_mixtral_small.json)
-# under a bf16 and two fp8 recipes, then test_grouped over each: the
-# grouped forward/backward against every expert's own layer, bit for bit,
+# under a bf16 and two fp8 recipes (fprop, dgrad and wgrad grouped) and one
+# whose dgrad stays per expert, then test_grouped over each: the grouped
+# forward/backward (dx too) against every expert's own layer, bit for bit,
 # and the bad offsets refused (runtime/grouped.c); a manifest whose groups
 # contradict themselves is refused at load, at its line. 77 when this
 # precc has no `build`.
@@ -32,17 +33,31 @@ if [ -n "$fake" ]; then
 	echo "ok: precc-run --check bounds the groups' GEMM outputs"
 	exit 0
 fi
-for r in bf16 deepseek_v3 mxfp8; do
-	if ! PRECC_CACHE_DIR=$tmp/cache PRECC_PTXAS=/nonexistent "$precc" build "$root/recipes/$r.lua" \
+# bf16, deepseek_v3 and mxfp8 group fprop, dgrad and wgrad; dgrad_expert
+# (bf16, but one expert's dX in fp32: the experts' dgrads differ) leaves
+# dgrad to each expert's own layer, and a dx is refused
+cat >"$tmp/dgrad_expert.lua" <<'EOF'
+recipe "dgrad_expert" {
+  description = "bf16; expert 3's dX in fp32: its dgrad differs from the others', so not grouped",
+  format = bf16,
+  output = bf16,
+  rules = { rule "experts%.3%." { dgrad = { output = fp32 } } },
+}
+EOF
+for r in bf16 deepseek_v3 mxfp8 dgrad_expert; do
+	recipe=$root/recipes/$r.lua want="gemms fprop dgrad wgrad"
+	[ $r = dgrad_expert ] && recipe=$tmp/$r.lua want="gemms fprop wgrad"
+	if ! PRECC_CACHE_DIR=$tmp/cache PRECC_PTXAS=/nonexistent "$precc" build "$recipe" \
 		--model "$root/tests/lit/Inputs/model_mixtral_small.json" -o "$tmp/$r" >"$tmp/build.log" 2>&1; then
 		echo "FAIL  precc build $r: $(tail -1 "$tmp/build.log")"
 		fails=$((fails + 1))
 		continue
 	fi
-	if "$test" "$tmp/$r"; then
-		echo "ok    $r"
+	if "$test" "$tmp/$r" >"$tmp/out" 2>&1 && [ "$(grep -c ": 8 experts, .*, $want," "$tmp/out")" = 3 ]; then
+		echo "ok    $r ($want): $(grep "compared" "$tmp/out")"
 	else
-		echo "FAIL  $r"
+		cat "$tmp/out"
+		echo "FAIL  $r (want 3 groups of $want)"
 		fails=$((fails + 1))
 	fi
 done

@@ -8,15 +8,20 @@
  * For every group of DIR: precc_rt_forward_grouped / backward_grouped on
  * the tokens sorted by expert against each expert's own layer
  * (precc_rt_forward / precc_rt_backward of the per-expert plan, same
- * recipe) on its rows and its slice of the stacked weights: y and dW bit
- * for bit, zero-token experts (dW 0, no rows), a single token, unaligned
- * counts (where the recipe's token_align allows), padding rows past the
- * last expert (y 0). With a bf16 recipe, every row lands exactly once:
- * W_e = (e+1)·I gives y = (e+1)·x row by row, and dW_e's sum is expert
- * e's row count. Then bad offsets, refused before anything runs (y left
- * as it was): a wrong count, NULL, negative, not monotone, past m_total,
- * an expert starting inside a token block (token_align > 1), and dx for a
- * group whose dgrad is not grouped.
+ * recipe) on its rows and its slice of the stacked weights: y, dX (where
+ * the group's dgrad is grouped) and dW bit for bit, zero-token experts
+ * (dW 0, no rows), a single token, unaligned counts (where the recipe's
+ * token_align allows), padding rows past the last expert (y and dX 0).
+ * With a bf16 recipe, every row lands exactly once, in its own expert:
+ * W_e = (e+1)·I gives y = (e+1)·x and dX = (e+1)·dY row by row, and dW_e
+ * sums the products of expert e's rows' markers (one in x, one in dY). Then bad offsets, refused before anything
+ * runs (y left as it was): a wrong count, NULL, negative, not monotone,
+ * past m_total, an expert starting inside a token block (token_align >
+ * 1), and, for a group whose dgrad is not grouped, dx.
+ *
+ * Each group's line says which GEMMs it runs grouped ("gemms fprop dgrad
+ * wgrad"), for grouped_test.sh to hold each recipe to what it should
+ * group.
  *
  *   test_grouped fake DIR LIB   the cuda path on the counting fake driver:
  *                               the calls only enqueue, bad offsets come
@@ -110,19 +115,23 @@ static void check_group(precc_rt *rt, int g, const int *cnt, int pad)
 	memset(x + (size_t)offs[E - 1] * k, 0, (size_t)(m - offs[E - 1]) * k * 2);
 	memset(dy + (size_t)offs[E - 1] * n, 0, (size_t)(m - offs[E - 1]) * n * 2);
 	size_t ysz = (size_t)m * n * eb(gs.y_format), dwsz = (size_t)(E * n * k) * eb(gs.dw_format);
-	char *y = zalloc(ysz), *dw = zalloc(dwsz);
+	size_t dxsz = gi.grouped[1] ? (size_t)m * k * eb(gs.dx_format) : 0;
+	char *y = zalloc(ysz), *dw = zalloc(dwsz), *dx = gi.grouped[1] ? zalloc(dxsz) : NULL;
 	Regions r;
 	regions(&r, &gs);
 	memset(y, 0x5a, ysz);   /* the padding rows must become 0 */
+	if (dx)
+		memset(dx, 0x5a, dxsz);   /* and dX's */
 	if (precc_rt_forward_grouped(rt, g, m, offs, (int)E, x, w, y, r.saved, r.state, r.work, 1,
 	                             NULL) ||
-	    precc_rt_backward_grouped(rt, g, m, offs, (int)E, x, w, dy, NULL, dw, NULL, r.saved,
+	    precc_rt_backward_grouped(rt, g, m, offs, (int)E, x, w, dy, dx, dw, NULL, r.saved,
 	                              r.state, r.work, 1, NULL)) {
 		fprintf(stderr, "group %s: %s\n", gi.name, precc_rt_last_error());
 		failures++;
 		goto out;
 	}
 	size_t yrow = (size_t)n * eb(gs.y_format), dwe = (size_t)(n * k) * eb(gs.dw_format);
+	size_t dxrow = (size_t)k * eb(gs.dx_format);
 	for (int e = 0, r0 = 0; e < E; r0 = offs[e++]) {
 		long c = cnt[e];
 		int l = precc_rt_group_expert_layer(rt, g, e);
@@ -149,18 +158,25 @@ static void check_group(precc_rt *rt, int g, const int *cnt, int pad)
 		Regions er;
 		regions(&er, &es);
 		char *ey = zalloc((size_t)cm * yrow), *edw = zalloc(dwe);
+		char *edx = dx ? zalloc((size_t)cm * (size_t)k * eb(es.dx_format)) : NULL;
 		uint16_t *ex = zalloc((size_t)(cm * k) * 2), *edy = zalloc((size_t)(cm * n) * 2);
 		const uint16_t *ew = w + (size_t)e * n * k;
 		memcpy(ex, x + (size_t)r0 * k, (size_t)(c * k) * 2);
 		memcpy(edy, dy + (size_t)r0 * n, (size_t)(c * n) * 2);
 		if (precc_rt_forward(rt, l, cm, ex, ew, NULL, ey, er.saved, er.state, er.work, 1, NULL) ||
-		    precc_rt_backward(rt, l, cm, ex, ew, edy, NULL, edw, NULL, er.saved, er.state,
+		    precc_rt_backward(rt, l, cm, ex, ew, edy, edx, edw, NULL, er.saved, er.state,
 		                      er.work, 1, NULL)) {
 			fprintf(stderr, "expert %d (%ld tokens): %s\n", e, c, precc_rt_last_error());
 			failures++;
 		} else {
 			if (memcmp(ey, y + (size_t)r0 * yrow, (size_t)c * yrow)) {
 				fprintf(stderr, "group %s: expert %d (%ld tokens): y differs from its own "
+				        "layer's\n", gi.name, e, c);
+				failures++;
+			}
+			if (dx && (es.dx_format != gs.dx_format ||
+			           memcmp(edx, dx + (size_t)r0 * dxrow, (size_t)c * dxrow))) {
+				fprintf(stderr, "group %s: expert %d (%ld tokens): dX differs from its own "
 				        "layer's\n", gi.name, e, c);
 				failures++;
 			}
@@ -171,7 +187,7 @@ static void check_group(precc_rt *rt, int g, const int *cnt, int pad)
 			}
 			compared++;
 		}
-		free(ey), free(edw), free(ex), free(edy);
+		free(ey), free(edw), free(edx), free(ex), free(edy);
 		regions_free(&er);
 	}
 	for (size_t b = (size_t)offs[E - 1] * yrow; b < ysz; b++)
@@ -181,8 +197,15 @@ static void check_group(precc_rt *rt, int g, const int *cnt, int pad)
 			failures++;
 			break;
 		}
+	for (size_t b = dx ? (size_t)offs[E - 1] * dxrow : dxsz; b < dxsz; b++)
+		if (dx[b]) {
+			fprintf(stderr, "group %s: padding row %zu of dX is not 0\n", gi.name,
+			        b / dxrow);
+			failures++;
+			break;
+		}
 out:
-	free(x), free(w), free(dy), free(y), free(dw);
+	free(x), free(w), free(dy), free(y), free(dw), free(dx);
 	regions_free(&r);
 }
 
@@ -204,10 +227,11 @@ static void check_rows_once(precc_rt *rt, int g, const int *cnt)
 	long n = gi.n, k = gi.k, E = gi.experts, d = n < k ? n : k;
 	uint16_t *x = zalloc((size_t)(m * k) * 2), *w = zalloc((size_t)(E * n * k) * 2),
 	         *dy = zalloc((size_t)(m * n) * 2), *y = zalloc((size_t)(m * n) * 2),
-	         *dw = zalloc((size_t)(E * n * k) * 2);
+	         *dw = zalloc((size_t)(E * n * k) * 2), *dx = zalloc((size_t)(m * k) * 2);
+	int with_dx = gi.grouped[1] && gs.dx_format == PRECC_BF16;
 	for (long r = 0; r < offs[E - 1]; r++) {
 		x[r * k + r % d] = bf16((float)(1 + r % 7));   /* a marker per row */
-		dy[r * n] = bf16(1.0f);
+		dy[r * n + r % d] = bf16((float)(1 + r % 5));
 	}
 	for (long e = 0; e < E; e++)
 		for (long i = 0; i < d; i++)
@@ -216,8 +240,8 @@ static void check_rows_once(precc_rt *rt, int g, const int *cnt)
 	regions(&r, &gs);
 	CHECK(precc_rt_forward_grouped(rt, g, m, offs, (int)E, x, w, y, r.saved, r.state, r.work,
 	                               1, NULL) == 0);
-	CHECK(precc_rt_backward_grouped(rt, g, m, offs, (int)E, x, w, dy, NULL, dw, NULL, r.saved,
-	                                r.state, r.work, 1, NULL) == 0);
+	CHECK(precc_rt_backward_grouped(rt, g, m, offs, (int)E, x, w, dy, with_dx ? dx : NULL, dw,
+	                                NULL, r.saved, r.state, r.work, 1, NULL) == 0);
 	int bad = 0;
 	for (long row = 0, e = 0; row < offs[E - 1]; row++) {
 		while (row >= offs[e])
@@ -226,14 +250,18 @@ static void check_rows_once(precc_rt *rt, int g, const int *cnt)
 			float want = i == row % d ? (float)((e + 1) * (1 + row % 7)) : 0.0f;
 			bad += precc_decode(PRECC_BF16, y[row * n + i]) != want;
 		}
+		for (long j = 0; with_dx && j < k; j++) {   /* dX = dY·W_e = (e+1)·dY */
+			float want = j == row % d ? (float)((e + 1) * (1 + row % 5)) : 0.0f;
+			bad += precc_decode(PRECC_BF16, dx[row * k + j]) != want;
+		}
 	}
 	for (long e = 0; e < E; e++) {
-		double sum = 0;   /* dW_e[0, :] counts expert e's rows */
-		for (long j = 0; j < k; j++)
-			sum += precc_decode(PRECC_BF16, dw[e * n * k + j]);
+		double sum = 0;   /* dW_e = Σ dYᵀx over its rows: the markers' products */
+		for (long i = 0; i < n * k; i++)
+			sum += precc_decode(PRECC_BF16, dw[e * n * k + i]);
 		long want = 0;
 		for (long row = e ? offs[e - 1] : 0; row < offs[e]; row++)
-			want += 1 + row % 7;
+			want += (1 + row % 5) * (1 + row % 7);
 		bad += sum != (double)want;
 	}
 	if (bad) {
@@ -241,7 +269,7 @@ static void check_rows_once(precc_rt *rt, int g, const int *cnt)
 		        gi.name, bad);
 		failures++;
 	}
-	free(x), free(w), free(dy), free(y), free(dw);
+	free(x), free(w), free(dy), free(y), free(dw), free(dx);
 	regions_free(&r);
 }
 
@@ -320,6 +348,7 @@ static int test_fake(const char *dir, const char *lib)
 		void *w = precc_rt_malloc(rt, (size_t)(8 * gi.n * gi.k) * 2);
 		void *y = precc_rt_malloc(rt, (size_t)(m * gi.n) * 4), *dy = precc_rt_malloc(rt, (size_t)(m * gi.n) * 2);
 		void *dw = precc_rt_malloc(rt, (size_t)(8 * gi.n * gi.k) * 4);
+		void *dx = gi.grouped[1] ? precc_rt_malloc(rt, (size_t)(m * gi.k) * 4) : NULL;
 		int32_t *offs = precc_rt_malloc(rt, sizeof host);
 		CHECK(precc_rt_upload(rt, offs, host, sizeof host) == 0);
 		reset();
@@ -327,12 +356,13 @@ static int test_fake(const char *dir, const char *lib)
 		if (rc)
 			fprintf(stderr, "%s\n", precc_rt_last_error());
 		CHECK(rc == 0);
-		CHECK(precc_rt_backward_grouped(rt, g, m, offs, 8, x, w, dy, NULL, dw, NULL, sv, st,
+		CHECK(precc_rt_backward_grouped(rt, g, m, offs, 8, x, w, dy, dx, dw, NULL, sv, st,
 		                                wk, 1, NULL) == 0);
 		printf("%s: grouped forward + backward on cuda: %ld launches (%d steps), %ld "
 		       "allocations, synchronous copies or syncs\n", gi.name, launches(),
 		       precc_rt_step_count(rt, gi.layer), blocking());
-		CHECK(blocking() == 0 && launches() >= precc_rt_step_count(rt, gi.layer) - 1);
+		CHECK(blocking() == 0 &&
+		      launches() >= precc_rt_step_count(rt, gi.layer) - !gi.grouped[1]);
 		CHECK(precc_rt_sync(rt, NULL) == 0);
 		CHECK(precc_rt_grouped_check(rt) == 0);
 		/* bad ones: the calls enqueue, the check after the sync says why */
@@ -351,7 +381,7 @@ static int test_fake(const char *dir, const char *lib)
 			CHECK(precc_rt_upload(rt, offs, o, sizeof o) == 0);
 			CHECK(precc_rt_forward_grouped(rt, g, m, offs, 8, x, w, y, sv, st, wk, 1,
 			                               NULL) == 0);
-			CHECK(precc_rt_backward_grouped(rt, g, m, offs, 8, x, w, dy, NULL, dw, NULL, sv,
+			CHECK(precc_rt_backward_grouped(rt, g, m, offs, 8, x, w, dy, dx, dw, NULL, sv,
 			                                st, wk, 1, NULL) == 0);
 			CHECK(precc_rt_sync(rt, NULL) == 0);
 			CHECK(precc_rt_grouped_check(rt) == -1);
@@ -370,9 +400,10 @@ static int test_fake(const char *dir, const char *lib)
 		memcpy(hostoffs, host, sizeof hostoffs);
 		CHECK(precc_rt_forward_grouped(rt, g, m, hostoffs, 8, x, w, y, sv, st, wk, 1,
 		                               NULL) == -1);   /* host memory on cuda */
-		void *ptrs[] = {st, sv, wk, x, w, y, dy, dw, offs};
-		for (int i = 0; i < 9; i++)
-			precc_rt_free(rt, ptrs[i]);
+		void *ptrs[] = {st, sv, wk, x, w, y, dy, dw, offs, dx};
+		for (int i = 0; i < 10; i++)
+			if (ptrs[i])
+				precc_rt_free(rt, ptrs[i]);
 	}
 	precc_rt_close(rt);
 	return finish("test_grouped fake");
@@ -402,10 +433,11 @@ int main(int argc, char **argv)
 		CHECK(precc_rt_group_info(rt, g, &gi) == 0);
 		CHECK(precc_rt_group_find(rt, gi.name) == g);
 		CHECK(gi.experts == 8);
-		CHECK(gi.grouped[0] && gi.grouped[2] && !gi.grouped[1]);
+		CHECK(gi.grouped[0] && gi.grouped[2]);   /* this block's recipes group both */
 		CHECK(gi.layer == precc_rt_layer_count(rt) + g);
-		printf("group %s: %d experts, [%ld, %ld], token_align %ld (forward %ld)\n", gi.name,
-		       gi.experts, gi.n, gi.k, gi.token_align, gi.token_align_fwd);
+		printf("group %s: %d experts, [%ld, %ld], gemms fprop%s wgrad, token_align %ld "
+		       "(forward %ld)\n", gi.name, gi.experts, gi.n, gi.k,
+		       gi.grouped[1] ? " dgrad" : "", gi.token_align, gi.token_align_fwd);
 		/* zero-token experts, one token, unaligned counts; where the wgrad
 		 * scales tokens in blocks, starts on blocks (the last count odd) */
 		static const int free_cnt[8] = {130, 0, 1, 128, 37, 5, 3, 60};
@@ -434,7 +466,8 @@ int main(int argc, char **argv)
 		refused(rt, g, m, o, 8, 0, "offsets are not monotone: offsets[5]");
 		memcpy(o, ok, sizeof o), o[6] = o[7] = (int32_t)m + 1;
 		refused(rt, g, m, o, 8, 0, "exceeds m_total");
-		refused(rt, g, m, ok, 8, 1, "dx given, but the group's dgrad is not grouped");
+		if (!gi.grouped[1])   /* dgrad per expert: each expert's own layer */
+			refused(rt, g, m, ok, 8, 1, "dx given, but the group's dgrad is not grouped");
 		if (gi.token_align > 1) {
 			memcpy(o, ok, sizeof o), o[0] = 100;   /* expert 2 then starts at 100 */
 			char want[64];

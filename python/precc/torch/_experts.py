@@ -1,7 +1,11 @@
 """precc.torch.GroupedExperts: transformers 5's fused MoE experts module
 (3-D gate_up_proj / up_proj and down_proj Parameters, the classes that
-@use_experts_implementation decorates) with each expert's GEMMs run by
-precc's per-expert plans, until the grouped kernels of issue 29 land.
+@use_experts_implementation decorates) with every expert's GEMMs run by
+precc: where the artifacts have an expert group for a projection that
+groups fprop, dgrad and wgrad (precc_rt_forward_grouped /
+precc_rt_backward_grouped, issue 29), one grouped call per projection on
+the tokens sorted by expert, the offsets computed on the device; else each
+expert's GEMMs by its own per-expert plan.
 
 The forward contract is the experts module's own: hidden_states [T, H],
 top_k_index [T, k] (integers in [0, E)) and top_k_weights [T, k] in, [T, H]
@@ -10,6 +14,8 @@ out, computed as transformers' grouped_mm implementation does
 stably by expert, each expert's up (gate_up) GEMM, the module's own gate
 (_apply_gate) or act_fn, its down GEMM, the rows scaled by their top-k
 weight, unpermuted and summed over k. docs/pytorch.md, "Mixture of experts"."""
+import math
+
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -100,6 +106,9 @@ class GroupedExperts(nn.Module):
         new._precc_group = group
         new.precc_fqn = fqn
         new._precc_kinds = kinds
+        new.precc_grouped = True       # False: always the per-expert plans
+        new.precc_grouped_calls = 0    # forwards that took the grouped path
+        new._precc_steps = {}          # device -> (up, down) GroupSteps, or why not
         dev = getattr(mod, up_name(mod)).device
         for kd in kinds:
             if not kd.precc:
@@ -153,6 +162,41 @@ class GroupedExperts(nn.Module):
                                         for k in self._precc_kinds),
             self.precc_fqn, self._precc_group.recipe)
 
+    # ---- the grouped GEMMs -----------------------------------------------------
+
+    def grouped_steps(self, device):
+        """The (up, down) expert groups (runtime.GroupStep) the grouped path
+        runs on device, or a str: why this module runs per expert there."""
+        r = self._precc_steps.get(device)
+        if r is None:
+            r = self._precc_steps[device] = self._find_steps(device)
+        return r
+
+    def _find_steps(self, device):
+        steps = []
+        for kd in self._precc_kinds:
+            if not kd.precc:
+                return "%s runs in torch" % kd.param
+            if kd.size:
+                return "%s has scaling state (a commit per expert)" % kd.param
+            if kd.bias:
+                return "%s has a bias" % kd.param
+            rt = self._precc_group.runtime(device)
+            gs = rt.groups.get("%s.%s" % (self.precc_fqn, kd.param))
+            if gs is None:
+                return "the artifacts have no group %s.%s" % (self.precc_fqn, kd.param)
+            if not all(gs.grouped):
+                return "%s: the group runs only %s grouped" % (gs.name, ", ".join(
+                    g for g, on in zip(("fprop", "dgrad", "wgrad"), gs.grouped) if on))
+            if (gs.experts, gs.n, gs.k) != (self.num_experts, kd.N, kd.K):
+                return "%s: %d experts of [%d, %d], the module's %d of [%d, %d]" % (
+                    gs.name, gs.experts, gs.n, gs.k, self.num_experts, kd.N, kd.K)
+            if (_ops.torch_dtype(gs.formats.get("x")) != kd.xdtype or
+                    _ops.torch_dtype(gs.formats.get("w")) != kd.wdtype):
+                return "%s: its x and w are not the expert layers'" % gs.name
+            steps.append(gs)
+        return tuple(steps)
+
     # ---- the per-expert GEMMs --------------------------------------------------
 
     def _gemm(self, kd, e, x, w, b):
@@ -205,6 +249,135 @@ def route(top_k_index, num_experts, what="precc"):
     return order, counts
 
 
+class _GroupedGemm(torch.autograd.Function):
+    """One projection of every expert at once: x [m, K] the (token, k) rows
+    sorted by expert, each expert's rows padded to the group's token_align
+    (zero rows), offs the experts' END offsets (int32, x's device), w the
+    experts' weights stacked [E * N, K]. precc_rt_forward_grouped, and in
+    the backward one precc_rt_backward_grouped for dX and dW."""
+
+    @staticmethod
+    def forward(ctx, x, w, offs, gs, m, group):
+        sz = gs.sizes(m)
+        dev = x.device
+        y = torch.empty((m, gs.n), dtype=_ops.torch_dtype(gs.formats["y"]), device=dev)
+        saved = torch.empty(max(sz["saved_bytes"], 1), dtype=torch.uint8, device=dev)
+        ws = torch.empty(max(sz["workspace_bytes"], 1), dtype=torch.uint8, device=dev)
+        with group.lock:
+            seed = group.next_seed()
+        gs.forward(m, offs.data_ptr(), x.data_ptr(), w.data_ptr(), y.data_ptr(),
+                   saved.data_ptr(), None, ws.data_ptr(), seed, _ops._stream_of(dev))
+        ctx.save_for_backward(x, w, offs, saved)
+        ctx.gs, ctx.m, ctx.group = gs, m, group
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w, offs, saved = ctx.saved_tensors
+        gs, m, group = ctx.gs, ctx.m, ctx.group
+        dev = dy.device
+        dy = _ops._aligned(dy.to(_ops.torch_dtype(gs.formats["dy"])))
+        sz = gs.sizes(m)
+        ws = torch.empty(max(sz["workspace_bytes"], 1), dtype=torch.uint8, device=dev)
+        dx = dw = None
+        if ctx.needs_input_grad[0]:
+            dx = torch.empty((m, gs.k), dtype=_ops.torch_dtype(gs.formats["dx"]), device=dev)
+        if ctx.needs_input_grad[1]:
+            dw = torch.empty((gs.experts * gs.n, gs.k), dtype=_ops.torch_dtype(gs.formats["dw"]),
+                             device=dev)
+        with group.lock:
+            seed = group.next_seed()
+        gs.backward(m, offs.data_ptr(), x.data_ptr(), w.data_ptr(), dy.data_ptr(),
+                    dx.data_ptr() if dx is not None else None,
+                    dw.data_ptr() if dw is not None else None, saved.data_ptr(), None,
+                    ws.data_ptr(), seed, _ops._stream_of(dev))
+        return dx, dw, None, None, None, None
+
+
+def _check_index(idx, num_experts, what, device_side):
+    """top_k_index's values in [0, E): refused with the reason (route's
+    message), or, device_side (the cuda backend), asserted on the device:
+    no host sync."""
+    flat = idx.reshape(-1)
+    if (not device_side or idx.dtype.is_floating_point or idx.dtype.is_complex
+            or idx.dtype == torch.bool):
+        route(idx, num_experts, what)   # device_side: only a bad dtype comes here, no sync
+    elif flat.numel():
+        torch._assert_async(((flat >= 0) & (flat < num_experts)).all(),
+                            "%s: top_k_index holds an expert outside 0..%d" % (
+                                what, num_experts - 1))
+
+
+def _grouped_path(self, steps, x, top_k_index, top_k_weights):
+    """The experts' GEMMs as one grouped call per projection (and one per
+    projection in the backward): the (token, k) pairs sorted stably by
+    expert, as the per-expert path orders them, each expert's rows starting
+    on the groups' token_align (zero rows between), m_total a static bound
+    (T*k + E*(align-1), up to the steps' M multiple), so nothing waits for
+    the counts on the host (test_device_path's fake-driver step checks
+    that no op reads a tensor on the host). The same bits as the per-expert plans: each
+    expert's rows, zero padded, go through the same kernels."""
+    up, down = self._precc_kinds
+    gu, gd = steps
+    E = self.num_experts
+    T, k = top_k_index.shape
+    dev = x.device
+    flat = top_k_index.reshape(-1).long()
+    n = flat.numel()
+    a = max(gu.token_align, gd.token_align, 1)
+    mm = gu.m_multiple * gd.m_multiple // math.gcd(gu.m_multiple, gd.m_multiple)
+    m = -(-(n + E * (a - 1)) // mm) * mm
+    order = torch.sort(flat, stable=True).indices
+    s = flat[order]                                   # each sorted pair's expert
+    # (bincount reads its max on the host under CUDA; index_add_ does not)
+    counts = torch.zeros(E, dtype=torch.long, device=dev).index_add_(0, flat,
+                                                                     torch.ones_like(flat))
+    padded = (counts + a - 1) // a * a
+    ends = torch.cumsum(padded, 0)
+    first = torch.cumsum(counts, 0) - counts          # an expert's first sorted pair
+    pos = (ends - padded)[s] + torch.arange(n, device=dev) - first[s]
+    offs = ends.to(torch.int32)                       # the experts' END offsets
+    tr = self.is_transposed
+
+    def stacked(kd):
+        p = getattr(self, kd.param)                   # [E, N, K] ([E, K, N] transposed)
+        p = p.transpose(1, 2) if tr else p
+        return _ops._aligned(p.to(kd.wdtype).reshape(E * kd.N, kd.K))
+
+    xs = x[order // k]
+    if xs.dtype != up.xdtype:                         # autocast (checked by _grouped_forward)
+        xs = xs.to(up.xdtype)
+    xp = xs.new_zeros((m, up.K)).index_copy(0, pos, xs)
+    h = _GroupedGemm.apply(xp, stacked(up), offs, gu, m, self._precc_group)
+    if not self.has_gate:
+        h = self.act_fn(h)
+    elif self._precc_gate is not None:
+        h = self._precc_gate(self, h)
+    else:                                             # transformers' _default_apply_gate
+        g, u = h.chunk(2, dim=-1)
+        h = self.act_fn(g) * u
+    # the rows of no token stay 0 (an activation need not map 0 to 0)
+    real = torch.zeros(m, dtype=torch.bool, device=dev).index_fill_(0, pos, True)
+    h = torch.where(real.unsqueeze(1), h, h.new_zeros(()))
+    if h.dtype != down.xdtype:
+        h = h.to(down.xdtype)
+    y = _GroupedGemm.apply(_ops._aligned(h), stacked(down), offs, gd, m, self._precc_group)
+    self.precc_grouped_calls += 1
+    ys = y[pos]
+    weighted = ys * top_k_weights.reshape(-1)[order].unsqueeze(-1)
+    inv = torch.empty_like(order)
+    inv[order] = torch.arange(n, device=dev)
+    return weighted[inv].view(T, k, -1).sum(dim=1).to(x.dtype)
+
+
+def _input_ok(kd, x):
+    """x's dtype is what the recipe runs kd on, or autocast casts it so."""
+    if x.dtype == kd.xdtype:
+        return True
+    dt = x.device.type
+    return torch.is_autocast_enabled(dt) and torch.get_autocast_dtype(dt) == kd.xdtype
+
+
 @torch.compiler.disable
 def _grouped_forward(self, x, top_k_index, top_k_weights):
     # Outside torch.compile's graphs: the tokens per expert are host ints
@@ -215,7 +388,8 @@ def _grouped_forward(self, x, top_k_index, top_k_weights):
     if not torch.is_tensor(x) or x.dim() != 2 or x.shape[1] != up.K:
         raise Error("precc: %s: hidden_states of shape %s; the experts take [tokens, %d]" % (
             fqn, list(x.shape) if torch.is_tensor(x) else type(x).__name__, up.K))
-    order, counts = route(top_k_index, E, "precc: " + fqn)
+    if not torch.is_tensor(top_k_index) or top_k_index.dim() != 2:
+        route(top_k_index, E, "precc: " + fqn)        # refuses it with the reason
     T, k = top_k_index.shape
     if T != x.shape[0]:
         raise Error("precc: %s: top_k_index is %s for %d tokens" % (fqn, list(top_k_index.shape),
@@ -225,7 +399,13 @@ def _grouped_forward(self, x, top_k_index, top_k_weights):
             fqn, [T, k], list(top_k_weights.shape) if torch.is_tensor(top_k_weights)
             else type(top_k_weights).__name__))
     if T * k == 0:
+        route(top_k_index, E, "precc: " + fqn)
         return torch.zeros_like(x)
+    steps = self.grouped_steps(x.device) if self.precc_grouped else "precc_grouped is False"
+    if not isinstance(steps, str) and _input_ok(up, x):
+        _check_index(top_k_index, E, "precc: " + fqn, steps[0].rt.backend == "cuda")
+        return _grouped_path(self, steps, x, top_k_index, top_k_weights)
+    order, counts = route(top_k_index, E, "precc: " + fqn)
     tok = order // k
     xs = x[tok]                                   # [T*k, H], sorted by expert
     ws = top_k_weights.reshape(-1)[order]
