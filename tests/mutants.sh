@@ -120,7 +120,7 @@ epi_stripe_span128|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|mul64(e, stripe
 # m64 block read from the first's rows, the shape's stages not the ones
 # codegen uses in the ring.
 MUTANTS="$MUTANTS
-sm90_stages_overflow|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + 2 * 8);|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + 2 * 8) + 1;
+sm90_stages_overflow|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + z->sc_bytes + 2 * 8);|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + z->sc_bytes + 2 * 8) + 1;
 sm90_box_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|			t->box_rows = o ? z.bn : z.bm;|			t->box_rows = o ? z.bm : z.bn;
 sm90_mi_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|c64(e, (uint64_t)(mi * WGMMA_M * KB))))));|c64(e, 0)))));
 sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi + 8 * h)));|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(8 * h)));"
@@ -133,7 +133,7 @@ MUTANTS="$MUTANTS
 torch_bulk_saved_order|python/precc/torch/_ops.py|python.torch|BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in ps]|BulkCommit(rt, layers, mp, [p.saved.data_ptr() for p in reversed(ps)]
 torch_slot_in_use|python/precc/torch/_ops.py|python.torch|            if e[2] or e[0]._use_count() != 1:|            if e[2]:
 torch_bulk_twice|python/precc/torch/_ops.py|python.torch|            if any(p.plan in twice for ps in sets.values() for p in ps):|            if False:
-torch_fast_again|python/precc/torch/_ops.py|python.torch|g.pending.append(_ApiPending(self, saved, state, m, e, again))|g.pending.append(_ApiPending(self, saved, state, m, e, False))
+torch_fast_again|python/precc/torch/_ops.py|python.torch|g.pending.append(_ApiPending(self, saved, ctx.state, m, e, again))|g.pending.append(_ApiPending(self, saved, ctx.state, m, e, False))
 rt_seen_off|runtime/run.c|runtime.layer.fake|	if (seen_holds(seen, p))\n		return 1;\n	if (!rt->ops->mem_ok|	if (!rt->ops->mem_ok"
 
 # issue 29 §1-2 (grouped): the grouped GEMM family's tile scheduler. A row
