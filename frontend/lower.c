@@ -268,15 +268,9 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 
 	if (c->scaling == SCALING_DELAYED || c->scaling == SCALING_CURRENT)
 		b0 = b1 = 0, square = true, after = tr;
-	/* the stacked weights of a group: one tensorwise scale per expert is
-	 * the granularity {N x *} over [G*N, K] (fprop), {* x N} over their
-	 * transpose [K, G*N] (dgrad; quantized stored, so {N x *} there too) */
-	if (l->groups && k == 1 && c->scaling == SCALING_CURRENT) {
-		if (l->g == GEMM_DGRAD)
-			b1 = l->out;
-		else
-			b0 = l->out;
-	}
+	/* (a tensorwise weight scale per expert would be {N x *} over the
+	 * stacked [G*N, K]: group_refusal keeps such GEMMs per expert until
+	 * codegen has that quantize) */
 	/* and a rowwise scale of dgrad's Wᵀ [K, G*N], one per row per expert,
 	 * is the granularity {1 x N} */
 	if (l->groups && k == 1 && c->scaling == SCALING_ROWWISE && l->g == GEMM_DGRAD)

@@ -82,7 +82,6 @@ grid_tiled_rows|include/precc/grid.h|runtime.plan.fake\|runtime.precc_run.m_vari
 MUTANTS="$MUTANTS
 grouped_b_offset|ir/interp/grouped.c|ir.grouped\|frontend.grouped_lower|s.b.data = (const char *)d->b.data + (size_t)g * (size_t)d->n|s.b.data = (const char *)d->b.data + (size_t)(g ? g - 1 : 0) * (size_t)d->n
 grouped_monotone|ir/interp/grouped.c|ir.grouped|if (g && offs[g] < offs[g - 1])|if (0 && offs[g] < offs[g - 1])
-grouped_weight_scale|frontend/lower.c|frontend.grouped_lower|		b0 = l->out;|		b0 = 0;
 router_bf16|frontend/plan.c|lit.check|				keep_router(lp, g);|				(void)lp;
 fused_layout|frontend/hf_arch.c|lit.check|\"num_local_experts\", \"num_experts\", true,|\"num_local_experts\", \"num_experts\", false,
 dsv2_expert_bias|frontend/hf_arch.c|lit.check|false, -1, false);|false, -1, d->mlp_bias);"
