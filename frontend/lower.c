@@ -271,10 +271,8 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 	/* (a tensorwise weight scale per expert would be {N x *} over the
 	 * stacked [G*N, K]: group_refusal keeps such GEMMs per expert until
 	 * codegen has that quantize) */
-	/* and a rowwise scale of dgrad's Wᵀ [K, G*N], one per row per expert,
-	 * is the granularity {1 x N} */
-	if (l->groups && k == 1 && c->scaling == SCALING_ROWWISE && l->g == GEMM_DGRAD)
-		b1 = l->out;
+	/* (and a rowwise scale of dgrad's Wᵀ [K, G*N] would be {1 x N}:
+	 * group_refusal keeps it per expert too) */
 	if (!quantized(c->format)) {
 		if (tr) {
 			st_.dim[0] = vtype(l, src).dim[1], st_.dim[1] = vtype(l, src).dim[0];
@@ -722,6 +720,14 @@ group_refusal(const LayerPlan *lp, Gemm g)
 		case SCALING_ROWWISE:
 			if (g == GEMM_WGRAD)
 				return "rowwise wgrad scales span every expert's tokens";
+			/* dgrad's Wᵀ [K, G*N] would take {1 x N} row scales, one per
+			 * row per expert: codegen fuses that amax with its quantize
+			 * at small shapes only (Mixtral-8x7B's 4096 x 14336 failed:
+			 * "amax-only kernels are tensorwise, columnwise or rows and
+			 * columns"), so per expert until it does at every shape */
+			if (g == GEMM_DGRAD && k == 1)
+				return "a rowwise weight scale per expert ({1 x N} over the stacked "
+				       "weights' transpose: not generated at every shape yet)";
 			break;
 		case SCALING_CURRENT:
 			/* lower_gemm would make a weight's {N x *} over the stacked

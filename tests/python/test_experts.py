@@ -738,7 +738,7 @@ def test_grouped_path_not_taken_says_why():
     """rowwise.lua's groups leave wgrad per expert (its scales span every
     expert's tokens), te_delayed_hybrid has no groups: the per-expert plans
     run, and grouped_steps says why."""
-    for recipe, why in (("rowwise", "runs only fprop, dgrad grouped"),
+    for recipe, why in (("rowwise", "runs only fprop grouped"),
                         ("te_delayed_hybrid", "has scaling state")):
         torch.manual_seed(0)
         blk = Block(FusedExperts(E, 128, 128))
