@@ -199,6 +199,16 @@ class GroupedExperts(nn.Module):
 
     # ---- the per-expert GEMMs --------------------------------------------------
 
+    def _activate(self, h):
+        """The up projection's output through the activation, gated or not:
+        the grouped and the per-expert paths' one rule."""
+        if not self.has_gate:
+            return self.act_fn(h)
+        if self._precc_gate is not None:
+            return self._precc_gate(self, h)
+        g, u = h.chunk(2, dim=-1)                     # transformers' _default_apply_gate
+        return self.act_fn(g) * u
+
     def _gemm(self, kd, e, x, w, b):
         """One expert's GEMM of kind kd on its rows x (2-D): precc's layer
         kd.fqns[e], or torch's F.linear where the recipe's plan did not take
@@ -349,13 +359,7 @@ def _grouped_path(self, steps, x, top_k_index, top_k_weights):
         xs = xs.to(up.xdtype)
     xp = xs.new_zeros((m, up.K)).index_copy(0, pos, xs)
     h = _GroupedGemm.apply(xp, stacked(up), offs, gu, m, self._precc_group)
-    if not self.has_gate:
-        h = self.act_fn(h)
-    elif self._precc_gate is not None:
-        h = self._precc_gate(self, h)
-    else:                                             # transformers' _default_apply_gate
-        g, u = h.chunk(2, dim=-1)
-        h = self.act_fn(g) * u
+    h = self._activate(h)
     # the rows of no token stay 0 (an activation need not map 0 to 0)
     real = torch.zeros(m, dtype=torch.bool, device=dev).index_fill_(0, pos, True)
     h = torch.where(real.unsqueeze(1), h, h.new_zeros(()))
@@ -428,13 +432,7 @@ def _grouped_forward(self, x, top_k_index, top_k_weights):
             rows = xs.new_zeros((1, xs.shape[1]))
         h = self._gemm(up, e, rows, w_up[e].t() if tr else w_up[e],
                        b_up[e] if b_up is not None else None)
-        if not self.has_gate:
-            h = self.act_fn(h)
-        elif self._precc_gate is not None:
-            h = self._precc_gate(self, h)
-        else:                                     # transformers' _default_apply_gate
-            g, u = h.chunk(2, dim=-1)
-            h = self.act_fn(g) * u
+        h = self._activate(h)
         y = self._gemm(down, e, h, w_down[e].t() if tr else w_down[e],
                        b_down[e] if b_down is not None else None)
         (idle if counts[e] == 0 else outs).append(y)
