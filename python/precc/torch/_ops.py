@@ -396,8 +396,7 @@ class ApiPlan(_Plan):
             if g.backwards and g.pending:
                 g.flush()    # Group.add_forward
             g.forwards += 1
-            g.calls += 1     # Group.next_seed
-            seed = (g.seed * 0x9E3779B97F4A7C15 + g.calls) & 0xFFFFFFFFFFFFFFFF
+            seed = g.next_seed()
             y = torch.empty_like(yt, memory_format=_CONTIGUOUS)
             # the fixed region when free: the bulk commit needs it, and it
             # is one torch.empty fewer for a recipe without state too
@@ -446,8 +445,7 @@ class ApiPlan(_Plan):
         ctx.backwards += 1
         g = ctx.group
         with g.lock:
-            g.calls += 1
-            seed = (g.seed * 0x9E3779B97F4A7C15 + g.calls) & 0xFFFFFFFFFFFFFFFF
+            seed = g.next_seed()
             dx = torch.empty_like(dxt, memory_format=_CONTIGUOUS)
             dw = torch.empty_like(dwt, memory_format=_CONTIGUOUS)
             with self._lock:
