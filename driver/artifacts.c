@@ -336,12 +336,16 @@ gemm_names(const Module *m, const Func *f, const char **name)
 			name[i] = g3[c == 3 ? 2 : g ? 1 : 0];
 	}
 	free(grad);
-	for (int i = 0; i < f->nins; i++)
+	/* ret holds each GEMM's results in fprop, dgrad, wgrad order, an
+	 * output amax before its GEMM's result: the n-th distinct dense GEMM
+	 * call among ret's operands is g3[n] (by operand position, a dgrad
+	 * with an output amax was labelled wgrad) */
+	for (int i = 0, n = 0; i < f->nins; i++)
 		if (f->ins[i].op == OP_ret)
-			for (int a = 0; a < f->ins[i].narg && a < 3; a++) {
+			for (int a = 0; a < f->ins[i].narg && n < 3; a++) {
 				const Ins *d = ir_def_ins(f, f->ins[i].arg[a]);
-				if (d && calls_gemm(m, d) == 1)
-					name[d - f->ins] = g3[a];
+				if (d && calls_gemm(m, d) == 1 && !name[d - f->ins])
+					name[d - f->ins] = g3[n++];
 			}
 	for (int i = 0; i < f->nins; i++)
 		if (calls_gemm(m, &f->ins[i])) {
