@@ -226,7 +226,8 @@ int precc_rt_step_phase(const precc_rt *rt, int layer, int step)
 
 /* ---- forward, backward, commit --------------------------------------------- */
 
-/* Is every output of step st a caller tensor the caller did not pass? */
+/* Is every output of step st (an output amax aside) a caller tensor the
+ * caller did not pass? */
 static int unwanted(const precc_rt *rt, const rt_layer *l, const rt_split *s,
                     int st, void *const *buf)
 {
@@ -235,7 +236,7 @@ static int unwanted(const precc_rt *rt, const rt_layer *l, const rt_split *s,
 
 	for (int p = 0; p < k->nparam; p++) {
 		int b = l->step[st].arg[p];
-		if (!k->param[p].out)
+		if (!k->param[p].out || s->out_amax[b])
 			continue;
 		if (s->place[b] >= PRECC_PLACE_STATE || buf[b])
 			return 0;

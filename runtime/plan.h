@@ -52,6 +52,8 @@ typedef struct rt_split {
 	int has_state;
 	unsigned char *amax;    /* per buffer: a saved f32 the commit reads (an
 	                           amax to reduce across data-parallel ranks) */
+	unsigned char *out_amax; /* per buffer: a GEMM's output amax (y.amax,
+	                           dx.amax), saved: it alone keeps no step */
 	void **ptr;             /* nbuf pointers: the bound buffers of a call */
 	/* the region layout at M = at_m (0: none yet), kept for the next call
 	 * at the same M (forward, backward and commit run at one M): */

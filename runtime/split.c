@@ -38,6 +38,7 @@ void rt_split_free(rt_split *s)
 	free(s->minv);
 	free(s->state_off);
 	free(s->amax);
+	free(s->out_amax);
 	free(s->ptr);
 	free(s->at_off);
 	free(s);
@@ -125,6 +126,14 @@ static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 		for (int i = 0; i < NIO; i++)
 			if (in_role[i] && strcmp(bf->role, in_role[i]) == 0)
 				io = i;
+		if (io < 0 && strcmp(bf->role, "output") == 0 && strchr(bf->type_str, '{')) {
+			/* a scale-shaped output is a GEMM's output amax (y.amax,
+			 * dx.amax): the caller reads it from the saved region
+			 * (precc_rt_buffer_place) while it holds the region */
+			s->place[b] = PRECC_PLACE_SAVED;
+			s->out_amax[b] = 1;
+			continue;
+		}
 		if (io < 0 && strcmp(bf->role, "output") == 0) {
 			/* y is the forward's output; of the backward's, dx (dgrad) and
 			 * dw (wgrad) by their GEMM's label, else by shape: dW [n, k]
@@ -221,7 +230,7 @@ int rt_layers_split(rt_artifact *a)
 		if (!s || !(s->phase = calloc((size_t)l->nstep + 1, 1)) ||
 		    !(s->place = calloc(nb, 1)) || !(s->minv = calloc(nb, 1)) ||
 		    !(s->state_off = calloc(nb, sizeof *s->state_off)) ||
-		    !(s->amax = calloc(nb, 1)) ||
+		    !(s->amax = calloc(nb, 1)) || !(s->out_amax = calloc(nb, 1)) ||
 		    !(s->ptr = calloc(nb, sizeof *s->ptr)) ||
 		    !(s->at_off = calloc(nb, sizeof *s->at_off)) || split_layer(a, l, s)) {
 			rt_split_free(s);

@@ -28,6 +28,31 @@ for r in te_delayed_hybrid current_tensorwise deepseek_v3 bf16 fp16_dynamic_loss
 		fails=$((fails + 1))
 	fi
 done
+# GEMM output amaxes (fprop's y.amax, dgrad's dx.amax) are placed in the
+# saved region: test_layer compares them with run_layer's; a NULL dx skips
+# the dgrad that also makes dx.amax
+cat >"$tmp/out_amax.lua" <<'EOF'
+recipe "out_amax" {
+  format = hybrid,
+  scaling = current,
+  fprop = { output = { format = bf16, amax = true } },
+  dgrad = { output = { format = bf16, amax = true } },
+}
+EOF
+if ! PRECC_CACHE_DIR=$tmp/cache "$precc" build "$tmp/out_amax.lua" \
+	--model "$root/recipes/models/tiny.lua" -o "$tmp/out_amax" >"$tmp/build.log" 2>&1; then
+	echo "FAIL  precc build out_amax: $(tail -1 "$tmp/build.log")"
+	fails=$((fails + 1))
+elif ! grep -q '"name":[[:space:]]*"dx.amax"' "$tmp/out_amax/manifest.json" ||
+	! grep -q '"name":[[:space:]]*"y.amax"' "$tmp/out_amax/manifest.json"; then
+	echo "FAIL  out_amax: the plan has no y.amax or dx.amax"
+	fails=$((fails + 1))
+elif "$test" "$tmp/out_amax"; then
+	echo "ok    out_amax (y.amax and dx.amax saved)"
+else
+	echo "FAIL  out_amax"
+	fails=$((fails + 1))
+fi
 # The phases come from the dataflow, not from the steps' gemm labels: the
 # same plans without any "gemm" key cut the same way (rowwise's weight
 # quantize, which fprop and dgrad share, is labelled dgrad).
