@@ -196,7 +196,7 @@ def ir_shape(ir):
         if m:
             types[m.group(1)] = (m.group(2), m.group(3).split(","))
     for line in ir.splitlines():
-        m = re.match(r"\s*%(\S+) = gemm %(\S+?), %(\S+?)[, ]", line)
+        m = re.match(r"\s*%(\S+) = gemm(?:_grouped)? %(\S+?), %(\S+?)[, ]", line)
         if m:
             out, a, b = types[m.group(1)], types.get(m.group(2)), types.get(m.group(3))
             return {"n": out[1][1], "k": a[1][1] if a else "?", "fmt": a[0] if a else "?",
@@ -307,6 +307,7 @@ def audit_build(tools, out, recipe, model):
                  manifest_regs=f.get("regs"), **ir_shape(k["ir"]))
         if grouped:   # a grouped GEMM: its experts and each expert's W [n, k]
             r["grouped"] = grouped
+            r.update(n=str(grouped["n"]), k=str(grouped["k"]))
         g = k.get("grid", {})
         r["tile"] = "%sx%s" % (g.get("tile_rows", "?"), g.get("tile_cols", "?"))
         m = SCHED.search("# schedule: " + k["schedule"] if k.get("schedule") else k["ir"])
@@ -336,7 +337,7 @@ COLS = ["recipe", "model", "GEMM", "layers", "N x K", "tile", "cluster", "stages
 def row_cells(r):
     why = r["why"]
     return [r.get("recipe", "-"), r.get("model", "-"), "/".join(r.get("kinds", [])) or "-",
-            ",".join(l[6:] if l.startswith("model.") else l for l in r.get("layers", []))[:44] or "-", "%s x %s" % (r.get("n", "?"), r.get("k", "?")),
+            ",".join(l[6:] if l.startswith("model.") else l for l in r.get("layers", []))[:64] or "-", "%s x %s" % (r.get("n", "?"), r.get("k", "?")),
             r.get("tile", "-"), r.get("cluster", "-"), str(r.get("stages", "-")), str(r["regs"]),
             str(r.get("spill_bytes") if r.get("spill_bytes") is not None else "-"),
             str(r["local"] + r["stack"]),

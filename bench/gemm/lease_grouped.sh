@@ -29,7 +29,7 @@
 # Budget (H100/H200, estimated; every part boxed by timeout, JSONL written
 # as it goes): build with cc ~60-90 s; bench_grouped_gpu ~70 s at 300 grouped
 # TFLOP/s (19 configurations x 3 recipes, 44 PFLOP per GEMM kind, 5 timings
-# of 24 runs each), boxed to half of what is left; bench_gemm_gpu on the 11
+# of 24 runs each), boxed to half of what is left; bench_gemm_gpu on the 10
 # dense shapes ~30 s; grouped_ref.py ~40 s. tests/gpu/lease.sh runs it as
 # part G (PRECC_LEASE_G=1).
 set -u
