@@ -299,13 +299,18 @@ static int bench_group(FILE *js, const char *recipe, double tol, precc_rt *rt, i
 	/* the regions and tensors at the largest m_total serve every smaller one */
 	if (precc_rt_group_sizes(rt, gidx, mmax, &g.sz))
 		rt_die("group_sizes");
-	size_t xb = (size_t)mmax * g.gi.k * 2, yb = (size_t)mmax * g.gi.n * 4;
-	size_t wb = (size_t)ne * g.gi.n * g.gi.k * 2;
+	/* the caller's tensors in the plan's formats (DeepSeek-V3 at T = 16384:
+	 * W and dW are 7.5 GB each in bf16) */
+	size_t ey = precc_interp_elem_bytes(g.sz.y_format), edx = precc_interp_elem_bytes(g.sz.dx_format);
+	size_t edw = precc_interp_elem_bytes(g.sz.dw_format);
+	size_t xb = (size_t)mmax * g.gi.k * 2, yb = (size_t)mmax * g.gi.n * ey;
+	size_t wb = (size_t)ne * g.gi.n * g.gi.k * 2, dxb = (size_t)mmax * g.gi.k * edx;
+	size_t dwb = (size_t)ne * g.gi.n * g.gi.k * edw;
 	g.x = dmalloc(rt, xb), g.dy = dmalloc(rt, (size_t)mmax * g.gi.n * 2);
 	g.w = dmalloc(rt, wb);
 	g.y = dmalloc(rt, yb);
-	g.dx = g.gi.grouped[1] ? dmalloc(rt, (size_t)mmax * g.gi.k * 4) : NULL;
-	g.dw = g.gi.grouped[2] ? dmalloc(rt, wb * 2) : NULL;
+	g.dx = g.gi.grouped[1] ? dmalloc(rt, dxb) : NULL;
+	g.dw = g.gi.grouped[2] ? dmalloc(rt, dwb) : NULL;
 	g.offs = dmalloc(rt, (size_t)ne * 4);
 	g.saved = dmalloc(rt, g.sz.saved_bytes);
 	g.state = dmalloc(rt, g.sz.state_bytes);
@@ -349,9 +354,9 @@ static int bench_group(FILE *js, const char *recipe, double tol, precc_rt *rt, i
 		}
 		CK(drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)g.y, 0xff, yb, NULL));
 		if (g.dx)
-			CK(drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)g.dx, 0xff, (size_t)mmax * g.gi.k * 4, NULL));
+			CK(drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)g.dx, 0xff, dxb, NULL));
 		if (g.dw)
-			CK(drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)g.dw, 0xff, wb * 2, NULL));
+			CK(drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)g.dw, 0xff, dwb, NULL));
 		place_buffers(&g);
 		do_forward(&g);
 		do_backward(&g);
