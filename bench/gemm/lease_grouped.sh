@@ -110,6 +110,14 @@ al = {r["recipe"]: r["token_align"] for r in rows}
 print("fake: %d rows; token_align %s" % (len(rows), al))
 sys.exit(bad)
 PY
+	# with the values checked, the fake's outputs (never computed: still the
+	# NaN poison) must fail the check
+	FAKE_CUDA_MANIFEST=$t/bf16 PRECC_LIBCUDA=$lib PRECC_GROUPED_TOKENS=100 PRECC_GROUPED_ROUTING=balanced \
+		"$bench" "$t/c.jsonl" "$t/bf16:0.02" >"$t/check.log" 2>&1
+	rc=$?
+	if [ $rc != 1 ] || [ "$(grep -c 'fprop .* BAD' "$t/check.log")" != 2 ]; then
+		echo "FAIL: bench_grouped_gpu took outputs nothing computed (exit $rc)"; cat "$t/check.log"; exit 1
+	fi
 	if "$py" -c 'import torch' 2>/dev/null; then
 		"$py" bench/gemm/grouped_ref.py --dry-run || { echo "FAIL: grouped_ref.py --dry-run"; exit 1; }
 		"$py" bench/gemm/grouped_ref.py --dry-run --tokens 4096,x >/dev/null 2>&1 &&
