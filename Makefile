@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo train-demo test test-asan sweep bench bench-host bench-convert install clean fuzz fuzz-smoke fuzz-build fuzz-deps sass-audit sass-tools gemm-model
+.PHONY: all deps build demo train-demo test test-asan sweep bench bench-host bench-convert install clean fuzz fuzz-smoke fuzz-build fuzz-deps sass-audit sass-tools gemm-model moe-traffic
 
 all: build
 
@@ -127,6 +127,12 @@ sass-tools:
 # its predictions at bench/gemm/shapes.lua for the kernels this tree builds.
 gemm-model: build
 	python3 bench/gemm_model.py --precc $(BUILD)/precc
+
+# Issue 29: the expert groups' traffic, grouped against per expert, for every
+# recipe that groups x DeepSeek-V3's and Mixtral-8x7B's experts (static,
+# precc build --stats; bench/RESULTS.md).
+moe-traffic: build
+	sh bench/moe_traffic.sh $(BUILD)/precc
 
 # Libraries, headers, precc, precc-run, the recipes and precc.pc under PREFIX.
 PREFIX ?= /usr/local

@@ -42,6 +42,11 @@ holds). E is closed-form given e and a; e and a by a grid search.
         bf16, current_tensorwise and deepseek_v3, audit, predict
   python3 bench/gemm_model.py --write PRED.json AUDIT.json...   predictions
         by recipe, shape and GEMM (and kernel name) for lease_gemm.sh
+  python3 bench/gemm_model.py --grouped AUDIT.json...   PREDICTED TFLOP/s of the
+        grouped GEMMs the audit JSONs describe (per expert tile and wave,
+        balanced and skewed routing; n/m for the mma.sync family)
+  python3 bench/gemm_model.py --grouped-check   the grouped prediction
+        against the dense one where they must agree
   python3 bench/gemm_model.py --compare GEMM.jsonl PRED.json [TORCH.json]
         on the GPU: each measured row of bench_gemm_gpu beside its
         prediction, then #28's targets
@@ -275,6 +280,122 @@ def predict(audit_rows, c=None):
     return out
 
 
+# ---- grouped GEMMs (issue 29): a prediction, per expert tile -------------
+
+def route(m, ne, skewed):
+    """Each expert's rows of M routed rows, as bench/bench_grouped_gpu.c
+    routes them: balanced, or skewed (the first eighth of the experts, at
+    least one, with 4 times the others' share); the remainder of the
+    division to the first experts."""
+    hot = max(1, ne // 8)
+    wsum = 4 * hot + (ne - hot) if skewed else ne
+    cnt = [m * (4 if skewed and e < hot else 1) // wsum for e in range(ne)]
+    for e in range(m - sum(cnt)):
+        cnt[e % ne] += 1
+    return cnt
+
+
+def grouped_clocks(kern, kind, counts, n, k, eb, c):
+    """Clocks of a grouped GEMM of the wgmma family (a prediction): its
+    tiles in the order the persistent kernel walks them (expert by expert;
+    tile t on CTA t mod 132, the static stride of codegen's grouped and
+    sm_90a schedulers), each tile the dense model's K loop and epilogue.
+    m-grouped (fprop: expert e's rows x n over k; dgrad: rows x k over n):
+    ceil(rows_e / bm) x ceil(cols / bn) tiles each. k-grouped (wgrad: dW_e
+    [n, k] over expert e's rows): ceil(n / bm) x ceil(k / bn) tiles each,
+    a K loop of rows_e (none for an expert without rows: its epilogue
+    stores zeros). The busiest CTA's sum."""
+    bm, bn = kern["bm"], kern["bn"]
+    _, _, per_k, epi, _ = parts(kern, bm, bn, 128, eb, c)
+    load = [0.0] * SMS
+    t = 0
+    for rows in counts:
+        if kind == "wgrad":
+            kt, nt = math.ceil(rows * eb / 128), math.ceil(n / bm) * math.ceil(k / bn)
+        else:
+            cols, red = (n, k) if kind == "fprop" else (k, n)
+            kt, nt = math.ceil(red * eb / 128), math.ceil(rows / bm) * math.ceil(cols / bn)
+        for _ in range(nt):
+            load[t % SMS] += kt * per_k + epi
+            t += 1
+    return max(load)
+
+
+def grouped_tflops(kern, kind, counts, n, k, eb, c=None):
+    c = c or constants()
+    clk = grouped_clocks(kern, kind, counts, n, k, eb, c)
+    return 2.0 * sum(counts) * n * k / (clk / F_HZ) / 1e12 if clk else 0.0
+
+
+def grouped_check():
+    """The grouped prediction meets the dense one where they must agree:
+    one expert with every row, and 8 experts whose rows fill whole tiles
+    (for wgrad: the dense GEMM of the stacked dW [8 n, k] over one expert's
+    rows); skewed routing is never faster. 0 or 1."""
+    c = constants()
+    kern = {"bm": 128, "bn": 128, "consumers": 2, "loop": 69}
+    bad = 0
+    for kind in ("fprop", "dgrad", "wgrad"):
+        for counts in ([8192], [1024] * 8):
+            m, n, k = sum(counts), 4096, 7168
+            rows, cols, red = gemm_dims(kind, m, n, k)
+            if kind == "wgrad":   # k-grouped: the experts' dW stacked, [E n, k] over one's rows
+                rows, red = len(counts) * n, counts[0]
+            dense, grouped = tflops(kern, rows, cols, red, 1, c), grouped_tflops(kern, kind, counts, n, k, 1, c)
+            ok = abs(grouped - dense) <= 1e-9 * dense
+            bad += not ok
+            print("gemm_model: grouped %s, %d experts x %d rows: %.1f TFLOP/s, dense %.1f%s"
+                  % (kind, len(counts), counts[0], grouped, dense, "" if ok else "  MISMATCH"))
+        sk = grouped_tflops(kern, kind, route(8192, 8, True), 4096, 7168, 1, c)
+        bal = grouped_tflops(kern, kind, route(8192, 8, False), 4096, 7168, 1, c)
+        bad += sk > bal * (1 + 1e-9)
+        print("gemm_model: grouped %s, 8 experts, skewed %.1f <= balanced %.1f TFLOP/s%s"
+              % (kind, sk, bal, "" if sk <= bal * (1 + 1e-9) else "  WRONG"))
+    return 1 if bad else 0
+
+
+def predict_grouped(audit_rows, tokens=(4096, 16384)):
+    """Predictions for the grouped GEMM kernels of sass_audit --json rows
+    (those with "grouped": a build with expert groups), at T tokens x the
+    group's top-k (its name's "_top8", else 2), balanced and skewed."""
+    c = constants()
+    out = []
+    for r in audit_rows:
+        g = r.get("grouped")
+        if not g:
+            continue
+        name = ",".join(r.get("layers", []))
+        tk = re.search(r"_top(\d+)", name)
+        topk = int(tk.group(1)) if tk else 2
+        fixed = re.search(r"_t(\d+)\.", name)
+        eb = 2 if r.get("fmt") in ("bf16", "f16") else 1
+        bm, bn = (int(v) for v in r["tile"].split("x"))
+        kern = {"bm": bm, "bn": bn, "consumers": r.get("consumers", 2 if bm > 64 else 1),
+                "loop": (r.get("k_loop") or {}).get("instructions", 0)}
+        for t in ((int(fixed.group(1)),) if fixed else tokens):
+            for skewed in (False, True):
+                counts = route(t * topk, g["experts"], skewed)
+                for kind in r["kinds"]:
+                    p = {"recipe": r["recipe"], "group": name, "experts": g["experts"], "tokens": t,
+                         "routing": "skewed" if skewed else "balanced", "n": g["n"], "k": g["k"],
+                         "what": kind, "kernel": r["kernel"], "tile": r["tile"], "wgmma": bool(r["gmma"])}
+                    p["tflops"] = round(grouped_tflops(kern, kind, counts, g["n"], g["k"], eb, c), 1) \
+                        if r["gmma"] else None
+                    out.append(p)
+    return out
+
+
+def print_grouped(pred):
+    print("gemm_model: PREDICTED grouped GEMM TFLOP/s (the cost model, per expert tile and wave; "
+          "not measured)")
+    print("| recipe | group | E | T | routing | N | K | GEMM | tile | predicted |")
+    print("|---|---|---:|---:|---|---:|---:|---|---|---:|")
+    for p in pred:
+        print("| %s | %s | %d | %d | %s | %d | %d | %s | %s | %s |" % (
+            p["recipe"], p["group"], p["experts"], p["tokens"], p["routing"], p["n"], p["k"], p["what"],
+            p["tile"], "%.0f" % p["tflops"] if p["tflops"] else "n/m (mma.sync: the model is of wgmma)"))
+
+
 REFS = {}   # (M, N, K) -> (cuBLASLt tensorwise, cuBLASLt blockwise, torch.matmul) of the H200 run
 for _r in MEASURED:
     REFS[_r[:3]] = {"tensorwise": _r[4], "blockwise": _r[6], "bf16": _r[8]}
@@ -411,6 +532,12 @@ def main(argv):
         worst = report_fit()
         if len(argv) > 2 and argv[1] == "--check":   # ctest: the fit's worst row within PCT
             return 0 if worst <= float(argv[2]) else 1
+        return 0
+    if argv[0] == "--grouped-check":
+        return grouped_check()
+    if argv[0] == "--grouped":
+        rows = [r for f in argv[1:] for r in json.load(open(f))]
+        print_grouped(predict_grouped(rows))
         return 0
     if argv[0] == "--compare":
         compare(argv[1], argv[2], argv[3] if len(argv) > 3 else None)

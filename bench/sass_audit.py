@@ -22,6 +22,9 @@ still fails on any other. 2 on a usage or tool error.
   python3 bench/sass_audit.py [--precc build/precc] [--recipes 'a b']
       [--models 'm.json ...'] [--group] [--json OUT] [--allow-known]
   python3 bench/sass_audit.py --dirs 'OUT...'   audit builds already made
+  python3 bench/sass_audit.py --dirs 'OUT...' --layers   each GEMM kernel's
+      GEMMs and layers from the manifests alone (no tools): an expert
+      group's kernels by the group, model.layers.0.mlp.experts.*.gate_proj
   python3 bench/sass_audit.py --cubin K.cubin [--ptx K.ptx]   one kernel
       (--ptx: ptxas -arch=sm_90a -v it into the cubin first)
 
@@ -193,7 +196,7 @@ def ir_shape(ir):
         if m:
             types[m.group(1)] = (m.group(2), m.group(3).split(","))
     for line in ir.splitlines():
-        m = re.match(r"\s*%(\S+) = gemm %(\S+?), %(\S+?)[, ]", line)
+        m = re.match(r"\s*%(\S+) = gemm(?:_grouped)? %(\S+?), %(\S+?)[, ]", line)
         if m:
             out, a, b = types[m.group(1)], types.get(m.group(2)), types.get(m.group(3))
             return {"n": out[1][1], "k": a[1][1] if a else "?", "fmt": a[0] if a else "?",
@@ -219,8 +222,43 @@ def known(r, why):
     return None
 
 
-def audit_build(tools, out, recipe, model):
-    man = json.load(open(os.path.join(out, "manifest.json")))
+def name_pattern(names, few=0):
+    """One name for several dotted names: a part where they differ as
+    {a,b} when it takes at most `few` values, else *."""
+    parts = [n.split(".") for n in names]
+    if len({len(p) for p in parts}) != 1:
+        return names[0]
+    out = []
+    for p in zip(*parts):
+        v = sorted(set(p))
+        out.append(v[0] if len(v) == 1 else "{%s}" % ",".join(v) if len(v) <= few else "*")
+    return ".".join(out)
+
+
+def group_names(man):
+    """{class: {name, experts, n, k, count}} of the manifest's expert groups
+    (targets[0]'s "groups"): name is the experts' layers as a pattern,
+    model.layers.0.mlp.experts.*.gate_proj."""
+    by = {}
+    for g in man.get("groups", []):
+        el = g.get("expert_layers") or [g["name"]]
+        pat = name_pattern(el) if len(el) > 1 else el[0]
+        by.setdefault(g["class"], []).append((pat, g))
+    out = {}
+    for c, gs in by.items():
+        g = gs[0][1]
+        out[c] = {"name": name_pattern([p for p, _ in gs], 3), "experts": g["experts"], "n": g["n"],
+                  "k": g["k"], "count": len(gs)}
+    return out
+
+
+def kernel_names(man):
+    """{kernel: (kinds, layers, grouped)} of every GEMM kernel of a
+    manifest: the GEMMs its steps label it with, the layers whose steps
+    launch it (a layer class's first layer's last name part; an expert
+    group's kernels by the group: model.layers.0.mlp.experts.*.gate_proj),
+    and for a grouped GEMM its experts, each expert's W [n, k] and how many
+    groups launch it (else None)."""
     kinds, layers = {}, {}
     for ci, lc in enumerate(man["layer_classes"]):
         for st in lc["steps"]:
@@ -238,15 +276,38 @@ def audit_build(tools, out, recipe, model):
     fqn = {}
     for l in man["layers"]:
         fqn.setdefault(l["class"], l["fqn"].split(".")[-1])
+    # an expert group's step is a class of its own (manifest "groups"): its
+    # kernels are named by the group, the experts' index (and the blocks',
+    # where several groups share the class) as "*"
+    group = group_names(man)
+    fqn.update({c: g["name"] for c, g in group.items()})
+    out = {}
+    for k in man["kernels"]:
+        if k["shape"] != "gemm":
+            continue
+        gs = [group[c] for c in layers.get(k["name"], []) if c in group]
+        out[k["name"]] = (sorted(kinds.get(k["name"], [])),
+                          sorted({fqn.get(c, "?") for c in layers.get(k["name"], [])}),
+                          {"experts": gs[0]["experts"], "n": gs[0]["n"], "k": gs[0]["k"],
+                           "groups": sum(g["count"] for g in gs)} if gs else None)
+    return out, variant
+
+
+def audit_build(tools, out, recipe, model):
+    man = json.load(open(os.path.join(out, "manifest.json")))
+    names, variant = kernel_names(man)
     rows = []
     for k in man["kernels"]:
         if k["shape"] != "gemm" or "sm_90a" not in k["files"]:
             continue
         f = k["files"]["sm_90a"]
         r = audit_cubin(tools, os.path.join(out, f["cubin"]), f.get("spill_bytes"))
-        r.update(recipe=recipe, model=model, kernel=k["name"], kinds=sorted(kinds.get(k["name"], [])),
-                 layers=sorted({fqn.get(c, "?") for c in layers.get(k["name"], [])}),
+        kinds, layers, grouped = names[k["name"]]
+        r.update(recipe=recipe, model=model, kernel=k["name"], kinds=kinds, layers=layers,
                  manifest_regs=f.get("regs"), **ir_shape(k["ir"]))
+        if grouped:   # a grouped GEMM: its experts and each expert's W [n, k]
+            r["grouped"] = grouped
+            r.update(n=str(grouped["n"]), k=str(grouped["k"]))
         g = k.get("grid", {})
         r["tile"] = "%sx%s" % (g.get("tile_rows", "?"), g.get("tile_cols", "?"))
         m = SCHED.search("# schedule: " + k["schedule"] if k.get("schedule") else k["ir"])
@@ -276,7 +337,7 @@ COLS = ["recipe", "model", "GEMM", "layers", "N x K", "tile", "cluster", "stages
 def row_cells(r):
     why = r["why"]
     return [r.get("recipe", "-"), r.get("model", "-"), "/".join(r.get("kinds", [])) or "-",
-            ",".join(r.get("layers", []))[:40] or "-", "%s x %s" % (r.get("n", "?"), r.get("k", "?")),
+            ",".join(l[6:] if l.startswith("model.") else l for l in r.get("layers", []))[:64] or "-", "%s x %s" % (r.get("n", "?"), r.get("k", "?")),
             r.get("tile", "-"), r.get("cluster", "-"), str(r.get("stages", "-")), str(r["regs"]),
             str(r.get("spill_bytes") if r.get("spill_bytes") is not None else "-"),
             str(r["local"] + r["stack"]),
@@ -326,7 +387,18 @@ def main(argv):
     ap.add_argument("--cubin", default=None)
     ap.add_argument("--ptx", default=None)
     ap.add_argument("--not-gemm", action="store_true", help="--cubin: not a GEMM (no wgmma check)")
+    ap.add_argument("--layers", action="store_true",
+                    help="with --dirs: each GEMM kernel's GEMMs and layers from the manifest alone (no SASS)")
     a = ap.parse_args(argv)
+    if a.layers and a.dirs:
+        for d in a.dirs.split():
+            names, _ = kernel_names(json.load(open(os.path.join(d, "manifest.json"))))
+            for kern, (kinds, layers, grouped) in names.items():
+                print("%s %s %s%s" % (kern, "/".join(kinds) or "-", ",".join(layers) or "-",
+                                      " grouped: %d experts, n %d, k %d, %d group(s)"
+                                      % (grouped["experts"], grouped["n"], grouped["k"], grouped["groups"])
+                                      if grouped else ""))
+        return 0
     tools = {t: find_tool(t) for t in ("nvdisasm", "cuobjdump")}
     if not all(tools.values()):
         print("sass_audit: SKIP: no nvdisasm/cuobjdump (pip install nvidia-cuda-nvdisasm "

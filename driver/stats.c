@@ -182,25 +182,30 @@ add_totals(cJSON *o, long m, double rd, double wr, double mn)
 	cJSON_AddNumberToObject(o, "ratio", ratio3(rd + wr, mn));
 }
 
-/* One kernel's "stats" (replaced if there); prints its table row. */
+/* The bytes kernel k moves: its params' extents, its inputs at m_in rows
+ * and its outputs at m_out (the same but in a grouped GEMM, which reads
+ * the experts' rows alone and writes every row: group_traffic), each
+ * input read once per phase that tiles it. 0, or -1 when a type does not
+ * size. */
 static int
-kernel_stats(cJSON *k, const char *dir, long m, FILE *out)
+kernel_traffic(const cJSON *k, long m_in, long m_out, double *rd, double *wr, double *mn)
 {
-	double rd = 0, wr = 0, mn = 0;
 	const cJSON *ps = cJSON_GetObjectItemCaseSensitive(k, "params");
 	const cJSON *phases = cJSON_GetObjectItemCaseSensitive(k, "phases"), *p;
 	int by_phase = cJSON_IsArray(phases) && cJSON_GetArraySize(phases) > 1;
 
+	*rd = *wr = *mn = 0;
 	cJSON_ArrayForEach(p, ps) {
-		long n = type_bytes(str(p, "type"), m);
+		int out = !strcmp(str(p, "dir"), "out");
+		long n = type_bytes(str(p, "type"), out ? m_out : m_in);
 		if (n < 0) {
 			fprintf(stderr, "precc build: error: --stats: %s: cannot size type '%s'\n",
 			        str(k, "name"), str(p, "type"));
 			return -1;
 		}
-		if (!strcmp(str(p, "dir"), "out")) {
-			wr += (double)n;
-			mn += (double)n;
+		if (out) {
+			*wr += (double)n;
+			*mn += (double)n;
 			continue;
 		}
 		long reads = 1;
@@ -212,9 +217,22 @@ kernel_stats(cJSON *k, const char *dir, long m, FILE *out)
 			if (c > 1)
 				reads = c;
 		}
-		rd += (double)n * (double)reads;
-		mn += (double)n;
+		*rd += (double)n * (double)reads;
+		*mn += (double)n;
 	}
+	return 0;
+}
+
+/* One kernel's "stats" (replaced if there); prints its table row. */
+static int
+kernel_stats(cJSON *k, const char *dir, long m, FILE *out)
+{
+	double rd, wr, mn;
+
+	if (kernel_traffic(k, m, m, &rd, &wr, &mn))
+		return -1;
+	const cJSON *phases = cJSON_GetObjectItemCaseSensitive(k, "phases");
+	int by_phase = cJSON_IsArray(phases) && cJSON_GetArraySize(phases) > 1;
 	const char *tg = str(k, "target");
 	const cJSON *fl = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(k, "files"), tg);
 	long regs = num(fl, "regs", -1), spill = num(fl, "spill_bytes", -1);
@@ -476,11 +494,282 @@ step_totals(const cJSON *layers, Body *body, int nbody, cJSON *ks, double tot[8]
 	ir_names_free(&at);
 }
 
+/* ---- the expert groups' traffic ------------------------------------------
+ * One training step of each group (forward, backward) at M routed rows
+ * (tokens x top-k) spread evenly over its experts, two ways: its grouped
+ * plan as GroupedExperts runs it (python/precc/torch/_experts.py,
+ * _grouped_path: each expert's rows padded to the group's token_align,
+ * every kernel sized by the static bound m_total = M + experts x
+ * (token_align - 1) up to the plan's m_multiple), and the experts' own
+ * layers as the per-expert path runs them (each expert's rows padded to
+ * its layer's m_multiple). Per kernel the bytes are kernel_traffic's, but
+ * a grouped GEMM (a step that reads the offsets) reads the rows of the
+ * experts' windows alone and writes all m_total rows (codegen/
+ * k_gemm_grouped.c: rows of no expert are zeros, tiles map to experts).
+ * The minimum: each expert's x, w, dy (and state) read once, y, dx, dw
+ * (and state) written once, at its unpadded rows. */
+
+static long
+lcm(long a, long b)
+{
+	long x = a, y = b;
+	while (y) {
+		long t = x % y;
+		x = y;
+		y = t;
+	}
+	return x ? a / x * b : 1;
+}
+
+/* The lcm of a class's kernels' block sizes along M (runtime/artifact.c's
+ * layer m_multiple: a call's M is a multiple of it). */
+static long
+class_m_multiple(const cJSON *cls, cJSON *ks)
+{
+	const cJSON *st;
+	long mm = 1;
+	cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(cls, "steps")) {
+		const cJSON *k = find_kernel(ks, str(st, "kernel"));
+		long km = num(cJSON_GetObjectItemCaseSensitive(k, "grid"), "m_multiple", 1);
+		mm = lcm(mm, km > 0 ? km : 1);
+	}
+	return mm;
+}
+
+static const char *
+buf_type(const cJSON *cls, const char *name)
+{
+	const cJSON *b;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(cls, "buffers"))
+		if (!strcmp(str(b, "name"), name))
+			return str(b, "type");
+	return "";
+}
+
+/* Does step st read the group's offsets buffer offs? */
+static int
+reads_offsets(const cJSON *st, const char *offs)
+{
+	const cJSON *a;
+	cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(st, "args"))
+		if (cJSON_IsString(a) && !strcmp(a->valuestring, offs))
+			return 1;
+	return 0;
+}
+
+/* The group's token_align (runtime/grouped.c's): the lcm of the blocks B
+ * of the "M/B" dims of what its grouped GEMMs read and write. */
+static long
+class_token_align(const cJSON *cls, const char *offs)
+{
+	const cJSON *st, *a;
+	long al = 1;
+	cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(cls, "steps")) {
+		if (!reads_offsets(st, offs))
+			continue;
+		cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(st, "args")) {
+			const char *t = cJSON_IsString(a) ? buf_type(cls, a->valuestring) : "";
+			for (const char *p = strstr(t, "M/"); p; p = strstr(p + 2, "M/")) {
+				long b = strtol(p + 2, NULL, 10);
+				if (b > 1)
+					al = lcm(al, b);
+			}
+		}
+	}
+	return al;
+}
+
+typedef struct Traffic {
+	int cls, groups;          /* the groups' class, how many groups have it */
+	const char *name;         /* the first such group */
+	int experts;
+	long n, k, align, mm, m_total, gemm_rows, emm, expert_rows;
+	double grouped, per, min; /* bytes, per group */
+	long gl, pl;              /* launches, per group */
+} Traffic;
+
+/* Group g's figures at M rows into *t (its first group's). 0 or -1. */
+static int
+group_traffic(const cJSON *g, const cJSON *cls, cJSON *ks, const cJSON *const *byi,
+              NameTab *at, long m, Traffic *t)
+{
+	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
+	const cJSON *gc = cJSON_GetArrayItem(cls, (int)num(g, "class", -1)), *st, *b, *x;
+	const char *offs = "";
+	int ne = (int)num(g, "experts", 0), grouped[3] = {0}, e = 0;
+	double rd, wr, mn;
+
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(gc, "buffers"))
+		if (!strcmp(str(b, "role"), "offsets"))
+			offs = str(b, "name");
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(g, "gemms"))
+		for (int i = 0; i < 3; i++)
+			grouped[i] |= cJSON_IsString(x) && !strcmp(x->valuestring, g3[i]);
+	if (ne < 1 || !*offs)
+		return -1;
+	t->experts = ne;
+	t->n = num(g, "n", 0), t->k = num(g, "k", 0);
+	t->align = class_token_align(gc, offs);
+	t->mm = class_m_multiple(gc, ks);
+	t->m_total = round_up(m + (long)ne * (t->align - 1), t->mm);
+	t->gemm_rows = t->expert_rows = t->emm = 0;
+	t->grouped = t->per = t->min = 0;
+	t->gl = t->pl = 0;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(g, "expert_layers")) {
+		long rows = m / ne + (e < m % ne);   /* even routing */
+		int i = cJSON_IsString(x) ? ir_names_get(at, x->valuestring) : -1;
+		e++;
+		if (i < 0)
+			return -1;
+		const cJSON *ec = cJSON_GetArrayItem(cls, (int)num(byi[i], "class", -1));
+		cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(ec, "buffers")) {
+			const char *role = str(b, "role");
+			int times = !strcmp(role, "state") || !strcmp(role, "main_grad") ? 2
+			            : !strcmp(role, "input") || !strcmp(role, "weight")
+			              || !strcmp(role, "grad_output") || !strcmp(role, "output");
+			long sz = times ? type_bytes(str(b, "type"), rows) : 0;
+			if (sz < 0)
+				return -1;
+			t->min += (double)sz * times;
+		}
+		if (!rows)          /* no tokens: no launch, on either path */
+			continue;
+		t->gemm_rows += round_up(rows, t->align);
+		long emm = class_m_multiple(ec, ks), mp = round_up(rows, emm);
+		if (emm > t->emm)
+			t->emm = emm;
+		t->expert_rows += mp;
+		cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(ec, "steps")) {
+			const cJSON *k = find_kernel(ks, str(st, "kernel"));
+			if (!k || kernel_traffic(k, mp, mp, &rd, &wr, &mn))
+				return -1;
+			t->per += rd + wr;
+			t->pl++;
+			for (int j = 0; j < 3; j++)   /* what the grouped plan leaves to it */
+				if (!grouped[j] && !strcmp(str(st, "gemm"), g3[j])) {
+					t->grouped += rd + wr;
+					t->gl++;
+				}
+		}
+	}
+	cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(gc, "steps")) {
+		const cJSON *k = find_kernel(ks, str(st, "kernel"));
+		if (!k || kernel_traffic(k, reads_offsets(st, offs) ? t->gemm_rows : t->m_total,
+		                         t->m_total, &rd, &wr, &mn))
+			return -1;
+		t->grouped += rd + wr;
+		t->gl++;
+	}
+	return 0;
+}
+
+static double
+pct(long v, long base)
+{
+	return base > 0 ? 100.0 * (double)(v - base) / (double)base : 0;
+}
+
+/* Every group's traffic at M, one line per group class and a total, into
+ * o (stats.groups). */
+static void
+groups_traffic(cJSON *root, cJSON *o, long m, FILE *out)
+{
+	const cJSON *gs = cJSON_GetObjectItemCaseSensitive(root, "groups"), *g, *l;
+	const cJSON *cls = cJSON_GetObjectItemCaseSensitive(root, "layer_classes");
+	cJSON *ks = cJSON_GetObjectItemCaseSensitive(root, "kernels");
+	const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
+	int nl = cJSON_GetArraySize(layers), li = 0, nt = 0, bad = 0;
+	const cJSON **byi = calloc((size_t)nl + 1, sizeof *byi);
+	Traffic *tr = calloc((size_t)cJSON_GetArraySize(gs) + 1, sizeof *tr);
+	double tot[3] = {0};
+	long launches[2] = {0};
+	NameTab at;
+
+	if (!byi || !tr) {
+		free(byi);
+		free(tr);
+		return;
+	}
+	ir_names_init(&at, (size_t)nl);
+	cJSON_ArrayForEach(l, layers) {
+		byi[li] = l;
+		ir_names_put(&at, str(l, "fqn"), li++);
+	}
+	cJSON_ArrayForEach(g, gs) {
+		int c = (int)num(g, "class", -1), i = 0;
+		while (i < nt && tr[i].cls != c)
+			i++;
+		if (i == nt) {    /* one class: the same kernels at the same shapes */
+			tr[i].cls = c;
+			tr[i].name = str(g, "name");
+			if (group_traffic(g, cls, ks, byi, &at, m, &tr[i])) {
+				bad = 1;
+				break;
+			}
+			nt++;
+		}
+		tr[i].groups++;
+		tot[0] += tr[i].grouped, tot[1] += tr[i].per, tot[2] += tr[i].min;
+		launches[0] += tr[i].gl, launches[1] += tr[i].pl;
+	}
+	ir_names_free(&at);
+	free(byi);
+	if (bad) {
+		fprintf(out, "stats: the expert groups' traffic: cannot size a group's layers\n");
+		free(tr);
+		return;
+	}
+	fprintf(out, "stats: expert traffic per training step and group at M=%ld routed rows "
+	        "(tokens x top-k, spread evenly): the grouped plan (rows padded to token_align, "
+	        "quantizes on m_total) and the experts' own layers (rows padded to their "
+	        "m_multiple) against the minimum:\n", m);
+	for (int i = 0; i < nt; i++) {
+		const Traffic *t = &tr[i];
+		fprintf(out, "stats:   %s (x%d; %d experts, N %ld, K %ld): grouped %ld launches %.3f MB, "
+		        "m_total %ld rows (+%.1f%%; token_align %ld), GEMMs on %ld; per expert %ld "
+		        "launches %.3f MB, %ld rows (+%.1f%%; m_multiple %ld); minimum %.3f MB; "
+		        "ratio %.3f grouped, %.3f per expert\n", t->name, t->groups, t->experts, t->n, t->k, t->gl,
+		        t->grouped / 1e6, t->m_total, pct(t->m_total, m), t->align, t->gemm_rows,
+		        t->pl, t->per / 1e6, t->expert_rows, pct(t->expert_rows, m), t->emm,
+		        t->min / 1e6, ratio3(t->grouped, t->min), ratio3(t->per, t->min));
+	}
+	fprintf(out, "stats: expert groups at M=%ld: grouped %.3f MB in %ld launches, per expert "
+	        "%.3f MB in %ld launches, minimum %.3f MB: ratio %.3f grouped, %.3f per expert\n",
+	        m, tot[0] / 1e6, launches[0], tot[1] / 1e6, launches[1], tot[2] / 1e6,
+	        ratio3(tot[0], tot[2]), ratio3(tot[1], tot[2]));
+	cJSON *j = cJSON_AddObjectToObject(o, "traffic");
+	cJSON_AddNumberToObject(j, "m", (double)m);
+	cJSON_AddNumberToObject(j, "grouped_bytes", tot[0]);
+	cJSON_AddNumberToObject(j, "grouped_launches", (double)launches[0]);
+	cJSON_AddNumberToObject(j, "per_expert_bytes", tot[1]);
+	cJSON_AddNumberToObject(j, "per_expert_launches", (double)launches[1]);
+	cJSON_AddNumberToObject(j, "min_bytes", tot[2]);
+	cJSON *a = cJSON_AddArrayToObject(j, "classes");
+	for (int i = 0; i < nt; i++) {
+		const Traffic *t = &tr[i];
+		cJSON *c = cJSON_CreateObject();
+		cJSON_AddStringToObject(c, "group", t->name);
+		cJSON_AddNumberToObject(c, "groups", t->groups);
+		cJSON_AddNumberToObject(c, "token_align", (double)t->align);
+		cJSON_AddNumberToObject(c, "m_total", (double)t->m_total);
+		cJSON_AddNumberToObject(c, "gemm_rows", (double)t->gemm_rows);
+		cJSON_AddNumberToObject(c, "expert_m_multiple", (double)t->emm);
+		cJSON_AddNumberToObject(c, "expert_rows", (double)t->expert_rows);
+		cJSON_AddNumberToObject(c, "grouped_bytes", t->grouped);
+		cJSON_AddNumberToObject(c, "grouped_launches", (double)t->gl);
+		cJSON_AddNumberToObject(c, "per_expert_bytes", t->per);
+		cJSON_AddNumberToObject(c, "per_expert_launches", (double)t->pl);
+		cJSON_AddNumberToObject(c, "min_bytes", t->min);
+		cJSON_AddItemToArray(a, c);
+	}
+	free(tr);
+}
+
 /* The expert groups (manifest "groups", driver/grouped.c): launches per
  * training step of their grouped plans against their experts' own
  * layers, into stats.groups and one line on out. */
 static void
-group_stats(cJSON *root, cJSON *s, FILE *out)
+group_stats(cJSON *root, cJSON *s, long m, FILE *out)
 {
 	static const char *const g3[] = {"fprop", "dgrad", "wgrad"};
 	const cJSON *gs = cJSON_GetObjectItemCaseSensitive(root, "groups"), *g, *e;
@@ -565,6 +854,7 @@ group_stats(cJSON *root, cJSON *s, FILE *out)
 		fprintf(out, "stats: per step with the groups: %ld launches (%ld grouped + %ld "
 		        "per-expert %s launches, counted by the layers' steps so labelled)\n",
 		        launches + ungrouped, launches, ungrouped, which);
+	groups_traffic(root, o, m, out);
 }
 
 char *
@@ -638,7 +928,7 @@ stats_manifest(const char *text, const char *dir, long m, FILE *out)
 	fprintf(out, "stats: above the minimum: %.3f MB inside kernels (a fused kernel's phases "
 	        "each reading their source), %.3f MB across kernels (a tensor read by several)\n",
 	        (mv - (kmin - tot[7])) / 1e6, (kmin - tot[7] - mn) / 1e6);
-	group_stats(root, s, out);
+	group_stats(root, s, m, out);
 	char *res = cJSON_PrintBuffered(root, 1 << 20, 1);
 	cJSON_Delete(root);
 	if (res) {

@@ -183,6 +183,21 @@ ffma_slot_stage0|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	LLVMValueRef sa = sca
 ffma_slot_next|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		producer_scales(e, z, g, sm, s, lane, row0, col0, M, N, kstart);|		producer_scales(e, z, g, sm, LLVMBuildURem(b, add64(e, s, c64(e, 1)), c64(e, (uint64_t)z->stages), \"\"), lane, row0, col0, M, N, kstart);
 ffma_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_off + 8 * s))), z.sc_na ? 32 : 1);|(uint64_t)(z.bar_off + 8 * s))), 1);"
 
+# issue 29 (moe-bench): the expert groups' traffic in precc build --stats. The
+# grouped plan's rows without GroupedExperts' token_align padding (m_total
+# = M), a grouped GEMM reading all m_total rows rather than the experts'.
+MUTANTS="$MUTANTS
+stats_no_align_pad|driver/stats.c|lit.build|	t->m_total = round_up(m + (long)ne * (t->align - 1), t->mm);|	t->m_total = round_up(m, t->mm);
+stats_grouped_reads_all|driver/stats.c|lit.build|kernel_traffic(k, reads_offsets(st, offs) ? t->gemm_rows : t->m_total,|kernel_traffic(k, t->m_total,"
+# The grouped GEMM benchmark: bench_grouped_gpu without GroupedExperts'
+# token_align padding (m_total = M: the fake driver's launches then cover
+# fewer rows than the bound), the audit's grouped kernels unnamed ("?"),
+# the cost model's grouped tiles all on one CTA.
+MUTANTS="$MUTANTS
+grouped_bench_no_pad|bench/bench_grouped_gpu.c|bench.grouped.fake|		g.m_total = round_up(g.m + ne * (al - 1), mm);|		g.m_total = round_up(g.m, mm);
+sass_audit_group_names|bench/sass_audit.py|bench.sass_audit_layers|    fqn.update({c: g[\"name\"] for c, g in group.items()})|    fqn.update({})
+gemm_model_grouped_one_cta|bench/gemm_model.py|bench.gemm_model_grouped|            load[t % SMS] += kt * per_k + epi|            load[0] += kt * per_k + epi"
+
 survivors=0
 stale=0
 total=0

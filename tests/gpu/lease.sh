@@ -15,6 +15,13 @@
 #      + compile, 50 steps' loss, a CUDA graph of the step; its own box
 #      (PRECC_LEASE_T_SECONDS, default 300), the rest of the budget after
 #      it. PRECC_LEASE_T=only: T alone.
+#   G  (PRECC_LEASE_G=1, first; after T) bench/gemm/lease_grouped.sh: precc's
+#      grouped GEMMs (DeepSeek-V3 and Mixtral-8x7B experts, DeepGEMM's
+#      shapes) beside the dense GEMMs of the same M, torch._grouped_mm and
+#      DeepGEMM's published figures (issue 29); its own box
+#      (PRECC_LEASE_G_SECONDS, default 300: ~90 s build, ~70 s grouped,
+#      ~30 s dense, ~40 s torch, estimated), the rest of the budget after it.
+#      PRECC_LEASE_G=only: G alone (then give it up to 540 s).
 #
 # Logs: one tarball in $OUT (the device tool's folder), else /tmp/precc-lease.
 # Before it, here: sh tests/gpu/prepare.sh with PRECC_GPU_SLIM=1 (the lease
@@ -90,6 +97,18 @@ if [ "${PRECC_LEASE_T:-0}" != 0 ]; then
 		echo "T: no $B/libprecc_rt.so: $(tail -3 "$LOG/T.build.log")"
 	fi
 	if [ "${PRECC_LEASE_T}" = only ]; then
+		tar -C "$LOG" -czf "$O/logs.tgz" . 2>/dev/null
+		exit 0
+	fi
+	TA=$(( $(left) - TB - 60 < TA ? $(left) - TB - 60 : TA ))
+fi
+if [ "${PRECC_LEASE_G:-0}" != 0 ]; then
+	TG=${PRECC_LEASE_G_SECONDS:-300}
+	[ "$TG" -gt $(($(left) - 10)) ] && TG=$(($(left) - 10))
+	echo "== G: lease_grouped.sh ($(left) s left, box $TG s)"
+	OUT=$LOG PRECC_GPU_OUT=$B timeout "$TG" sh bench/gemm/lease_grouped.sh $((TG - 10)) 2>&1 | tail -40
+	cp "$LOG"/grouped*.log "$LOG"/grouped*.jsonl "$LOG"/grouped_torch.json "$O/" 2>/dev/null
+	if [ "${PRECC_LEASE_G}" = only ]; then
 		tar -C "$LOG" -czf "$O/logs.tgz" . 2>/dev/null
 		exit 0
 	fi

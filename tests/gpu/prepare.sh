@@ -6,7 +6,8 @@
 # for sm_90 alone (tiny-sm_90: the mma.sync GEMMs on a Hopper), the
 # bandwidth benchmark's 8192 x 8192 layer (tests/gpu/bw8192.lua) for the
 # two recipes bench/bench_quant_bw.c measures, and bench/gemm/shapes.lua
-# for bench/bench_gemm_gpu.c (gemm/: sm_90a; gemm-sm_90/: sm_90), and the
+# for bench/bench_gemm_gpu.c (gemm/: sm_90a; gemm-sm_90/: sm_90),
+# bench/gemm/moe_shapes.lua for bench/bench_grouped_gpu.c (grouped/), and the
 # Llama-style block of tests/gpu/torch_step.py (torch_step/: sm_90a) with
 # the torchao wheel that script takes along (tests/gpu/wheels/). The
 # artifacts and wheels are build output: never commit them
@@ -17,7 +18,8 @@
 #   PRECC_GPU_SLIM=1 sh tests/gpu/prepare.sh   only what an sm_90 GPU loads
 #
 # Layout: ARTIFACTS/<model>/<recipe>/manifest.json (mixtral-small too), ARTIFACTS/bench/<recipe>/,
-# ARTIFACTS/gemm/<recipe>/, ARTIFACTS/gemm-sm_90/<recipe>/, ARTIFACTS/torch_step/<recipe>/.
+# ARTIFACTS/gemm/<recipe>/, ARTIFACTS/gemm-sm_90/<recipe>/, ARTIFACTS/grouped/<recipe>/,
+# ARTIFACTS/torch_step/<recipe>/.
 # A recipe that does not build is listed in ARTIFACTS/FAILED (with the
 # error), which run.sh reports as failures; when it builds for the first
 # target alone (sm_90a, the H200's), that build is kept for the GPU check.
@@ -88,6 +90,13 @@ for rname in current_tensorwise deepseek_v3; do
 	build "gemm-sm_90/$rname" "recipes/$rname.lua" bench/gemm/shapes.lua \
 		"$OUT/gemm-sm_90/$rname" sm_90
 done
+# bench_grouped_gpu's MoE blocks and the dense GEMMs of the same M
+# (bench/gemm/moe_shapes.lua, sm_90a): bench/gemm/lease_grouped.sh, lease.sh's part G
+for rname in deepseek_v3 bf16 mxfp8; do
+	build "grouped/$rname" "recipes/$rname.lua" bench/gemm/moe_shapes.lua "$OUT/grouped/$rname" sm_90a
+done
+PRECC_GROUPED_ARTIFACTS="$OUT/grouped" sh bench/gemm/lease_grouped.sh predict ||
+	echo "prepare.sh: no grouped GEMM predictions (no nvdisasm/cuobjdump: make sass-tools)"
 # the cost model's prediction for each of those GEMMs (bench/gemm_model.py,
 # from their SASS), which lease.sh prints beside the measured rows
 PRECC_GEMM_ARTIFACTS="$OUT/gemm" sh bench/gemm/lease_gemm.sh predict ||

@@ -101,7 +101,7 @@ build_tools() {
 	$CC $CFLAGS runtime/precc_run.c -o "$OUT/precc-run" \
 		"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build precc-run
 	[ -n "$CUDA_INC" ] || return 0
-	for b in bench_quant_bw bench_commit bench_gemm_gpu; do
+	for b in bench_quant_bw bench_commit bench_gemm_gpu bench_grouped_gpu; do
 		$CC $CFLAGS bench/$b.c -o "$OUT/$b" \
 			"$OUT/libprecc_rt.a" "$OUT/libprecc_ir.a" $LIBS || fail_build $b
 	done
@@ -190,7 +190,7 @@ else
 	for dir in "$ART"/*/*/; do
 		[ -f "$dir/manifest.json" ] || continue
 		name=$(basename "$(dirname "$dir")").$(basename "$dir")
-		case $name in bench.*|gemm.*|gemm-*) continue ;; esac
+		case $name in bench.*|gemm.*|gemm-*|grouped.*) continue ;; esac
 		# shellcheck disable=SC2254
 		case $name in ${PRECC_GPU_CHECKS:-*}) ;; *) continue ;; esac
 		layer=
