@@ -71,6 +71,19 @@ static int is_commit(const rt_artifact *a, const rt_layer *l, int st)
 	return outs && next == outs;
 }
 
+/* Whether a GEMM kernel's step writes buffer b. */
+static int gemm_writes(const rt_artifact *a, const rt_layer *l, int b)
+{
+	for (int st = 0; st < l->nstep; st++) {
+		const rt_kdesc *k = &a->kern[l->step[st].kernel];
+		for (int p = 0; p < k->nparam; p++)
+			if (k->param[p].out && l->step[st].arg[p] == b && k->shape
+			    && !strcmp(k->shape, "gemm"))
+				return 1;
+	}
+	return 0;
+}
+
 static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 {
 	static const char *const in_role[NIO] = {
@@ -126,10 +139,12 @@ static int split_layer(const rt_artifact *a, const rt_layer *l, rt_split *s)
 		for (int i = 0; i < NIO; i++)
 			if (in_role[i] && strcmp(bf->role, in_role[i]) == 0)
 				io = i;
-		if (io < 0 && strcmp(bf->role, "output") == 0 && strchr(bf->type_str, '{')) {
-			/* a scale-shaped output is a GEMM's output amax (y.amax,
-			 * dx.amax): the caller reads it from the saved region
-			 * (precc_rt_buffer_place) while it holds the region */
+		if (io < 0 && strcmp(bf->role, "output") == 0 && strchr(bf->type_str, '{')
+		    && gemm_writes(a, l, b)) {
+			/* a GEMM kernel's scale-shaped output is its output amax
+			 * (y.amax, dx.amax; GEMM results are 16- or 32-bit, never
+			 * codes with a scale): the caller reads it from the saved
+			 * region (precc_rt_buffer_place) while it holds the region */
 			s->place[b] = PRECC_PLACE_SAVED;
 			s->out_amax[b] = 1;
 			continue;

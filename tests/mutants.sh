@@ -135,7 +135,7 @@ torch_bulk_twice|python/precc/torch/_ops.py|python.torch|            if any(p.pl
 torch_fast_again|python/precc/torch/_ops.py|python.torch|g.pending.append(_ApiPending(self, saved, ctx.state, m, e, again))|g.pending.append(_ApiPending(self, saved, ctx.state, m, e, False))
 rt_seen_off|runtime/run.c|runtime.layer.fake|	if (seen_holds(seen, p))\n		return 1;\n	if (!rt->ops->mem_ok|	if (!rt->ops->mem_ok
 layer_out_amax_wanted|runtime/layer.c|runtime.layer$|		if (!k->param[p].out \|\| s->out_amax[b])|		if (!k->param[p].out)
-layer_out_amax_dx|runtime/split.c|runtime.layer$|== 0 && strchr(bf->type_str, '{')) {|== 0 && 0) {"
+layer_out_amax_dx|runtime/split.c|runtime.layer$|    && gemm_writes(a, l, b)) {|    && 0) {"
 
 # issue 29 §1-2 (grouped): the grouped GEMM family's tile scheduler. A row
 # tile that runs past its expert's end into the next expert's rows (with
