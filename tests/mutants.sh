@@ -157,15 +157,16 @@ grouped_dgrad_ref_columns|ir/interp/grouped.c|ir.grouped\|frontend.grouped_lower
 
 # grouped-amax (issue 29 §1): a tensorwise weight scale per expert, {N x *}
 # over the stacked weights. The quantize's rows all taking expert 0's
-# scale (one scale shared across experts); a vector's amax counted to the
-# expert after its own (an off-by-one expert lookup); the fused-transpose
+# scale (one scale shared across experts); an amax counted to the expert
+# after its own unless it starts its expert's rows (the slot rounded up:
+# an off-by-one expert lookup); the fused-transpose
 # quantize looking up the scale by its 64-row tile, not by the row (a tile
 # across two experts); the lowering making one tensorwise scale for all
 # the stacked experts.
 MUTANTS="$MUTANTS
-seg_shared_scale|codegen/k_flat.c|codegen.emu$|		bidx = LLVMBuildUDiv(e->b, idx, c64(e, span), "");|		bidx = c64(e, 0);
-seg_amax_next_expert|codegen/emit_quant.c|codegen.emu$|LLVMValueRef slot = LLVMBuildUDiv(e->b, idx, c64(e, (uint64_t)span), "");|LLVMValueRef slot = LLVMBuildUDiv(e->b, add64(e, idx, c64(e, VEC)), c64(e, (uint64_t)span), "");
-seg_transpose_tile_scale|codegen/k_transpose.c|codegen.emu$|LLVMBuildUDiv(b, grow, c64(e, (uint64_t)k->seg), "")|LLVMBuildUDiv(b, LLVMBuildMul(b, trw, c64(e, T), ""), c64(e, (uint64_t)k->seg), "")
+seg_shared_scale|codegen/k_flat.c|codegen.emu$|		bidx = LLVMBuildUDiv(e->b, idx, c64(e, span), \"\");|		bidx = c64(e, 0);
+seg_amax_next_expert|codegen/emit_quant.c|codegen.emu$|LLVMValueRef slot = LLVMBuildUDiv(e->b, idx, c64(e, (uint64_t)span), \"\");|LLVMValueRef slot = LLVMBuildUDiv(e->b, add64(e, idx, c64(e, (uint64_t)span - 1)), c64(e, (uint64_t)span), \"\");
+seg_transpose_tile_scale|codegen/k_transpose.c|codegen.emu$|LLVMBuildUDiv(b, grow, c64(e, (uint64_t)k->seg), \"\")|LLVMBuildUDiv(b, LLVMBuildMul(b, trw, c64(e, T), \"\"), c64(e, (uint64_t)k->seg), \"\")
 grouped_weight_scale|frontend/lower.c|frontend.grouped_lower|			b0 = l->out;|			b0 = 0;"
 
 # mxwgmma (issue 28 §5): MXFP8 on wgmma, a promotion every 32 K inside the
