@@ -93,6 +93,7 @@ int check_quantize(E *e, const Ins *q);
 LLVMValueRef quant_multiplier(E *e, const Ins *q, LLVMValueRef bidx);
 void quantize_vec(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef x[VEC], LLVMValueRef idx, LLVMValueRef code[VEC]);
 void tensor_amax_out(E *e, LLVMValueRef mbits);
+void seg_amax_out(E *e, LLVMValueRef mbits, LLVMValueRef idx);
 int check_amax_ops(E *e, int no_tensorwise);
 LLVMValueRef grid_amax(E *e, LLVMValueRef mbits);
 void grid_sync(E *e, LLVMValueRef cnt, LLVMValueRef n);

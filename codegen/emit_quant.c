@@ -251,6 +251,43 @@ tensor_amax_out(E *e, LLVMValueRef mbits)
 	end_if(e, cont);
 }
 
+/* The amax {N x *} (k->seg rows: a tensorwise scale per expert of the
+ * stacked weights) of the thread's vector at element idx: atomic max
+ * into the slot of its N rows, from the CTA (each CTA within one slot),
+ * else from each group of lanes within one (the largest power of two up
+ * to a warp whose vectors always share a slot). */
+void
+seg_amax_out(E *e, LLVMValueRef mbits, LLVMValueRef idx)
+{
+	const Func *f = e->k->f;
+	long span = e->k->seg * e->k->cols;     /* elements per slot */
+	int lanes = 32;
+	LLVMValueRef m, lead;
+	LLVMValueRef tid = sreg(e, "tid.x");
+
+	while (lanes > 1 && span % ((long)lanes * VEC))
+		lanes >>= 1;
+	if (lanes == 32 && span % ((long)e->k->threads * VEC) == 0) {
+		m = cta_max(e, mbits);
+		lead = LLVMBuildICmp(e->b, LLVMIntEQ, tid, c32(e, 0), "");
+	} else {
+		m = group_max(e, mbits, lanes);
+		lead = LLVMBuildICmp(e->b, LLVMIntEQ, LLVMBuildAnd(e->b, tid, c32(e, (unsigned)lanes - 1), ""),
+		                     c32(e, 0), "");
+	}
+	LLVMValueRef slot = LLVMBuildUDiv(e->b, idx, c64(e, (uint64_t)span), "");
+	LLVMBasicBlockRef cont = begin_if(e, lead);
+
+	for (int i = 0; i < e->k->nout; i++) {
+		const Ins *d = ir_def_ins(f, e->k->out[i]);
+		if (d->op == OP_amax && d->type.block[0] == e->k->seg && !d->type.block[1])
+			LLVMBuildAtomicRMW(e->b, LLVMAtomicRMWBinOpUMax,
+			                   gep(e, e->ptr[e->k->out[i]], LLVMBuildMul(e->b, slot, c64(e, 4), "")),
+			                   m, LLVMAtomicOrderingMonotonic, 0);
+	}
+	end_if(e, cont);
+}
+
 int
 check_amax_ops(E *e, int no_tensorwise)
 {
@@ -269,6 +306,9 @@ check_amax_ops(E *e, int no_tensorwise)
 			return kfail(e->k, "%%%s = amax: of %%%s, not of %%%s", f->val[in->res].name,
 			             f->val[in->arg[0]].name, f->val[src].name);
 		int tw = in->type.block[0] == 0 && in->type.block[1] == 0;
+		if (in->type.block[0] > 1 && !in->type.block[1] && e->k->q >= 0)
+			return kfail(e->k, "%%%s = amax: an {%ld x *} amax spans many CTAs: its quantize "
+			             "runs in the next kernel", f->val[in->res].name, in->type.block[0]);
 		int grid = tw && in->pattr[PA_AMAX_SCHEME] && !strcmp(in->pattr[PA_AMAX_SCHEME], "grid");
 		if (grid) {
 			/* amax_scheme=grid: atomic max + a grid-wide barrier, then every

@@ -1,6 +1,8 @@
 /*
- * k_flat.c — flat kernels: amax_tensor, quant_tensor without a transpose,
- * quant_rowblock (1xB blocks, MX, NVFP4, rowwise), rows wider than a CTA.
+ * k_flat.c — flat kernels: amax_tensor, quant_tensor without a transpose
+ * (and their {N x *} form: a tensorwise scale per expert of stacked
+ * weights, one slot per N rows), quant_rowblock (1xB blocks, MX, NVFP4,
+ * rowwise), rows wider than a CTA.
  */
 #include <float.h>
 #include <math.h>
@@ -128,11 +130,21 @@ emit_flat(E *e)
 		x[i] = LLVMBuildSelect(e->b, valid, x[i], cf(e, 0), "");
 	LLVMValueRef mbits = vec_amax_bits(e, x, VEC);
 	if (k->shape == CG_AMAX_TENSOR) {
-		tensor_amax_out(e, mbits);
+		if (k->seg)
+			seg_amax_out(e, mbits, idx);
+		else
+			tensor_amax_out(e, mbits);
 		return 0;
 	}
 	LLVMValueRef bidx = NULL, leader;
-	if (k->shape == CG_QUANT_ROWBLOCK) {
+	if (k->seg) {
+		/* {N x *}: the scale of the thread's N rows (its expert's), written
+		 * by the thread holding their first element */
+		uint64_t span = (uint64_t)(k->seg * k->cols);
+		bidx = LLVMBuildUDiv(e->b, idx, c64(e, span), "");
+		leader = LLVMBuildICmp(e->b, LLVMIntEQ, LLVMBuildURem(e->b, e0, c64(e, span), ""),
+		                       c64(e, 0), "");
+	} else if (k->shape == CG_QUANT_ROWBLOCK) {
 		int lanes = k->rowcta ? 1024 : (int)(k->blen / VEC);
 		LLVMValueRef g = lanes <= 32 ? group_max(e, mbits, lanes) : cta_max(e, mbits);
 		bidx = LLVMBuildUDiv(e->b, idx, c64(e, (uint64_t)k->blen), "");

@@ -1,6 +1,7 @@
 /*
  * k_transpose.c — quant_tensor with a fused transpose of the codes: 64x64
- * tiles through shared memory.
+ * tiles through shared memory; tensorwise, or {N x *} (a scale per
+ * expert's N rows of stacked weights, looked up by the thread's row).
  */
 #include <float.h>
 #include <math.h>
@@ -59,17 +60,29 @@ emit_transpose(E *e)
 		x[i] = LLVMBuildSelect(b, valid, x[i], cf(e, 0), "");
 	if (k->gridamax >= 0)
 		e->sc[k->gridamax] = grid_amax(e, vec_amax_bits(e, x, VEC));
-	LLVMValueRef mult = quant_multiplier(e, q, NULL);
+	/* {N x *} (a tensorwise scale per expert): the scale of the thread's
+	 * row's N rows, stored by the thread at their first row's column 0;
+	 * its transpose [1,G] is the same vector */
+	LLVMValueRef bidx = NULL, first;
+	if (k->seg) {
+		bidx = LLVMBuildSelect(b, valid, LLVMBuildUDiv(b, grow, c64(e, (uint64_t)k->seg), ""),
+		                       c64(e, 0), "");
+		first = LLVMBuildAnd(b, valid, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildOr(b,
+		                     LLVMBuildURem(b, grow, c64(e, (uint64_t)k->seg), ""), gcol, ""),
+		                     c64(e, 0), ""), "");
+	} else
+		first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""),
+		                     LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildOr(b, tc, trw, ""),
+		                                   c64(e, 0), ""), "");
+	LLVMValueRef mult = quant_multiplier(e, q, bidx);
 	for (int i = 0; i < k->nout; i++) {
 		const Ins *d = ir_def_ins(k->f, k->out[i]);
-		if (d->op != OP_quantize && d->op != OP_amax && d->op != OP_transpose)
-			scalar(e, k->out[i], NULL);
+		if (d->op != OP_quantize && d->op != OP_amax
+		    && (d->op != OP_transpose || (k->seg && d->arg[0] != q->res)))
+			scalar(e, k->out[i], bidx);
 	}
 	quantize_vec(e, q, mult, x, idx, code);
-	LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""),
-	                                  LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildOr(b, tc, trw, ""),
-	                                                c64(e, 0), ""), "");
-	store_scalars(e, first, c64(e, 0), c64(e, 0));
+	store_scalars(e, first, bidx ? bidx : c64(e, 0), bidx ? bidx : c64(e, 0));
 	if (is_out(e, q->res)) {
 		LLVMBasicBlockRef c0 = begin_if(e, valid);
 		store_codes(e, q->res, idx, code);

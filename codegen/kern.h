@@ -26,6 +26,9 @@ struct Kern {
 	                             hadamard(transpose(x)) (k->had) */
 	int had;                  /* index of the hadamard Ins, -1 */
 	long br, bc;              /* scale granularity of the quantize */
+	long seg;                 /* amax_tensor, quant_tensor: rows per scale of
+	                             a {N x *} granularity (a tensorwise scale
+	                             per expert of stacked weights), 0 none */
 	int rowcta;               /* quant_rowblock: one row per CTA */
 	int nchunk;               /* rowcta: 16-element vectors per thread (> 1:
 	                             rows wider than 16384, read twice) */

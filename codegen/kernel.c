@@ -179,13 +179,16 @@ classify(Kern *k)
 	if (!nq) {
 		if (!namax)
 			return kfail(k, "nothing to compute");
-		int ntw = 0, ncol = 0, nrow = 0;
+		int ntw = 0, ncol = 0, nrow = 0, nseg = 0;
 		for (int i = 0; i < f->nins; i++) {
 			const Type *t = &f->ins[i].type;
 			if (!kin(k, i) || f->ins[i].op != OP_amax)
 				continue;
 			if (is_tensorwise(t))
 				ntw++;
+			else if (t->block[0] > 1 && t->block[1] == 0 && f->ins[i].arg[0] == k->x
+			         && (!k->seg || k->seg == t->block[0]))
+				nseg++, k->seg = t->block[0];   /* {N x *}: per expert */
 			else if (t->block[0] == 0 && t->block[1] == 1)
 				ncol++;
 			else if (t->block[0] == 1 && t->block[1] == 0 && f->ins[i].arg[0] == k->x)
@@ -196,6 +199,9 @@ classify(Kern *k)
 		}
 		if (ntw && (ncol || nrow))
 			return kfail(k, "tensorwise and columnwise amax in one kernel");
+		if (nseg && (ntw || ncol || nrow))
+			return kfail(k, "an {%ld x *} amax (a tensorwise scale per expert) with others "
+			             "in one kernel", k->seg);
 		if (nrow && !ncol)
 			return kfail(k, "a rowwise amax without its columns' goes with its quantize");
 		for (int i = 0; nrow && i < f->nins; i++)
@@ -270,6 +276,8 @@ classify(Kern *k)
 	}
 	if (is_tensorwise(st))
 		k->shape = CG_QUANT_TENSOR;
+	else if (k->br > 1 && k->bc == 0)
+		k->shape = CG_QUANT_TENSOR, k->seg = k->br;   /* {N x *}: per expert */
 	else if (k->br == 1 && (k->bc == 0 || (k->bc >= 16 && k->bc <= 512 && !(k->bc & (k->bc - 1)))))
 		k->shape = CG_QUANT_ROWBLOCK;
 	else if ((k->br == 128 && k->bc == 128) || (k->br == 16 && k->bc == 16))
@@ -280,8 +288,12 @@ classify(Kern *k)
 		             f->val[q->res].name, k->br, k->bc);
 	if (k->tr >= 0 && k->shape != CG_QUANT_TENSOR && k->shape != CG_QUANT_TILE)
 		return kfail(k, "a fused transpose needs tensorwise or square-block scales");
-	if (k->nscale_tr && k->shape != CG_QUANT_TILE)
+	/* {N x *}'s [G,1] transposed is [1,G]{* x N}: the same vector */
+	if (k->nscale_tr && k->shape != CG_QUANT_TILE && !(k->seg && st->dim[1] == 1))
 		return kfail(k, "transposed scales are generated for square blocks only");
+	if (k->seg && k->nscale_tr && k->tr < 0)
+		return kfail(k, "an {%ld x *} scale transposed without its data (not generated)",
+		             k->seg);
 	return 0;
 }
 
@@ -394,6 +406,9 @@ geometry(Kern *k, const CodegenTarget *t)
 	if (cols >= 0 && cols % need)
 		return kfail(k, "%%%s: %ld columns, not a multiple of %ld", k->f->val[k->x].name,
 		             cols, need);
+	if (k->seg && (rows < 0 || cols < 0 || rows % k->seg))
+		return kfail(k, "%%%s: an {%ld x *} scale needs static rows, a multiple of %ld, and "
+		             "static columns", k->f->val[k->x].name, k->seg, k->seg);
 	k->tiled = 0;
 	k->elems_per_cta = k->rowcta ? cols : (long)k->threads * VEC;
 	if (k->shape == CG_QUANT_TENSOR && k->tr >= 0) {

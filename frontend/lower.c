@@ -268,9 +268,18 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 
 	if (c->scaling == SCALING_DELAYED || c->scaling == SCALING_CURRENT)
 		b0 = b1 = 0, square = true, after = tr;
-	/* (a tensorwise weight scale per expert would be {N x *} over the
-	 * stacked [G*N, K]: group_refusal keeps such GEMMs per expert until
-	 * codegen has that quantize) */
+	/* the stacked weights of a group: one tensorwise scale per expert is
+	 * the granularity {N x *} over [G*N, K] (fprop), {* x N} over their
+	 * transpose [K, G*N] (dgrad; quantized stored, so {N x *} there too:
+	 * the swap below), as TE's GroupedLinear quantizes each expert's
+	 * weight with its own quantizer (transformer_engine/pytorch/module/
+	 * grouped_linear.py:137-140 at 0069563f) */
+	if (l->groups && k == 1 && l->g != GEMM_WGRAD && c->scaling == SCALING_CURRENT) {
+		if (l->g == GEMM_DGRAD)
+			b1 = l->out;
+		else
+			b0 = l->out;
+	}
 	/* (and a rowwise scale of dgrad's Wᵀ [K, G*N] would be {1 x N}:
 	 * group_refusal keeps it per expert too) */
 	if (!quantized(c->format)) {
@@ -690,10 +699,9 @@ lower_plan(const Plan *plan, const char *layer_pattern)
  * expressible per expert over the stacked or token-sorted operands: rows
  * of A (and 1xB, MX blocks) follow the tokens; a rowwise scale of
  * dgrad's Wᵀ becomes {1 x N}; a weight block may not straddle two experts;
- * a tensorwise weight scale would become {N x *} ({* x N} transposed),
- * which lower_gemm makes but codegen has no quantize kernel for yet; a
- * tensorwise activation scale would need each expert's own amax (a
- * grouped amax, not here). */
+ * a tensorwise weight scale becomes {N x *} ({* x N} transposed); a
+ * tensorwise activation scale would need each expert's own amax over a
+ * row range known at run time (a grouped amax, not here). */
 static const char *
 group_refusal(const LayerPlan *lp, Gemm g)
 {
@@ -730,12 +738,11 @@ group_refusal(const LayerPlan *lp, Gemm g)
 				       "weights' transpose: not generated at every shape yet)";
 			break;
 		case SCALING_CURRENT:
-			/* lower_gemm would make a weight's {N x *} over the stacked
-			 * weights, but codegen has no quantize kernel of that
-			 * granularity (codegen/kernel.c): precc build would fail */
+			/* the weight's: {N x *} over the stacked weights, one amax
+			 * and scale per expert's N rows (codegen's amax_tensor and
+			 * quant_tensor of that granularity, k_flat.c) */
 			if (g != GEMM_WGRAD && k == 1)
-				return "a tensorwise weight scale per expert (an {N x *} quantize, not "
-				       "generated yet)";
+				break;
 			return "a tensorwise activation scale per expert (a grouped amax)";
 		default:
 			return "delayed or NVFP4 scaling per expert";

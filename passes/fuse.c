@@ -366,6 +366,8 @@ global_amax(Fuse *z, int k, bool *tr)
 	*tr = d && d->op == OP_transpose;
 	if (!rt->block[0] && !rt->block[1])
 		return true;        /* tensorwise: across every CTA */
+	if (!*tr && rt->block[0] > 1 && !rt->block[1])
+		return true;        /* {N x *}, per expert: N whole rows, many CTAs */
 	rows = *tr ? (rt->block[1] ? rt->block[1] : ot->dim[1])
 	           : (rt->block[0] ? rt->block[0] : ot->dim[0]);
 	return rows < 0 || rows > 128;
@@ -457,6 +459,13 @@ split_global(Fuse *z)
 		 * that x the target's SMs they loop and read twice, so two kernels */
 		long ctas = b < 0 ? -1 : (b / ebytes_of(st) + GRID_ELEMS_PER_CTA - 1) / GRID_ELEMS_PER_CTA;
 		long resident = (long)GRID_CTAS_PER_SM * z->t->sms;
+		if (i->type.block[0] > 1 && !i->type.block[1]) {
+			ir_comment(&i->comment, "fuse: %%%s, one amax per expert's %ld rows, is needed "
+			           "before any element is quantized: two kernels (codegen's grid-wide "
+			           "amax is tensorwise only)", vname(z, i->res), i->type.block[0]);
+			ir_set_attr(i->pattr, PA_AMAX_SCHEME, "two_kernel");
+			goto two_kernels;
+		}
 		if (b >= 0 && b <= z->t->onchip && z->t->grid_barrier && ctas > resident) {
 			ir_set_attr(i->pattr, PA_AMAX_SCHEME, "two_kernel");
 			ir_comment(&i->comment, "fuse: %%%s is needed before any element is quantized; "

@@ -157,6 +157,20 @@ grouped_dgrad_expert0_weights|codegen/k_gemm_grouped.c|codegen.emu$|		p.bkbase =
 grouped_dgrad_scale_k|codegen/k_gemm.c|codegen.emu$|LLVMValueRef bk = fr->bk ? add64(e, kstart, fr->bk) : kstart;|LLVMValueRef bk = kstart;
 grouped_dgrad_ref_columns|ir/interp/grouped.c|ir.grouped\|frontend.grouped_lower|			long c0 = (long)g * d->k;|			long c0 = 0;"
 
+# grouped-amax (issue 29 §1): a tensorwise weight scale per expert, {N x *}
+# over the stacked weights. The quantize's rows all taking expert 0's
+# scale (one scale shared across experts); an amax counted to the expert
+# after its own unless it starts its expert's rows (the slot rounded up:
+# an off-by-one expert lookup); the fused-transpose
+# quantize looking up the scale by its 64-row tile, not by the row (a tile
+# across two experts); the lowering making one tensorwise scale for all
+# the stacked experts.
+MUTANTS="$MUTANTS
+seg_shared_scale|codegen/k_flat.c|codegen.emu$|		bidx = LLVMBuildUDiv(e->b, idx, c64(e, span), \"\");|		bidx = c64(e, 0);
+seg_amax_next_expert|codegen/emit_quant.c|codegen.emu$|LLVMValueRef slot = LLVMBuildUDiv(e->b, idx, c64(e, (uint64_t)span), \"\");|LLVMValueRef slot = LLVMBuildUDiv(e->b, add64(e, idx, c64(e, (uint64_t)span - 1)), c64(e, (uint64_t)span), \"\");
+seg_transpose_tile_scale|codegen/k_transpose.c|codegen.emu$|LLVMBuildUDiv(b, grow, c64(e, (uint64_t)k->seg), \"\")|LLVMBuildUDiv(b, LLVMBuildMul(b, trw, c64(e, T), \"\"), c64(e, (uint64_t)k->seg), \"\")
+grouped_weight_scale|frontend/lower.c|frontend.grouped_lower|			b0 = l->out;|			b0 = 0;"
+
 # mxwgmma (issue 28 §5): MXFP8 on wgmma, a promotion every 32 K inside the
 # stage. Every chunk scaled by the stage's first chunk's scales; the
 # chunks past K promoted (their scales read past the tensor's); a chunk's

@@ -6,10 +6,10 @@
  * bits of the per-expert funcs of lower_plan on that expert's tokens and
  * weights (zero-token experts, one token, unaligned counts in fprop; wgrad
  * counts multiples of 128, the token blocks of the blockwise and MX
- * recipes; fprop's counts in dgrad). What gemm_grouped cannot express per
+ * recipes; fprop's counts in dgrad), and a tensorwise weight scale per
+ * expert ({N x *} over the stacked weights). What gemm_grouped cannot express per
  * expert is left to the per-expert path: tensorwise activation scales,
- * rowwise wgrad scales, tensorwise weight scales (an {N x *} quantize
- * of the stacked weights, which codegen does not generate yet) and rowwise
+ * rowwise wgrad scales and rowwise
  * dgrad weight scales ({1 x N} over the stacked weights' transpose, which
  * it generates at small shapes only). And
  * the passes keep the grouped funcs' meaning (check_passes): each group's
@@ -354,16 +354,15 @@ main(void)
 	check("rowwise", mix, 3, 256, 384);          /* wgrad's rows span every expert;
 	                                                dgrad's Wᵀ rows per expert {1 x N}:
 	                                                not generated at every shape yet */
-	check("rowwise_gw_hp", mix, 6, 256, 384);    /* dgrad's tensorwise weight scale per
-	                                                expert ({N x *}) has no quantize
-	                                                kernel yet: dgrad per expert */
+	check("rowwise_gw_hp", mix, 9, 256, 384);    /* dgrad's tensorwise weight scale per
+	                                                expert: {N x *} over the stacked
+	                                                weights, {* x N} transposed */
 	check("fp16_dynamic_loss_scale", mix, 9, 256, 384);
 	check("mxfp8", mix, 9, 256, 384);
 	check("deepseek_v3", mix, 9, 256, 384);      /* 1x128 activations, 128x128 weights */
 	check("current_tensorwise", mix, 0, 256, 384); /* an activation amax per expert: no */
-	/* a tensorwise weight scale (per expert it would be {N x *} over the
-	 * stacked weights, which no quantize kernel takes yet), 1x128
-	 * activation and gradient tiles */
+	/* a tensorwise weight scale (per expert {N x *} over the stacked
+	 * weights), 1x128 activation and gradient tiles */
 	const char *mixed = "/tmp/precc_test_grouped_mixed.lua";
 	f = fopen(mixed, "w");
 	fputs("recipe \"mixed\" {\n  format = e4m3,\n  weight = { scaling = current },\n"
@@ -371,8 +370,8 @@ main(void)
 	      "  grad_output = { scaling = blockwise { 1, 128 } },\n"
 	      "  accumulate = promote { every = 128 },\n  output = bf16,\n}\n", f);
 	fclose(f);
-	check(mixed, mix, 3, 256, 384);              /* fprop and dgrad: no {N x *} quantize
-	                                                kernel yet; wgrad grouped */
+	check(mixed, mix, 9, 256, 384);              /* fprop and dgrad with the weight's
+	                                                {N x *}, wgrad */
 	remove(mixed);
 	check("bf16", olm, 6, 256, 128);             /* gate_up_proj, down_proj */
 	check("deepseek_v3", olm, 6, 256, 128);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # grouped_test.sh PRECC TEST_GROUPED ROOT PRECC_RUN — `precc build` for a
 # Mixtral-style block (8 experts, tests/lit/Inputs/model_mixtral_small.json)
-# under a bf16 and two fp8 recipes (fprop, dgrad and wgrad grouped) and one
+# under a bf16 and three fp8 recipes (fprop, dgrad and wgrad grouped) and one
 # whose dgrad stays per expert, then test_grouped over each: the grouped
 # forward/backward (dx too) against every expert's own layer, bit for bit,
 # and the bad offsets refused (runtime/grouped.c); a manifest whose groups
@@ -33,7 +33,9 @@ if [ -n "$fake" ]; then
 	echo "ok: precc-run --check bounds the groups' GEMM outputs"
 	exit 0
 fi
-# bf16, deepseek_v3 and mxfp8 group fprop, dgrad and wgrad; dgrad_expert
+# bf16, deepseek_v3, mxfp8 and rowwise_gw_hp (its dgrad's tensorwise
+# weight scale one per expert, {N x *} over the stacked weights) group
+# fprop, dgrad and wgrad; dgrad_expert
 # (bf16, but one expert's dX in fp32: the experts' dgrads differ) leaves
 # dgrad to each expert's own layer, and a dx is refused
 cat >"$tmp/dgrad_expert.lua" <<'EOF'
@@ -44,7 +46,7 @@ recipe "dgrad_expert" {
   rules = { rule "experts%.3%." { dgrad = { output = fp32 } } },
 }
 EOF
-for r in bf16 deepseek_v3 mxfp8 dgrad_expert; do
+for r in bf16 deepseek_v3 mxfp8 rowwise_gw_hp dgrad_expert; do
 	recipe=$root/recipes/$r.lua want="gemms fprop dgrad wgrad"
 	[ $r = dgrad_expert ] && recipe=$tmp/$r.lua want="gemms fprop wgrad"
 	if ! PRECC_CACHE_DIR=$tmp/cache PRECC_PTXAS=/nonexistent "$precc" build "$recipe" \
