@@ -187,14 +187,16 @@ ffma_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_of
 # tile counted to that expert, every expert reading expert 0's slice of
 # B, a grouped dgrad reading expert 0's K columns, a grouped wgrad summing
 # from token 0, and the producer leaving the tokens past an expert's end
-# in its last stage (the next expert's) unzeroed.
+# in its last stage (the next expert's) unzeroed: all of them, or a
+# K-major (fp8) stage's bytes.
 MUTANTS="$MUTANTS
 grouped90_tile_straddle|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->mend = end;|	p->mend = M;
 grouped90_end_off_by_one|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|LLVMBuildICmp(b, LLVMIntUGE, tile, add64(e, base, nt), \"\")|LLVMBuildICmp(b, LLVMIntUGT, tile, add64(e, base, nt), \"\")
 grouped90_b_expert0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->bbase = g->bkstack ? c64(e, 0) : mul64(e, ge, (uint64_t)g->n);|	p->bbase = c64(e, 0);
 grouped90_dgrad_expert0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->kb = g->bkstack ? mul64(e, ge, (uint64_t)g->K) : c64(e, 0);|	p->kb = c64(e, 0);
 grouped90_k_from_0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->ka = p->kb = kbase;|	p->ka = p->kb = c64(e, 0);
-grouped90_no_tail_zero|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		zero_tail(e, z, g, st, p->ktail);\n|"
+grouped90_no_tail_zero|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		zero_tail(e, z, g, st, p->ktail);\n|
+grouped90_kmajor_tail|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef by = loop_begin(e, &lk, mul64(e, t, (uint64_t)eb), c64(e, KB));|LLVMValueRef by = loop_begin(e, &lk, c64(e, KB), c64(e, KB));"
 
 survivors=0
 stale=0
