@@ -187,6 +187,11 @@ typedef struct CodegenGemmShape {
 } CodegenGemmShape;
 int codegen_gemm_wgmma_shape(const Func *kernel, int bm, int bn, CodegenGemmShape *s, char *why,
                              size_t whysz);
+/* k_gemm_grouped_sm90.c — the same for a gemm_grouped kernel (the wgmma
+ * grouped family): 1 and its shape on a bm x bn tile, or 0 and why not
+ * (then k_gemm_grouped.c, mma.sync, generates it). */
+int codegen_gemm_grouped_wgmma_shape(const Func *kernel, int bm, int bn, CodegenGemmShape *s, char *why,
+                                     size_t whysz);
 /* Whether the mma.sync family takes the kernel with a 128 x 128 tile
  * (k_gemm.c; schedule.c gives it to large GEMMs); else why says why. */
 int codegen_gemm_large_takes(const Func *kernel, char *why, size_t whysz);

@@ -126,6 +126,8 @@ int emit_gemm_grouped(E *e);
 
 /* ---- k_gemm_sm90.c ----------------------------------------------------- */
 int emit_gemm_sm90(E *e);
+/* k_gemm_grouped_sm90.c: a gemm_grouped on wgmma (sm_90a) */
+int emit_gemm_grouped_sm90(E *e);
 
 /* ---- k_delayed.c ------------------------------------------------------- */
 int emit_delayed(E *e);

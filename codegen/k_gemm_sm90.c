@@ -78,7 +78,14 @@
  * wide (its row stride M bytes: the kernel's m_multiple keeps it a
  * multiple of 16), and TMA zero-fills past M as past any edge.
  *
- * What the family takes (sm90_takes; passes/schedule.c asks through
+ * The tiles come from a scheduler (gemm90.h's Sched90: how many, and
+ * where each lies, a Tile90): this file's is the dense one (tile_at over
+ * M x N, all of K); k_gemm_grouped_sm90.c's the grouped GEMM's, whose
+ * tiles have an expert's rows or an expert's tokens as the K window (a
+ * window that ends inside its last stage has that stage zeroed past it by
+ * the producer: zero_tail).
+ *
+ * What the family takes (gemm_sm90_takes; passes/schedule.c asks through
  * codegen_gemm_wgmma_takes and sends the rest to mma.sync): params or
  * 16-bit transposes of params with static rows a multiple of 8 (no e2m1
  * upcast), K static or M, K-major rows of 16-byte multiples (TMA's global
@@ -89,7 +96,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gemm.h"
+#include "gemm90.h"
 
 enum {
 	WG = 128,                     /* threads per warpgroup */
@@ -121,6 +128,11 @@ enum {
 	                                 spills; rowwise 256 x 96 (172) spills 16
 	                                 bytes, 128 x 160 (202) 4 */
 	PRODUCER_REGS = 40, CONSUMER_REGS = 232,   /* 128 x 40 + 256 x 232 <= 64 Ki */
+	PRODUCER_REGS_K = 56, CONSUMER_REGS_K = 224,   /* a grouped wgrad's: its producer
+	                                 holds the expert's K window and the tail
+	                                 stage's state too (40 spilled 16 bytes at
+	                                 Mixtral's shapes); 128 x 56 + 256 x 224
+	                                 = 384 x 168 */
 	GROUP_N = 8,                  /* n-blocks per rasterization group (tile_at) */
 };
 
@@ -145,6 +157,9 @@ typedef struct S90 {
 	                         global memory (tensorwise, MX's chunks, none) */
 	int sc_off, sc_bytes; /* the slots, one a stage (sc_bytes each), after
 	                         the C buffer */
+	int tail_off;         /* group=k: the barrier of a stage that a tile's K
+	                         window ends inside (producer_tile, zero_tail),
+	                         after the ring's; 0 none */
 } S90;
 
 /* The shape of a bm x bn tile, or an error naming what does not fit (in
@@ -195,7 +210,9 @@ c_by_tma(const Func *f, const G *g)
 {
 	precc_format of = g->cast >= 0 ? f->ins[g->cast].type.fmt : PRECC_FP32;
 	long ns = g->slice ? g->slice : g->op[1].rows;
-	return gemm_ebytes(of) == 2 && g->acc_old < 0 && ns > 0 && ns * 2 % 16 == 0;
+	/* a grouped GEMM's tile may not store rows past its expert's end (the
+	 * next expert's tile stores them): predicated register stores */
+	return gemm_ebytes(of) == 2 && g->acc_old < 0 && ns > 0 && ns * 2 % 16 == 0 && !g->grouped;
 }
 
 static int
@@ -243,7 +260,8 @@ shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 		z->sc_nb = scale_uniform(f, &g->op[1], bn) ? 1 : bn;
 		z->sc_bytes = (z->sc_na + 3) / 4 * 16 + (z->sc_nb + 3) / 4 * 16;
 	}
-	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + z->sc_bytes + 2 * 8);
+	int tail = g->group_k ? 8 : 0;
+	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes - tail) / (z->stage_bytes + z->sc_bytes + 2 * 8);
 	if (z->stages > STAGES_MAX)
 		z->stages = STAGES_MAX;
 	if (z->stages < (bm * bn < 128 * 192 ? 4 : STAGES_MIN)) {
@@ -255,6 +273,8 @@ shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 	z->sc_off = z->c_off + z->c_bytes;
 	z->bar_off = z->sc_off + z->stages * z->sc_bytes;
 	z->smem = z->bar_off + 2 * z->stages * 8;
+	z->tail_off = tail ? z->smem : 0;
+	z->smem += tail;
 	return 0;
 }
 
@@ -283,8 +303,8 @@ plan90(Kern *k, G *g)
 
 /* Whether the family takes the kernel: 1 yes, 0 no (why says), -1 the
  * plan itself fails (its error in k). */
-static int
-sm90_takes(Kern *k, G *g, char *why, size_t n)
+int
+gemm_sm90_takes(Kern *k, G *g, char *why, size_t n)
 {
 	if (plan90(k, g))
 		return -1;
@@ -344,7 +364,7 @@ codegen_gemm_wgmma_takes(const Func *f, char *why, size_t n)
 	k.f = f;
 	k.err = err;
 	k.errsz = sizeof err;
-	int r = sm90_takes(&k, &g, why, n);
+	int r = gemm_sm90_takes(&k, &g, why, n);
 	if (r < 0)
 		snprintf(why, n, "%s", err);
 	return r > 0;
@@ -355,7 +375,6 @@ codegen_gemm_wgmma_shape(const Func *f, int bm, int bn, CodegenGemmShape *s, cha
 {
 	Kern k;
 	G g;
-	S90 z;
 	char err[256];
 
 	memset(&k, 0, sizeof k);
@@ -363,15 +382,22 @@ codegen_gemm_wgmma_shape(const Func *f, int bm, int bn, CodegenGemmShape *s, cha
 	k.f = f;
 	k.err = err;
 	k.errsz = sizeof err;
-	int r = sm90_takes(&k, &g, why, n);
+	int r = gemm_sm90_takes(&k, &g, why, n);
 	if (r <= 0) {
 		if (r < 0)
 			snprintf(why, n, "%s", err);
 		return 0;
 	}
-	if (shape90(f, &g, bm, bn, &z, why, n))
+	return gemm_sm90_shape(f, &g, bm, bn, s, why, n);
+}
+
+int
+gemm_sm90_shape(const Func *f, const G *g, int bm, int bn, CodegenGemmShape *s, char *why, size_t n)
+{
+	S90 z;
+	if (shape90(f, g, bm, bn, &z, why, n))
 		return 0;
-	*s = (CodegenGemmShape){z.bm, z.bn, z.ncw, z.stages, z.threads, z.smem, z.nacc * (g.P ? 2 : 1),
+	*s = (CodegenGemmShape){z.bm, z.bn, z.ncw, z.stages, z.threads, z.smem, z.nacc * (g->P ? 2 : 1),
 	                        z.stage_bytes};
 	return 1;
 }
@@ -398,7 +424,7 @@ gemm_sm90_classify(Kern *k)
 				k->out[k->nout++] = in->arg[j];
 			}
 	}
-	int r = sm90_takes(k, &g, why, sizeof why);
+	int r = gemm_sm90_takes(k, &g, why, sizeof why);
 	if (r < 0)
 		return -1;
 	if (r == 0)
@@ -499,14 +525,26 @@ smem_base(E *e, const S90 *z)
  * accumulator i of block mi is register mi * bn/2 + i */
 typedef struct Frag90 {
 	LLVMValueRef rowv[2][2], colv[NACC_MAX / 4][2];
-	LLVMValueRef rowc[2][2], colc[NACC_MAX / 4][2];   /* clamped in range (i32), for scales */
+	LLVMValueRef rowc[2][2], colc[NACC_MAX / 4][2];   /* clamped in range (i32), for scales:
+	                                                     B's rows (bbase + column) */
+	LLVMValueRef ka, kb;      /* the K window's first element in A and in B (Tile90) */
 } Frag90;
 
+/* the tile p at rows row0, columns col0 (opaque copies, or 0 for a slot) */
+static Tile90
+tile_moved(const Tile90 *p, LLVMValueRef row0, LLVMValueRef col0)
+{
+	Tile90 q = *p;
+	q.row0 = row0, q.col0 = col0;
+	return q;
+}
+
 static void
-frag90(E *e, const S90 *z, Frag90 *fr, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
-       LLVMValueRef M, LLVMValueRef N)
+frag90(E *e, const S90 *z, Frag90 *fr, LLVMValueRef tid, const Tile90 *p)
 {
 	LLVMBuilderRef b = e->b;
+	LLVMValueRef row0 = p->row0, col0 = p->col0, M = p->mend, N = p->nend;
+	fr->ka = p->ka, fr->kb = p->kb;
 	LLVMValueRef cw = LLVMBuildSub(b, LLVMBuildUDiv(b, tid, c64(e, WG), ""), c64(e, 1), "");
 	LLVMValueRef w = LLVMBuildURem(b, LLVMBuildUDiv(b, tid, c64(e, 32), ""), c64(e, 4), "");
 	LLVMValueRef l = LLVMBuildURem(b, tid, c64(e, 32), "");
@@ -523,8 +561,9 @@ frag90(E *e, const S90 *z, Frag90 *fr, LLVMValueRef tid, LLVMValueRef row0, LLVM
 	for (int ni = 0; ni < z->bn / 8; ni++)
 		for (int x = 0; x < 2; x++) {
 			fr->colv[ni][x] = add64(e, c, c64(e, (uint64_t)(8 * ni + x)));
-			fr->colc[ni][x] = LLVMBuildTrunc(b, sel(e, ult(e, fr->colv[ni][x], N), fr->colv[ni][x],
-			                                        c64(e, 0)), e->g->i32, "");
+			fr->colc[ni][x] = LLVMBuildTrunc(b, add64(e, p->bbase, sel(e, ult(e, fr->colv[ni][x], N),
+			                                                           fr->colv[ni][x], c64(e, 0))),
+			                                 e->g->i32, "");
 		}
 }
 
@@ -564,17 +603,18 @@ scales90(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef kstart, 
 {
 	int ua = scale_uniform(e->k->f, &g->op[0], z->bm), ub = scale_uniform(e->k->f, &g->op[1], z->bn);
 	sc->ts = sc->tp = NULL;
+	LLVMValueRef ka = add64(e, kstart, fr->ka), kb = add64(e, kstart, fr->kb);
 	if (gemm_tensorwise(e, g)) {
-		tensor_scale(e, scale_at(e, &g->op[0], fr->rowc[0][0], kstart),
-		             scale_at(e, &g->op[1], fr->colc[0][0], kstart), &sc->ts, &sc->tp);
+		tensor_scale(e, scale_at(e, &g->op[0], fr->rowc[0][0], ka),
+		             scale_at(e, &g->op[1], fr->colc[0][0], kb), &sc->ts, &sc->tp);
 		return;
 	}
 	for (int mi = 0; mi < z->mi; mi++)
 		for (int h = 0; h < 2; h++)
-			sc->sa[mi][h] = ua && (mi || h) ? sc->sa[0][0] : scale_at(e, &g->op[0], fr->rowc[mi][h], kstart);
+			sc->sa[mi][h] = ua && (mi || h) ? sc->sa[0][0] : scale_at(e, &g->op[0], fr->rowc[mi][h], ka);
 	for (int ni = 0; ni < z->bn / 8; ni++)
 		for (int x = 0; x < 2; x++)
-			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0] : scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
+			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0] : scale_at(e, &g->op[1], fr->colc[ni][x], kb);
 }
 
 /* outer = fma(inner, fl(sa · sb), outer) for the chunk with scales sc (one
@@ -642,13 +682,22 @@ tiles_begin(E *e, TileLoop *tl, LLVMValueRef ntiles, LLVMValueRef *tile)
 	return ti;
 }
 
-/* The CTA's running K-iteration count at the start of its ti-th tile: the
+/* The CTA's running K-iteration count at the start of its tile, from
+ * the count in *ring (each role adds its tile's nkt after the tile): the
  * ring's stages and parities go on across tiles, as the producer's and
- * the consumers' barriers do (nkt: K tiles per tile, from M for wgrad) */
+ * the consumers' barriers do, whatever each tile's K window */
 static LLVMValueRef
-ring_base(E *e, LLVMValueRef ti, LLVMValueRef nkt)
+ring_base(E *e, LLVMValueRef ring)
 {
-	return LLVMBuildMul(e->b, ti, nkt, "");
+	return LLVMBuildZExt(e->b, LLVMBuildLoad2(e->b, e->g->i32, ring, ""), e->g->i64, "");
+}
+
+/* *ring = it0 + nkt: the count in 32 bits (a CTA's K iterations), so that
+ * the producer holds it in one of its 40 registers */
+static void
+ring_advance(E *e, LLVMValueRef ring, LLVMValueRef it0, LLVMValueRef nkt)
+{
+	LLVMBuildStore(e->b, LLVMBuildTrunc(e->b, add64(e, it0, nkt), e->g->i32, ""), ring);
 }
 
 /* The ring position of the CTA's it-th K iteration (it counts on across
@@ -709,22 +758,23 @@ scale_slot(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s, int o)
  * results are never stored) */
 static void
 producer_scales(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef s, LLVMValueRef lane,
-                LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef M, LLVMValueRef N, LLVMValueRef kstart)
+                const Tile90 *p, LLVMValueRef kstart)
 {
 	/* a rolled loop a lane, from opaque bases: unrolled and hoisted out
 	 * of the tile loop, the rows' scale addresses spilled 24 bytes at
 	 * 128 x 128 (1x128 x 1x128) */
 	for (int o = 0; o < 2; o++) {
 		int n = o ? z->sc_nb : z->sc_na;
-		LLVMValueRef base = asm_opaque_u64(e->g, o ? col0 : row0), lim = o ? N : M;
+		LLVMValueRef base = asm_opaque_u64(e->g, o ? p->col0 : p->row0), lim = o ? p->nend : p->mend;
 		LLVMValueRef slot = scale_slot(e, z, sm, s, o);
 		Loop l;
 		LLVMValueRef j = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)(n + 31) / 32));
 		LLVMValueRef i = add64(e, lane, mul64(e, j, 32));
 		LLVMBasicBlockRef in = n % 32 ? begin_if(e, ult(e, i, c64(e, (uint64_t)n))) : NULL;
 		LLVMValueRef v = add64(e, base, i);
-		LLVMValueRef vc = LLVMBuildTrunc(e->b, sel(e, ult(e, v, lim), v, c64(e, 0)), e->g->i32, "");
-		store_al(e, scale_at(e, &g->op[o], vc, kstart), gep(e, slot, mul64(e, i, 4)), 4);
+		LLVMValueRef vc = sel(e, ult(e, v, lim), v, c64(e, 0));
+		vc = LLVMBuildTrunc(e->b, o ? add64(e, p->bbase, vc) : vc, e->g->i32, "");
+		store_al(e, scale_at(e, &g->op[o], vc, add64(e, kstart, o ? p->kb : p->ka)), gep(e, slot, mul64(e, i, 4)), 4);
 		if (in)
 			end_if(e, in);
 		loop_end(e, &l);
@@ -732,20 +782,67 @@ producer_scales(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef s,
 	}
 }
 
-/* The producer's tile: K tiles it0 + kt of the ring, A's rows at row0,
- * B's at col0. With scales by stage (z->sc_na) a warp runs it: every
- * lane waits for the free stage, stores its scales into the stage's slot
- * and arrives on full (32 arrivals, lane 0's the arrive.expect_tx, after
- * its own stores, then the TMA loads): mbarrier.arrive releases each
- * lane's st.shared to the consumers' wait. Else one thread. */
+/* The K elements [t, bke) of stage st (t in 1 .. bke - 1, i64), past
+ * the end of the tile's K window (group=k: an expert's last tokens; TMA
+ * loaded the next expert's or the padding's), zeroed by the producer
+ * thread after the stage's loads landed: a K-major row holds them at
+ * bytes t·eb .. 127, 16-byte chunk c of row r at c ^ (r % 8) (the
+ * 128-byte swizzle: one st.shared.u8 a byte), an MN-major box as its K
+ * rows t .. 63, 128 bytes each (a K row is whole under the swizzle: 16
+ * st.shared.u64) */
+static void
+zero_tail(E *e, const S90 *z, const G *g, LLVMValueRef st, LLVMValueRef t)
+{
+	LLVMBuilderRef b = e->b;
+	Cg *cg = e->g;
+	for (int o = 0; o < 2; o++) {
+		const GOp *op = &g->op[o];
+		int rows = o ? z->bn : z->bm, eb = gemm_ebytes(op->fmt);
+		LLVMValueRef base = gep(e, st, c64(e, o ? (uint64_t)z->a_bytes : 0));
+		Loop lr, lk;
+		if (op->tr) {
+			for (int j = 0; j < rows / MN_BOX; j++) {
+				LLVMValueRef k = loop_begin(e, &lk, t, c64(e, (uint64_t)(KB / eb)));
+				LLVMValueRef row = gep(e, base, add64(e, c64(e, (uint64_t)(j * MN_BOX_BYTES)), mul64(e, k, KB)));
+				for (int c = 0; c < KB / 8; c++)
+					store_al(e, LLVMConstInt(cg->i64, 0, 0), gep(e, row, c64(e, (uint64_t)(8 * c))), 8);
+				loop_end(e, &lk);
+				loop_nounroll(e, &lk);
+			}
+			continue;
+		}
+		LLVMValueRef r = loop_begin(e, &lr, c64(e, 0), c64(e, (uint64_t)rows));
+		LLVMValueRef x = LLVMBuildAnd(b, r, c64(e, 7), "");
+		LLVMValueRef by = loop_begin(e, &lk, mul64(e, t, (uint64_t)eb), c64(e, KB));
+		LLVMValueRef ch = LLVMBuildXor(b, LLVMBuildLShr(b, by, c64(e, 4), ""), x, "");
+		LLVMValueRef off = add64(e, add64(e, mul64(e, r, KB), mul64(e, ch, 16)), LLVMBuildAnd(b, by, c64(e, 15), ""));
+		store_al(e, LLVMConstInt(cg->i8, 0, 0), gep(e, base, off), 1);
+		loop_end(e, &lk);
+		loop_nounroll(e, &lk);
+		loop_end(e, &lr);
+		loop_nounroll(e, &lr);
+	}
+}
+
+/* The producer's tile p: K tiles it0 + kt of the ring, A's rows at row0
+ * and K at ka, B's at bbase + col0 and kb. With scales by stage
+ * (z->sc_na) a warp runs it: every lane waits for the free stage, stores
+ * its scales into the stage's slot and arrives on full (32 arrivals, lane
+ * 0's the arrive.expect_tx, after its own stores, then the TMA loads):
+ * mbarrier.arrive releases each lane's st.shared to the consumers' wait.
+ * Else one thread. A last stage that the K window ends inside (p->ktail)
+ * is loaded on the tail barrier instead, which lane 0 waits for (parity
+ * the CTA's count of such stages, *ntail), zeroes the stage past the
+ * window (zero_tail), fences its stores for the wgmmas' async proxy and
+ * arrives on full without bytes. */
 static void
 producer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb,
-              LLVMValueRef it0, LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef nkt, long bke,
-              LLVMValueRef lane, LLVMValueRef M, LLVMValueRef N)
+              LLVMValueRef it0, const Tile90 *p, long bke, LLVMValueRef lane, LLVMValueRef ntail)
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
 	Loop l;
+	LLVMValueRef nkt = p->nkt, row0 = p->row0, col0 = add64(e, p->bbase, p->col0);
 	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);
 	LLVMValueRef s, ph;
 	ring_at(e, z, add64(e, it0, kt), &s, &ph);
@@ -755,18 +852,35 @@ producer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef tma,
 	if (z->sc_na) {
 		LLVMValueRef kel = mul64(e, kt, (uint64_t)bke);
 		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
-		producer_scales(e, z, g, sm, s, lane, row0, col0, M, N, kstart);
+		producer_scales(e, z, g, sm, s, lane, p, kstart);
 		LLVMValueRef is0 = LLVMBuildICmp(b, LLVMIntEQ, lane, c64(e, 0), "");
 		LLVMBasicBlockRef other = begin_if(e, LLVMBuildNot(b, is0, ""));
 		asm90_mbar_arrive(cg, full);
 		end_if(e, other);
 		l0 = begin_if(e, is0);
 	}
-	asm90_mbar_arrive_expect_tx(cg, full, (unsigned)z->stage_bytes);
+	/* the last stage of a window that ends inside it: on the tail barrier */
+	LLVMValueRef tail = p->ktail ? LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntNE, p->ktail, c64(e, 0), ""),
+	                                            LLVMBuildICmp(b, LLVMIntEQ, kt, LLVMBuildSub(b, nkt, c64(e, 1), ""), ""), "")
+	                   : NULL;
+	LLVMValueRef tbar = tail ? gep(e, sm, c64(e, (uint64_t)z->tail_off)) : NULL;
+	LLVMValueRef bar = tail ? sel(e, tail, tbar, full) : full;
+	asm90_mbar_arrive_expect_tx(cg, bar, (unsigned)z->stage_bytes);
 	LLVMValueRef st = gep(e, sm, mul64(e, s, (uint64_t)z->stage_bytes));
-	LLVMValueRef k0 = LLVMBuildTrunc(b, mul64(e, kt, (uint64_t)bke), cg->i32, "");
-	load_operand(e, st, tma, g->op[0].tr, z->bm, k0, row0, full);
-	load_operand(e, gep(e, st, c64(e, (uint64_t)z->a_bytes)), tmb, g->op[1].tr, z->bn, k0, col0, full);
+	LLVMValueRef k0 = mul64(e, kt, (uint64_t)bke);
+	load_operand(e, st, tma, g->op[0].tr, z->bm, LLVMBuildTrunc(b, add64(e, k0, p->ka), cg->i32, ""), row0, bar);
+	load_operand(e, gep(e, st, c64(e, (uint64_t)z->a_bytes)), tmb, g->op[1].tr, z->bn,
+	             LLVMBuildTrunc(b, add64(e, k0, p->kb), cg->i32, ""), col0, bar);
+	if (tail) {
+		LLVMBasicBlockRef zt = begin_if(e, tail);
+		LLVMValueRef n = LLVMBuildLoad2(b, cg->i32, ntail, "");
+		asm90_mbar_wait(cg, tbar, LLVMBuildAnd(b, n, c32(e, 1), ""));
+		LLVMBuildStore(b, LLVMBuildAdd(b, n, c32(e, 1), ""), ntail);
+		zero_tail(e, z, g, st, p->ktail);
+		asm90_fence_proxy_async(cg);
+		asm90_mbar_arrive(cg, full);
+		end_if(e, zt);
+	}
 	if (l0)
 		end_if(e, l0);
 	loop_end(e, &l);
@@ -803,15 +917,17 @@ e8m0_f32(E *e, LLVMValueRef code)
  * about 470). Rows and columns from opaque bases, anew per chunk (not
  * held across the chunks beside the accumulators). */
 static void
-chunk_scales(E *e, const S90 *z, const G *g, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
-             LLVMValueRef M, LLVMValueRef N, LLVMValueRef kstart, Scales90 *sc)
+chunk_scales(E *e, const S90 *z, const G *g, LLVMValueRef tid, const Tile90 *p, LLVMValueRef kstart,
+             Scales90 *sc)
 {
 	Cg *cg = e->g;
 	LLVMBuilderRef b = e->b;
 	const GOp *ob = &g->op[1];
 	const Type *st = ob->s >= 0 ? &e->k->f->val[ob->s].type : NULL;
 	Frag90 fr;
-	frag90(e, z, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
+	LLVMValueRef col0 = p->col0, N = p->nend;
+	Tile90 q = tile_moved(p, asm_opaque_u64(cg, p->row0), asm_opaque_u64(cg, col0));
+	frag90(e, z, &fr, asm_opaque_u64(cg, tid), &q);
 	if (!st || st->fmt != PRECC_E8M0 || st->block[0] != 1 || !st->block[1] || gemm_tensorwise(e, g)) {
 		scales90(e, z, g, &fr, kstart, sc);
 		return;
@@ -827,12 +943,12 @@ chunk_scales(E *e, const S90 *z, const G *g, LLVMValueRef tid, LLVMValueRef row0
 	w.ts = w.tp = NULL;
 	for (int mi = 0; mi < z->mi; mi++)
 		for (int h = 0; h < 2; h++)
-			w.sa[mi][h] = scale_at(e, &g->op[0], fr.rowc[mi][h], kstart);
-	LLVMValueRef kb = LLVMBuildUDiv(b, kstart, c64(e, (uint64_t)st->block[1]), "");
+			w.sa[mi][h] = scale_at(e, &g->op[0], fr.rowc[mi][h], add64(e, kstart, fr.ka));
+	LLVMValueRef kb = LLVMBuildUDiv(b, add64(e, kstart, fr.kb), c64(e, (uint64_t)st->block[1]), "");
 	LLVMValueRef nbk = dimv(e, st->dim[1]);
 	for (int ni = 0; ni < z->bn / 8; ni++)
 		for (int x = 0; x < 2; x++) {
-			LLVMValueRef ix = add64(e, LLVMBuildMul(b, fr.colv[ni][x], nbk, ""), kb);
+			LLVMValueRef ix = add64(e, LLVMBuildMul(b, add64(e, p->bbase, fr.colv[ni][x]), nbk, ""), kb);
 			w.sb[ni][x] = e8m0_f32(e, load_al(e, cg->i8, gep(e, e->ptr[ob->s], ix), 1));
 		}
 	LLVMBasicBlockRef bw_end = LLVMGetInsertBlock(b);
@@ -871,17 +987,17 @@ chunk_scales(E *e, const S90 *z, const G *g, LLVMValueRef tid, LLVMValueRef row0
  * fl(+0 · NaN) would not be the interpreter's nothing. */
 static void
 chunks_in_stage(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRef outer,
-                LLVMValueRef s, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef M,
-                LLVMValueRef N, const LLVMValueRef *da, LLVMValueRef db, LLVMValueRef kel, long bke,
-                LLVMValueRef lane0)
+                LLVMValueRef s, LLVMValueRef tid, const Tile90 *p, const LLVMValueRef *da, LLVMValueRef db,
+                LLVMValueRef kel, long bke, LLVMValueRef lane0)
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
 	precc_format fa = g->op[0].fmt, fb = g->op[1].fmt;
 	int mna = g->op[0].tr, mnb = g->op[1].tr;
 	int nch = (int)(bke / g->P), per = KB / KSTEP / nch;     /* chunks, wgmmas per chunk */
-	/* chunks past K only where K is not a multiple of the stage's */
-	int guard = g->K < 0 || g->K % bke;
+	/* chunks past K only where K is not a multiple of the stage's (or
+	 * the window is an expert's tokens) */
+	int guard = g->K < 0 || g->K % bke || p->ktail;
 	/* a loop, kept rolled: unrolled, LLVM sank each chunk's promotion
 	 * below the next chunk's wgmmas and hoisted the next chunk's scale
 	 * loads above it (two sets of accumulators and scales live: ptxas
@@ -889,11 +1005,11 @@ chunks_in_stage(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef in
 	Loop l;
 	LLVMValueRef c = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nch));
 	LLVMValueRef kc = add64(e, kel, mul64(e, c, (uint64_t)g->P));
-	LLVMValueRef live = guard ? ult(e, kc, dimv(e, g->K)) : NULL;
+	LLVMValueRef live = guard ? ult(e, kc, p->klen) : NULL;
 	/* the chunk's scales before its wgmmas; a chunk past K reads the
 	 * stage's first (in range) and is not promoted */
 	Scales90 sc;
-	chunk_scales(e, z, g, tid, row0, col0, M, N, live ? sel(e, live, kc, kel) : kc, &sc);
+	chunk_scales(e, z, g, tid, p, live ? sel(e, live, kc, kel) : kc, &sc);
 	LLVMValueRef d[NACC_MAX];
 	for (int i = 0; i < z->nacc; i++)
 		d[i] = LLVMBuildLoad2(b, cg->f32, slot(e, inner, i), "");
@@ -941,7 +1057,9 @@ stage_scales(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s, LLVMValueRef t
 {
 	Frag90 fr;
 	LLVMValueRef big = c64(e, (uint64_t)1 << 40);
-	frag90(e, z, &fr, tid, c64(e, 0), c64(e, 0), big, big);
+	Tile90 q = {.row0 = c64(e, 0), .col0 = c64(e, 0), .mend = big, .nend = big, .bbase = c64(e, 0),
+	            .ka = c64(e, 0), .kb = c64(e, 0)};
+	frag90(e, z, &fr, tid, &q);
 	LLVMValueRef sa = scale_slot(e, z, sm, s, 0), sb = scale_slot(e, z, sm, s, 1);
 	sc->ts = sc->tp = NULL;
 	for (int mi = 0; mi < z->mi && (ops & 1); mi++)
@@ -960,14 +1078,14 @@ stage_scales(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s, LLVMValueRef t
  * inner, promoted into outer every P (g->P > 0) */
 static void
 consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inner, LLVMValueRef outer,
-              LLVMValueRef it0, LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0,
-              LLVMValueRef M, LLVMValueRef N, LLVMValueRef nkt, long bke)
+              LLVMValueRef it0, LLVMValueRef tid, const Tile90 *p, long bke)
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
 	precc_format fa = g->op[0].fmt, fb = g->op[1].fmt;
 	int mna = g->op[0].tr, mnb = g->op[1].tr;
 	Loop l;
+	LLVMValueRef nkt = p->nkt;
 	LLVMValueRef cw = LLVMBuildSub(b, LLVMBuildUDiv(b, tid, c64(e, WG), ""), c64(e, 1), "");
 	LLVMValueRef lane0 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, tid, c64(e, 32), ""), c64(e, 0), "");
 	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);
@@ -984,7 +1102,7 @@ consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inne
 	LLVMValueRef db = operand_desc(e, mnb, gep(e, sm, add64(e, st, c64(e, (uint64_t)z->a_bytes))));
 	LLVMValueRef kel = mul64(e, kt, (uint64_t)bke);
 	if (g->P && g->P < bke) {
-		chunks_in_stage(e, z, g, sm, inner, outer, s, tid, row0, col0, M, N, da, db, kel, bke, lane0);
+		chunks_in_stage(e, z, g, sm, inner, outer, s, tid, p, da, db, kel, bke, lane0);
 		loop_end(e, &l);
 		return;
 	}
@@ -1003,7 +1121,8 @@ consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inne
 	} else if (g->P) {
 		LLVMValueRef kstart = mul64(e, LLVMBuildUDiv(b, kel, c64(e, (uint64_t)g->P), ""), (uint64_t)g->P);
 		Frag90 fr;
-		frag90(e, z, &fr, asm_opaque_u64(cg, tid), asm_opaque_u64(cg, row0), asm_opaque_u64(cg, col0), M, N);
+		Tile90 q = tile_moved(p, asm_opaque_u64(cg, p->row0), asm_opaque_u64(cg, p->col0));
+		frag90(e, z, &fr, asm_opaque_u64(cg, tid), &q);
 		scales90(e, z, g, &fr, kstart, &sc);
 	}
 	LLVMValueRef d[NACC_MAX];
@@ -1116,12 +1235,13 @@ c_store_tma(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef tmc, LLVMValueRef 
 
 /* The tile's epilogue (k_gemm.c's, over the wgmma fragment); the output
  * amax's bits max into *mbits. A 16-bit C goes through shared memory and
- * TMA (c_store_tma, tmc its map), anything else from registers. */
+ * TMA (c_store_tma, tmc its map), anything else from registers, into C's
+ * rows crow0 + row (a grouped wgrad's expert's); a zero tile's are +0. */
 static int
 epilogue_tile(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef inner, LLVMValueRef outer,
-              LLVMValueRef M, LLVMValueRef N, LLVMValueRef *mbits, LLVMValueRef sm, LLVMValueRef tmc,
-              LLVMValueRef tid, LLVMValueRef row0, LLVMValueRef col0)
+              const Tile90 *p, LLVMValueRef *mbits, LLVMValueRef sm, LLVMValueRef tmc, LLVMValueRef tid)
 {
+	LLVMValueRef M = p->mend, N = p->nend;
 	LLVMValueRef pk[2][NACC_MAX / 4][2];
 	Kern *k = e->k;
 	Cg *cg = e->g;
@@ -1135,6 +1255,8 @@ epilogue_tile(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef inn
 	} else
 		for (int i = 0; i < z->nacc; i++)
 			acc[i] = LLVMBuildLoad2(b, cg->f32, slot(e, outer, i), "");
+	for (int i = 0; i < z->nacc && p->zero; i++)
+		acc[i] = sel(e, p->zero, cf(e, 0), acc[i]);
 	precc_format of = g->cast >= 0 ? k->f->ins[g->cast].type.fmt : PRECC_FP32;
 	int oeb = gemm_ebytes(of);
 	LLVMValueRef NS = g->slice ? c64(e, (uint64_t)g->slice) : N;
@@ -1163,7 +1285,8 @@ epilogue_tile(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef inn
 					LLVMValueRef col = fr->colv[ni][c];
 					LLVMValueRef ok = LLVMBuildAnd(b, ult(e, r, M), ult(e, col, NS), "");
 					LLVMBasicBlockRef cont = begin_if(e, ok);
-					LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, r, NS, ""), col), (uint64_t)oeb);
+					LLVMValueRef off = mul64(e, add64(e, LLVMBuildMul(b, add64(e, p->crow0, r), NS, ""), col),
+					                         (uint64_t)oeb);
 					LLVMValueRef p = gep(e, e->ptr[g->out], off);
 					if (oeb == 2)
 						store_al(e, LLVMBuildTrunc(b, c ? LLVMBuildLShr(b, pair, c32(e, 16), "") : pair,
@@ -1174,12 +1297,53 @@ epilogue_tile(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef inn
 				}
 			}
 	if (z->c_span)
-		c_store_tma(e, z, sm, tmc, tid, row0, col0, pk);
+		c_store_tma(e, z, sm, tmc, tid, p->row0, p->col0, pk);
 	return 0;
+}
+
+/* The dense scheduler: ceil(M / bm) m-blocks x ceil(N / bn) n-blocks
+ * (either may be the launch's M) in tile_at's order; every tile all of K */
+static LLVMValueRef
+dense_ntiles(E *e, Sched90 *s)
+{
+	LLVMBuilderRef b = e->b;
+	const G *g = s->g;
+	LLVMValueRef M = dimv(e, g->op[0].rows), N = dimv(e, g->op[1].rows);
+	s->v[0] = LLVMBuildUDiv(b, add64(e, M, c64(e, (uint64_t)s->bm - 1)), c64(e, (uint64_t)s->bm), "");
+	s->v[1] = LLVMBuildUDiv(b, add64(e, N, c64(e, (uint64_t)s->bn - 1)), c64(e, (uint64_t)s->bn), "");
+	/* K tiles per tile: ceil(K / bke), K the launch's M for wgrad */
+	s->v[2] = LLVMBuildUDiv(b, add64(e, dimv(e, g->K), c64(e, (uint64_t)s->bke - 1)), c64(e, (uint64_t)s->bke), "nkt");
+	return LLVMBuildMul(b, s->v[0], s->v[1], "ntiles");
+}
+
+static void
+dense_start(E *e, Sched90 *s)
+{
+	(void)e, (void)s;
+}
+
+static void
+dense_at(E *e, Sched90 *s, LLVMValueRef tile, Tile90 *p)
+{
+	const G *g = s->g;
+	S90 z = {.bm = s->bm, .bn = s->bn};
+	tile_at(e, &z, tile, s->v[0], s->v[1], &p->row0, &p->col0);
+	p->mend = dimv(e, g->op[0].rows), p->nend = dimv(e, g->op[1].rows);
+	p->bbase = p->ka = p->kb = p->crow0 = c64(e, 0);
+	p->klen = dimv(e, g->K);
+	p->nkt = s->v[2];
+	p->ktail = p->zero = NULL;
 }
 
 int
 emit_gemm_sm90(E *e)
+{
+	Sched90 s = {.ntiles = dense_ntiles, .start = dense_start, .at = dense_at};
+	return gemm_sm90_emit(e, &s);
+}
+
+int
+gemm_sm90_emit(E *e, Sched90 *sc)
 {
 	Kern *k = e->k;
 	Cg *cg = e->g;
@@ -1194,6 +1358,7 @@ emit_gemm_sm90(E *e)
 	if (tile_attr(k->f, &bm, &bn) || shape90(k->f, &g, bm, bn, &z, why, sizeof why))
 		return kfail(k, "tile: %s", why);
 	long bke = KB / gemm_ebytes(g.op[0].fmt);
+	sc->g = &g, sc->bm = z.bm, sc->bn = z.bn, sc->bke = bke;
 	unsigned np = LLVMCountParams(cg->fn);
 	unsigned t0 = np - (unsigned)k->ntmap;   /* the tensor maps: A, B (, C) */
 	LLVMValueRef tma = LLVMGetParam(cg->fn, t0), tmb = LLVMGetParam(cg->fn, t0 + 1);
@@ -1202,29 +1367,27 @@ emit_gemm_sm90(E *e)
 	LLVMValueRef inner = LLVMBuildAlloca(b, at, "inner");
 	LLVMValueRef outer = g.P ? LLVMBuildAlloca(b, at, "outer") : NULL;
 	LLVMValueRef mslot = LLVMBuildAlloca(b, cg->i32, "amax");
+	/* the CTA's running K-iteration count (ring_at), and its count of
+	 * stages on the tail barrier (producer_tile) */
+	LLVMValueRef ring = LLVMBuildAlloca(b, cg->i32, "ring");
+	LLVMValueRef ntail = LLVMBuildAlloca(b, cg->i32, "ntail");
 	LLVMBuildStore(b, c32(e, 0), mslot);
 	LLVMValueRef sm = smem_base(e, &z);
 	LLVMValueRef tid = LLVMBuildZExt(b, sreg(e, "tid.x"), cg->i64, "");
 	LLVMValueRef wg = LLVMBuildUDiv(b, tid, c64(e, WG), "");
-	LLVMValueRef M = dimv(e, g.op[0].rows), N = dimv(e, g.op[1].rows);
-	/* the tiles: ceil(M / bm) m-blocks x ceil(N / bn) n-blocks (either
-	 * may be the launch's M) */
-	LLVMValueRef nmb = LLVMBuildUDiv(b, add64(e, M, c64(e, (uint64_t)z.bm - 1)), c64(e, (uint64_t)z.bm), "");
-	LLVMValueRef nnb = LLVMBuildUDiv(b, add64(e, N, c64(e, (uint64_t)z.bn - 1)), c64(e, (uint64_t)z.bn), "");
-	LLVMValueRef ntiles = LLVMBuildMul(b, nmb, nnb, "ntiles");
-	/* K tiles per tile: ceil(K / bke), K the launch's M for wgrad */
-	LLVMValueRef nkt = LLVMBuildUDiv(b, add64(e, dimv(e, g.K), c64(e, (uint64_t)bke - 1)),
-	                                 c64(e, (uint64_t)bke), "nkt");
+	LLVMValueRef ntiles = sc->ntiles(e, sc);
 
 	/* the barriers, before anyone uses them: full[s] completes on the
 	 * producer's arrival and the stage's bytes, empty[s] on one arrival
-	 * per consumer warp */
+	 * per consumer warp; the tail barrier on its thread's and the bytes */
 	LLVMBasicBlockRef init = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
 	for (int s = 0; s < z.stages; s++) {
 		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * s))), z.sc_na ? 32 : 1);
 		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * (z.stages + s)))),
 		                (unsigned)(4 * z.ncw));
 	}
+	if (z.tail_off)
+		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)z.tail_off)), 1);
 	asm90_fence_mbar_init(cg);
 	end_if(e, init);
 	barrier(e);
@@ -1237,33 +1400,43 @@ emit_gemm_sm90(E *e)
 	/* the producer: one thread feeds the ring, tile after tile (a warp
 	 * where the scales come with the stage) */
 	LLVMPositionBuilderAtEnd(b, prod);
-	asm90_setmaxnreg(cg, 0, PRODUCER_REGS);
+	asm90_setmaxnreg(cg, 0, g.group_k ? PRODUCER_REGS_K : PRODUCER_REGS);
 	LLVMBasicBlockRef one = begin_if(e, ult(e, tid, c64(e, z.sc_na ? 32 : 1)));
+	LLVMBuildStore(b, c32(e, 0), ring);
+	LLVMBuildStore(b, c32(e, 0), ntail);
+	sc->start(e, sc);
 	TileLoop tl;
-	LLVMValueRef tile, row0, col0;
-	LLVMValueRef ti = tiles_begin(e, &tl, ntiles, &tile);
-	tile_at(e, &z, tile, nmb, nnb, &row0, &col0);
-	producer_tile(e, &z, &g, sm, tma, tmb, ring_base(e, ti, nkt), row0, col0, nkt, bke, tid, M, N);
+	LLVMValueRef tile;
+	Tile90 p;
+	tiles_begin(e, &tl, ntiles, &tile);
+	sc->at(e, sc, tile, &p);
+	LLVMValueRef it0 = ring_base(e, ring);
+	producer_tile(e, &z, &g, sm, tma, tmb, it0, &p, bke, tid, ntail);
+	ring_advance(e, ring, it0, p.nkt);
 	loop_end(e, &tl.l);
 	end_if(e, one);
 	LLVMBuildBr(b, join);
 
 	/* the consumers: the same tiles in the same order */
 	LLVMPositionBuilderAtEnd(b, cons);
-	asm90_setmaxnreg(cg, 1, CONSUMER_REGS);
-	ti = tiles_begin(e, &tl, ntiles, &tile);
-	tile_at(e, &z, tile, nmb, nnb, &row0, &col0);
+	asm90_setmaxnreg(cg, 1, g.group_k ? CONSUMER_REGS_K : CONSUMER_REGS);
+	LLVMBuildStore(b, c32(e, 0), ring);
+	sc->start(e, sc);
+	tiles_begin(e, &tl, ntiles, &tile);
+	sc->at(e, sc, tile, &p);
 	for (int i = 0; i < z.nacc; i++) {
 		LLVMBuildStore(b, cf(e, 0), slot(e, inner, i));
 		if (outer)
 			LLVMBuildStore(b, cf(e, 0), slot(e, outer, i));
 	}
-	consumer_tile(e, &z, &g, sm, inner, outer, ring_base(e, ti, nkt), tid, row0, col0, M, N, nkt, bke);
+	it0 = ring_base(e, ring);
+	consumer_tile(e, &z, &g, sm, inner, outer, it0, tid, &p, bke);
+	ring_advance(e, ring, it0, p.nkt);
 	Frag90 fr;
-	frag90(e, &z, &fr, tid, row0, col0, M, N);
+	frag90(e, &z, &fr, tid, &p);
 	/* the output amax's bits, carried across the CTA's tiles in mslot */
 	LLVMValueRef mbits = LLVMBuildLoad2(b, cg->i32, mslot, "");
-	if (epilogue_tile(e, &z, &g, &fr, inner, outer, M, N, &mbits, sm, tmc, tid, row0, col0))
+	if (epilogue_tile(e, &z, &g, &fr, inner, outer, &p, &mbits, sm, tmc, tid))
 		return -1;
 	LLVMBuildStore(b, mbits, mslot);
 	loop_end(e, &tl.l);

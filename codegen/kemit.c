@@ -36,7 +36,8 @@ emit_shape(E *e)
 	case CG_QUANT_COLBLOCK: return emit_colblock(e);
 	case CG_DEQUANT: return emit_dequant(e);
 	case CG_DELAYED_UPDATE: return emit_delayed(e);
-	case CG_GEMM: return k->wgmma ? emit_gemm_sm90(e) : k->grouped ? emit_gemm_grouped(e)
+	case CG_GEMM: return k->wgmma ? (k->grouped ? emit_gemm_grouped_sm90(e) : emit_gemm_sm90(e))
+	                              : k->grouped ? emit_gemm_grouped(e)
 	                                                              : emit_gemm(e);
 	case CG_HADAMARD: return emit_hadamard(e);
 	default: return kfail(k, "shape %d", (int)k->shape);

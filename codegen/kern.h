@@ -72,5 +72,7 @@ int gemm_classify(Kern *);
 int gemm_sm90_classify(Kern *);
 /* k_gemm_grouped.c: the same for a gemm_grouped */
 int gemm_grouped_classify(Kern *);
+/* k_gemm_grouped_sm90.c: a gemm_grouped with mma=wgmma on sm_90a */
+int gemm_grouped_sm90_classify(Kern *);
 
 #endif

@@ -67,8 +67,15 @@ classify(Kern *k)
 	k->x = -1;
 	k->q = -1;
 	for (int i = 0; i < f->nins; i++)
-		if (f->ins[i].op == OP_gemm_grouped)
+		if (f->ins[i].op == OP_gemm_grouped) {
+			const char *mma = f->ins[i].pattr[PA_MMA];
+			if (mma && !strcmp(mma, "wgmma")) {
+				if (k->sm != CG_SM90A)
+					return kfail(k, "mma=wgmma on %s: wgmma needs sm_90a", codegen_sm_name(k->sm));
+				return gemm_grouped_sm90_classify(k);
+			}
 			return gemm_grouped_classify(k);
+		}
 		else if (f->ins[i].op == OP_gemm) {
 			const char *mma = f->ins[i].pattr[PA_MMA];
 			if (mma && !strcmp(mma, "wgmma")) {

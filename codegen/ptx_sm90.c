@@ -57,6 +57,10 @@
 #define BAR_NAMED "bar.sync $0, $1;"
 #define SETMAXNREG_INC "setmaxnreg.inc.sync.aligned.u32 232;"
 #define SETMAXNREG_DEC "setmaxnreg.dec.sync.aligned.u32 40;"
+/* the grouped wgrad's split (k_gemm_sm90.c: a producer with a K window):
+ * 128 x 56 + 256 x 224 = 384 x 168 */
+#define SETMAXNREG_INC224 "setmaxnreg.inc.sync.aligned.u32 224;"
+#define SETMAXNREG_DEC56 "setmaxnreg.dec.sync.aligned.u32 56;"
 
 const AsmEntry asm90_table[] = {
 	{"mbarrier", MBAR_INIT, "r,r,~{memory}", "sm_90"},
@@ -85,6 +89,8 @@ const AsmEntry asm90_table[] = {
 	 "=f x64,l,l,r,0..63 (tied); tA, tB: 0 K-major, 1 MN-major", "sm_90a"},
 	{"setmaxnreg", SETMAXNREG_INC, "~{memory}", "sm_90a"},
 	{"setmaxnreg", SETMAXNREG_DEC, "~{memory}", "sm_90a"},
+	{"setmaxnreg", SETMAXNREG_INC224, "~{memory}", "sm_90a"},
+	{"setmaxnreg", SETMAXNREG_DEC56, "~{memory}", "sm_90a"},
 };
 const int asm90_table_len = sizeof asm90_table / sizeof asm90_table[0];
 
@@ -297,14 +303,15 @@ asm90_wgmma_wait(Cg *g, int n)
 void
 asm90_setmaxnreg(Cg *g, int inc, int regs)
 {
-	if (regs % 8 || regs < 24 || regs > 256 || (inc ? regs != 232 : regs != 40))
-		abort();     /* the table's two rows */
+	if (regs % 8 || regs < 24 || regs > 256 || (inc ? regs != 232 && regs != 224 : regs != 40 && regs != 56))
+		abort();     /* the table's rows */
 	if (g->host) {
 		asm_host_call(g, "precc_emu_setmaxnreg", g->vd,
 		          (LLVMValueRef[]){u32(g, (unsigned)inc), u32(g, (unsigned)regs)}, 2);
 		return;
 	}
-	asm_volatile(g, g->vd, inc ? SETMAXNREG_INC : SETMAXNREG_DEC, "~{memory}", NULL, 0);
+	asm_volatile(g, g->vd, inc ? (regs == 232 ? SETMAXNREG_INC : SETMAXNREG_INC224)
+	                               : (regs == 40 ? SETMAXNREG_DEC : SETMAXNREG_DEC56), "~{memory}", NULL, 0);
 }
 
 /* The wgmma operand formats: "e4m3"/"e5m2" (k32), "bf16"/"f16" (k16),

@@ -107,12 +107,11 @@ legalize_func(Func *f, const Target *t)
 		case OP_mx_scale: cvt(f, i, PRECC_E8M0, t); break;
 		case OP_block_scale: cvt(f, i, rt->fmt, t); break;
 		case OP_gemm_grouped:
-			/* k_gemm_grouped.c: mma.sync on every target (no wgmma
-			 * grouped family yet) */
-			ir_set_attr(i->pattr, PA_MMA, "mma_sync");
-			note(f, t->wgmma ? "grouped GEMMs on mma.sync (the wgmma family takes no "
-			                   "gemm_grouped yet)"
-			                 : "GEMMs on mma.sync (wgmma needs sm_90a)");
+			/* sm_90a: k_gemm_grouped_sm90.c (schedule.c keeps
+			 * k_gemm_grouped.c's mma.sync for what it does not take);
+			 * else mma.sync */
+			ir_set_attr(i->pattr, PA_MMA, t->wgmma ? "wgmma" : "mma_sync");
+			note(f, t->wgmma ? "grouped GEMMs on wgmma (sm_90a)" : "GEMMs on mma.sync (wgmma needs sm_90a)");
 			break;
 		case OP_gemm: {
 			precc_format a = f->val[i->arg[0]].type.fmt;

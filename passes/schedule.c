@@ -365,6 +365,31 @@ schedule_gemm(Module *mod, int at, Ins *g, const Target *t)
 
 	for (int j = 0; j < k->nins; j++)
 		namax += k->ins[j].op == OP_amax;
+	if (g->op == OP_gemm_grouped && g->pattr[PA_MMA] && !strcmp(g->pattr[PA_MMA], "wgmma")) {
+		/* k_gemm_grouped_sm90.c: the wgmma family's kernel over the
+		 * grouped scheduler, on 128 x 128 tiles (64 x 128 where those do
+		 * not fit); else k_gemm_grouped.c, below, with the reason */
+		CodegenGemmShape s;
+		if (codegen_gemm_grouped_wgmma_shape(k, 128, 128, &s, why, sizeof why)
+		    || codegen_gemm_grouped_wgmma_shape(k, 64, 128, &s, why, sizeof why)) {
+			wgmma_attrs(k, &s, m, n, namax);
+			if (!g->group_k) {
+				/* the launch's CTAs bound by M's 16-row tiles (each
+				 * expert may add a partial row tile:
+				 * gemm_grouped_sm90_classify) */
+				char a[32], b[32];
+				dim_str(a, sizeof a, m, 16);
+				dim_str(b, sizeof b, n, s.bn);
+				ir_set_attr(k->pattr, PA_GRID, "%sx%s", a, b);
+			}
+			ir_comment(&k->comment, "schedule: grouped GEMM on wgmma, %dx%d tiles, %d stages, "
+			           "persistent: a CTA maps tile ids to (expert, row tile, column tile); no tile "
+			           "straddles two experts", s.bm, s.bn, s.stages);
+			return 0;
+		}
+		ir_set_attr(g->pattr, PA_MMA, "mma_sync");
+		ir_comment(&k->comment, "schedule: grouped GEMM on mma.sync, not wgmma: %s", why);
+	}
 	if (g->op == OP_gemm_grouped) {
 		/* k_gemm_grouped.c: persistent 64 x 64 tiles over (expert, row
 		 * tile, column tile); grid= is the launch's upper bound of CTAs

@@ -39,7 +39,7 @@ bulk_one_cta|codegen/k_delayed.c|codegen.emu|	if (!e->bulk)     /* the per-layer
 reduce_tie_last|codegen/k_delayed.c|codegen.emu|LLVMBuildICmp(b, LLVMIntULT, oi, idx, "")|LLVMBuildICmp(b, LLVMIntUGT, oi, idx, "")
 reduce_nan_lane|codegen/k_delayed.c|codegen.emu|		nn = LLVMBuildOr(b, nn, shfl_xor(e, nn, o), "");|		(void)0;
 persist_stride_ctaid|codegen/k_gemm_sm90.c|codegen.emu_sm90a|*tile = add64(e, tl->cta, LLVMBuildMul(b, ti, tl->ncta, "tile"));|*tile = add64(e, tl->cta, LLVMBuildMul(b, ti, tl->cta, "tile"));
-persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return LLVMBuildMul(e->b, ti, nkt, "");|	return LLVMBuildMul(e->b, ti, c64(e, 0), "");
+persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return LLVMBuildZExt(e->b, LLVMBuildLoad2(e->b, e->g->i32, ring, ""), e->g->i64, "");|	return c64(e, 0);
 persist_group_16|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	GROUP_N = 8,  |	GROUP_N = 16,  
 persist_group_clamp|codegen/k_gemm_sm90.c|codegen.emu_sm90a|LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));|LLVMValueRef nin = c64(e, GROUP_N);
 persist_grid_runtime|runtime/backend_cuda.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
@@ -66,7 +66,7 @@ e2m1_upcast_bytes|codegen/k_gemm.c|codegen.emu|sel(e, ok, gk, c64(e, 0))), c64(e
 e2m1_sr_halves|codegen/emit_quant.c|codegen.emu|			rb[8 * j + w] = w & 1 ? LLVMBuildLShr|			rb[8 * j + w] = !(w & 1) ? LLVMBuildLShr
 wgmma_trans_b|codegen/k_gemm_sm90.c|codegen.emu_sm90a|d + mi * (z->bn / 2), sd, mna \| mnb << 1);|d + mi * (z->bn / 2), sd, mna);
 wgmma_trans_a|codegen/k_gemm_sm90.c|codegen.emu_sm90a|d + mi * (z->bn / 2), sd, mna \| mnb << 1);|d + mi * (z->bn / 2), sd, mnb << 1);
-wgmma_nkt_floor|codegen/k_gemm_sm90.c|codegen.emu_sm90a|add64(e, dimv(e, g.K), c64(e, (uint64_t)bke - 1))|add64(e, dimv(e, g.K), c64(e, 0))
+wgmma_nkt_floor|codegen/k_gemm_sm90.c|codegen.emu_sm90a|add64(e, dimv(e, g->K), c64(e, (uint64_t)s->bke - 1))|add64(e, dimv(e, g->K), c64(e, 0))
 wgmma_k_loop_short|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), nkt);\n	LLVMValueRef s, ph;\n	ring_at(e, z, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar|	LLVMValueRef kt = loop_begin(e, &l, c64(e, 0), LLVMBuildSub(b, nkt, c64(e, 1), ""));\n	LLVMValueRef s, ph;\n	ring_at(e, z, add64(e, it0, kt), &s, &ph);\n	asm90_mbar_wait(cg, full_bar
 wgmma_mn_box_coords|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		                  LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), k0, bar);|		                  k0, LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), bar);
 wgmma_mn_lbo|codegen/k_gemm_sm90.c|codegen.emu_sm90a|return mn ? asm90_desc_mn128(e->g, p, MN_BOX_BYTES)|return mn ? asm90_desc_mn128(e->g, p, 2 * MN_BOX_BYTES)
@@ -119,7 +119,7 @@ epi_stripe_span128|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|mul64(e, stripe
 # m64 block read from the first's rows, the shape's stages not the ones
 # codegen uses in the ring.
 MUTANTS="$MUTANTS
-sm90_stages_overflow|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + z->sc_bytes + 2 * 8);|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes) / (z->stage_bytes + z->sc_bytes + 2 * 8) + 1;
+sm90_stages_overflow|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes - tail) / (z->stage_bytes + z->sc_bytes + 2 * 8);|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes - tail) / (z->stage_bytes + z->sc_bytes + 2 * 8) + 1;
 sm90_box_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|			t->box_rows = o ? z.bn : z.bm;|			t->box_rows = o ? z.bm : z.bn;
 sm90_mi_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|c64(e, (uint64_t)(mi * WGMMA_M * KB))))));|c64(e, 0)))));
 sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi + 8 * h)));|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(8 * h)));"
@@ -177,10 +177,10 @@ grouped_weight_scale|frontend/lower.c|frontend.grouped_lower|			b0 = l->out;|			
 # wgmma added onto the previous chunk's partial sum (scale-d 1); in a
 # whole n-block every column scaled by the first column pair's scales.
 MUTANTS="$MUTANTS
-mx_chunk_scale_first|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|chunk_scales(e, z, g, tid, row0, col0, M, N, live ? sel(e, live, kc, kel) : kc, &sc);|chunk_scales(e, z, g, tid, row0, col0, M, N, kel, &sc);
-mx_chunk_past_k|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	int guard = g->K < 0 \|\| g->K % bke;|	int guard = 0;
+mx_chunk_scale_first|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|chunk_scales(e, z, g, tid, p, live ? sel(e, live, kc, kel) : kc, &sc);|chunk_scales(e, z, g, tid, p, kel, &sc);
+mx_chunk_past_k|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	int guard = g->K < 0 \|\| g->K % bke \|\| p->ktail;|	int guard = 0;
 mx_chunk_scale_d|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|d + mi * (z->bn / 2), c32(e, j ? 1 : 0),|d + mi * (z->bn / 2), c32(e, 1),
-mx_whole_column|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(b, fr.colv[ni][x], nbk|(b, fr.colv[0][x], nbk"
+mx_whole_column|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|p->bbase, fr.colv[ni][x]), nbk|p->bbase, fr.colv[0][x]), nbk"
 
 # ffma (issue 28 §4): blockwise promotion as DeepGEMM does it. The
 # promotion as a separate multiply and add (two roundings) in the wgmma
@@ -194,7 +194,7 @@ ffma_sm90_mul_add|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		           : ffma_r
 ffma_sync_mul_add|codegen/k_gemm.c|codegen.emu$|				       : ffma_rn(e, in, fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1]), o);|				       : fadd_rn(e, o, fmul_rn(e, in, fmul_rn(e, sa[mi][v >> 1], sb[ni][v & 1])));
 ffma_interp_mul_add|ir/interp/gemm.c|interp.test_gemm|				o[j] = fmaf(in[j], s * sb[j], o[j]);|				o[j] = o[j] + in[j] * (s * sb[j]);
 ffma_slot_stage0|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	LLVMValueRef sa = scale_slot(e, z, sm, s, 0), sb = scale_slot(e, z, sm, s, 1);|	LLVMValueRef sa = scale_slot(e, z, sm, c64(e, 0), 0), sb = scale_slot(e, z, sm, c64(e, 0), 1);
-ffma_slot_next|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		producer_scales(e, z, g, sm, s, lane, row0, col0, M, N, kstart);|		producer_scales(e, z, g, sm, LLVMBuildURem(b, add64(e, s, c64(e, 1)), c64(e, (uint64_t)z->stages), \"\"), lane, row0, col0, M, N, kstart);
+ffma_slot_next|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		producer_scales(e, z, g, sm, s, lane, p, kstart);|		producer_scales(e, z, g, sm, LLVMBuildURem(b, add64(e, s, c64(e, 1)), c64(e, (uint64_t)z->stages), \"\"), lane, p, kstart);
 ffma_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_off + 8 * s))), z.sc_na ? 32 : 1);|(uint64_t)(z.bar_off + 8 * s))), 1);"
 
 # issue 29 (moe-bench): the expert groups' traffic in precc build --stats. The
@@ -211,6 +211,23 @@ MUTANTS="$MUTANTS
 grouped_bench_no_pad|bench/bench_grouped_gpu.c|bench.grouped.fake|		g.m_total = round_up(g.m + ne * (al - 1), mm);|		g.m_total = round_up(g.m, mm);
 sass_audit_group_names|bench/sass_audit.py|bench.sass_audit_layers|    fqn.update({c: g[\"name\"] for c, g in group.items()})|    fqn.update({})
 gemm_model_grouped_one_cta|bench/gemm_model.py|bench.gemm_model_grouped|            load[t % SMS] += kt * per_k + epi|            load[0] += kt * per_k + epi"
+
+# issue 29 §2: the grouped GEMM on wgmma (k_gemm_grouped_sm90.c). A tile
+# whose rows run on past its expert's end (stored with this expert's
+# weights: a tile straddling two experts), a tile id at an expert's last
+# tile counted to that expert, every expert reading expert 0's slice of
+# B, a grouped dgrad reading expert 0's K columns, a grouped wgrad summing
+# from token 0, and the producer leaving the tokens past an expert's end
+# in its last stage (the next expert's) unzeroed: all of them, or a
+# K-major (fp8) stage's bytes.
+MUTANTS="$MUTANTS
+grouped90_tile_straddle|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->mend = end;|	p->mend = M;
+grouped90_end_off_by_one|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|LLVMBuildICmp(b, LLVMIntUGE, tile, add64(e, base, nt), \"\")|LLVMBuildICmp(b, LLVMIntUGT, tile, add64(e, base, nt), \"\")
+grouped90_b_expert0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->bbase = g->bkstack ? c64(e, 0) : mul64(e, ge, (uint64_t)g->n);|	p->bbase = c64(e, 0);
+grouped90_dgrad_expert0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->kb = g->bkstack ? mul64(e, ge, (uint64_t)g->K) : c64(e, 0);|	p->kb = c64(e, 0);
+grouped90_k_from_0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->ka = p->kb = kbase;|	p->ka = p->kb = c64(e, 0);
+grouped90_no_tail_zero|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		zero_tail(e, z, g, st, p->ktail);\n|
+grouped90_kmajor_tail|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef by = loop_begin(e, &lk, mul64(e, t, (uint64_t)eb), c64(e, KB));|LLVMValueRef by = loop_begin(e, &lk, c64(e, KB), c64(e, KB));"
 
 survivors=0
 stale=0

@@ -250,6 +250,9 @@ fill(void *buf, precc_format f, long rows, long cols, int is_state, const Blocks
 /* "# emu: offs_align=N": a grouped GEMM's offsets are multiples of N
  * (a group=k's 1x128 token blocks, which the interpreter requires) */
 static long offs_align = 1;
+/* "# emu: offs_short=N": the last expert ends N tokens before M (with
+ * offs_align: its last block partial, the tokens after it no expert's) */
+static long offs_short;
 
 /* A gemm_grouped's %offs (i32[ng], the end of each expert's rows or
  * tokens) at m: experts 0, 8, 16, .. without tokens, expert 1 with one,
@@ -277,6 +280,8 @@ fill_offsets(int32_t *o, long ng, long m)
 	}
 	for (long g = 0; g < ng; g++)
 		o[g] = (int32_t)(at += cnt[g] * offs_align);
+	if (offs_short && ng > 1 && o[ng - 1] - offs_short >= o[ng - 2])
+		o[ng - 1] -= (int32_t)offs_short;
 }
 
 /* the whole file, NUL-terminated (frontend/diag.c) */
@@ -488,6 +493,53 @@ check_tile_order(const CodegenKernel *info, const void *tma, const void *tmb, lo
 	return 0;
 }
 
+/* A grouped GEMM's tile order on wgmma (k_gemm_grouped_sm90.c), group=m:
+ * DeepGEMM's grouped scheduler (deep_gemm/include/deep_gemm/scheduler.cuh,
+ * get_next_block over the groups' blocks), recomputed from the offsets:
+ * every expert with rows its ceil(rows / BM) x ceil(N / BN) tiles, row
+ * tile by row tile, then the rows of no expert (no loads). CTA cta of ncta
+ * walks t = cta, cta + ncta, ..; its loads of A at K 0 must name the rows
+ * of its tiles in order, each tile's first row the expert's first plus a
+ * whole number of BM: a tile that straddled two experts would start
+ * elsewhere. (A K-major A: one box at (0, row).) */
+static int
+check_grouped_order(const CodegenKernel *info, long bm, const void *tma, const int32_t *offs, long ng, long N,
+                    unsigned ncta, const char *file)
+{
+	long bn = info->tile_cols, nn = (N + bn - 1) / bn;
+	const EmuTmaLoad *ld;
+	int nld = emu_tma_loads(&ld);
+	long nt = 0, cap = 0, *row = NULL;
+	for (long g = 0, st = 0; g < ng; st = offs[g], g++)
+		for (long r = st; r < offs[g]; r += bm)
+			for (long j = 0; j < nn; j++) {
+				if (nt == cap && !(row = realloc(row, sizeof *row * (size_t)(cap = cap ? 2 * cap : 64))))
+					abort();
+				row[nt++] = r;
+			}
+	int rc = 0;
+	for (unsigned cta = 0; cta < ncta && !rc; cta++) {
+		int i = 0;
+		for (long t = cta; t < nt && !rc; t += ncta) {
+			while (i < nld && (ld[i].cta != cta || ld[i].tmap != tma || ld[i].c0 != 0))
+				i++;
+			if (i == nld || ld[i].c1 != row[t]) {
+				printf("FAIL %s: CTA %u of %u, grouped tile %ld: want its A load at row %ld, got %ld\n", file,
+				       cta, ncta, t, row[t], i == nld ? -1L : (long)ld[i].c1);
+				rc = -1;
+			}
+			i++;
+		}
+		for (; i < nld && !rc; i++)
+			if (ld[i].cta == cta && ld[i].tmap == tma && ld[i].c0 == 0) {
+				printf("FAIL %s: CTA %u of %u loads A past its last grouped tile\n", file, cta, ncta);
+				rc = -1;
+			}
+	}
+	free(row);
+	return rc;
+}
+
 static int check_kernel(const Func *f, const char *file);
 
 /* --tiles: the wgmma GEMM f at every tile its family generates
@@ -695,7 +747,22 @@ check_kernel(const Func *f, const char *file)
 		goto done;
 	}
 	free(sync);
-	if (info.persistent && info.ntmap >= 2 && check_tile_order(&info, tmaps[0], tmaps[1], M, gx, file))
+	const Ins *gg = NULL;
+	for (int j = 0; j < f->nins; j++)
+		if (f->ins[j].op == OP_gemm_grouped)
+			gg = &f->ins[j];
+	if (gg && info.ntmap >= 2 && !gg->group_k && !info.tmap[0].mn_major) {
+		int oi = 0;
+		while (oi < info.nparams && info.param_value[oi] != gg->arg[2])
+			oi++;
+		long bm = 128;
+		if (f->pattr[PA_TILE])
+			bm = atol(f->pattr[PA_TILE]);
+		if (check_grouped_order(&info, bm, tmaps[0], buf[oi], f->val[gg->arg[2]].type.dim[0],
+		                        f->val[gg->res].type.dim[1], gx, file))
+			goto done;
+	} else if (!gg && info.persistent && info.ntmap >= 2
+	           && check_tile_order(&info, tmaps[0], tmaps[1], M, gx, file))
 		goto done;
 	if (info.shape == CG_GEMM && emu_ldsm_conflicts()) {
 		printf("FAIL %s: %ld ldmatrix phases with shared-memory bank conflicts\n", file,
@@ -1343,6 +1410,8 @@ main(int argc, char **argv)
 		moderate = text && strstr(text, "# emu: moderate") != NULL;
 		const char *eo = text ? strstr(text, "# emu: offs_align=") : NULL;
 		offs_align = eo ? atol(eo + 18) : 1;
+		const char *esh = text ? strstr(text, "# emu: offs_short=") : NULL;
+		offs_short = esh ? atol(esh + 18) : 0;
 		finite_only |= moderate;
 		Module *m = text ? ir_parse(text, names[i], err, sizeof err) : NULL;
 		/* and a copy through schedule, for its figures */
