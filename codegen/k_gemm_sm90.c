@@ -585,9 +585,17 @@ scales90(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef kstart, 
 	for (int mi = 0; mi < z->mi; mi++)
 		for (int h = 0; h < 2; h++)
 			sc->sa[mi][h] = ua && (mi || h) ? sc->sa[0][0] : scale_at(e, &g->op[0], fr->rowc[mi][h], kstart);
+	/* NVFP4's 16 x 16 weight blocks: the thread's four columns of ni = 2p,
+	 * 2p + 1 (col0 + 16p ..: col0 a multiple of bn, of 16) lie in one
+	 * block, read once (the first: in range if any of them is; the
+	 * others' results are past N, never stored) */
+	long bb = g->op[1].s >= 0 ? e->k->f->val[g->op[1].s].type.block[0] : 0;
+	int b16 = g->op[1].up && bb >= 16 && bb % 16 == 0;
 	for (int ni = 0; ni < z->bn / 8; ni++)
 		for (int x = 0; x < 2; x++)
-			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0] : scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
+			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0]
+			                : b16 && (ni % 2 || x) ? sc->sb[ni & ~1][0]
+			                : scale_at(e, &g->op[1], fr->colc[ni][x], kstart);
 }
 
 /* outer = fma(inner, fl(sa · sb), outer) for the chunk with scales sc (one

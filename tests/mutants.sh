@@ -186,12 +186,14 @@ ffma_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_of
 # before the arrival (the emulator's wgmma: "no fence.proxy.async"); the
 # full barrier completed by the first upcasting thread's arrival; a
 # promotion every 32 K instead of the scale block's 16 (two k16 wgmmas a
-# chunk); the upcast's stores unswizzled.
+# chunk); the upcast's stores unswizzled; every column of a 16 x 16
+# weight tile with the first block's scale.
 MUTANTS="$MUTANTS
 nvfp4_no_proxy_fence|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		asm90_fence_proxy_async(cg);\n		asm90_mbar_arrive(cg, full);|		asm90_mbar_arrive(cg, full);
 nvfp4_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_off + 8 * s))), g.op[0].up ? WG : z.sc_na ? 32 : 1);|(uint64_t)(z.bar_off + 8 * s))), g.op[0].up ? 1 : z.sc_na ? 32 : 1);
 nvfp4_promote32|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	int nch = (int)(bke / g->P), per|	int nch = (int)(bke / g->P / (g->op[0].up ? 2 : 1)), per
-nvfp4_no_swizzle|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|c64(e, (uint64_t)h)), x, \"\");|c64(e, (uint64_t)h)), c64(e, 0), \"\");"
+nvfp4_no_swizzle|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|c64(e, (uint64_t)h)), x, \"\");|c64(e, (uint64_t)h)), c64(e, 0), \"\");
+nvfp4_weight_block_first|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|: b16 && (ni % 2 \|\| x) ? sc->sb[ni & ~1][0]|: b16 && (ni % 2 \|\| x) ? sc->sb[0][0]"
 
 survivors=0
 stale=0
