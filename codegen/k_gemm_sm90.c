@@ -759,7 +759,7 @@ producer_scales(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef s,
  * 128, ..) is row r = i / 4's 16 codes 16 (i % 4).. of the stage's 64 K,
  * one 8-byte load (ld.global.nc.v2.u32 at (row K + k) / 2: code 2j in the
  * low nibble of byte j; K a multiple of 16, so 8-aligned and a group is
- * all in K or all past it), widened to 16 bf16 (exact: e2m1_to_bf16) and
+ * all in K or all past it), widened to 16 bf16 (exact; prmt lookups) and
  * stored as the row's 16-byte chunks 2 (i % 4) + h at chunk ^ (r % 8), the
  * 128-byte swizzle of asm90_desc_k128; zeros past the rows and K. Four
  * threads read a row's 32 contiguous bytes, and each 8-thread phase of
@@ -787,12 +787,25 @@ upcast_operand(E *e, const G *g, const GOp *op, LLVMValueRef dst, int rows, LLVM
 	for (int h = 0; h < 2; h++) {
 		LLVMValueRef wd = LLVMBuildExtractElement(b, v, c32(e, (uint64_t)h), "");
 		LLVMValueRef w = LLVMGetUndef(v4);
-		for (int p = 0; p < 4; p++) {
-			/* byte p: codes 2p (low nibble) and 2p + 1, one bf16 pair */
-			LLVMValueRef lo = e2m1_to_bf16(e, LLVMBuildLShr(b, wd, c32(e, (uint64_t)(8 * p)), ""));
-			LLVMValueRef hi = e2m1_to_bf16(e, LLVMBuildLShr(b, wd, c32(e, (uint64_t)(8 * p + 4)), ""));
-			w = LLVMBuildInsertElement(b, w, LLVMBuildOr(b, lo, LLVMBuildShl(b, hi, c32(e, 16), ""), ""),
-			                           c32(e, (uint64_t)p), "");
+		for (int p = 0; p < 2; p++) {
+			/* codes 4p.. (the nibbles of hw): the bf16 bytes of their
+			 * magnitudes m by two prmt lookups (high bytes 00 3f 3f 3f
+			 * 40 40 40 40, low 00 00 80 c0 00 40 80 c0: 0, .5, 1, 1.5, 2,
+			 * 3, 4, 6), interleaved into two bf16 pairs by two more, the
+			 * signs (bit 3 of each nibble) or'ed in at bits 15 and 31 */
+			LLVMValueRef hw = LLVMBuildLShr(b, wd, c32(e, (uint64_t)(16 * p)), "");
+			LLVMValueRef m = LLVMBuildAnd(b, hw, c32(e, 0x7777), "");
+			LLVMValueRef th = asm_prmt(cg, c32(e, 0x3f3f3f00), c32(e, 0x40404040), m);
+			LLVMValueRef tl = asm_prmt(cg, c32(e, 0xc0800000), c32(e, 0xc0804000), m);
+			for (int q = 0; q < 2; q++) {
+				LLVMValueRef pr = asm_prmt(cg, tl, th, c32(e, q ? 0x7362 : 0x5140));
+				LLVMValueRef s0 = LLVMBuildAnd(b, LLVMBuildShl(b, hw, c32(e, (uint64_t)(12 - 8 * q)), ""),
+				                               c32(e, 0x8000), "");
+				LLVMValueRef s1 = LLVMBuildAnd(b, LLVMBuildShl(b, hw, c32(e, (uint64_t)(24 - 8 * q)), ""),
+				                               c32(e, 0x80000000u), "");
+				w = LLVMBuildInsertElement(b, w, LLVMBuildOr(b, pr, LLVMBuildOr(b, s0, s1, ""), ""),
+				                           c32(e, (uint64_t)(2 * p + q)), "");
+			}
 		}
 		LLVMValueRef ch = LLVMBuildXor(b, add64(e, mul64(e, q, 2), c64(e, (uint64_t)h)), x, "");
 		store_al(e, w, gep(e, dst, add64(e, mul64(e, r, KB), mul64(e, ch, 16))), 16);
