@@ -80,8 +80,9 @@
  *
  * What the family takes (sm90_takes; passes/schedule.c asks through
  * codegen_gemm_wgmma_takes and sends the rest to mma.sync): params or
- * 16-bit transposes of params with static rows a multiple of 8 (no e2m1
- * upcast), K static or M, K-major rows of 16-byte multiples (TMA's global
+ * 16-bit transposes of params with static rows a multiple of 8, e2m1 x
+ * e2m1 (NVFP4: the producer warpgroup upcasts the codes into bf16
+ * stages, upcast_operand; one k16 wgmma per 16-K scale block), K static or M, K-major rows of 16-byte multiples (TMA's global
  * stride), wgmma formats, P = 0, a multiple of the stage's K or a
  * multiple of the wgmma's K that divides the stage's, and no
  * per-block output amax.
