@@ -88,8 +88,6 @@ void gemm_accumulators(E *e, const G *g, LLVMValueRef *inner, LLVMValueRef *oute
 int gemm_tile(E *e, const G *g, const GPos *p, LLVMValueRef inner, LLVMValueRef outer);
 /* Recognise the GEMM kernel and fill g; an error names what does not fit. */
 int gemm_plan(Kern *k, G *g);
-/* e2m1 code (low 4 bits of c, i32) -> its bf16 bits (i32), exact */
-LLVMValueRef e2m1_to_bf16(E *e, LLVMValueRef c);
 /* a * b, a + b rounded on their own (mul.rn / add.rn: never an FMA) */
 LLVMValueRef fmul_rn(E *e, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b);

@@ -431,7 +431,7 @@ slot(E *e, LLVMValueRef arr, int i)
 
 /* e2m1 code (low 4 bits of c, i32) -> bf16 bits (i32): every e2m1 value
  * is a bf16 value. */
-LLVMValueRef
+static LLVMValueRef
 e2m1_to_bf16(E *e, LLVMValueRef c)
 {
 	LLVMBuilderRef b = e->b;

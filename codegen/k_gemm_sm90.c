@@ -82,8 +82,8 @@
  * codegen_gemm_wgmma_takes and sends the rest to mma.sync): params or
  * 16-bit transposes of params with static rows a multiple of 8, e2m1 x
  * e2m1 (NVFP4: the producer warpgroup upcasts the codes into bf16
- * stages, upcast_operand; one k16 wgmma per 16-K scale block), K static or M, K-major rows of 16-byte multiples (TMA's global
- * stride), wgmma formats, P = 0, a multiple of the stage's K or a
+ * stages, upcast_operand; one k16 wgmma per 16-K scale block), K static
+ * or M, K-major rows of 16-byte multiples (TMA's global stride), wgmma formats, P = 0, a multiple of the stage's K or a
  * multiple of the wgmma's K that divides the stage's, and no
  * per-block output amax.
  */
@@ -563,9 +563,9 @@ scale_uniform(const Func *f, const GOp *op, int tile)
  * registers per K tile where a tile inside one block loads one (the SASS
  * audit's 611-627 instructions per K tile against 265, bench/RESULTS.md).
  * A tile of several whole blocks (256 wide) would need bn / 128; none
- * fits the registers with promotion, so those straddle too. */
-/* NVFP4's 16 x 16 weight blocks (e2m1) do not count: promoted every 16
- * K, each column's scale is read per chunk whatever its block's rows. */
+ * fits the registers with promotion, so those straddle too. NVFP4's 16 x
+ * 16 weight blocks (e2m1) do not count: promoted every 16 K, B's scales
+ * are read per chunk whatever their blocks' rows (scales90). */
 static int
 scale_straddles(const Func *f, const GOp *op, int tile)
 {
