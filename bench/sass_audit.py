@@ -47,7 +47,7 @@ MODELS = ["recipes/models/llama-3-8b.json", "tests/lit/Inputs/model_llama3_70b.j
 # Failures known today, by recipe (and GEMM kind, None = every kind) and the
 # finding's class: the issue item that removes each.
 KNOWN = [
-    ("nvfp4", None, "not on wgmma", "#28 item 5: NVFP4 on Hopper's tensor cores (mma.sync emulation today)"),
+    # (nvfp4's "not on wgmma", #28 item 5, is gone: its GEMMs are on wgmma)
 ]
 
 

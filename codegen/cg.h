@@ -58,6 +58,7 @@ int asm_has_cvt(CodegenSm, precc_format);
 void asm_fence_gpu(Cg *);
 LLVMValueRef asm_opaque_ptr(Cg *, LLVMValueRef p);
 LLVMValueRef asm_opaque_u64(Cg *, LLVMValueRef v);
+LLVMValueRef asm_prmt(Cg *, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);   /* prmt.b32, default mode */
 /* mma.sync.aligned m16n8k32 (e4m3/e5m2 mixes) or m16n8k16 (bf16, f16),
  * f32 accumulate: asm_mma_row picks the asm_table row (-1: no such MMA),
  * asm_mma emits it: a 4 x i32, b 2 x i32, c and d 4 x f32 per lane. */

@@ -221,6 +221,12 @@ grouped_takes(Kern *k, G *g, char *why, size_t n)
 		snprintf(why, n, "group=k with dynamic rows of A (N)");
 		return 0;
 	}
+	if (g->op[0].up || g->op[1].up) {
+		/* the e2m1 producer (upcast_operand) bounds rows and K by the
+		 * dense GEMM's M, N and K, not by an expert's window */
+		snprintf(why, n, "e2m1 operands (upcast by the producer, without an expert's window)");
+		return 0;
+	}
 	long bke = 128 / gemm_ebytes(g->op[0].fmt);
 	if (g->bkstack && (g->K < 0 || g->K % bke)) {
 		snprintf(why, n, "B stacked along K with K = %ld, not a multiple of the stage's %ld "

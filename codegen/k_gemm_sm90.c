@@ -87,9 +87,10 @@
  *
  * What the family takes (gemm_sm90_takes; passes/schedule.c asks through
  * codegen_gemm_wgmma_takes and sends the rest to mma.sync): params or
- * 16-bit transposes of params with static rows a multiple of 8 (no e2m1
- * upcast), K static or M, K-major rows of 16-byte multiples (TMA's global
- * stride), wgmma formats, P = 0, a multiple of the stage's K or a
+ * 16-bit transposes of params with static rows a multiple of 8, e2m1 x
+ * e2m1 (NVFP4: the producer warpgroup upcasts the codes into bf16
+ * stages, upcast_operand; one k16 wgmma per 16-K scale block), K static
+ * or M, K-major rows of 16-byte multiples (TMA's global stride), wgmma formats, P = 0, a multiple of the stage's K or a
  * multiple of the wgmma's K that divides the stage's, and no
  * per-block output amax.
  */
@@ -173,6 +174,15 @@ typedef struct S90 {
 static int scale_uniform(const Func *f, const GOp *op, int tile);
 static int scale_straddles(const Func *f, const GOp *op, int tile);
 
+/* An operand's elements as the stage holds them and wgmma reads them:
+ * e2m1 codes (NVFP4) widened to bf16 by the producer warpgroup
+ * (upcast_operand), else the operand's own format. */
+static precc_format
+wfmt(const GOp *op)
+{
+	return op->up ? PRECC_BF16 : op->fmt;
+}
+
 /* Whether a promotion's scales come with the stage (issue 28 §4,
  * DeepGEMM's sm90_fp8_gemm_1d2d.cuh: A's scales by TMA into smem_sfa[s]
  * with the stage, B's through shared memory): block scales (not
@@ -184,7 +194,7 @@ static int scale_straddles(const Func *f, const GOp *op, int tile);
 static int
 scales_by_stage(const Func *f, const G *g)
 {
-	long bke = KB / gemm_ebytes(g->op[0].fmt);
+	long bke = KB / gemm_ebytes(wfmt(&g->op[0]));
 	if (!g->P || g->P < bke)
 		return 0;
 	for (int o = 0; o < 2; o++) {
@@ -320,19 +330,20 @@ gemm_sm90_takes(Kern *k, G *g, char *why, size_t n)
 				         "multiple of 8)", nm, op->rows < 0 ? "dynamic" : "odd");
 			return 0;
 		}
-		if (op->up || op->narrow) {
-			snprintf(why, n, "%s %s", nm, op->up ? "is upcast from e2m1" : "has rows that are not 16-byte multiples");
+		if (op->narrow || (op->up && !g->op[!o].up)) {
+			snprintf(why, n, "%s %s", nm, op->narrow ? "has rows that are not 16-byte multiples"
+			                                      : "is upcast from e2m1 and the other operand is not");
 			return 0;
 		}
 		/* a K-major operand with K = M: rows of M elements, a 16-byte
 		 * multiple for TMA by the launch's m_multiple */
-		if (!op->tr && g->K == DIM_M && k->m_multiple * gemm_ebytes(op->fmt) % 16) {
+		if (!op->tr && !op->up && g->K == DIM_M && k->m_multiple * gemm_ebytes(op->fmt) % 16) {
 			snprintf(why, n, "%s has rows of M elements and M a multiple of %ld only (TMA: 16-byte rows)",
 			         nm, k->m_multiple);
 			return 0;
 		}
 	}
-	if (!asm90_wgmma_ok(g->op[0].fmt, g->op[1].fmt)) {
+	if (!asm90_wgmma_ok(wfmt(&g->op[0]), wfmt(&g->op[1]))) {
 		snprintf(why, n, "no wgmma for %s x %s", ir_fmt_name(g->op[0].fmt), ir_fmt_name(g->op[1].fmt));
 		return 0;
 	}
@@ -340,7 +351,7 @@ gemm_sm90_takes(Kern *k, G *g, char *why, size_t n)
 		snprintf(why, n, "K must be static or M");
 		return 0;
 	}
-	long bke = KB / gemm_ebytes(g->op[0].fmt), kstep = KSTEP / gemm_ebytes(g->op[0].fmt);
+	long bke = KB / gemm_ebytes(wfmt(&g->op[0])), kstep = KSTEP / gemm_ebytes(wfmt(&g->op[0]));
 	if (g->P && (g->P % kstep || (g->P < bke ? bke % g->P : g->P % bke))) {
 		snprintf(why, n, "promotion every %ld K-elements: a multiple of the stage's %ld, or of the wgmma's %ld "
 		         "dividing it", g->P, bke, kstep);
@@ -450,8 +461,9 @@ gemm_sm90_classify(Kern *k)
 	k->rows = g.op[0].rows;
 	k->cols = g.op[1].rows;
 	k->smem = z.smem;
-	k->ntmap = 2 + (z.c_span != 0);
-	for (int o = 0; o < 2; o++) {
+	/* e2m1 operands have none: the producer warpgroup loads them */
+	k->ntmap = (g.op[0].up ? 0 : 2) + (z.c_span != 0);
+	for (int o = 0; o < 2 && !g.op[0].up; o++) {
 		CodegenTmap *t = &k->tmap[o];
 		const GOp *op = &g.op[o];
 		int p = 0;
@@ -482,7 +494,7 @@ gemm_sm90_classify(Kern *k)
 	if (z.c_span) {
 		/* C [M, N or the slice] as stored, 16-bit; a box of one consumer
 		 * warpgroup's rows by one column stripe of the C buffer */
-		CodegenTmap *t = &k->tmap[2];
+		CodegenTmap *t = &k->tmap[k->ntmap - 1];
 		int j = 0;
 		while (k->out[j] != g.out)
 			j++;
@@ -590,12 +602,14 @@ scale_uniform(const Func *f, const GOp *op, int tile)
  * registers per K tile where a tile inside one block loads one (the SASS
  * audit's 611-627 instructions per K tile against 265, bench/RESULTS.md).
  * A tile of several whole blocks (256 wide) would need bn / 128; none
- * fits the registers with promotion, so those straddle too. */
+ * fits the registers with promotion, so those straddle too. NVFP4's 16 x
+ * 16 weight blocks (e2m1) do not count: promoted every 16 K, B's scales
+ * are read per chunk whatever their blocks' rows (scales90). */
 static int
 scale_straddles(const Func *f, const GOp *op, int tile)
 {
 	long br = op->s >= 0 ? f->val[op->s].type.block[0] : 0;
-	return br > 1 && !scale_uniform(f, op, tile);
+	return br > 1 && !op->up && !scale_uniform(f, op, tile);
 }
 
 static void
@@ -612,9 +626,17 @@ scales90(E *e, const S90 *z, const G *g, const Frag90 *fr, LLVMValueRef kstart, 
 	for (int mi = 0; mi < z->mi; mi++)
 		for (int h = 0; h < 2; h++)
 			sc->sa[mi][h] = ua && (mi || h) ? sc->sa[0][0] : scale_at(e, &g->op[0], fr->rowc[mi][h], ka);
+	/* NVFP4's 16 x 16 weight blocks: the thread's four columns of ni = 2p,
+	 * 2p + 1 (col0 + 16p ..: col0 a multiple of bn, of 16) lie in one
+	 * block, read once (the first: in range if any of them is; the
+	 * others' results are past N, never stored) */
+	long bb = g->op[1].s >= 0 ? e->k->f->val[g->op[1].s].type.block[0] : 0;
+	int b16 = g->op[1].up && bb >= 16 && bb % 16 == 0;
 	for (int ni = 0; ni < z->bn / 8; ni++)
 		for (int x = 0; x < 2; x++)
-			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0] : scale_at(e, &g->op[1], fr->colc[ni][x], kb);
+			sc->sb[ni][x] = ub && (ni || x) ? sc->sb[0][0]
+			                : b16 && (ni % 2 || x) ? sc->sb[ni & ~1][0]
+			                : scale_at(e, &g->op[1], fr->colc[ni][x], kb);
 }
 
 /* outer = fma(inner, fl(sa · sb), outer) for the chunk with scales sc (one
@@ -824,6 +846,69 @@ zero_tail(E *e, const S90 *z, const G *g, LLVMValueRef st, LLVMValueRef t)
 	}
 }
 
+/* NVFP4 (e2m1 x e2m1): wgmma has no e2m1 kind on sm_90a, so the producer
+ * warpgroup writes the bf16 stage TMA would have written for a bf16
+ * operand: item i of the tile's rows x 4 (thread tid takes tid, tid +
+ * 128, ..) is row r = i / 4's 16 codes 16 (i % 4).. of the stage's 64 K,
+ * one 8-byte load (ld.global.nc.v2.u32 at (row K + k) / 2: code 2j in the
+ * low nibble of byte j; K a multiple of 16, so 8-aligned and a group is
+ * all in K or all past it), widened to 16 bf16 (exact; prmt lookups) and
+ * stored as the row's 16-byte chunks 2 (i % 4) + h at chunk ^ (r % 8), the
+ * 128-byte swizzle of asm90_desc_k128; zeros past the rows and K. Four
+ * threads read a row's 32 contiguous bytes, and each 8-thread phase of
+ * the 16-byte stores hits 8 bank groups. A rolled loop (40 registers). */
+static void
+upcast_operand(E *e, const G *g, const GOp *op, LLVMValueRef dst, int rows, LLVMValueRef r0, LLVMValueRef R,
+               LLVMValueRef k0, LLVMValueRef tid)
+{
+	LLVMBuilderRef b = e->b;
+	Cg *cg = e->g;
+	LLVMTypeRef v2 = LLVMVectorType(cg->i32, 2), v4 = LLVMVectorType(cg->i32, 4);
+	LLVMValueRef K = dimv(e, g->K);
+	int items = rows * 4;
+	Loop l;
+	LLVMValueRef j = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)(items + WG - 1) / WG));
+	LLVMValueRef i = add64(e, tid, mul64(e, j, WG));
+	LLVMBasicBlockRef in = items % WG ? begin_if(e, ult(e, i, c64(e, (uint64_t)items))) : NULL;
+	LLVMValueRef r = LLVMBuildUDiv(b, i, c64(e, 4), ""), q = LLVMBuildURem(b, i, c64(e, 4), "");
+	LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, mul64(e, q, 16));
+	LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
+	LLVMValueRef off = LLVMBuildLShr(b, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
+	                                          sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");
+	LLVMValueRef v = sel(e, ok, load_al(e, v2, gep(e, e->ptr[op->v], off), 8), LLVMConstNull(v2));
+	LLVMValueRef x = LLVMBuildURem(b, r, c64(e, 8), "");
+	for (int h = 0; h < 2; h++) {
+		LLVMValueRef wd = LLVMBuildExtractElement(b, v, c32(e, (uint64_t)h), "");
+		LLVMValueRef w = LLVMGetUndef(v4);
+		for (int p = 0; p < 2; p++) {
+			/* codes 4p.. (the nibbles of hw): the bf16 bytes of their
+			 * magnitudes m by two prmt lookups (high bytes 00 3f 3f 3f
+			 * 40 40 40 40, low 00 00 80 c0 00 40 80 c0: 0, .5, 1, 1.5, 2,
+			 * 3, 4, 6), interleaved into two bf16 pairs by two more, the
+			 * signs (bit 3 of each nibble) or'ed in at bits 15 and 31 */
+			LLVMValueRef hw = LLVMBuildLShr(b, wd, c32(e, (uint64_t)(16 * p)), "");
+			LLVMValueRef m = LLVMBuildAnd(b, hw, c32(e, 0x7777), "");
+			LLVMValueRef th = asm_prmt(cg, c32(e, 0x3f3f3f00), c32(e, 0x40404040), m);
+			LLVMValueRef tl = asm_prmt(cg, c32(e, 0xc0800000), c32(e, 0xc0804000), m);
+			for (int q = 0; q < 2; q++) {
+				LLVMValueRef pr = asm_prmt(cg, tl, th, c32(e, q ? 0x7362 : 0x5140));
+				LLVMValueRef s0 = LLVMBuildAnd(b, LLVMBuildShl(b, hw, c32(e, (uint64_t)(12 - 8 * q)), ""),
+				                               c32(e, 0x8000), "");
+				LLVMValueRef s1 = LLVMBuildAnd(b, LLVMBuildShl(b, hw, c32(e, (uint64_t)(24 - 8 * q)), ""),
+				                               c32(e, 0x80000000u), "");
+				w = LLVMBuildInsertElement(b, w, LLVMBuildOr(b, pr, LLVMBuildOr(b, s0, s1, ""), ""),
+				                           c32(e, (uint64_t)(2 * p + q)), "");
+			}
+		}
+		LLVMValueRef ch = LLVMBuildXor(b, add64(e, mul64(e, q, 2), c64(e, (uint64_t)h)), x, "");
+		store_al(e, w, gep(e, dst, add64(e, mul64(e, r, KB), mul64(e, ch, 16))), 16);
+	}
+	if (in)
+		end_if(e, in);
+	loop_end(e, &l);
+	loop_nounroll(e, &l);
+}
+
 /* The producer's tile p: K tiles it0 + kt of the ring, A's rows at row0
  * and K at ka, B's at bbase + col0 and kb. With scales by stage
  * (z->sc_na) a warp runs it: every lane waits for the free stage, stores
@@ -834,7 +919,8 @@ zero_tail(E *e, const S90 *z, const G *g, LLVMValueRef st, LLVMValueRef t)
  * is loaded on the tail barrier instead, which lane 0 waits for (parity
  * the CTA's count of such stages, *ntail), zeroes the stage past the
  * window (zero_tail), fences its stores for the wgmmas' async proxy and
- * arrives on full without bytes. */
+ * arrives on full without bytes. e2m1 (NVFP4): every thread of the
+ * warpgroup upcasts its part of both tiles (upcast_operand) instead. */
 static void
 producer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef tma, LLVMValueRef tmb,
               LLVMValueRef it0, const Tile90 *p, long bke, LLVMValueRef lane, LLVMValueRef ntail)
@@ -848,6 +934,21 @@ producer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef tma,
 	ring_at(e, z, add64(e, it0, kt), &s, &ph);
 	LLVMValueRef full = full_bar(e, z, sm, s);
 	asm90_mbar_wait(cg, empty_bar(e, z, sm, s), LLVMBuildXor(b, ph, c32(e, 1), ""));
+	if (g->op[0].up) {
+		/* e2m1: every producer thread upcasts its part of both tiles,
+		 * fences its shared stores for wgmma (the async proxy) and
+		 * arrives (full counts WG arrivals): the arrival releases the
+		 * stores to the consumers' wait */
+		LLVMValueRef st = gep(e, sm, mul64(e, s, (uint64_t)z->stage_bytes));
+		LLVMValueRef k0 = mul64(e, kt, (uint64_t)bke);
+		upcast_operand(e, g, &g->op[0], st, z->bm, row0, p->mend, add64(e, k0, p->ka), lane);
+		upcast_operand(e, g, &g->op[1], gep(e, st, c64(e, (uint64_t)z->a_bytes)), z->bn, col0,
+		               add64(e, p->bbase, p->nend), add64(e, k0, p->kb), lane);
+		asm90_fence_proxy_async(cg);
+		asm90_mbar_arrive(cg, full);
+		loop_end(e, &l);
+		return;
+	}
 	LLVMBasicBlockRef l0 = NULL;
 	if (z->sc_na) {
 		LLVMValueRef kel = mul64(e, kt, (uint64_t)bke);
@@ -992,7 +1093,7 @@ chunks_in_stage(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef in
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
-	precc_format fa = g->op[0].fmt, fb = g->op[1].fmt;
+	precc_format fa = wfmt(&g->op[0]), fb = wfmt(&g->op[1]);
 	int mna = g->op[0].tr, mnb = g->op[1].tr;
 	int nch = (int)(bke / g->P), per = KB / KSTEP / nch;     /* chunks, wgmmas per chunk */
 	/* chunks past K only where K is not a multiple of the stage's (or
@@ -1082,7 +1183,7 @@ consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inne
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
-	precc_format fa = g->op[0].fmt, fb = g->op[1].fmt;
+	precc_format fa = wfmt(&g->op[0]), fb = wfmt(&g->op[1]);
 	int mna = g->op[0].tr, mnb = g->op[1].tr;
 	Loop l;
 	LLVMValueRef nkt = p->nkt;
@@ -1357,12 +1458,13 @@ gemm_sm90_emit(E *e, Sched90 *sc)
 		return -1;
 	if (tile_attr(k->f, &bm, &bn) || shape90(k->f, &g, bm, bn, &z, why, sizeof why))
 		return kfail(k, "tile: %s", why);
-	long bke = KB / gemm_ebytes(g.op[0].fmt);
+	long bke = KB / gemm_ebytes(wfmt(&g.op[0]));
 	sc->g = &g, sc->bm = z.bm, sc->bn = z.bn, sc->bke = bke;
 	unsigned np = LLVMCountParams(cg->fn);
-	unsigned t0 = np - (unsigned)k->ntmap;   /* the tensor maps: A, B (, C) */
-	LLVMValueRef tma = LLVMGetParam(cg->fn, t0), tmb = LLVMGetParam(cg->fn, t0 + 1);
-	LLVMValueRef tmc = z.c_span ? LLVMGetParam(cg->fn, t0 + 2) : NULL;
+	unsigned t0 = np - (unsigned)k->ntmap;   /* the tensor maps: A, B (none for e2m1) (, C) */
+	LLVMValueRef tma = g.op[0].up ? NULL : LLVMGetParam(cg->fn, t0);
+	LLVMValueRef tmb = g.op[0].up ? NULL : LLVMGetParam(cg->fn, t0 + 1);
+	LLVMValueRef tmc = z.c_span ? LLVMGetParam(cg->fn, np - 1) : NULL;
 	LLVMTypeRef at = LLVMArrayType2(cg->f32, NACC_MAX);
 	LLVMValueRef inner = LLVMBuildAlloca(b, at, "inner");
 	LLVMValueRef outer = g.P ? LLVMBuildAlloca(b, at, "outer") : NULL;
@@ -1382,7 +1484,7 @@ gemm_sm90_emit(E *e, Sched90 *sc)
 	 * per consumer warp; the tail barrier on its thread's and the bytes */
 	LLVMBasicBlockRef init = begin_if(e, LLVMBuildICmp(b, LLVMIntEQ, tid, c64(e, 0), ""));
 	for (int s = 0; s < z.stages; s++) {
-		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * s))), z.sc_na ? 32 : 1);
+		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * s))), g.op[0].up ? WG : z.sc_na ? 32 : 1);
 		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * (z.stages + s)))),
 		                (unsigned)(4 * z.ncw));
 	}
@@ -1398,10 +1500,10 @@ gemm_sm90_emit(E *e, Sched90 *sc)
 	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, wg, c64(e, 0), ""), prod, cons);
 
 	/* the producer: one thread feeds the ring, tile after tile (a warp
-	 * where the scales come with the stage) */
+	 * where the scales come with the stage, the warpgroup for e2m1) */
 	LLVMPositionBuilderAtEnd(b, prod);
 	asm90_setmaxnreg(cg, 0, g.group_k ? PRODUCER_REGS_K : PRODUCER_REGS);
-	LLVMBasicBlockRef one = begin_if(e, ult(e, tid, c64(e, z.sc_na ? 32 : 1)));
+	LLVMBasicBlockRef one = begin_if(e, ult(e, tid, c64(e, g.op[0].up ? WG : z.sc_na ? 32 : 1)));
 	LLVMBuildStore(b, c32(e, 0), ring);
 	LLVMBuildStore(b, c32(e, 0), ntail);
 	sc->start(e, sc);

@@ -249,7 +249,8 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 			 * the tensor maps are grid-constant byval params */
 			cg_annotate_threads(g, g->fn, k->threads, 0);
 			cg_annotate_minctas(g, g->fn, 1);
-			cg_byval_grid_constant(g, g->fn, tmap0, k->ntmap, 128, 64);
+			if (k->ntmap)   /* none: NVFP4's f32 result (e2m1 operands are not TMA's) */
+				cg_byval_grid_constant(g, g->fn, tmap0, k->ntmap, 128, 64);
 		} else {
 			/* stochastic rounding over 256 threads: with only a thread
 			 * bound, ptxas 13 holds a 512-thread row kernel with Philox at

@@ -38,6 +38,10 @@
 #define LDSM_X4 "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0,$1,$2,$3}, [$4];"
 #define LDSM_X4_T "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {$0,$1,$2,$3}, [$4];"
 
+/* d = bytes of {b, a} picked by the nibbles of c (PTX ISA, "Data Movement
+ * and Conversion Instructions: prmt", default mode) */
+#define PRMT "prmt.b32 $0, $1, $2, $3;"
+
 const AsmEntry asm_table[] = {
 	{"fp8 encode", CVT_E4M3X2, "=h,f,f", "sm_89"},
 	{"fp8 encode", CVT_E5M2X2, "=h,f,f", "sm_89"},
@@ -65,6 +69,8 @@ const AsmEntry asm_table[] = {
 	/* not emitted on sm_89/sm_90/sm_90a: software in swcvt.c */
 	{"fp4 encode", "cvt.rn.satfinite.e2m1x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
 	{"e8m0 encode", "cvt.rp.satfinite.ue8m0x2.f32 $0, $2, $1;", "=h,f,f", "sm_100a"},
+	/* asm_prmt (the host builds it in IR) */
+	{"byte permute", PRMT, "=r,r,r,r", "sm_70"},
 };
 const int asm_table_len = sizeof asm_table / sizeof asm_table[0];
 
@@ -169,6 +175,40 @@ asm_opaque_u64(Cg *g, LLVMValueRef v)
 	if (g->host)
 		return v;
 	return call_asm(g, g->i64, MOV_B64, "=l,l", &v, 1);
+}
+
+/* prmt.b32 d, a, b, c, default mode: byte i of d is byte c[4i+2:4i] of
+ * the eight bytes b:a (a's the low four), or, where c[4i+3] is set, that
+ * byte's bit 7 replicated (PTX ISA, "prmt"). A byte lookup in an 8-entry
+ * table for one instruction (the e2m1 upcast of k_gemm_sm90.c). The host:
+ * the same in IR. */
+LLVMValueRef
+asm_prmt(Cg *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMBuilderRef B = g->b;
+	if (!g->host) {
+		LLVMValueRef x[3] = {a, b, c};
+		return call_asm(g, g->i32, PRMT, "=r,r,r,r", x, 3);
+	}
+	LLVMValueRef pool = LLVMBuildOr(B, LLVMBuildZExt(B, a, g->i64, ""),
+	                                LLVMBuildShl(B, LLVMBuildZExt(B, b, g->i64, ""), LLVMConstInt(g->i64, 32, 0), ""), "");
+	LLVMValueRef d = LLVMConstInt(g->i32, 0, 0);
+	for (unsigned i = 0; i < 4; i++) {
+		LLVMValueRef s = LLVMBuildAnd(B, LLVMBuildLShr(B, c, LLVMConstInt(g->i32, 4 * i, 0), ""),
+		                              LLVMConstInt(g->i32, 15, 0), "");
+		LLVMValueRef sh = LLVMBuildZExt(B, LLVMBuildShl(B, LLVMBuildAnd(B, s, LLVMConstInt(g->i32, 7, 0), ""),
+		                                                 LLVMConstInt(g->i32, 3, 0), ""), g->i64, "");
+		LLVMValueRef by = LLVMBuildTrunc(B, LLVMBuildAnd(B, LLVMBuildLShr(B, pool, sh, ""), LLVMConstInt(g->i64, 0xff, 0), ""),
+		                                 g->i32, "");
+		LLVMValueRef neg = LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, by, LLVMConstInt(g->i32, 0x80, 0), ""),
+		                                 LLVMConstInt(g->i32, 0, 0), "");
+		LLVMValueRef rep = LLVMBuildSelect(B, neg, LLVMConstInt(g->i32, 0xff, 0), LLVMConstInt(g->i32, 0, 0), "");
+		LLVMValueRef sx = LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, s, LLVMConstInt(g->i32, 8, 0), ""),
+		                                LLVMConstInt(g->i32, 0, 0), "");
+		by = LLVMBuildSelect(B, sx, rep, by, "");
+		d = LLVMBuildOr(B, d, LLVMBuildShl(B, by, LLVMConstInt(g->i32, 8 * i, 0), ""), "");
+	}
+	return d;
 }
 
 /* The asm_table row of the MMA for operand formats fa x fb, -1 if none:

@@ -117,10 +117,13 @@ legalize_func(Func *f, const Target *t)
 			precc_format a = f->val[i->arg[0]].type.fmt;
 			/* sm_90a: the wgmma family (schedule.c keeps mma.sync for
 			 * the kernels it does not take); sm_89, sm_90: mma.sync */
-			ir_set_attr(i->pattr, PA_MMA, t->wgmma && !mx_element(a) ? "wgmma" : "mma_sync");
-			note(f, t->wgmma ? (mx_element(a) ? "GEMMs on mma.sync (fp4/fp6 operands are upcast, "
-			                                    "which the wgmma family does not take)"
-			                                  : "GEMMs on wgmma (sm_90a)")
+			/* e2m1 (NVFP4): the wgmma family's producer upcasts the
+			 * codes into its bf16 stages; e3m2, e2m3: mma.sync only */
+			int wg = t->wgmma && (!mx_element(a) || a == PRECC_E2M1);
+			ir_set_attr(i->pattr, PA_MMA, wg ? "wgmma" : "mma_sync");
+			note(f, t->wgmma ? (!wg ? "GEMMs on mma.sync (fp6 operands are upcast, "
+			                          "which the wgmma family does not take)"
+			                        : "GEMMs on wgmma (sm_90a)")
 			                 : "GEMMs on mma.sync (wgmma needs sm_90a)");
 			if (mx_element(a)) {
 				ir_set_attr(i->pattr, PA_UPCAST, "bf16");

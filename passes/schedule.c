@@ -408,7 +408,8 @@ schedule_gemm(Module *mod, int at, Ins *g, const Target *t)
 		long K = k->val[g->arg[0]].type.dim[1];
 		precc_format fa = k->val[in && in->op == OP_transpose ? in->arg[0] : g->arg[0]].type.fmt;
 		int takes = codegen_gemm_wgmma_takes(k, why, sizeof why);
-		if (takes && !wgmma_tile(k, m, n, K, ebytes(fa), t, &s, whys, sizeof whys, &sbig, &m_min, whyb,
+		/* e2m1 codes are upcast into bf16 stages (k_gemm_sm90.c) */
+		if (takes && !wgmma_tile(k, m, n, K, fa == PRECC_E2M1 ? 2 : ebytes(fa), t, &s, whys, sizeof whys, &sbig, &m_min, whyb,
 		                         sizeof whyb)) {
 			wgmma_attrs(k, &s, m, n, namax);
 			if (!m_min) {

@@ -97,7 +97,7 @@ ptr_other_device|runtime/cuda.c|runtime.plan.fake|	if (ord != (int)rt->dev) {|	i
 sr_counter_not_saved|runtime/state.c|runtime.state\|runtime.resume|	p = put64(p, st->sr_counter);|	p = put64(p, 0);
 sr_counter_not_loaded|runtime/state.c|runtime.state\|runtime.resume|	st->sr_counter = get32(buf + 8) >= 2 ? get64(p) : 0;|	(void)p;
 extent_stale_m|runtime/artifact.c|runtime.plan\|runtime.layer$|	if (x->m != m \|\| m <= 0) {|	if (m <= 0) {
-wgmma_scale_straddle|codegen/k_gemm_sm90.c|codegen.errors|	return br > 1 && !scale_uniform(f, op, tile);|	return 0;"
+wgmma_scale_straddle|codegen/k_gemm_sm90.c|codegen.errors|	return br > 1 && !op->up && !scale_uniform(f, op, tile);|	return 0;"
 
 # epilogue (issue 28 §3): a 16-bit C leaves through stmatrix into a swizzled
 # buffer and TMA stores left in flight under the next tile. The buffer
@@ -195,7 +195,21 @@ ffma_sync_mul_add|codegen/k_gemm.c|codegen.emu$|				       : ffma_rn(e, in, fmul
 ffma_interp_mul_add|ir/interp/gemm.c|interp.test_gemm|				o[j] = fmaf(in[j], s * sb[j], o[j]);|				o[j] = o[j] + in[j] * (s * sb[j]);
 ffma_slot_stage0|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	LLVMValueRef sa = scale_slot(e, z, sm, s, 0), sb = scale_slot(e, z, sm, s, 1);|	LLVMValueRef sa = scale_slot(e, z, sm, c64(e, 0), 0), sb = scale_slot(e, z, sm, c64(e, 0), 1);
 ffma_slot_next|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		producer_scales(e, z, g, sm, s, lane, p, kstart);|		producer_scales(e, z, g, sm, LLVMBuildURem(b, add64(e, s, c64(e, 1)), c64(e, (uint64_t)z->stages), \"\"), lane, p, kstart);
-ffma_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_off + 8 * s))), z.sc_na ? 32 : 1);|(uint64_t)(z.bar_off + 8 * s))), 1);"
+ffma_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_off + 8 * s))), g.op[0].up ? WG : z.sc_na ? 32 : 1);|(uint64_t)(z.bar_off + 8 * s))), g.op[0].up ? WG : 1);"
+
+# nvfp4wgmma (issue 28 §5): NVFP4 on wgmma, e2m1 codes upcast to bf16 by
+# the producer warpgroup. Its shared stores not fenced for the async proxy
+# before the arrival (the emulator's wgmma: "no fence.proxy.async"); the
+# full barrier completed by the first upcasting thread's arrival; a
+# promotion every 32 K instead of the scale block's 16 (two k16 wgmmas a
+# chunk); the upcast's stores unswizzled; every column of a 16 x 16
+# weight tile with the first block's scale.
+MUTANTS="$MUTANTS
+nvfp4_no_proxy_fence|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|add64(e, k0, p->kb), lane);\n		asm90_fence_proxy_async(cg);|add64(e, k0, p->kb), lane);
+nvfp4_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_off + 8 * s))), g.op[0].up ? WG : z.sc_na ? 32 : 1);|(uint64_t)(z.bar_off + 8 * s))), g.op[0].up ? 1 : z.sc_na ? 32 : 1);
+nvfp4_promote32|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	int nch = (int)(bke / g->P), per|	int nch = (int)(bke / g->P / (g->op[0].up ? 2 : 1)), per
+nvfp4_no_swizzle|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|c64(e, (uint64_t)h)), x, \"\");|c64(e, (uint64_t)h)), c64(e, 0), \"\");
+nvfp4_weight_block_first|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|: b16 && (ni % 2 \|\| x) ? sc->sb[ni & ~1][0]|: b16 && (ni % 2 \|\| x) ? sc->sb[0][0]"
 
 # issue 29 (moe-bench): the expert groups' traffic in precc build --stats. The
 # grouped plan's rows without GroupedExperts' token_align padding (m_total

@@ -41,6 +41,8 @@
  *
  * Async: the product is computed at the call. What is checked: a wgmma
  * needs a wgmma.fence since the group's last wait_group (or kernel start);
+ * every byte it reads that a thread stored (not TMA) needs a
+ * fence.proxy.async of that thread after the store;
  * a thread must not leave the kernel with wgmmas uncommitted or groups not
  * waited on. Reads of the accumulators between the wgmma and its wait are
  * not seen (they are registers).
@@ -208,6 +210,17 @@ load_op(const char *what, uint64_t d, int mn_major, uint32_t f, int rows, int k,
 				return -1;
 			}
 			const uint8_t *p = precc_emu_check((void *)u, (uint64_t)es, 1, 0);
+			/* a thread's st.shared is seen by wgmma (the async proxy)
+			 * only after that thread's fence.proxy.async (PTX ISA,
+			 * "Memory Consistency Model: Proxies"), as a TMA store's
+			 * source (emu_tma.c): the NVFP4 producer's upcast stores */
+			unsigned who;
+			uint64_t at;
+			if (emu_shared_unfenced((void *)u, (uint64_t)es, &who, &at)) {
+				emu_fail("racecheck: wgmma reads %s element (%d,%d), shared byte %llu, which thread %u "
+				         "stored with no fence.proxy.async after it", what, r, kk, (unsigned long long)at, who);
+				return -1;
+			}
 			uint32_t code = es == 1 ? p[0] : (uint32_t)p[0] | (uint32_t)p[1] << 8;
 			out[r * 32 + kk] = precc_decode((precc_format)f, code);
 		}
