@@ -99,6 +99,9 @@ int gemm_tensorwise(const E *e, const G *g);
 /* a tensorwise GEMM's sa · sb as s · p · p (p = 1, or 2^±64 where
  * fl(sa · sb) overflows or is subnormal): fl(fl(fl(inner · s) · p) · p) */
 void tensor_scale(E *e, LLVMValueRef sa, LLVMValueRef sb, LLVMValueRef *s, LLVMValueRef *p);
+/* gemm_grouped's offsets at expert gi (i64), clamped to [lo, M]
+ * (k_gemm_grouped.c; the wgmma grouped family reads them the same way) */
+LLVMValueRef gemm_offs_at(E *e, const G *g, LLVMValueRef gi, LLVMValueRef lo, LLVMValueRef M);
 /* the bias at result column col (i64, any: +0 past the bias), NULL on error */
 LLVMValueRef epi_bias(E *e, const G *g, LLVMValueRef col);
 /* y, or fl(main_grad[off] + y) when the GEMM accumulates */

@@ -28,9 +28,11 @@
  */
 #include "gemm.h"
 
-/* the offsets' i32 at expert gi (i64), clamped to [lo, M] */
-static LLVMValueRef
-offs_at(E *e, const G *g, LLVMValueRef gi, LLVMValueRef lo, LLVMValueRef M)
+/* the offsets' i32 at expert gi (i64), clamped to [lo, M]: offsets the
+ * interpreter refuses give wrong rows, never an access out of bounds (both
+ * grouped families read them so) */
+LLVMValueRef
+gemm_offs_at(E *e, const G *g, LLVMValueRef gi, LLVMValueRef lo, LLVMValueRef M)
 {
 	LLVMBuilderRef b = e->b;
 	LLVMValueRef v = LLVMBuildSExt(b, load_al(e, e->g->i32, gep(e, e->ptr[g->offs], mul64(e, gi, 4)), 4),
@@ -89,9 +91,9 @@ emit_group_k(E *e, G *g, LLVMValueRef inner, LLVMValueRef outer)
 	LLVMValueRef local = LLVMBuildURem(b, tile, c64(e, (uint64_t)(mtn * ntn)), "");
 	LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, ge, c64(e, 0), "");
 	LLVMValueRef kbase = sel(e, first, c64(e, 0),
-	                         offs_at(e, g, sel(e, first, c64(e, 0), LLVMBuildSub(b, ge, c64(e, 1), "")),
+	                         gemm_offs_at(e, g, sel(e, first, c64(e, 0), LLVMBuildSub(b, ge, c64(e, 1), "")),
 	                                 c64(e, 0), T));
-	LLVMValueRef kend = offs_at(e, g, ge, kbase, T);
+	LLVMValueRef kend = gemm_offs_at(e, g, ge, kbase, T);
 	LLVMValueRef klen = LLVMBuildSub(b, kend, kbase, "");
 	GPos p = {
 		.row0 = mul64(e, LLVMBuildUDiv(b, local, c64(e, (uint64_t)ntn), ""), (uint64_t)g->t.bm),
@@ -145,7 +147,7 @@ emit_gemm_grouped(E *e)
 	store64(e, c64(e, 0), tot);
 	store64(e, c64(e, 0), cstart);
 	LLVMValueRef gi = loop_begin(e, &cl, c64(e, 0), G);
-	LLVMValueRef st = load64(e, cstart), en = offs_at(e, &g, gi, st, M);
+	LLVMValueRef st = load64(e, cstart), en = gemm_offs_at(e, &g, gi, st, M);
 	store64(e, add64(e, load64(e, tot), tiles_of(e, &g, st, en, ntn)), tot);
 	store64(e, en, cstart);
 	loop_end(e, &cl);
@@ -173,7 +175,7 @@ emit_gemm_grouped(E *e)
 	LLVMPositionBuilderAtEnd(b, head);
 	LLVMValueRef cur = load64(e, cgp), base = load64(e, cbase), start = load64(e, cstart);
 	LLVMValueRef tail = LLVMBuildICmp(b, LLVMIntUGE, cur, G, "");
-	LLVMValueRef end = sel(e, tail, M, offs_at(e, &g, sel(e, tail, c64(e, 0), cur), start, M));
+	LLVMValueRef end = sel(e, tail, M, gemm_offs_at(e, &g, sel(e, tail, c64(e, 0), cur), start, M));
 	LLVMValueRef nt = tiles_of(e, &g, start, end, ntn);
 	LLVMValueRef past = LLVMBuildAnd(b, LLVMBuildNot(b, tail, ""),
 	                                 LLVMBuildICmp(b, LLVMIntUGE, tile, add64(e, base, nt), ""), "");

@@ -41,16 +41,6 @@
 #include <string.h>
 #include "gemm90.h"
 
-/* the offsets' i32 at expert gi (i64), clamped to [lo, M] */
-static LLVMValueRef
-offs_at(E *e, const G *g, LLVMValueRef gi, LLVMValueRef lo, LLVMValueRef M)
-{
-	LLVMBuilderRef b = e->b;
-	LLVMValueRef v = LLVMBuildSExt(b, load_al(e, e->g->i32, gep(e, e->ptr[g->offs], mul64(e, gi, 4)), 4),
-	                               e->g->i64, "");
-	v = sel(e, LLVMBuildICmp(b, LLVMIntSLT, v, lo, ""), lo, v);
-	return sel(e, LLVMBuildICmp(b, LLVMIntSGT, v, M, ""), M, v);
-}
 
 static long
 experts(E *e, const G *g)
@@ -84,7 +74,7 @@ m_ntiles(E *e, Sched90 *s)
 	LLVMBuildStore(b, c64(e, 0), s->v[2]);
 	Loop l;
 	LLVMValueRef gi = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)experts(e, g)));
-	LLVMValueRef st = LLVMBuildLoad2(b, e->g->i64, s->v[2], ""), en = offs_at(e, g, gi, st, M);
+	LLVMValueRef st = LLVMBuildLoad2(b, e->g->i64, s->v[2], ""), en = gemm_offs_at(e, g, gi, st, M);
 	LLVMValueRef nt = LLVMBuildMul(b, ceil_div(e, LLVMBuildSub(b, en, st, ""), s->bm), s->v[3], "");
 	LLVMBuildStore(b, add64(e, LLVMBuildLoad2(b, e->g->i64, tot, ""), nt), tot);
 	LLVMBuildStore(b, en, s->v[2]);
@@ -118,7 +108,7 @@ m_at(E *e, Sched90 *s, LLVMValueRef tile, Tile90 *p)
 	LLVMValueRef cur = LLVMBuildLoad2(b, cg->i64, s->v[0], ""), base = LLVMBuildLoad2(b, cg->i64, s->v[1], "");
 	LLVMValueRef start = LLVMBuildLoad2(b, cg->i64, s->v[2], "");
 	LLVMValueRef tail = LLVMBuildICmp(b, LLVMIntUGE, cur, G, "");
-	LLVMValueRef end = sel(e, tail, M, offs_at(e, g, sel(e, tail, c64(e, 0), cur), start, M));
+	LLVMValueRef end = sel(e, tail, M, gemm_offs_at(e, g, sel(e, tail, c64(e, 0), cur), start, M));
 	LLVMValueRef nt = LLVMBuildMul(b, ceil_div(e, LLVMBuildSub(b, end, start, ""), s->bm), s->v[3], "");
 	LLVMValueRef past = LLVMBuildAnd(b, LLVMBuildNot(b, tail, ""),
 	                                 LLVMBuildICmp(b, LLVMIntUGE, tile, add64(e, base, nt), ""), "");
@@ -181,9 +171,9 @@ k_at(E *e, Sched90 *s, LLVMValueRef tile, Tile90 *p)
 	LLVMValueRef l32 = LLVMBuildURem(b, t32, per, "");
 	LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, ge, c64(e, 0), "");
 	LLVMValueRef kbase = sel(e, first, c64(e, 0),
-	                         offs_at(e, g, sel(e, first, c64(e, 0), LLVMBuildSub(b, ge, c64(e, 1), "")),
+	                         gemm_offs_at(e, g, sel(e, first, c64(e, 0), LLVMBuildSub(b, ge, c64(e, 1), "")),
 	                                 c64(e, 0), T));
-	LLVMValueRef klen = LLVMBuildSub(b, offs_at(e, g, ge, kbase, T), kbase, "");
+	LLVMValueRef klen = LLVMBuildSub(b, gemm_offs_at(e, g, ge, kbase, T), kbase, "");
 	/* the window in 32 bits (offsets are i32, clamped to [0, T]): the
 	 * producer holds it in 40 registers beside the tile loop's */
 	kbase = LLVMBuildZExt(b, LLVMBuildTrunc(b, kbase, e->g->i32, ""), e->g->i64, "");
