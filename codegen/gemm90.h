@@ -52,6 +52,11 @@ struct Sched90 {
 /* the family's plan of the kernel: 1 taken, 0 not (why says), -1 the plan
  * fails (its error in k) */
 int gemm_sm90_takes(Kern *k, G *g, char *why, size_t n);
+/* takes (gemm_sm90_takes or the grouped family's) asked of kernel f from
+ * outside codegen (schedule): 1 and g filled, or 0 and why says why not
+ * (or the plan's error) */
+int gemm_sm90_probe(const Func *f, int (*takes)(Kern *, G *, char *, size_t), G *g, char *why,
+                    size_t n);
 /* the kernel's shape at a bm x bn tile (codegen_gemm_wgmma_shape's): 1,
  * or 0 and why */
 int gemm_sm90_shape(const Func *f, const G *g, int bm, int bn, CodegenGemmShape *s, char *why, size_t n);

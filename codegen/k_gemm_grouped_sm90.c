@@ -229,22 +229,9 @@ grouped_takes(Kern *k, G *g, char *why, size_t n)
 int
 codegen_gemm_grouped_wgmma_shape(const Func *f, int bm, int bn, CodegenGemmShape *s, char *why, size_t n)
 {
-	Kern k;
 	G g;
-	char err[256];
-
-	memset(&k, 0, sizeof k);
 	memset(s, 0, sizeof *s);
-	k.f = f;
-	k.err = err;
-	k.errsz = sizeof err;
-	int r = grouped_takes(&k, &g, why, n);
-	if (r <= 0) {
-		if (r < 0)
-			snprintf(why, n, "%s", err);
-		return 0;
-	}
-	return gemm_sm90_shape(f, &g, bm, bn, s, why, n);
+	return gemm_sm90_probe(f, grouped_takes, &g, why, n) && gemm_sm90_shape(f, &g, bm, bn, s, why, n);
 }
 
 /* the wgmma family's classification (ABI, tensor maps), then the grouped

@@ -365,41 +365,34 @@ gemm_sm90_takes(Kern *k, G *g, char *why, size_t n)
 }
 
 int
-codegen_gemm_wgmma_takes(const Func *f, char *why, size_t n)
+gemm_sm90_probe(const Func *f, int (*takes)(Kern *, G *, char *, size_t), G *g, char *why, size_t n)
 {
 	Kern k;
-	G g;
 	char err[256];
 
 	memset(&k, 0, sizeof k);
 	k.f = f;
 	k.err = err;
 	k.errsz = sizeof err;
-	int r = gemm_sm90_takes(&k, &g, why, n);
+	int r = takes(&k, g, why, n);
 	if (r < 0)
 		snprintf(why, n, "%s", err);
 	return r > 0;
 }
 
 int
+codegen_gemm_wgmma_takes(const Func *f, char *why, size_t n)
+{
+	G g;
+	return gemm_sm90_probe(f, gemm_sm90_takes, &g, why, n);
+}
+
+int
 codegen_gemm_wgmma_shape(const Func *f, int bm, int bn, CodegenGemmShape *s, char *why, size_t n)
 {
-	Kern k;
 	G g;
-	char err[256];
-
-	memset(&k, 0, sizeof k);
 	memset(s, 0, sizeof *s);
-	k.f = f;
-	k.err = err;
-	k.errsz = sizeof err;
-	int r = gemm_sm90_takes(&k, &g, why, n);
-	if (r <= 0) {
-		if (r < 0)
-			snprintf(why, n, "%s", err);
-		return 0;
-	}
-	return gemm_sm90_shape(f, &g, bm, bn, s, why, n);
+	return gemm_sm90_probe(f, gemm_sm90_takes, &g, why, n) && gemm_sm90_shape(f, &g, bm, bn, s, why, n);
 }
 
 int
