@@ -176,6 +176,33 @@ class _NoHostSync(torch.utils._python_dispatch.TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def _cuda_on_fake(g):
+    """Swaps group g's cpu runtime for the cuda backend, which this process
+    runs over the counting fake driver; returns it."""
+    cpu = g.runtimes[("cpu", None)]
+    rt = _ops.Runtime(cpu.dir, "cuda")
+    assert "fake" in rt.why, rt.why
+    g.runtimes[("cpu", None)] = rt
+    g.reset_plans()
+    return rt
+
+
+def _counts_on_fake(fn, recipe):
+    """Runs this module's fn(recipe) in a process on the counting fake
+    driver (skips where it was not built); returns its COUNTS line."""
+    fake = _fake_driver()
+    if not os.path.isfile(fake):
+        pytest.skip("no %s (built only where cuda.h was found)" % fake)
+    env = dict(os.environ, PRECC_LIBCUDA=fake, FAKE_CUDA_ANY_POINTER="1",
+               PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("FAKE_CUDA_MANIFEST", None)
+    r = subprocess.run([sys.executable, "-c", "import test_device_path as t; t.%s(%r)" % (fn, recipe)],
+                       env=env, capture_output=True, text=True, timeout=300, cwd=HERE)
+    line = [l for l in r.stdout.splitlines() if l.startswith("COUNTS")]
+    assert r.returncode == 0 and line, r.stdout + r.stderr
+    return line[0]
+
+
 def _fake_step(recipe):
     """In a process with PRECC_LIBCUDA=the counting fake: three training
     steps over the cuda backend; prints the blocking driver calls and the
@@ -184,11 +211,7 @@ def _fake_step(recipe):
     fake = ctypes.CDLL(os.environ["PRECC_LIBCUDA"])
     net = _net(recipe)
     g = net.precc_group
-    cpu = g.runtimes[("cpu", None)]
-    rt = _ops.Runtime(cpu.dir, "cuda")
-    assert "fake" in rt.why, rt.why
-    g.runtimes[("cpu", None)] = rt
-    g.reset_plans()
+    rt = _cuda_on_fake(g)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     x = torch.randn(64, 128, dtype=torch.bfloat16)
 
@@ -209,17 +232,8 @@ def _fake_step(recipe):
 
 @pytest.mark.parametrize("recipe", ["te_delayed_hybrid", "current_tensorwise"])
 def test_step_only_enqueues(recipe):
-    fake = _fake_driver()
-    if not os.path.isfile(fake):
-        pytest.skip("no %s (built only where cuda.h was found)" % fake)
-    env = dict(os.environ, PRECC_LIBCUDA=fake, FAKE_CUDA_ANY_POINTER="1",
-               PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("FAKE_CUDA_MANIFEST", None)
-    r = subprocess.run([sys.executable, "-c", "import test_device_path as t; t._fake_step(%r)"
-                        % recipe], env=env, capture_output=True, text=True, timeout=300, cwd=HERE)
-    line = [l for l in r.stdout.splitlines() if l.startswith("COUNTS")]
-    assert r.returncode == 0 and line, r.stdout + r.stderr
-    blocking, launches, commits, bulk_runs = map(int, line[0].split()[1:])
+    line = _counts_on_fake("_fake_step", recipe)
+    blocking, launches, commits, bulk_runs = map(int, line.split()[1:])
     assert blocking == 0, line
     assert launches > 0
     assert commits == (3 if recipe == "te_delayed_hybrid" else 0)
@@ -238,11 +252,7 @@ def _fake_experts_step(recipe):
     torch.manual_seed(0)
     blk = pt.convert(Block(FusedExperts(8, 128, 128)), recipe=recipe, warn=False)
     g = blk.precc_group
-    cpu = g.runtimes[("cpu", None)]
-    rt = _ops.Runtime(cpu.dir, "cuda")
-    assert "fake" in rt.why, rt.why
-    g.runtimes[("cpu", None)] = rt
-    g.reset_plans()
+    rt = _cuda_on_fake(g)
     steps = blk.experts.grouped_steps(torch.device("cpu"))
     assert not isinstance(steps, str) and steps[0].rt is rt, steps
     x = torch.randn(2, 37, 128)
@@ -266,17 +276,7 @@ def test_grouped_experts_only_enqueue(recipe):
     tensor (the offsets and rows computed on the device), no allocation,
     synchronous copy or sync of the driver; the offsets well formed
     (precc_rt_grouped_check after the sync)."""
-    fake = _fake_driver()
-    if not os.path.isfile(fake):
-        pytest.skip("no %s (built only where cuda.h was found)" % fake)
-    env = dict(os.environ, PRECC_LIBCUDA=fake, FAKE_CUDA_ANY_POINTER="1",
-               PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("FAKE_CUDA_MANIFEST", None)
-    r = subprocess.run([sys.executable, "-c",
-                        "import test_device_path as t; t._fake_experts_step(%r)" % recipe],
-                       env=env, capture_output=True, text=True, timeout=300, cwd=HERE)
-    line = [l for l in r.stdout.splitlines() if l.startswith("COUNTS")]
-    assert r.returncode == 0 and line, r.stdout + r.stderr
-    blocking, launches, grouped = map(int, line[0].split()[1:])
+    line = _counts_on_fake("_fake_experts_step", recipe)
+    blocking, launches, grouped = map(int, line.split()[1:])
     assert blocking == 0, line
     assert launches > 0 and grouped == 3, line
