@@ -41,7 +41,6 @@
 #include <string.h>
 #include "gemm90.h"
 
-
 static long
 experts(E *e, const G *g)
 {
