@@ -29,19 +29,11 @@ ART=${PRECC_GEMM_ARTIFACTS:-$ROOT/tests/gpu/artifacts/gemm}
 PRECC=${PRECC:-$ROOT/build/precc}
 RECIPES="bf16:0.02 current_tensorwise:0.2 deepseek_v3:0.2"
 MODE=${1:-480}
+. "$ROOT/bench/gemm/lease_lib.sh"
 
 case $MODE in
 prepare)
-	[ -x "$PRECC" ] || { echo "lease_gemm: no precc at $PRECC"; exit 1; }
-	mkdir -p "$ART" || exit 1
-	js=
-	for rt in $RECIPES; do
-		r=${rt%%:*}
-		rm -rf "${ART:?}/$r"
-		"$PRECC" build "recipes/$r.lua" --model bench/gemm/shapes.lua --target sm_90a -o "$ART/$r" \
-			>"$ART/$r.build.log" 2>&1 || { echo "lease_gemm: $r does not build:"; tail -3 "$ART/$r.build.log"; exit 1; }
-		echo "built $ART/$r"
-	done
+	lease_build lease_gemm bench/gemm/shapes.lua || exit 1
 	sh "$0" predict || echo "lease_gemm: no predictions (the run prints measured rows only)"
 	python3 tests/gpu/slim.py "$ART" || exit 1
 	echo "lease_gemm: prepared $ART ($(du -sh "$ART" | cut -f1))"
@@ -49,10 +41,7 @@ prepare)
 predict)
 	# the model's predictions for the kernels in $ART (their SASS: before
 	# tests/gpu/slim.py drops the PTX it does not matter, the cubins stay)
-	dirs=
-	for rt in $RECIPES; do dirs="$dirs $ART/${rt%%:*}"; done
-	python3 bench/sass_audit.py --dirs "$dirs" --json "$ART/audit.json" >"$ART/audit.log" 2>&1
-	[ -f "$ART/audit.json" ] || { echo "lease_gemm: no SASS audit:"; tail -2 "$ART/audit.log"; exit 1; }
+	lease_audit lease_gemm || exit 1
 	python3 bench/gemm_model.py --write "$ART/predicted.json" "$ART/audit.json"
 	exit $? ;;
 dry-run)
@@ -120,13 +109,7 @@ O=${OUT:-/tmp/precc-gemm}
 B=${PRECC_GPU_OUT:-/tmp/precc-build-gpu}
 mkdir -p "$O" || exit 1
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
-{
-	echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-	nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.max.sm,clocks.sm,power.limit,temperature.gpu \
-		--format=csv 2>&1
-	python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
-} | tee "$O/gemm_machine.txt"
+lease_machine "$O/gemm_machine.txt"
 [ -f "$ART/predicted.json" ] || echo "lease_gemm: no $ART/predicted.json: measured rows only"
 
 if [ ! -x "$B/bench_gemm_gpu" ]; then
@@ -140,7 +123,7 @@ rc=$?
 tail -3 "$O/gemm.log"
 echo "bench_gemm_gpu: exit $rc"
 echo "== torch_ref.py ($(left) s left)"
-if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+if lease_cuda_torch; then
 	timeout $(($(left) - 10)) python3 bench/gemm/torch_ref.py "$O/gemm.jsonl" --json "$O/gemm_torch.json" \
 		>"$O/gemm_torch.log" 2>&1
 	echo "torch_ref.py: exit $?"

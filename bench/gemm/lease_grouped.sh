@@ -40,18 +40,11 @@ PRECC=${PRECC:-$ROOT/build/precc}
 # deepseek_v3 first: DeepGEMM's comparison; then bf16 (torch._grouped_mm)
 RECIPES="deepseek_v3:0.2 bf16:0.02 mxfp8:0.2"
 MODE=${1:-480}
+. "$ROOT/bench/gemm/lease_lib.sh"
 
 case $MODE in
 prepare)
-	[ -x "$PRECC" ] || { echo "lease_grouped: no precc at $PRECC"; exit 1; }
-	mkdir -p "$ART" || exit 1
-	for rt in $RECIPES; do
-		r=${rt%%:*}
-		rm -rf "${ART:?}/$r"
-		"$PRECC" build "recipes/$r.lua" --model bench/gemm/moe_shapes.lua --target sm_90a -o "$ART/$r" \
-			>"$ART/$r.build.log" 2>&1 || { echo "lease_grouped: $r does not build:"; tail -3 "$ART/$r.build.log"; exit 1; }
-		echo "built $ART/$r"
-	done
+	lease_build lease_grouped bench/gemm/moe_shapes.lua || exit 1
 	sh "$0" predict || echo "lease_grouped: no predictions (the run prints measured rows only)"
 	python3 tests/gpu/slim.py "$ART" || exit 1
 	echo "lease_grouped: prepared $ART ($(du -sh "$ART" | cut -f1))"
@@ -59,10 +52,7 @@ prepare)
 predict)
 	# the cost model's grouped predictions from the kernels' SASS (the
 	# audit's JSON, its rows named by group), before slim.py drops the PTX
-	dirs=
-	for rt in $RECIPES; do dirs="$dirs $ART/${rt%%:*}"; done
-	python3 bench/sass_audit.py --dirs "$dirs" --json "$ART/audit.json" >"$ART/audit.log" 2>&1
-	[ -s "$ART/audit.json" ] || { echo "lease_grouped: no SASS audit: $(tail -1 "$ART/audit.log")"; exit 1; }
+	lease_audit lease_grouped || exit 1
 	python3 bench/gemm_model.py --grouped "$ART/audit.json" >"$ART/predicted_grouped.txt" || exit 1
 	echo "predictions: $ART/predicted_grouped.txt"
 	exit 0 ;;
@@ -172,13 +162,7 @@ O=${OUT:-/tmp/precc-grouped}
 B=${PRECC_GPU_OUT:-/tmp/precc-build-gpu}
 mkdir -p "$O" || exit 1
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
-{
-	echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-	nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.max.sm,clocks.sm,power.limit,temperature.gpu \
-		--format=csv 2>&1
-	python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
-} | tee "$O/grouped_machine.txt"
+lease_machine "$O/grouped_machine.txt"
 if [ ! -x "$B/bench_grouped_gpu" ] || [ ! -x "$B/bench_gemm_gpu" ]; then
 	PRECC_GPU_OUT=$B PRECC_GPU_CHECKS=none PRECC_GPU_BENCH=0 timeout 150 sh tests/gpu/run.sh \
 		>"$O/grouped_build.log" 2>&1
@@ -197,7 +181,7 @@ echo "== bench_gemm_gpu, the dense GEMMs of the same M ($(left) s left)"
 timeout $(($(left) / 2)) "$B/bench_gemm_gpu" "$ART" "$O/grouped_dense.jsonl" $RECIPES >"$O/grouped_dense.log" 2>&1
 echo "bench_gemm_gpu: exit $?"
 echo "== grouped_ref.py ($(left) s left)"
-if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+if lease_cuda_torch; then
 	timeout $(($(left) - 10)) python3 bench/gemm/grouped_ref.py "$O/grouped.jsonl" --dense "$O/grouped_dense.jsonl" \
 		--json "$O/grouped_torch.json" --budget $(($(left) - 40)) >"$O/grouped_torch.log" 2>&1
 	echo "grouped_ref.py: exit $?"
