@@ -47,8 +47,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from gemm_model import route   # noqa: E402  (bench_grouped_gpu's routing)
+from torch_ref import REPS, WARMUP, rand, timed   # noqa: E402  (the dense references' timing, inputs)
 TOKENS = (4096, 16384)
-REPS, WARMUP = 20, 3
 
 # DeepGEMM's published figures, H800, FP8 1x128 x 128x128 (deepseek_v3's
 # recipe), TFLOP/s. m-grouped contiguous layout (fprop), (groups, rows per
@@ -98,24 +98,6 @@ def configs(tokens=TOKENS):
                                 "routing": "skewed" if skewed else "balanced", "m": m, "n": n, "k": k,
                                 "counts": route(m, ne, skewed)})
     return out
-
-
-def timed(fn, reps=REPS, warmup=WARMUP):
-    for _ in range(warmup):
-        fn()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
-    ev[0].record()
-    for i in range(reps):
-        fn()
-        ev[i + 1].record()
-    ev[-1].synchronize()
-    ms = sorted(ev[i].elapsed_time(ev[i + 1]) for i in range(reps))
-    return (ms[reps // 2 - 1] + ms[reps // 2]) / 2
-
-
-def rand(shape, dev):
-    e = torch.randint(-2, 3, shape, device=dev).float()
-    return ((torch.rand(shape, device=dev) * 2 - 1) * torch.exp2(e)).bfloat16()
 
 
 def grouped_ops(x, w, dy, offs):

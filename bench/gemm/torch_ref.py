@@ -39,7 +39,10 @@ def shapes():
             re.findall(r"\{(\d+),\s*(\d+),\s*(\d+)\}", body)]
 
 
-def timed(fn, reps=20, warmup=3):
+REPS, WARMUP = 20, 3
+
+
+def timed(fn, reps=REPS, warmup=WARMUP):
     for _ in range(warmup):
         fn()
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
