@@ -282,10 +282,30 @@ class GroupStep:
                                                           self.k)
 
 
-class Runtime:
+class _Owned:
+    """A C object the wrapper owns: close() frees it once, through the
+    library function named by _free, and the garbage collector closes what
+    the caller did not."""
+    _free = None
+    handle = None
+
+    def close(self):
+        if self.handle:
+            getattr(self.lib, self._free)(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Runtime(_Owned):
     """precc_rt_open(DIR, backend): one artifact directory on one backend.
 
     backend: "cpu", "cuda" or "auto". `why` says what was opened and why."""
+    _free = "precc_rt_close"
 
     def __init__(self, artifacts, backend="auto"):
         self.lib = lib = _lib.load()
@@ -356,29 +376,19 @@ class Runtime:
     def sync(self, stream=None):
         check(self.lib.precc_rt_sync(self.handle, stream))
 
-    def close(self):
-        if self.handle:
-            self.lib.precc_rt_close(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self):
         return "Runtime(%s, %s: %s x %s)" % (self.dir, self.backend, self.info["recipe"],
                                              self.info["model"])
 
 
-class BulkCommit:
+class BulkCommit(_Owned):
     """precc_rt_bulk_commit_*: the delayed-scaling commit of many layers in
     one launch per update kernel, for saved and state regions that stay
     where they are (the table of their addresses is written once, here).
     `table` is the address of table_bytes(rt, layers) bytes of device
     memory (host memory on the cpu backend), 16-byte aligned, which the
     caller keeps alive as long as this object."""
+    _free = "precc_rt_bulk_commit_free"
 
     @staticmethod
     def table_bytes(rt, layers):
@@ -396,21 +406,12 @@ class BulkCommit:
     def run(self, stream=None):
         check(self.lib.precc_rt_bulk_commit_run(self.rt.handle, self.handle, stream))
 
-    def close(self):
-        if self.handle:
-            self.lib.precc_rt_bulk_commit_free(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
-class State:
+class State(_Owned):
     """precc_rt_state_new: the scaling state of every layer of a runtime, as
     precc's versioned, checksummed file (save / load)."""
+    _free = "precc_state_free"
 
     def __init__(self, rt):
         self.rt, self.lib = rt, rt.lib
@@ -432,14 +433,3 @@ class State:
 
     def __len__(self):
         return self.lib.precc_state_count(self.handle)
-
-    def close(self):
-        if self.handle:
-            self.lib.precc_state_free(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
