@@ -70,6 +70,7 @@ typedef enum CgShape {
 	CG_AMAX_ROWCOL,     /* the rows' amax {1x*} and the columns' {*x1} of x
 	                       from one read, 128x128 tiles, atomic max per
 	                       tile (k_rowcol.c) */
+	CG_CAST,            /* a high-precision format change (k_cast.c) */
 	NCGSHAPE
 } CgShape;
 

@@ -35,6 +35,7 @@ emit_shape(E *e)
 	case CG_AMAX_ROWCOL: return emit_amax_rowcol(e);
 	case CG_QUANT_COLBLOCK: return emit_colblock(e);
 	case CG_DEQUANT: return emit_dequant(e);
+	case CG_CAST: return emit_cast(e);
 	case CG_DELAYED_UPDATE: return emit_delayed(e);
 	case CG_GEMM: return k->wgmma ? (k->grouped ? emit_gemm_grouped_sm90(e) : emit_gemm_sm90(e))
 	                              : k->grouped ? emit_gemm_grouped(e)
@@ -294,7 +295,8 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 			LLVMAddAttributeAtIndex(g->fn, (unsigned)i + 1,
 			                        LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));
 	LLVMTypeRef rt = LLVMArrayType2(g->i32, 32);
-	if (k->shape != CG_DELAYED_UPDATE && k->shape != CG_DEQUANT && k->shape != CG_GEMM
+	if (k->shape != CG_DELAYED_UPDATE && k->shape != CG_DEQUANT && k->shape != CG_CAST
+	    && k->shape != CG_GEMM
 	    && (k->shape != CG_HADAMARD || ir_def_ins(k->f, k->out[0])->op == OP_amax)) {
 		e.red = shared_array(&e, "red", 0, rt, 4);
 	}

@@ -17,6 +17,7 @@ static const char *const shape_names[NCGSHAPE] = {
 	[CG_QUANT_COLBLOCK] = "quant_colblock",
 	[CG_DELAYED_UPDATE] = "delayed_update", [CG_DEQUANT] = "dequant", [CG_GEMM] = "gemm",
 	[CG_HADAMARD] = "hadamard", [CG_QUANT_ROWCOL] = "quant_rowcol", [CG_AMAX_ROWCOL] = "amax_rowcol",
+	[CG_CAST] = "cast",
 };
 
 const char *
@@ -62,7 +63,7 @@ static int
 classify(Kern *k)
 {
 	const Func *f = k->f;
-	int nq = 0, nhist = 0, ndeq = 0, namax = 0, ntr = 0, nhad = 0;
+	int nq = 0, nhist = 0, ndeq = 0, namax = 0, ntr = 0, nhad = 0, ncast = 0;
 
 	k->x = -1;
 	k->q = -1;
@@ -107,6 +108,7 @@ classify(Kern *k)
 			k->q = i;
 			break;
 		case OP_dequantize: ndeq++; k->q = i; break;
+		case OP_cast: ncast++; k->q = i; break;
 		case OP_hadamard: nhad++; k->had = i; break;
 		case OP_transpose: ntr++; break;
 		case OP_update:
@@ -171,6 +173,12 @@ classify(Kern *k)
 			k->shape = CG_HADAMARD;
 			return 0;
 		}
+	}
+	if (ncast) {
+		if (nq || namax || ntr || ndeq || nhad || ncast > 1)
+			return kfail(k, "cast kernels hold one cast only");
+		k->shape = CG_CAST;
+		return 0;
 	}
 	if (ndeq) {
 		if (nq || namax || ntr || ndeq > 1)

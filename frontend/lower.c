@@ -282,15 +282,18 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 	}
 	/* (and a rowwise scale of dgrad's Wᵀ [K, G*N] would be {1 x N}:
 	 * group_refusal keeps it per expert too) */
+	/* a 16-bit operand: the format change first (its own kernel, which
+	 * reads and writes rows), then the transpose (the GEMM's operand
+	 * layout: passes/fuse.c's prologue) */
 	if (!quantized(c->format)) {
-		if (tr) {
-			st_.dim[0] = vtype(l, src).dim[1], st_.dim[1] = vtype(l, src).dim[0];
-			v = def(l, st_, OP_transpose, &src, 1, "%s.t", n);
-		}
 		if (c->format != st_.fmt) {
 			st_.fmt = c->format;
-			v = def(l, st_, OP_cast, &v, 1, "%s%s.%s", n, tr ? ".t" : "",
-			        ir_fmt_name(c->format));
+			v = def(l, st_, OP_cast, &v, 1, "%s.%s", n, ir_fmt_name(c->format));
+		}
+		if (tr) {
+			st_.dim[0] = vtype(l, src).dim[1], st_.dim[1] = vtype(l, src).dim[0];
+			v = def(l, st_, OP_transpose, &v, 1, "%s%s%s.t", n, v == src ? "" : ".",
+			        v == src ? "" : ir_fmt_name(c->format));
 		}
 		o.data = v;
 		return o;

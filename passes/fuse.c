@@ -8,11 +8,12 @@
  *  - Epilogue: de-scaling (the GEMM's scale operands), bias (and its zero
  *    padding), the output amax, the output cast and the unpadding slice
  *    run in the GEMM's epilogue, on the accumulator tile in registers.
- *  - Prologue: a high-precision transpose, cast or pad that only feeds one
+ *  - Prologue: a high-precision transpose or pad that only feeds one
  *    GEMM is the GEMM's operand layout (16-bit wgmma/mma.sync take either
  *    major-ness from shared memory; TMA zero-fills out of bounds). fp8
  *    operands must be K-major, so their transposes are materialised, by
- *    the quantize kernel (below).
+ *    the quantize kernel (below). A format cast is its own kernel: the
+ *    GEMMs load their operands as stored (codegen's k_cast.c).
  *  - One read per source: every op that derives from one source tensor
  *    (%x, %w, %dy) — transposes, amaxes, scales, quantizes, the quantized
  *    copy's transpose, scale_inv — is one kernel (GROUP = x.quantize):
@@ -158,7 +159,7 @@ mark_prologues(Fuse *z)
 	for (int k = f->nins - 1; k >= 0; k--) {
 		Ins *i = &f->ins[k];
 		int g = -1;
-		bool ok = (i->op == OP_transpose || i->op == OP_cast || i->op == OP_pad)
+		bool ok = (i->op == OP_transpose || i->op == OP_pad)
 		       && !i->type.is_scale && ir_fmt_high(i->type.fmt) && z->kind[k] == K_NONE;
 		for (int j = k + 1; ok && j < f->nins; j++) {
 			if (!uses(&f->ins[j], i->res))
