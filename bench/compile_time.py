@@ -15,17 +15,17 @@ targets (default sm_90a,sm_89), one cold build (--no-cache, --time) under
   table 2, per recipe and kernel family (the codegen shape): jobs, LLVM and
   ptxas CPU s, the largest job, job_cost's estimate against the measure.
   table 3, duplicates per recipe: jobs that took another target's PTX (LLVM
-  once) or another job's cubin (ptxas once), and the kernels whose PTX
-  differs from another's of the same target only in integer constants
-  (shapes: K, N, strides) with the CPU they cost: what shape-generic
-  kernels (a dimension as a runtime argument) would save.
+  once) or another job's cubin (ptxas once), and the kernels whose IR
+  (--emit=ir) differs from another's of the same target only in its
+  shapes (K, N: the dims fixed at build time) with the CPU they cost: what
+  shape-generic kernels (K and N as runtime arguments) would save.
 
 CPU seconds are the figure to compare on a shared machine; the wall there
 says more about the other processes. Not a test: nothing is asserted.
 
   python3 bench/compile_time.py [--precc build/precc] [--model M]
       [--targets sm_90a,sm_89] [--recipes 'nvfp4 rowwise'] [--jobs N]
-      [--keep DIR]
+      [--keep DIR] [--from DIR]
 """
 import argparse
 import collections
@@ -78,20 +78,14 @@ def schedule(jobs, order, nw):
     """Makespan (ms) of jobs taken in `order` by nw workers, each job LLVM
     then ptxas on its worker; the first job of a group (same kernel for
     several targets; the same PTX of a target) runs the shared step, the
-    others wait for it, as driver/build.c's llvm_share and ptxas_share do;
-    a worker takes the next job in order but one whose twin is in LLVM, as
-    next_job does."""
+    others wait for it, as driver/build.c's llvm_share and ptxas_share do."""
     by = {j["name"]: i for i, j in enumerate(jobs)}
     lg = [by.get(j["ptx_of"], i) for i, j in enumerate(jobs)]
     cg = [by.get(j["cubin_of"], i) for i, j in enumerate(jobs)]
     ldone, pdone, free = {}, {}, [0.0] * nw
-    left = list(order)
-    while left:
+    for k in order:
         w = min(range(nw), key=lambda i: free[i])
         t = free[w]
-        # next_job: past a job whose twin is in LLVM now, unless all are
-        k = next((k for k in left if not (lg[k] in ldone and ldone[lg[k]] > t)), left[0])
-        left.remove(k)
         g = lg[k]
         if g in ldone:
             s = max(t, ldone[g])
@@ -110,27 +104,53 @@ def own_cpu(j):
     return (j["llvm"] if not j["ptx_of"] else 0) + (j["ptxas"] if not j["cubin_of"] else 0)
 
 
-def shape_dups(out, jobs):
-    """Kernels of a target whose PTX equals another's once integer literals
-    are masked: [(sm, shape, members, CPU ms of all but the first)]."""
+def ir_texts(precc, recipe, model, targets):
+    """{(target, job name): the kernel's IR (--emit=ir) with its shapes
+    masked: the integers of its types' dims and of the header's hash,
+    calls, grid, smem and m_align, its name's hash, its comments}."""
+    out = {}
+    for sm in targets.split(","):
+        p = subprocess.run([precc, "build", recipe, "--model", model, "--emit=ir", "--target", sm],
+                           capture_output=True, text=True)
+        for block in re.split(r"^(?=# k_[0-9a-f]{16}:)", p.stdout, flags=re.M):
+            m = re.match(r"# (k_[0-9a-f]{16}):", block)
+            if not m:
+                continue
+            body = [l for l in block.splitlines() if not l.lstrip().startswith("#")]
+            text = "\n".join(body)
+            text = re.sub(r"\b(hash|calls|grid|smem|m_align)=\S+", r"\1=#", text)
+            text = re.sub(r"\.[0-9a-f]{8}\b", ".#", text)
+            text = re.sub(r"\[[^\]]*\]", lambda t: re.sub(r"\d+", "#", t.group(0)), text)
+            out[(sm, m.group(1))] = text
+    return out
+
+
+def shape_dups(irs, jobs):
+    """Kernels of a target whose IR equals another's but for shapes (the
+    dims K and N, fixed at build time; M is the run's already):
+    [(sm, shape, members, CPU ms of all but the largest)]."""
     groups = collections.defaultdict(list)
     for j in jobs:
-        if j["cubin_of"]:               # ptxas already ran once for this PTX
-            continue
-        p = os.path.join(out, "%s.%s.ptx" % (j["name"], j["sm"]))
-        try:
-            text = open(p).read()
-        except OSError:
-            continue
-        text = re.sub(r"\.target \S+", "", text)
-        text = re.sub(r"(?<![%\w.$])-?\d+(?![\w])", "#", text)
-        groups[(j["sm"], text)].append(j)
+        text = irs.get((j["sm"], j["name"]))
+        if text is not None:
+            groups[(j["sm"], text)].append(j)
     rows = []
     for (sm, _), g in groups.items():
         if len(g) > 1:
             g = sorted(g, key=own_cpu, reverse=True)
             rows.append((sm, g[0]["shape"], len(g), sum(own_cpu(x) for x in g[1:])))
     return rows
+
+
+def reread(precc, recipe, model, targets, logdir):
+    """A build kept by --keep DIR, its table rows again (--from DIR)."""
+    log = open(os.path.join(logdir, os.path.basename(recipe)[:-4] + ".log")).read()
+    m = re.search(r"^TIME ([\d.]+) ([\d.]+) ([\d.]+)$", log, re.M)
+    lm = re.search(r"^LOAD (.*)$", log, re.M)
+    jobs, phases, kernels = parse(log)
+    return dict(rc=0, log=log, wall=float(m.group(1)), cpu=float(m.group(2)) + float(m.group(3)),
+                load=lm.group(1).split() if lm else ["?"], jobs=jobs, phases=phases, kernels=kernels,
+                dups=shape_dups(ir_texts(precc, recipe, model, targets), jobs))
 
 
 def run(precc, recipe, model, targets, jobs_n, keep):
@@ -149,8 +169,8 @@ def run(precc, recipe, model, targets, jobs_n, keep):
     wall, cpu = (float(m.group(1)), float(m.group(2)) + float(m.group(3))) if m else (0.0, 0.0)
     jobs, phases, kernels = parse(log)
     if keep:
-        open(out + ".log", "w").write(log)
-    dups = shape_dups(out, jobs)
+        open(out + ".log", "w").write(log + "LOAD %s\n" % " ".join(load))
+    dups = shape_dups(ir_texts(precc, recipe, model, targets), jobs)
     if not keep:
         shutil.rmtree(tmp, ignore_errors=True)
     return dict(rc=p.returncode, log=log, wall=wall, cpu=cpu, load=load, jobs=jobs, phases=phases,
@@ -164,7 +184,9 @@ def main():
     ap.add_argument("--targets", default="sm_90a,sm_89")
     ap.add_argument("--recipes", default="")
     ap.add_argument("--jobs", type=int, default=0)
-    ap.add_argument("--keep", default="", help="leave the builds under this directory")
+    ap.add_argument("--keep", default="", help="leave the builds and their logs under this directory")
+    ap.add_argument("--from", dest="logs", default="",
+                    help="no builds: the tables of the logs --keep left in this directory")
     a = ap.parse_args()
     if not os.access("/usr/bin/time", os.X_OK):
         sys.exit("compile_time.py: needs /usr/bin/time")
@@ -173,7 +195,8 @@ def main():
     nw = a.jobs or len(os.sched_getaffinity(0))
     res = {}
     for r in recipes:
-        res[os.path.basename(r)[:-4]] = x = run(a.precc, r, a.model, a.targets, a.jobs, a.keep)
+        res[os.path.basename(r)[:-4]] = x = (reread(a.precc, r, a.model, a.targets, a.logs) if a.logs
+                                             else run(a.precc, r, a.model, a.targets, a.jobs, a.keep))
         if x["rc"]:
             print("%s: precc build failed:\n%s" % (r, x["log"][-2000:]), file=sys.stderr)
     print("model %s, targets %s, %d workers, cold (--no-cache)\n"
@@ -211,8 +234,8 @@ def main():
         for s, f in fam.items():
             print("| %s | %s | %d | %.2f | %.2f | %.2f | %.2f |" % (name, s, f[0], f[1] / 1e3, f[2] / 1e3,
                                                                    f[3] / 1e3, f[4] / 1e3))
-    print("\n| recipe | LLVM once for 2 targets | ptxas once (same PTX) | same PTX but for integer constants: "
-          "groups, kernels, CPU s of all but one |")
+    print("\n| recipe | LLVM once for 2 targets | ptxas once (same PTX) | the same IR but for shapes (K, N): "
+          "groups, kernels, CPU s of all but the largest |")
     print("| --- | ---: | ---: | --- |")
     for name, x in res.items():
         js = x["jobs"]

@@ -670,41 +670,6 @@ run_job(Build *b, int k, int w)
 	j->t1 = now_ms() - b->t_kernels;
 }
 
-/* 1 if job j would wait in llvm_share: its twin for another target is in
- * LLVM now (and j will take its PTX). */
-static int
-twin_running(const Build *b, const Job *j)
-{
-	for (int k = 0; b->share_ptx && k < b->njobs; k++) {
-		const Job *c = &b->jobs[k];
-		if (c != j && c->llvm_state == 1 && c->xhash == j->xhash && c->t != j->t)
-			return 1;
-	}
-	return 0;
-}
-
-/* The next job for a worker (b->mu held), in order, but past a job whose
- * twin is in LLVM on another worker: that one would idle a core until the
- * PTX comes, so it is taken later (or, when every job left waits, now).
- * -1: none left. */
-static int
-next_job(Build *b)
-{
-	int k = b->next;
-
-	while (k < b->njobs && (b->jobs[b->order[k]].taken || twin_running(b, &b->jobs[b->order[k]])))
-		k++;
-	if (k == b->njobs)
-		for (k = b->next; k < b->njobs && b->jobs[b->order[k]].taken; k++)
-			;
-	if (k == b->njobs)
-		return -1;
-	b->jobs[b->order[k]].taken = 1;
-	while (b->next < b->njobs && b->jobs[b->order[b->next]].taken)
-		b->next++;
-	return k;
-}
-
 static void *
 worker(void *arg)
 {
@@ -715,7 +680,7 @@ worker(void *arg)
 	pthread_mutex_unlock(&b->mu);
 	for (;;) {
 		pthread_mutex_lock(&b->mu);
-		int k = next_job(b);
+		int k = b->next < b->njobs ? b->next++ : -1;
 		pthread_mutex_unlock(&b->mu);
 		if (k < 0)
 			return NULL;
@@ -733,8 +698,7 @@ worker(void *arg)
  * bench/compile_time.py prints the estimate beside the measure). The one
  * outlier is a quantize of a Hadamard transform in the same kernel (NVFP4's
  * quant_rowcol, cols_rht: 16 x 16 transforms unrolled per column pair),
- * 0.5-0.8 s where a GEMM takes 0.05-0.26 s: without it the largest jobs of
- * a build came last and it ended on one core. A job that takes its twin's
+ * 0.5-0.8 s where a GEMM takes 0.05-0.26 s. A job that takes its twin's
  * PTX (llvm_share) costs ptxas only; a cache hit without a cubin, ptxas
  * only; a hit, writes. */
 static int
@@ -760,8 +724,7 @@ job_cost(const Job *j)
 }
 
 /* 1 if an earlier job is the same kernel for another target: j will
- * likely take its PTX (llvm_share) and run ptxas only, and next_job passes
- * it over while its twin is in LLVM. */
+ * likely take its PTX (llvm_share) and run ptxas only. */
 static int
 job_twin(const Build *b, int k)
 {

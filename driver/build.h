@@ -29,7 +29,6 @@ typedef struct Job {
 	int cost;                   /* estimated CPU ms of LLVM + ptxas (job_cost):
 	                               the larger go first */
 	int rank;                   /* its place in Build.order */
-	int taken;                  /* a worker has it (next_job) */
 	int worker;                 /* the worker that ran it (0: the first) */
 	double t0, t1;              /* its start and end, ms into the kernels phase */
 	/* LLVM once per kernel of several targets (compile_job): */
