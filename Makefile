@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo train-demo test test-asan sweep bench bench-host bench-convert install clean fuzz fuzz-smoke fuzz-build fuzz-deps sass-audit sass-tools gemm-model moe-traffic
+.PHONY: all deps build demo train-demo test test-asan sweep bench bench-host bench-convert install clean fuzz fuzz-smoke fuzz-build fuzz-deps sass-audit sass-tools gemm-model moe-traffic compile-time
 
 all: build
 
@@ -127,6 +127,12 @@ sass-tools:
 # its predictions at bench/gemm/shapes.lua for the kernels this tree builds.
 gemm-model: build
 	python3 bench/gemm_model.py --precc $(BUILD)/precc
+
+# Issue 28 §6: where a cold build of every recipe x the 70B plan for
+# sm_90a + sm_89 spends its time (phases, kernel families, the schedule on
+# the cores, kernels alike but for constants); CPU seconds, not a test.
+compile-time: build
+	python3 bench/compile_time.py --precc $(BUILD)/precc
 
 # Issue 29: the expert groups' traffic, grouped against per expert, for every
 # recipe that groups x DeepSeek-V3's and Mixtral-8x7B's experts (static,

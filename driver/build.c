@@ -86,7 +86,8 @@ help(FILE *f)
 	      "  --no-cache         neither read nor write the kernel cache\n"
 	      "  --jobs N, -j N     compile on N threads (default: the CPUs this process\n"
 	      "                     may run on); the output does not depend on N\n"
-	      "  --time             per-kernel LLVM and ptxas times (wall and CPU), cache\n"
+	      "  --time             per-kernel LLVM and ptxas times (wall and CPU) and\n"
+	      "                     schedule ([#rank est ms, worker, start-end ms]), cache\n"
 	      "                     hits, the phases' wall and CPU ms, the kernels per\n"
 	      "                     target and shape (also PRECC_TIME=1), on stderr\n"
 	      "  --stats            per kernel at M rows (default 8192): bytes read and\n"
@@ -657,18 +658,33 @@ compile_job(Build *b, Job *j)
 		cache_put(b->cache, j->key, &j->e);
 }
 
+/* Job order[k] on worker w, its start and end kept for --time. */
+static void
+run_job(Build *b, int k, int w)
+{
+	Job *j = &b->jobs[b->order[k]];
+
+	j->worker = w;
+	j->t0 = now_ms() - b->t_kernels;
+	compile_job(b, j);
+	j->t1 = now_ms() - b->t_kernels;
+}
+
 static void *
 worker(void *arg)
 {
 	Build *b = arg;
 
+	pthread_mutex_lock(&b->mu);
+	int w = b->nworker++;
+	pthread_mutex_unlock(&b->mu);
 	for (;;) {
 		pthread_mutex_lock(&b->mu);
 		int k = b->next < b->njobs ? b->next++ : -1;
 		pthread_mutex_unlock(&b->mu);
 		if (k < 0)
 			return NULL;
-		compile_job(b, &b->jobs[b->order[k]]);
+		run_job(b, k, w);
 		pthread_mutex_lock(&b->mu);
 		b->done++;
 		progress(b);
@@ -676,28 +692,39 @@ worker(void *arg)
 	}
 }
 
-/* A job's compile work, estimated from its kernel func: a GEMM or a
- * delayed update costs LLVM and ptxas several times a quantize kernel
- * (bench/RESULTS.md, "Compile time holds"); a cache hit costs writes. */
+/* A job's compile work in estimated CPU ms of LLVM + ptxas for one target,
+ * from its kernel func's ops, fitted to the per-kernel CPU of cold 70B
+ * builds at sm_90a + sm_89 (bench/RESULTS.md, "Compile time per recipe";
+ * bench/compile_time.py prints the estimate beside the measure). The one
+ * outlier is a quantize of a Hadamard transform in the same kernel (NVFP4's
+ * quant_rowcol, cols_rht: 16 x 16 transforms unrolled per column pair),
+ * 0.5-0.8 s where a GEMM takes 0.05-0.26 s. A job that takes its twin's
+ * PTX (llvm_share) costs ptxas only; a cache hit without a cubin, ptxas
+ * only; a hit, writes. */
 static int
 job_cost(const Job *j)
 {
-	int c = 0;
+	int c = 0, had = 0, q = 0;
 
 	if (j->hit && !j->reptxas)
 		return 0;
 	for (int i = 0; i < j->f->nins; i++) {
 		Op op = j->f->ins[i].op;
-		c += op == OP_gemm ? 64 : op == OP_history_push || op == OP_history_reduce ? 16 : 1;
+		c += ir_op_gemm(op) ? 160 : op == OP_quantize ? 50 : op == OP_amax ? 30
+		     : op == OP_hadamard ? 30 : op == OP_history_push || op == OP_history_reduce ? 30
+		     : op == OP_param ? 0 : 5;
+		had |= op == OP_hadamard;
+		q |= op == OP_quantize;
 	}
+	if (had && q)
+		c += 450;
 	if (j->hit)                     /* ptxas only */
 		c /= 2;
 	return c;
 }
 
 /* 1 if an earlier job is the same kernel for another target: j will
- * likely take its PTX (llvm_share), so it goes after the jobs that run
- * LLVM rather than wait beside its twin for the PTX. */
+ * likely take its PTX (llvm_share) and run ptxas only. */
 static int
 job_twin(const Build *b, int k)
 {
@@ -729,9 +756,11 @@ order_jobs(Build *b)
 		b->order[k] = k;
 		b->jobs[k].cost = job_cost(&b->jobs[k]);
 		if (!b->jobs[k].hit && job_twin(b, k))
-			b->jobs[k].cost /= 3;
+			b->jobs[k].cost /= 2;   /* ptxas only: 0.4-0.5 of the first's */
 	}
 	qsort_r(b->order, (size_t)b->njobs, sizeof *b->order, by_cost, b);
+	for (int k = 0; k < b->njobs; k++)
+		b->jobs[b->order[k]].rank = k;
 }
 
 static int
@@ -756,9 +785,10 @@ compile_all(Build *b)
 	b->progress = isatty(2) && nwork > PROGRESS_MIN;
 	if (nth > nwork)
 		nth = nwork;
+	b->t_kernels = now_ms();
 	if (nth <= 1) {
 		for (int k = 0; k < b->njobs; k++) {
-			compile_job(b, &b->jobs[b->order[k]]);
+			run_job(b, k, 0);
 			b->done++;
 			progress(b);
 		}
@@ -1184,6 +1214,8 @@ print_times(Build *b, double t0)
 				        b->tg[j->t]->name);
 			if (j->cubin_of >= 0)
 				fprintf(stderr, "  (the PTX of %s: its cubin)", b->jobs[j->cubin_of].name);
+			fprintf(stderr, "  [#%d est %d ms, worker %d, %.1f-%.1f ms]", j->rank, j->cost,
+			        j->worker, j->t0, j->t1);
 			fputc('\n', stderr);
 		}
 		llvm_cpu += j->llvm_cpu_ms;

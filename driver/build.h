@@ -26,7 +26,11 @@ typedef struct Job {
 	double ptxas_ms;
 	double llvm_cpu_ms;         /* this thread's CPU time in codegen (LLVM) */
 	double ptxas_cpu_ms;        /* ptxas's user + system CPU time (wait4) */
-	int cost;                   /* estimated compile work: the larger go first */
+	int cost;                   /* estimated CPU ms of LLVM + ptxas (job_cost):
+	                               the larger go first */
+	int rank;                   /* its place in Build.order */
+	int worker;                 /* the worker that ran it (0: the first) */
+	double t0, t1;              /* its start and end, ms into the kernels phase */
 	/* LLVM once per kernel of several targets (compile_job): */
 	uint64_t xhash;             /* ir_func_hash without the target */
 	int llvm_state;             /* 0 not run, 1 running, 2 done, 3 failed */
@@ -66,6 +70,8 @@ typedef struct Build {
 	pthread_cond_t ptxas_done;  /* a job's ptxas_state or llvm_state left 1 */
 	int share_ptx;              /* 0: PRECC_SHARE_PTX=0, LLVM for every target */
 	int next, done, progress;
+	int nworker;                /* workers started (their ids) */
+	double t_kernels;           /* now_ms() when the kernels phase began */
 	uint64_t recipe_hash, model_hash;
 	const struct TrainingPolicy *training;   /* the recipe's, for the manifest */
 	const struct Model *model;  /* the layers' shares_input, for the manifest */

@@ -85,10 +85,13 @@ grouped_monotone|ir/interp/grouped.c|ir.grouped|if (g && offs[g] < offs[g - 1])|
 router_bf16|frontend/plan.c|lit.check|				keep_router(lp, g);|				(void)lp;
 fused_layout|frontend/hf_arch.c|lit.check|\"num_local_experts\", \"num_experts\", true,|\"num_local_experts\", \"num_experts\", false,
 dsv2_expert_bias|frontend/hf_arch.c|lit.check|false, -1, false);|false, -1, d->mlp_bias);"
-# issue 28 §6, compile time (compiletime): LLVM once per kernel across targets, ptxas once per PTX
+# issue 28 §6, compile time (compiletime): LLVM once per kernel across targets, ptxas once per PTX;
+# (compile-time) the jobs largest first by job_cost (tests/lit/build/order.test)
 MUTANTS="$MUTANTS
 llvm_share_keeps_target|driver/build.c|lit.build|*to = b->tg[j->t]->name;|*to = from;
-ptxas_share_half_cubin|driver/build.c|lit.build|			j->e.cubin_len = o->e.cubin_len;|			j->e.cubin_len = o->e.cubin_len / 2;"
+ptxas_share_half_cubin|driver/build.c|lit.build|			j->e.cubin_len = o->e.cubin_len;|			j->e.cubin_len = o->e.cubin_len / 2;
+order_ascending|driver/build.c|lit.build|return ca != cb ? (ca < cb) - (ca > cb) : (a > c) - (a < c);|return ca != cb ? (ca > cb) - (ca < cb) : (a > c) - (a < c);
+order_no_rht_cost|driver/build.c|lit.build|	if (had && q)\n		c += 450;|	if (had && q)\n		c += 0;"
 # issue 31 §4-5 (rtfloors): the stream and device checks, the state file's SR counter,
 # the buffer-extent cache
 MUTANTS="$MUTANTS
