@@ -241,7 +241,11 @@ grouped90_b_expert0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->bbase =
 grouped90_dgrad_expert0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->kb = g->bkstack ? mul64(e, ge, (uint64_t)g->K) : c64(e, 0);|	p->kb = c64(e, 0);
 grouped90_k_from_0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->ka = p->kb = kbase;|	p->ka = p->kb = c64(e, 0);
 grouped90_no_tail_zero|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		zero_tail(e, z, g, st, p->ktail);\n|
-grouped90_kmajor_tail|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef by = loop_begin(e, &lk, mul64(e, t, (uint64_t)eb), c64(e, KB));|LLVMValueRef by = loop_begin(e, &lk, c64(e, KB), c64(e, KB));"
+grouped90_kmajor_tail|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef by = loop_begin(e, &lk, mul64(e, t, (uint64_t)eb), c64(e, KB));|LLVMValueRef by = loop_begin(e, &lk, c64(e, KB), c64(e, KB));
+cluster_remote_release|tests/codegen/emu_tma.c|codegen.cluster|			if (b->vc_pend && my_vc)\n				emu_vc_release(b->vc_pend);\n			b->pending--;|			b->pending--;
+cluster_grid_multiple|tests/codegen/emu.c|codegen.cluster|		if (gx % clu_x \|\| gy % clu_y) {|		if (0) {
+cluster_init_published|tests/codegen/emu_tma.c|codegen.cluster|	if (!b->fenced \|\| emu_cluster_waited() < b->cinit) {|	if (0) {
+cluster_rank_x_fastest|tests/codegen/emu.c|codegen.cluster|			clu_rank[c] = (int)(cx % clu_x + cy % clu_y * clu_x);|			clu_rank[c] = (int)(cy % clu_y + cx % clu_x * clu_y);"
 
 survivors=0
 stale=0
