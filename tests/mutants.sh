@@ -245,7 +245,10 @@ grouped90_kmajor_tail|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef by =
 cluster_remote_release|tests/codegen/emu_tma.c|codegen.cluster|			if (b->vc_pend && my_vc)\n				emu_vc_release(b->vc_pend);\n			b->pending--;|			b->pending--;
 cluster_grid_multiple|tests/codegen/emu.c|codegen.cluster|		if (gx % clu_x \|\| gy % clu_y) {|		if (0) {
 cluster_init_published|tests/codegen/emu_tma.c|codegen.cluster|	if (!b->fenced \|\| emu_cluster_waited() < b->cinit) {|	if (0) {
-cluster_rank_x_fastest|tests/codegen/emu.c|codegen.cluster|			clu_rank[c] = (int)(cx % clu_x + cy % clu_y * clu_x);|			clu_rank[c] = (int)(cy % clu_y + cx % clu_x * clu_y);"
+cluster_rank_x_fastest|tests/codegen/emu.c|codegen.cluster|			clu_rank[c] = (int)(cx % clu_x + cy % clu_y * clu_x);|			clu_rank[c] = (int)(cy % clu_y + cx % clu_x * clu_y);
+cluster_kernel_own_release|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	return z->cm;\n}|	return 1;\n}
+cluster_kernel_mask_self|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	return (1u << z->cm) - 1;|	return 1u;
+cluster_kernel_no_final_sync|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	if (z.cm > 1)\n		asm90_cluster_sync(cg);\n	return 0;|	return 0;"
 
 survivors=0
 stale=0
