@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "cg.h"
 #include "emu.h"
 #include "emu_int.h"
@@ -488,8 +489,26 @@ precc_emu_cluster_wait(void)
 	}
 	if (c->gen == my_cgen && !c->bad)
 		__atomic_add_fetch(&cwaiting[my_slot], 1, __ATOMIC_RELAXED);
-	while (c->gen == my_cgen && !c->bad)
-		pthread_cond_wait(&c->cv, &c->mu);
+	/* a cluster barrier that nothing completes (a GPU hangs) is reported
+	 * after 60 s and broken, as emu_tma.c's mbarrier waits are */
+	struct timespec t0;
+	clock_gettime(CLOCK_REALTIME, &t0);
+	while (c->gen == my_cgen && !c->bad) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if (ts.tv_sec - t0.tv_sec > 60) {
+			emu_fail("synccheck: barrier.cluster: deadlock: %d of the cluster's %d threads arrived, "
+			         "%d left the kernel, in 60 s", c->arrived, c->n, c->exited);
+			c->bad = 1;
+			cbar_release_all();
+			pthread_cond_broadcast(&c->cv);
+			break;
+		}
+		ts.tv_nsec += 50 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L)
+			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+	}
 	if (!c->bad) {
 		my_epoch = c->ep[clu_rank[my_slot]];
 		if (c->vc_done && my_vc)
