@@ -17,7 +17,11 @@ Clocks of one GEMM on one SM (a persistent CTA per SM; H200, 132 SMs):
            consumer warps per SM sub-partition (= consumer warpgroups)
   L2     = (bm + bn) * 128 bytes a K tile brings to the SM, beta = 46.6
            B/clk/SM (DeepGEMM's l2_bandwidth_per_cycle, as schedule.c; not
-           fitted: every measured kernel had the same 128 x 128 tile)
+           fitted: every measured kernel had the same 128 x 128 tile); in
+           clusters of cm CTAs along M (tile=BMxBN:2x1, TMA multicast of
+           B) each CTA loads bn / cm of B's rows: (bm + bn / cm) * 128, and
+           tiles = ceil(rows / (cm bm)) * cm * ceil(cols / bn) (a cluster's
+           CTAs past M idle)
   acc    = f32 accumulators per consumer thread (bm * bn / 128 / consumers)
   TFLOP/s = 2 M N K / (clocks / f), f = 1.83 GHz (1979 TFLOP/s dense fp8
            = 132 SMs * 8192 FLOP/clk * f)
@@ -36,8 +40,12 @@ holds). E is closed-form given e and a; e and a by a grid search.
         (--check: exit 1 when a row's error is over PCT %)
   python3 bench/gemm_model.py --predict AUDIT.json... [--label L] [--e E]
         [--hide-epilogue]
+        [--cluster]
         predictions at bench/gemm/shapes.lua for the kernels the audit
-        JSONs (sass_audit.py --json, built from shapes.lua) describe
+        JSONs (sass_audit.py --json, built from shapes.lua) describe;
+        --cluster: as if every bf16 and tensorwise wgmma GEMM ran in
+        clusters of 2 along M (the kernels the cluster takes:
+        k_gemm_sm90.c's cluster_check; blockwise keeps 1x1)
   python3 bench/gemm_model.py --precc build/precc   build shapes.lua for
         bf16, current_tensorwise and deepseek_v3, audit, predict
   python3 bench/gemm_model.py --write PRED.json AUDIT.json...   predictions
@@ -99,15 +107,22 @@ def ran_kernel(recipe, n, k):
     return {"bm": 128, "bn": 128, "consumers": 2, "loop": loop}
 
 
+def cluster_m(kern):
+    """CTAs of a cluster along M: the audit's cluster column "2x1", else 1"""
+    m = re.match(r"(\d+)x1$", str(kern.get("cluster") or "1x1"))
+    return int(m.group(1)) if m else 1
+
+
 def parts(kern, rows, cols, red, eb, c):
     """(waves, kt, per-K-tile clocks, epilogue clocks per tile, which bound)"""
     bm, bn, cons = kern["bm"], kern["bn"], kern["consumers"]
-    tiles = math.ceil(rows / bm) * math.ceil(cols / bn)
+    cm = cluster_m(kern)
+    tiles = math.ceil(rows / (bm * cm)) * cm * math.ceil(cols / bn)
     waves = math.ceil(tiles / SMS)
     kt = math.ceil(red * eb / 128)
     terms = {"tensor": bm * bn / 32 / c["e"] / (ONE_CONSUMER if cons == 1 else 1),
              "issue": kern["loop"] * cons * c["a"],
-             "l2": (bm + bn) * 128 / BETA}
+             "l2": (bm + bn / cm) * 128 / BETA}
     bound = max(terms, key=terms.get)
     acc = bm * bn / 128 / cons
     return waves, kt, terms[bound], c["E"] * acc / 64, bound
@@ -240,7 +255,8 @@ def kernels_of(audit_rows):
                 out.setdefault((r["recipe"], kind, n, k), []).append({
                     "bm": bm, "bn": bn, "consumers": r.get("consumers", 2 if bm > 64 else 1),
                     "loop": kl.get("instructions", 0), "wgmma": bool(r["gmma"]), "stages": r.get("stages"),
-                    "kernel": r["kernel"], "regs": r["regs"], "m_min": r.get("m_min") or 0})
+                    "kernel": r["kernel"], "regs": r["regs"], "m_min": r.get("m_min") or 0,
+                    "cluster": r.get("cluster")})
     return out
 
 
@@ -267,9 +283,13 @@ def predict(audit_rows, c=None):
                 kern = kernel_at(ks.get((rec, kind, n, k)), m)
                 if not kern:
                     continue
+                if os.environ.get("GEMM_MODEL_CLUSTER") and kern["wgmma"] and rec != "deepseek_v3":
+                    kern = dict(kern, cluster="2x1")
                 rows, cols, red = gemm_dims(kind, m, n, k)
                 p = {"recipe": rec, "m": m, "n": n, "k": k, "what": kind, "kernel": kern["kernel"],
-                     "tile": "%dx%d" % (kern["bm"], kern["bn"]), "stages": kern["stages"],
+                     "tile": "%dx%d" % (kern["bm"], kern["bn"])
+                             + (":%dx1" % cluster_m(kern) if cluster_m(kern) > 1 else ""),
+                     "stages": kern["stages"],
                      "loop": kern["loop"], "wgmma": kern["wgmma"]}
                 if kern["wgmma"]:
                     p["tflops"] = round(tflops(kern, rows, cols, red, EB[rec], c), 1)
@@ -560,6 +580,9 @@ def main(argv):
         if "--hide-epilogue" in files:
             os.environ["GEMM_MODEL_HIDE_EPILOGUE"] = "1"
             files.remove("--hide-epilogue")
+        if "--cluster" in files:
+            os.environ["GEMM_MODEL_CLUSTER"] = "1"
+            files.remove("--cluster")
         if "--label" in files:
             i = files.index("--label")
             label = files[i + 1]
@@ -569,7 +592,12 @@ def main(argv):
         return 0
     if argv[0] == "--precc":
         report_fit()
-        print_predictions(predict(build_and_audit(argv[1])), "this tree's kernels")
+        rows = build_and_audit(argv[1])
+        print_predictions(predict(rows), "this tree's kernels")
+        # the lever of issue 28 §1: the same kernels in clusters of 2 along M
+        os.environ["GEMM_MODEL_CLUSTER"] = "1"
+        print_predictions(predict(rows), "the same, bf16 and tensorwise in clusters of 2x1 (multicast B)")
+        del os.environ["GEMM_MODEL_CLUSTER"]
         return 0
     print(__doc__)
     return 2

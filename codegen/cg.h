@@ -100,6 +100,12 @@ void asm90_mbar_wait(Cg *, LLVMValueRef bar, LLVMValueRef parity);
 void asm90_tma_load_2d(Cg *, LLVMValueRef dst, LLVMValueRef tmap, LLVMValueRef c0, LLVMValueRef c1,
                        LLVMValueRef bar);
 void asm90_tma_store_2d(Cg *, LLVMValueRef tmap, LLVMValueRef c0, LLVMValueRef c1, LLVMValueRef src);
+/* clusters: TMA multicast to the CTAs of mask, barrier.cluster arrive +
+ * wait, a remote arrival on the barrier at bar's offset in CTA rank */
+void asm90_tma_load_2d_mc(Cg *, LLVMValueRef dst, LLVMValueRef tmap, LLVMValueRef c0,
+                          LLVMValueRef c1, LLVMValueRef bar, unsigned mask);
+void asm90_cluster_sync(Cg *);
+void asm90_mbar_arrive_cluster(Cg *, LLVMValueRef bar, LLVMValueRef rank);
 void asm90_bulk_commit(Cg *);
 void asm90_bulk_wait_read0(Cg *);
 void asm90_stmatrix_x4(Cg *, int trans, LLVMValueRef row, LLVMValueRef r[4]);

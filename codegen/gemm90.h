@@ -42,6 +42,8 @@ struct Sched90 {
 	const G *g;
 	int bm, bn;               /* the CTA's tile of C */
 	long bke;                 /* K elements per stage */
+	int cm;                   /* CTAs of a cluster along M (the dense scheduler's
+	                             tiles are then the cluster's: cm m-blocks) */
 	LLVMValueRef (*ntiles)(E *, Sched90 *);
 	void (*start)(E *, Sched90 *);
 	void (*at)(E *, Sched90 *, LLVMValueRef tile, Tile90 *);

@@ -161,6 +161,9 @@ typedef struct S90 {
 	int tail_off;         /* group=k: the barrier of a stage that a tile's K
 	                         window ends inside (producer_tile, zero_tail),
 	                         after the ring's; 0 none */
+	int cm;               /* CTAs of a cluster along M (tile=BMxBN:2x1): they
+	                         share B's tile, each loads 1/cm of it and
+	                         multicasts it to all (load_share_mc); 1: none */
 } S90;
 
 /* The shape of a bm x bn tile, or an error naming what does not fit (in
@@ -229,6 +232,7 @@ static int
 shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 {
 	memset(z, 0, sizeof *z);
+	z->cm = 1;
 	if ((bm != 64 && bm != 128 && bm != 256) || bn < 16 || bn > 256 || bn % 16) {
 		snprintf(why, n, "tile %dx%d: 64, 128 or 256 rows by 16..256 columns in steps of 16", bm, bn);
 		return -1;
@@ -288,13 +292,47 @@ shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 	return 0;
 }
 
-/* the tile= of the kernel: BMxBN, 128x128 without one */
+/* the tile= of the kernel: BMxBN, 128x128 without one, and its cluster
+ * (BMxBN:CMx1, CM CTAs along M; 1 without) */
 static int
-tile_attr(const Func *f, int *bm, int *bn)
+tile_attr(const Func *f, int *bm, int *bn, int *cm)
 {
 	const char *t = f->pattr[PA_TILE];
+	int cn = 1;
 	*bm = *bn = 128;
-	return !t || sscanf(t, "%dx%d", bm, bn) == 2 ? 0 : -1;
+	*cm = 1;
+	if (!t)
+		return 0;
+	int r = sscanf(t, "%dx%d:%dx%d", bm, bn, cm, &cn);
+	return r == 2 || (r == 4 && cn == 1) ? 0 : -1;
+}
+
+/* Whether z's kernel may run in clusters of cm CTAs along M (issue 28
+ * §1; DeepGEMM's sm90_fp8_gemm_1d2d.cuh with kNumTMAMulticast = 2 on B):
+ * 1 or 2 CTAs; the operands by TMA without scales by stage (bf16 and
+ * tensorwise fp8, the L2-bound ones: e2m1's producer warpgroup and the
+ * blockwise producer warp keep 1x1) and no K window (grouped); an
+ * MN-major B in two halves of whole boxes. 0, or -1 and why. */
+static int
+cluster_check(const G *g, const S90 *z, int cm, char *why, size_t n)
+{
+	if (cm == 1)
+		return 0;
+	if (cm != 2) {
+		snprintf(why, n, "cluster %dx1: 1x1 or 2x1", cm);
+		return -1;
+	}
+	if (g->op[0].up || z->sc_na || z->tail_off) {
+		snprintf(why, n, "cluster 2x1: not with %s", g->op[0].up ? "e2m1 operands (upcast by the producer warpgroup)"
+		                                                  : z->sc_na ? "scales by stage" : "a K window (grouped)");
+		return -1;
+	}
+	if (g->op[1].tr && z->bn % (2 * MN_BOX)) {
+		snprintf(why, n, "cluster 2x1: B is MN-major and its %d rows are not two halves of %d-row boxes",
+		         z->bn, MN_BOX);
+		return -1;
+	}
+	return 0;
 }
 
 /* gemm_plan on f as the mma.sync family reads it (its tiles are 64x64 or
@@ -437,12 +475,15 @@ gemm_sm90_classify(Kern *k)
 		if (k->out[i] != g.out && (g.amax < 0 || k->out[i] != f->ins[g.amax].res))
 			return kfail(k, "a GEMM kernel returns its result and its amax only (%%%s)",
 			             f->val[k->out[i]].name);
-	int bm, bn;
+	int bm, bn, cm;
 	S90 z;
-	if (tile_attr(f, &bm, &bn))
-		return kfail(k, "tile=%s: the wgmma GEMM family's tiles are BMxBN", f->pattr[PA_TILE]);
-	if (shape90(f, &g, bm, bn, &z, why, sizeof why))
+	if (tile_attr(f, &bm, &bn, &cm))
+		return kfail(k, "tile=%s: the wgmma GEMM family's tiles are BMxBN (:2x1 a cluster)",
+		             f->pattr[PA_TILE]);
+	if (shape90(f, &g, bm, bn, &z, why, sizeof why) || cluster_check(&g, &z, cm, why, sizeof why))
 		return kfail(k, "%s", why);
+	z.cm = cm;
+	k->cluster = cm;
 	k->shape = CG_GEMM;
 	k->wgmma = 1;
 	k->persistent = 1;
@@ -471,7 +512,7 @@ gemm_sm90_classify(Kern *k)
 			 * rows by a stage's K */
 			t->rows = op->rows < 0 ? -1 : op->rows;
 			t->cols = g.K < 0 ? -1 : g.K;
-			t->box_rows = o ? z.bn : z.bm;
+			t->box_rows = o ? z.bn / z.cm : z.bm;   /* B: a CTA's share of a cluster's tile */
 			t->box_cols = KB / t->elem_bytes;
 		} else {
 			/* v = the operand's transpose, [K, rows]: a box of a stage's
@@ -684,11 +725,13 @@ typedef struct TileLoop {
 } TileLoop;
 
 static LLVMValueRef
-tiles_begin(E *e, TileLoop *tl, LLVMValueRef ntiles, LLVMValueRef *tile)
+tiles_begin(E *e, TileLoop *tl, LLVMValueRef ntiles, LLVMValueRef *tile, int cm)
 {
 	LLVMBuilderRef b = e->b;
-	tl->cta = LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, "");
-	tl->ncta = LLVMBuildZExt(b, sreg(e, "nctaid.x"), e->g->i64, "");
+	/* in clusters of cm along x (consecutive ctaid.x) the cluster takes
+	 * the tile: its index and the clusters' count */
+	tl->cta = LLVMBuildUDiv(b, LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, ""), c64(e, (uint64_t)cm), "");
+	tl->ncta = LLVMBuildUDiv(b, LLVMBuildZExt(b, sreg(e, "nctaid.x"), e->g->i64, ""), c64(e, (uint64_t)cm), "");
 	/* the CTA's tiles: ceil((ntiles - cta) / ncta), 0 when cta >= ntiles */
 	LLVMValueRef mine = LLVMBuildUDiv(b, LLVMBuildSub(b, add64(e, ntiles, LLVMBuildSub(b, tl->ncta, c64(e, 1), "")),
 	                                                   tl->cta, ""), tl->ncta, "");
@@ -755,6 +798,66 @@ load_operand(E *e, LLVMValueRef dst, LLVMValueRef tm, int mn, int rows, LLVMValu
 	for (int j = 0; j < rows / MN_BOX; j++)
 		asm90_tma_load_2d(cg, gep(e, dst, c64(e, (uint64_t)(j * MN_BOX_BYTES))), tm,
 		                  LLVMBuildAdd(e->b, r, c32(e, (unsigned)(j * MN_BOX)), ""), k0, bar);
+}
+
+/* A cluster's shared B (z->cm CTAs along M): this CTA's share, the
+ * rank-th 1/cm of the tile's bn rows, multicast into every CTA of the
+ * cluster at the same offset and on the barrier at bar's (DeepGEMM's
+ * tma_copy with num_tma_multicast, each CTA issuing its share): K-major
+ * one box of bn/cm rows (its offset a multiple of the 1024-byte swizzle
+ * atom), MN-major its bn/cm/64 boxes. The stage's bytes on each CTA's
+ * full barrier stay the whole stage's. */
+static unsigned
+share_mask(const S90 *z)
+{
+	return (1u << z->cm) - 1;
+}
+
+static void
+load_share_mc(E *e, const S90 *z, LLVMValueRef dst, LLVMValueRef tm, int mn, LLVMValueRef k0, LLVMValueRef r0,
+              LLVMValueRef bar)
+{
+	Cg *cg = e->g;
+	LLVMBuilderRef b = e->b;
+	int rows = z->bn / z->cm;
+	LLVMValueRef rank = LLVMBuildZExt(b, LLVMBuildURem(b, sreg(e, "ctaid.x"), c32(e, (unsigned)z->cm), ""),
+	                                  cg->i64, "");
+	LLVMValueRef r = LLVMBuildTrunc(b, add64(e, r0, mul64(e, rank, (uint64_t)rows)), cg->i32, "");
+	if (!mn) {
+		asm90_tma_load_2d_mc(cg, gep(e, dst, mul64(e, rank, (uint64_t)rows * KB)), tm, k0, r, bar,
+		                     share_mask(z));
+		return;
+	}
+	LLVMValueRef at = gep(e, dst, mul64(e, rank, (uint64_t)(rows / MN_BOX * MN_BOX_BYTES)));
+	for (int j = 0; j < rows / MN_BOX; j++)
+		asm90_tma_load_2d_mc(cg, gep(e, at, c64(e, (uint64_t)(j * MN_BOX_BYTES))), tm,
+		                     LLVMBuildAdd(b, r, c32(e, (unsigned)(j * MN_BOX)), ""), k0, bar, share_mask(z));
+}
+
+/* The CTAs whose consumers free a stage: every CTA of the cluster, as
+ * each CTA's producer writes its share into all of them (the empty
+ * barrier counts their consumer warps) */
+static int
+stage_owners(const S90 *z)
+{
+	return z->cm;
+}
+
+/* A consumer warp frees stage s (lane 0): its arrival on the stage's
+ * empty barrier, in each CTA of the cluster from its own on (DeepGEMM's
+ * empty_barrier_arrive: a remote arrival to each CTA of the cluster) */
+static void
+release_stage(E *e, const S90 *z, LLVMValueRef bar)
+{
+	if (z->cm == 1) {
+		asm90_mbar_arrive(e->g, bar);
+		return;
+	}
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef rank = LLVMBuildURem(b, sreg(e, "ctaid.x"), c32(e, (unsigned)z->cm), "");
+	for (int r = 0; r < stage_owners(z); r++)
+		asm90_mbar_arrive_cluster(e->g, bar, LLVMBuildURem(b, LLVMBuildAdd(b, rank, c32(e, (unsigned)r), ""),
+		                                                   c32(e, (unsigned)z->cm), ""));
 }
 
 /* Stage s's scale slot: A's sc_na floats, then B's sc_nb, 16-byte
@@ -963,8 +1066,12 @@ producer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef tma,
 	LLVMValueRef st = gep(e, sm, mul64(e, s, (uint64_t)z->stage_bytes));
 	LLVMValueRef k0 = mul64(e, kt, (uint64_t)bke);
 	load_operand(e, st, tma, g->op[0].tr, z->bm, LLVMBuildTrunc(b, add64(e, k0, p->ka), cg->i32, ""), row0, bar);
-	load_operand(e, gep(e, st, c64(e, (uint64_t)z->a_bytes)), tmb, g->op[1].tr, z->bn,
-	             LLVMBuildTrunc(b, add64(e, k0, p->kb), cg->i32, ""), col0, bar);
+	LLVMValueRef bdst = gep(e, st, c64(e, (uint64_t)z->a_bytes));
+	LLVMValueRef kb = LLVMBuildTrunc(b, add64(e, k0, p->kb), cg->i32, "");
+	if (z->cm > 1)
+		load_share_mc(e, z, bdst, tmb, g->op[1].tr, kb, col0, bar);
+	else
+		load_operand(e, bdst, tmb, g->op[1].tr, z->bn, kb, col0, bar);
 	if (tail) {
 		LLVMBasicBlockRef zt = begin_if(e, tail);
 		LLVMValueRef n = LLVMBuildLoad2(b, cg->i32, ntail, "");
@@ -1126,7 +1233,7 @@ chunks_in_stage(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef in
 	 * arrival per warp) */
 	LLVMValueRef lastc = LLVMBuildICmp(b, LLVMIntEQ, c, c64(e, (uint64_t)nch - 1), "");
 	LLVMBasicBlockRef fr_ = begin_if(e, LLVMBuildAnd(b, lastc, lane0, ""));
-	asm90_mbar_arrive(cg, empty_bar(e, z, sm, s));
+	release_stage(e, z, empty_bar(e, z, sm, s));
 	end_if(e, fr_);
 	LLVMBasicBlockRef pc = live ? begin_if(e, live) : NULL;
 	promote90(e, z, &sc, inner, outer, NULL);
@@ -1242,7 +1349,7 @@ consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inne
 		stage_scales(e, z, sm, s, tid, &sc, 2);
 	/* the stage is read: free it (one arrival per warp) */
 	LLVMBasicBlockRef fr_ = begin_if(e, lane0);
-	asm90_mbar_arrive(cg, empty_bar(e, z, sm, s));
+	release_stage(e, z, empty_bar(e, z, sm, s));
 	end_if(e, fr_);
 	if (g->P) {
 		LLVMValueRef kend = add64(e, kel, c64(e, (uint64_t)bke));
@@ -1403,7 +1510,10 @@ dense_ntiles(E *e, Sched90 *s)
 	LLVMBuilderRef b = e->b;
 	const G *g = s->g;
 	LLVMValueRef M = dimv(e, g->op[0].rows), N = dimv(e, g->op[1].rows);
-	s->v[0] = LLVMBuildUDiv(b, add64(e, M, c64(e, (uint64_t)s->bm - 1)), c64(e, (uint64_t)s->bm), "");
+	/* in clusters along M a tile is the cluster's: cm m-blocks (the last
+	 * CTAs past M load their share of B for the others and store nothing) */
+	uint64_t bmc = (uint64_t)s->bm * (uint64_t)s->cm;
+	s->v[0] = LLVMBuildUDiv(b, add64(e, M, c64(e, bmc - 1)), c64(e, bmc), "");
 	s->v[1] = LLVMBuildUDiv(b, add64(e, N, c64(e, (uint64_t)s->bn - 1)), c64(e, (uint64_t)s->bn), "");
 	/* K tiles per tile: ceil(K / bke), K the launch's M for wgrad */
 	s->v[2] = LLVMBuildUDiv(b, add64(e, dimv(e, g->K), c64(e, (uint64_t)s->bke - 1)), c64(e, (uint64_t)s->bke), "nkt");
@@ -1420,8 +1530,13 @@ static void
 dense_at(E *e, Sched90 *s, LLVMValueRef tile, Tile90 *p)
 {
 	const G *g = s->g;
-	S90 z = {.bm = s->bm, .bn = s->bn};
+	S90 z = {.bm = s->bm * s->cm, .bn = s->bn};
 	tile_at(e, &z, tile, s->v[0], s->v[1], &p->row0, &p->col0);
+	if (s->cm > 1) {
+		LLVMValueRef rank = LLVMBuildZExt(e->b, LLVMBuildURem(e->b, sreg(e, "ctaid.x"), c32(e, (unsigned)s->cm), ""),
+		                                  e->g->i64, "");
+		p->row0 = add64(e, p->row0, mul64(e, rank, (uint64_t)s->bm));
+	}
 	p->mend = dimv(e, g->op[0].rows), p->nend = dimv(e, g->op[1].rows);
 	p->bbase = p->ka = p->kb = p->crow0 = c64(e, 0);
 	p->klen = dimv(e, g->K);
@@ -1444,15 +1559,19 @@ gemm_sm90_emit(E *e, Sched90 *sc)
 	LLVMBuilderRef b = e->b;
 	G g;
 	S90 z;
-	int bm, bn;
+	int bm, bn, cm;
 	char why[160];
 
 	if (plan90(k, &g))
 		return -1;
-	if (tile_attr(k->f, &bm, &bn) || shape90(k->f, &g, bm, bn, &z, why, sizeof why))
+	if (tile_attr(k->f, &bm, &bn, &cm) || shape90(k->f, &g, bm, bn, &z, why, sizeof why)
+	    || cluster_check(&g, &z, cm, why, sizeof why))
 		return kfail(k, "tile: %s", why);
+	if (cm > 1 && sc->ntiles != dense_ntiles)
+		return kfail(k, "tile: cluster %dx1: the dense scheduler's only", cm);
+	z.cm = cm;
 	long bke = KB / gemm_ebytes(wfmt(&g.op[0]));
-	sc->g = &g, sc->bm = z.bm, sc->bn = z.bn, sc->bke = bke;
+	sc->g = &g, sc->bm = z.bm, sc->bn = z.bn, sc->bke = bke, sc->cm = z.cm;
 	unsigned np = LLVMCountParams(cg->fn);
 	unsigned t0 = np - (unsigned)k->ntmap;   /* the tensor maps: A, B (none for e2m1) (, C) */
 	LLVMValueRef tma = g.op[0].up ? NULL : LLVMGetParam(cg->fn, t0);
@@ -1479,13 +1598,18 @@ gemm_sm90_emit(E *e, Sched90 *sc)
 	for (int s = 0; s < z.stages; s++) {
 		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * s))), g.op[0].up ? WG : z.sc_na ? 32 : 1);
 		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)(z.bar_off + 8 * (z.stages + s)))),
-		                (unsigned)(4 * z.ncw));
+		                (unsigned)(4 * z.ncw * stage_owners(&z)));
 	}
 	if (z.tail_off)
 		asm90_mbar_init(cg, gep(e, sm, c64(e, (uint64_t)z.tail_off)), 1);
 	asm90_fence_mbar_init(cg);
 	end_if(e, init);
 	barrier(e);
+	/* a cluster: every CTA's barriers are initialized and fenced before a
+	 * peer's multicast or arrival uses them (DeepGEMM's cluster_sync
+	 * after the init) */
+	if (z.cm > 1)
+		asm90_cluster_sync(cg);
 
 	LLVMBasicBlockRef prod = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "producer");
 	LLVMBasicBlockRef cons = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "consumer");
@@ -1503,7 +1627,7 @@ gemm_sm90_emit(E *e, Sched90 *sc)
 	TileLoop tl;
 	LLVMValueRef tile;
 	Tile90 p;
-	tiles_begin(e, &tl, ntiles, &tile);
+	tiles_begin(e, &tl, ntiles, &tile, z.cm);
 	sc->at(e, sc, tile, &p);
 	LLVMValueRef it0 = ring_base(e, ring);
 	producer_tile(e, &z, &g, sm, tma, tmb, it0, &p, bke, tid, ntail);
@@ -1517,7 +1641,7 @@ gemm_sm90_emit(E *e, Sched90 *sc)
 	asm90_setmaxnreg(cg, 1, g.group_k ? CONSUMER_REGS_K : CONSUMER_REGS);
 	LLVMBuildStore(b, c32(e, 0), ring);
 	sc->start(e, sc);
-	tiles_begin(e, &tl, ntiles, &tile);
+	tiles_begin(e, &tl, ntiles, &tile, z.cm);
 	sc->at(e, sc, tile, &p);
 	for (int i = 0; i < z.nacc; i++) {
 		LLVMBuildStore(b, cf(e, 0), slot(e, inner, i));
@@ -1549,5 +1673,10 @@ gemm_sm90_emit(E *e, Sched90 *sc)
 		e->red = shared_array(e, "red", 2, LLVMArrayType2(cg->i32, 32), 4);
 		tensor_amax_out(e, LLVMBuildLoad2(b, cg->i32, mslot, ""));
 	}
+	/* no CTA of a cluster leaves while a peer may still multicast into
+	 * its stages or arrive on its barriers (DeepGEMM and CUTLASS end
+	 * with a cluster barrier) */
+	if (z.cm > 1)
+		asm90_cluster_sync(cg);
 	return 0;
 }

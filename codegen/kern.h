@@ -42,6 +42,7 @@ struct Kern {
 	int gridamax;             /* value of an amax_scheme=grid amax, -1 */
 	int has_sync;             /* a grid-sync scratch param (cooperative) */
 	int persistent;           /* loops over its tiles (the sm_90a GEMM) */
+	int cluster;              /* CTAs per cluster along x (TMA multicast), 0/1 none */
 	int gm;                   /* CG_GEMM: index of the gemm Ins */
 	CodegenSm sm;             /* the target */
 	int wgmma;                /* CG_GEMM of the wgmma family (k_gemm_sm90.c) */

@@ -483,6 +483,7 @@ fill_info(const Kern *k, CodegenKernel *info)
 	info->has_seed = k->has_seed;
 	info->cooperative = k->has_sync;
 	info->persistent = k->persistent;
+	info->cluster = k->cluster;
 	int multi = k->nphase && k->shape != CG_QUANT_ROWCOL;   /* one grid: a launch of phases */
 	info->sync_words = k->has_sync ? 2 * (k->nphase ? k->nphase : 1) : 0;
 	info->nphases = multi ? k->nphase : 1;

@@ -61,6 +61,19 @@
  * 128 x 56 + 256 x 224 = 384 x 168 */
 #define SETMAXNREG_INC224 "setmaxnreg.inc.sync.aligned.u32 224;"
 #define SETMAXNREG_DEC56 "setmaxnreg.dec.sync.aligned.u32 56;"
+/* thread-block clusters (PTX ISA 8.4, "barrier.cluster", "mapa",
+ * "mbarrier.arrive" with .shared::cluster, "cp.async.bulk.tensor" with
+ * .multicast::cluster; CUTLASS's cute::cluster_arrive / cluster_wait
+ * (include/cute/arch/cluster_sm90.hpp), ClusterBarrier::arrive(cta_id,
+ * pred) (include/cutlass/arch/barrier.h: mapa, then the remote arrive)
+ * and SM90_TMA_LOAD_MULTICAST_2D (copy_sm90_tma.hpp: the 16-bit ctaMask
+ * as an "h" operand)) */
+#define CLUSTER_ARRIVE "barrier.cluster.arrive.release.aligned;"
+#define CLUSTER_WAIT "barrier.cluster.wait.acquire.aligned;"
+#define MBAR_ARRIVE_CLUSTER "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $0, $1; " \
+                            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }"
+#define TMA_LOAD_2D_MC "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" \
+                       ".multicast::cluster [$0], [$1, {$2, $3}], [$4], $5;"
 
 const AsmEntry asm90_table[] = {
 	{"mbarrier", MBAR_INIT, "r,r,~{memory}", "sm_90"},
@@ -91,6 +104,10 @@ const AsmEntry asm90_table[] = {
 	{"setmaxnreg", SETMAXNREG_DEC, "~{memory}", "sm_90a"},
 	{"setmaxnreg", SETMAXNREG_INC224, "~{memory}", "sm_90a"},
 	{"setmaxnreg", SETMAXNREG_DEC56, "~{memory}", "sm_90a"},
+	{"cluster", CLUSTER_ARRIVE, "~{memory}", "sm_90"},
+	{"cluster", CLUSTER_WAIT, "~{memory}", "sm_90"},
+	{"cluster", MBAR_ARRIVE_CLUSTER, "r,r,~{memory}", "sm_90"},
+	{"cluster", TMA_LOAD_2D_MC, "r,l,r,r,r,h,~{memory}", "sm_90"},
 };
 const int asm90_table_len = sizeof asm90_table / sizeof asm90_table[0];
 
@@ -210,6 +227,55 @@ asm90_tma_load_2d(Cg *g, LLVMValueRef dst, LLVMValueRef tmap, LLVMValueRef c0, L
 	}
 	asm_volatile(g, g->vd, TMA_LOAD_2D, "r,l,r,r,r,~{memory}",
 	             (LLVMValueRef[]){saddr(g, dst), tmap_addr(g, tmap), c0, c1, saddr(g, bar)}, 5);
+}
+
+/* the same box into the shared memory of each CTA of the cluster whose
+ * rank is set in mask (i16), each completing on its barrier at bar's
+ * offset */
+void
+asm90_tma_load_2d_mc(Cg *g, LLVMValueRef dst, LLVMValueRef tmap, LLVMValueRef c0, LLVMValueRef c1,
+                     LLVMValueRef bar, unsigned mask)
+{
+	if (g->host) {
+		asm_host_call(g, "precc_emu_tma_load_2d_mc", g->vd,
+		              (LLVMValueRef[]){dst, tmap, c0, c1, bar, u32(g, mask)}, 6);
+		return;
+	}
+	asm_volatile(g, g->vd, TMA_LOAD_2D_MC, "r,l,r,r,r,h,~{memory}",
+	             (LLVMValueRef[]){saddr(g, dst), tmap_addr(g, tmap), c0, c1, saddr(g, bar),
+	                              LLVMConstInt(LLVMInt16TypeInContext(g->ctx), mask, 0)}, 6);
+}
+
+/* barrier.cluster.arrive.release + wait.acquire: every thread of the
+ * cluster; site numbers the call in host mode (synccheck) */
+void
+asm90_cluster_sync(Cg *g)
+{
+	if (g->host) {
+		LLVMValueRef fn = LLVMGetNamedFunction(g->mod, "precc_emu_cluster_arrive");
+		unsigned site = 1;
+		for (LLVMUseRef u = fn ? LLVMGetFirstUse(fn) : NULL; u; u = LLVMGetNextUse(u))
+			site++;
+		asm_host_call(g, "precc_emu_cluster_arrive", g->vd, (LLVMValueRef[]){u32(g, site)}, 1);
+		asm_host_call(g, "precc_emu_cluster_wait", g->vd, NULL, 0);
+		return;
+	}
+	asm_volatile(g, g->vd, CLUSTER_ARRIVE, "~{memory}", NULL, 0);
+	asm_volatile(g, g->vd, CLUSTER_WAIT, "~{memory}", NULL, 0);
+}
+
+/* mbarrier.arrive.release.cluster on the barrier at bar's offset in the
+ * CTA of rank `rank` (i32) of the cluster (this one's included) */
+void
+asm90_mbar_arrive_cluster(Cg *g, LLVMValueRef bar, LLVMValueRef rank)
+{
+	if (g->host) {
+		LLVMValueRef peer = asm_host_call(g, "precc_emu_mapa", LLVMTypeOf(bar),
+		                                  (LLVMValueRef[]){bar, rank}, 2);
+		asm_host_call(g, "precc_emu_mbar_arrive_cluster", g->vd, &peer, 1);
+		return;
+	}
+	asm_volatile(g, g->vd, MBAR_ARRIVE_CLUSTER, "r,r,~{memory}", (LLVMValueRef[]){saddr(g, bar), rank}, 2);
 }
 
 void

@@ -603,6 +603,17 @@ compile_job(Build *b, Job *j)
 		j->llvm_cpu_ms = cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
 		if (!bad)
 			j->e.ptx_len = strlen(j->e.ptx);
+		/* the runtime launches no kernel in clusters yet (cuLaunchKernelEx
+		 * with a cluster dimension: issue 28 §1 part 3), and without one the
+		 * CTAs of a cluster kernel wait for peers that never come */
+		if (!bad && j->e.info.cluster > 1) {
+			snprintf(err, sizeof err, "codegen: @%s: tile=%s: a kernel in clusters of %d, which "
+			         "the runtime cannot launch yet", j->f->name, j->f->pattr[PA_TILE] ? j->f->pattr[PA_TILE] : "",
+			         j->e.info.cluster);
+			free(j->e.ptx);
+			j->e.ptx = NULL;
+			bad = 1;
+		}
 		llvm_release(b, j, !bad);
 		if (bad) {
 			job_fail(j, "precc: error: %s", err);

@@ -123,7 +123,7 @@ epi_stripe_span128|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|mul64(e, stripe
 # codegen uses in the ring.
 MUTANTS="$MUTANTS
 sm90_stages_overflow|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes - tail) / (z->stage_bytes + z->sc_bytes + 2 * 8);|	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes - tail) / (z->stage_bytes + z->sc_bytes + 2 * 8) + 1;
-sm90_box_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|			t->box_rows = o ? z.bn : z.bm;|			t->box_rows = o ? z.bm : z.bn;
+sm90_box_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|			t->box_rows = o ? z.bn / z.cm : z.bm;|			t->box_rows = o ? z.bm : z.bn / z.cm;
 sm90_mi_rows|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|c64(e, (uint64_t)(mi * WGMMA_M * KB))))));|c64(e, 0)))));
 sm90_frag_mi|codegen/k_gemm_sm90.c|codegen.emu_sm90a_tiles|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(WGMMA_M * mi + 8 * h)));|LLVMValueRef v = add64(e, r, c64(e, (uint64_t)(8 * h)));"
 
@@ -246,7 +246,14 @@ grouped90_b_expert0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->bbase =
 grouped90_dgrad_expert0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->kb = g->bkstack ? mul64(e, ge, (uint64_t)g->K) : c64(e, 0);|	p->kb = c64(e, 0);
 grouped90_k_from_0|codegen/k_gemm_grouped_sm90.c|codegen.emu_sm90a$|	p->ka = p->kb = kbase;|	p->ka = p->kb = c64(e, 0);
 grouped90_no_tail_zero|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		zero_tail(e, z, g, st, p->ktail);\n|
-grouped90_kmajor_tail|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef by = loop_begin(e, &lk, mul64(e, t, (uint64_t)eb), c64(e, KB));|LLVMValueRef by = loop_begin(e, &lk, c64(e, KB), c64(e, KB));"
+grouped90_kmajor_tail|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef by = loop_begin(e, &lk, mul64(e, t, (uint64_t)eb), c64(e, KB));|LLVMValueRef by = loop_begin(e, &lk, c64(e, KB), c64(e, KB));
+cluster_remote_release|tests/codegen/emu_tma.c|codegen.cluster|			if (b->vc_pend && my_vc)\n				emu_vc_release(b->vc_pend);\n			b->pending--;|			b->pending--;
+cluster_grid_multiple|tests/codegen/emu.c|codegen.cluster|		if (gx % clu_x \|\| gy % clu_y) {|		if (0) {
+cluster_init_published|tests/codegen/emu_tma.c|codegen.cluster|	if (!b->fenced \|\| emu_cluster_waited() < b->cinit) {|	if (0) {
+cluster_rank_x_fastest|tests/codegen/emu.c|codegen.cluster|			clu_rank[c] = (int)(cx % clu_x + cy % clu_y * clu_x);|			clu_rank[c] = (int)(cy % clu_y + cx % clu_x * clu_y);
+cluster_kernel_own_release|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	return z->cm;\n}|	return 1;\n}
+cluster_kernel_mask_self|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	return (1u << z->cm) - 1;|	return 1u;
+cluster_kernel_no_final_sync|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	if (z.cm > 1)\n		asm90_cluster_sync(cg);\n	return 0;|	return 0;"
 
 survivors=0
 stale=0

@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "cg.h"
 #include "emu.h"
 #include "emu_int.h"
@@ -67,6 +68,10 @@ static long smem_instrs, smem_waves, smem_extra, smem_conflicted;
 
 __thread unsigned my_tid, my_slot;
 static __thread unsigned my_cx, my_cy, my_epoch;
+/* clusters (below): the vector clocks' size and this thread's clock */
+unsigned emu_vc_n;
+__thread uint32_t *my_vc;
+__thread unsigned my_gid;
 static __thread uint8_t sink[256] __attribute__((aligned(256)));
 
 void
@@ -115,6 +120,17 @@ bar_init(Bar *b, int n, const char *what)
 	b->what = what;
 	b->clock = NULL;
 	b->epoch = 0;
+	b->vc_pend = b->vc_done = NULL;
+}
+
+/* a barrier of a cluster launch carries vector clocks */
+static void
+bar_vc(Bar *b)
+{
+	b->vc_pend = calloc(emu_vc_n, sizeof *b->vc_pend);
+	b->vc_done = calloc(emu_vc_n, sizeof *b->vc_done);
+	if (!b->vc_pend || !b->vc_done)
+		abort();
 }
 
 static void
@@ -122,6 +138,9 @@ bar_destroy(Bar *b)
 {
 	pthread_mutex_destroy(&b->mu);
 	pthread_cond_destroy(&b->cv);
+	free(b->vc_pend);
+	free(b->vc_done);
+	b->vc_pend = b->vc_done = NULL;
 }
 
 /* Wait until all n threads arrive at site (site < 0: any). 0, or -1 when
@@ -144,6 +163,9 @@ bar_wait(Bar *b, int site)
 		pthread_mutex_unlock(&b->mu);
 		return -1;
 	}
+	int vc = b->vc_pend && my_vc;
+	if (vc)
+		emu_vc_release(b->vc_pend);
 	if (++b->arrived + b->exited == b->n) {
 		if (b->exited) {
 			emu_fail("synccheck: %s reached by %d of %d threads (the others left the kernel)",
@@ -154,6 +176,12 @@ bar_wait(Bar *b, int site)
 		b->gen++;
 		if (b->clock)
 			b->epoch = __atomic_add_fetch(b->clock, 1, __ATOMIC_RELAXED);
+		if (b->vc_pend) {
+			memcpy(b->vc_done, b->vc_pend, emu_vc_n * sizeof *b->vc_done);
+			memset(b->vc_pend, 0, emu_vc_n * sizeof *b->vc_pend);
+		}
+		if (vc)
+			emu_vc_acquire(b->vc_done);
 		pthread_cond_broadcast(&b->cv);
 		pthread_mutex_unlock(&b->mu);
 		return b->bad ? -1 : 0;
@@ -162,6 +190,8 @@ bar_wait(Bar *b, int site)
 	while (gen == b->gen && !b->bad)
 		pthread_cond_wait(&b->cv, &b->mu);
 	int r = b->bad ? -1 : 0;
+	if (vc && !r)
+		emu_vc_acquire(b->vc_done);
 	pthread_mutex_unlock(&b->mu);
 	return r;
 }
@@ -245,6 +275,361 @@ emu_set_dynamic_smem(uint64_t bytes)
 	dyn_smem = bytes;
 }
 
+/* ---- clusters ---------------------------------------------------------------
+ * A cluster launch (emu_set_cluster) runs all CTAs at once, the CTAs of a
+ * cluster in consecutive ranks, x fastest (PTX ISA, "Special Registers":
+ * %cluster_ctarank). Every launch is a cluster: 1 x 1 when none was set
+ * (PTX ISA: "a CTA that is not launched with a cluster is a cluster of one
+ * CTA"), so barrier.cluster and the %cluster_* registers work everywhere.
+ *
+ * What a GPU punishes, checked here: a grid that is not a multiple of the
+ * cluster, more than 8 CTAs in a cluster (16 with the non-portable
+ * opt-in), a peer's shared memory touched once the peer has exited (any
+ * shared::cluster access, remote mbarrier arrival or multicast into a
+ * peer must be ordered before the peer's exit by a cluster barrier that
+ * both wait for: DeepGEMM and CUTLASS end their cluster kernels with one),
+ * barrier.cluster reached by part of the cluster or at two call sites,
+ * an arrive twice or a wait with no arrive (synccheck), a remote use of a
+ * peer's mbarrier before its init was published (fence.mbarrier_init and
+ * a cluster barrier after it), and the async proxy's writes into a stage
+ * its readers have not released (emu_async_write). Remote generic loads
+ * and stores get memcheck, not racecheck (racecheck's shadow is the
+ * owning CTA's, by thread index). */
+static unsigned clu_x = 1, clu_y = 1, clu_n = 1;
+static int clu_on, clu_np;
+static int clu_rank[NSLOT];           /* the slot's rank in its cluster */
+static int clu_slot[NSLOT][16];       /* the slot of each rank of the slot's cluster */
+static pthread_mutex_t clu_mu = PTHREAD_MUTEX_INITIALIZER;
+static int cta_left[NSLOT], cta_gone[NSLOT];  /* threads exited; all exited */
+/* the latest cluster-barrier completion a peer's access into the slot's
+ * shared memory needs its threads to have waited for (emu_cluster_q) */
+static unsigned remote_q[NSLOT];
+static const char *remote_what[NSLOT];
+static __thread unsigned my_cwaited, my_carrived, my_cgen;
+
+/* barrier.cluster: the threads of every CTA of the cluster, split
+ * arrive/wait; held by the slot of rank 0 */
+typedef struct CBar {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int n, arrived, exited, site, bad;
+	unsigned gen;
+	unsigned ep[16];            /* racecheck: each CTA's epoch at the last completion */
+	uint32_t *vc_pend, *vc_done;
+} CBar;
+static CBar cbar[NSLOT];
+/* threads of each slot blocked in barrier.cluster.wait (the deadlock
+ * check of emu_tma.c counts them); a completion or a break frees them */
+static int cwaiting[NSLOT];
+
+int
+emu_cluster_waiting(unsigned s)
+{
+	return __atomic_load_n(&cwaiting[s], __ATOMIC_RELAXED);
+}
+
+static void
+cbar_release_all(void)
+{
+	for (unsigned r = 0; r < clu_n; r++)
+		__atomic_store_n(&cwaiting[clu_slot[my_slot][r]], 0, __ATOMIC_RELAXED);
+}
+
+void
+emu_set_cluster(unsigned x, unsigned y, int nonportable)
+{
+	clu_x = x, clu_y = y, clu_np = nonportable, clu_on = 1;
+}
+
+void
+emu_vc_release(uint32_t *into)
+{
+	for (unsigned i = 0; i < emu_vc_n; i++)
+		if (into[i] < my_vc[i])
+			into[i] = my_vc[i];
+	my_vc[my_gid]++;
+}
+
+void
+emu_vc_acquire(const uint32_t *from)
+{
+	for (unsigned i = 0; i < emu_vc_n; i++)
+		if (my_vc[i] < from[i])
+			my_vc[i] = from[i];
+}
+
+unsigned
+emu_cluster_size(void)
+{
+	return clu_n;
+}
+
+int
+emu_cluster_slot(unsigned rank)
+{
+	return rank < clu_n ? clu_slot[my_slot][rank] : -1;
+}
+
+int
+emu_cluster_rank(unsigned s)
+{
+	for (unsigned r = 0; r < clu_n; r++)
+		if (clu_slot[my_slot][r] == (int)s)
+			return (int)r;
+	return -1;
+}
+
+unsigned
+emu_cluster_waited(void)
+{
+	return my_cwaited;
+}
+
+/* an access now is ordered before the threads that waited for this many
+ * completions: the next one, or the one after when this thread already
+ * arrived at the next (its arrival released only what came before) */
+unsigned
+emu_cluster_q(void)
+{
+	return my_cwaited + 1 + (my_carrived ? 1 : 0);
+}
+
+int
+emu_remote_touch(unsigned s, const char *what)
+{
+	pthread_mutex_lock(&clu_mu);
+	if (cta_gone[s]) {
+		pthread_mutex_unlock(&clu_mu);
+		emu_fail("memcheck: %s into the shared memory of cluster CTA rank %d, which has "
+		         "exited (end the kernel with a cluster barrier)", what, emu_cluster_rank(s));
+		return 0;
+	}
+	unsigned q = emu_cluster_q();
+	if (q > remote_q[s])
+		remote_q[s] = q, remote_what[s] = what;
+	pthread_mutex_unlock(&clu_mu);
+	return 1;
+}
+
+/* the last thread of a CTA leaves: every peer's access into its shared
+ * memory must be ordered before by a cluster barrier it waited for */
+static void
+cluster_cta_exit(void)
+{
+	pthread_mutex_lock(&clu_mu);
+	if (++cta_left[my_slot] == nthreads_of[my_slot]) {
+		cta_gone[my_slot] = 1;
+		if (remote_q[my_slot] > my_cwaited)
+			emu_fail("memcheck: a peer's %s into this CTA's shared memory is not ordered "
+			         "before the CTA's exit by a cluster barrier (%u waited for, %u needed): "
+			         "the peer may touch it after the CTA has gone", remote_what[my_slot],
+			         my_cwaited, remote_q[my_slot]);
+	}
+	pthread_mutex_unlock(&clu_mu);
+}
+
+void
+precc_emu_cluster_arrive(uint32_t site)
+{
+	CBar *c = &cbar[clu_slot[my_slot][0]];
+	pthread_mutex_lock(&c->mu);
+	if (my_carrived) {
+		emu_fail("synccheck: barrier.cluster.arrive twice with no barrier.cluster.wait between");
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	my_carrived = 1;
+	my_cgen = c->gen;
+	if (c->bad) {
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	if (c->arrived == 0)
+		c->site = (int)site;
+	else if ((int)site != c->site) {
+		emu_fail("synccheck: divergent barrier.cluster: threads of the cluster arrive at call "
+		         "sites %d and %u", c->site, site);
+		c->bad = 1;
+		cbar_release_all();
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	if (c->vc_pend && my_vc)
+		emu_vc_release(c->vc_pend);
+	if (++c->arrived + c->exited == c->n) {
+		if (c->exited) {
+			emu_fail("synccheck: barrier.cluster reached by %d of the cluster's %d threads (the "
+			         "others left the kernel)", c->arrived, c->n);
+			c->bad = 1;
+		}
+		c->arrived = 0;
+		c->gen++;
+		cbar_release_all();
+		for (unsigned r = 0; r < clu_n; r++)
+			c->ep[r] = __atomic_add_fetch(&epoch_clock[clu_slot[my_slot][r]], 1, __ATOMIC_RELAXED);
+		if (c->vc_pend) {
+			memcpy(c->vc_done, c->vc_pend, emu_vc_n * sizeof *c->vc_done);
+			memset(c->vc_pend, 0, emu_vc_n * sizeof *c->vc_pend);
+		}
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+void
+precc_emu_cluster_wait(void)
+{
+	CBar *c = &cbar[clu_slot[my_slot][0]];
+	pthread_mutex_lock(&c->mu);
+	if (!my_carrived) {
+		emu_fail("synccheck: barrier.cluster.wait with no barrier.cluster.arrive before it");
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	if (c->gen == my_cgen && !c->bad)
+		__atomic_add_fetch(&cwaiting[my_slot], 1, __ATOMIC_RELAXED);
+	/* a cluster barrier that nothing completes (a GPU hangs) is reported
+	 * after 60 s and broken, as emu_tma.c's mbarrier waits are */
+	struct timespec t0;
+	clock_gettime(CLOCK_REALTIME, &t0);
+	while (c->gen == my_cgen && !c->bad) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if (ts.tv_sec - t0.tv_sec > 60) {
+			emu_fail("synccheck: barrier.cluster: deadlock: %d of the cluster's %d threads arrived, "
+			         "%d left the kernel, in 60 s", c->arrived, c->n, c->exited);
+			c->bad = 1;
+			cbar_release_all();
+			pthread_cond_broadcast(&c->cv);
+			break;
+		}
+		ts.tv_nsec += 50 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L)
+			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+	}
+	if (!c->bad) {
+		my_epoch = c->ep[clu_rank[my_slot]];
+		if (c->vc_done && my_vc)
+			emu_vc_acquire(c->vc_done);
+	}
+	my_carrived = 0;
+	my_cwaited++;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void
+cbar_exit(void)
+{
+	CBar *c = &cbar[clu_slot[my_slot][0]];
+	pthread_mutex_lock(&c->mu);
+	if (my_carrived) {
+		emu_fail("synccheck: thread leaves after barrier.cluster.arrive without its "
+		         "barrier.cluster.wait");
+		if (c->gen == my_cgen && !c->bad)
+			c->arrived--;
+	}
+	if (++c->exited < c->n && c->arrived && c->arrived + c->exited == c->n && !c->bad) {
+		emu_fail("synccheck: barrier.cluster reached by %d of the cluster's %d threads (the "
+		         "others left the kernel)", c->arrived, c->n);
+		c->bad = 1;
+		cbar_release_all();
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+	my_carrived = my_cwaited = 0;
+}
+
+/* mapa.shared::cluster: the same byte of the shared memory of CTA `rank`
+ * of the cluster */
+void *
+precc_emu_mapa(void *p, uint32_t rank)
+{
+	uintptr_t u = (uintptr_t)p, s0 = (uintptr_t)smem;
+	if (u < s0 || u >= s0 + sizeof smem || emu_cluster_rank((unsigned)((u - s0) / SLOT_BYTES)) < 0) {
+		emu_fail("mapa: %p is not in the shared memory of this cluster", p);
+		return p;
+	}
+	if (rank >= clu_n) {
+		emu_fail("mapa: CTA rank %u outside the cluster of %u", rank, clu_n);
+		return p;
+	}
+	return &smem[clu_slot[my_slot][rank]][(u - s0) % SLOT_BYTES];
+}
+
+/* racecheck of the async proxy's writes (emu_int.h): per 16 bytes of a
+ * slot, the mbarrier phase its last TMA write completes and the threads
+ * that read it since, each with its clock then */
+enum { CHUNK = 16, NCHUNK = SLOT_BYTES / CHUNK, RMAX = 4 };
+typedef struct Chunk {
+	int16_t bar1;               /* 1 + the mbarrier's index; 0: no TMA write */
+	uint8_t nr, over;           /* readers kept; more than RMAX read (not checked) */
+	uint32_t phase;
+	uint16_t rg[RMAX];
+	uint32_t rc[RMAX];
+} Chunk;
+static Chunk *chunk_[NSLOT];
+static pthread_mutex_t chunk_mu[64] = {[0 ... 63] = PTHREAD_MUTEX_INITIALIZER};
+
+static void
+async_read(unsigned s, uint64_t off, uint64_t n)
+{
+	int told = 0;
+	for (uint64_t ci = off / CHUNK; ci <= (off + n - 1) / CHUNK; ci++) {
+		Chunk *k = &chunk_[s][ci];
+		pthread_mutex_lock(&chunk_mu[ci % 64]);
+		if (k->bar1) {
+			if (!told && !emu_mbar_waited(k->bar1 - 1, k->phase)) {
+				emu_fail("racecheck: load of shared byte %llu, which a TMA copy wrote for phase "
+				         "%u of mbarrier %d that this thread has not waited for (a stage "
+				         "overwritten before its readers released it?)",
+				         (unsigned long long)(ci * CHUNK), k->phase, k->bar1 - 1);
+				told = 1;
+			}
+			int i = 0;
+			while (i < k->nr && k->rg[i] != my_gid)
+				i++;
+			if (i < k->nr)
+				k->rc[i] = my_vc[my_gid];
+			else if (k->nr < RMAX)
+				k->rg[k->nr] = (uint16_t)my_gid, k->rc[k->nr++] = my_vc[my_gid];
+			else
+				k->over = 1;
+		}
+		pthread_mutex_unlock(&chunk_mu[ci % 64]);
+	}
+}
+
+void
+emu_async_write(void *p, uint64_t n, int bar, uint32_t phase)
+{
+	int told = 0;
+	uintptr_t u = (uintptr_t)p, s0 = (uintptr_t)smem;
+	if (!emu_vc_n || !n || u < s0 || u >= s0 + sizeof smem)
+		return;
+	unsigned s = (unsigned)((u - s0) / SLOT_BYTES);
+	uint64_t off = (u - s0) % SLOT_BYTES;
+	unsigned threads = emu_vc_n / clu_n;
+	for (uint64_t ci = off / CHUNK; ci <= (off + n - 1) / CHUNK; ci++) {
+		Chunk *k = &chunk_[s][ci];
+		pthread_mutex_lock(&chunk_mu[ci % 64]);
+		for (int i = 0; i < k->nr && !told; i++)
+			if (my_vc[k->rg[i]] < k->rc[i]) {
+				emu_fail("racecheck: TMA write into shared byte %llu of cluster CTA rank %d, "
+				         "which thread %u of CTA rank %u read with no mbarrier arrival since "
+				         "that this thread waited for (the stage's readers did not release it "
+				         "to the producer: its empty barrier)", (unsigned long long)(ci * CHUNK),
+				         emu_cluster_rank(s), k->rg[i] % threads, k->rg[i] / threads);
+				told = 1;
+			}
+		k->bar1 = (int16_t)(bar + 1);
+		k->phase = phase;
+		k->nr = k->over = 0;
+		pthread_mutex_unlock(&chunk_mu[ci % 64]);
+	}
+}
+
 static void
 slot_reset(unsigned s, int threads)
 {
@@ -261,6 +646,27 @@ slot_reset(unsigned s, int threads)
 	}
 	emu_wgmma_reset(s);
 	emu_tma_reset(s);
+	cta_left[s] = cta_gone[s] = cwaiting[s] = 0;
+	remote_q[s] = 0;
+	remote_what[s] = NULL;
+	if (clu_rank[s] == 0) {
+		CBar *c = &cbar[s];
+		pthread_mutex_init(&c->mu, NULL);
+		pthread_cond_init(&c->cv, NULL);
+		c->n = threads * (int)clu_n;
+		c->arrived = c->exited = c->site = c->bad = 0;
+		c->gen = 0;
+		c->vc_pend = emu_vc_n ? calloc(emu_vc_n, sizeof *c->vc_pend) : NULL;
+		c->vc_done = emu_vc_n ? calloc(emu_vc_n, sizeof *c->vc_done) : NULL;
+	}
+	if (emu_vc_n) {
+		bar_vc(&cta_bar[s]);
+		for (int g = 0; g < threads / 128; g++)
+			bar_vc(&wg_bar[s][g]);
+		if (!chunk_[s] && !(chunk_[s] = malloc(NCHUNK * sizeof *chunk_[s])))
+			abort();
+		memset(chunk_[s], 0, NCHUNK * sizeof *chunk_[s]);
+	}
 	for (int id = 0; id < NSHARED; id++) {
 		memset(SHW(s, id), 0, smem_used[s][id] * sizeof SHW(s, id)[0]);
 		memset(SHR(s, id), 0, smem_used[s][id] * sizeof SHR(s, id)[0]);
@@ -409,6 +815,13 @@ slot_destroy(unsigned s, int threads)
 {
 	smem_analyse(s);
 	bar_destroy(&cta_bar[s]);
+	if (clu_rank[s] == 0) {
+		pthread_mutex_destroy(&cbar[s].mu);
+		pthread_cond_destroy(&cbar[s].cv);
+		free(cbar[s].vc_pend);
+		free(cbar[s].vc_done);
+		cbar[s].vc_pend = cbar[s].vc_done = NULL;
+	}
 	for (int w = 0; w < threads / 32; w++)
 		bar_destroy(&warp_bar[s][w]);
 	for (int g = 0; g < threads / 128; g++)
@@ -424,13 +837,26 @@ emu_ctaid_x(void)
 	return my_cx;
 }
 
-/* tid.x, ctaid.x, ctaid.y, nctaid.x (codegen/emit.c's order) */
+/* tid.x, ctaid.x, ctaid.y, nctaid.x, cluster_ctarank, cluster_nctarank,
+ * clusterid.x, clusterid.y, cluster_ctaid.x, cluster_ctaid.y (codegen/emit.c's
+ * order) */
 uint32_t
 precc_emu_sreg(uint32_t which)
 {
-	if (which > 3)
-		emu_abort("an unknown special register");
-	return which == 0 ? my_tid : which == 1 ? my_cx : which == 2 ? my_cy : launch_gx;
+	switch (which) {
+	case 0: return my_tid;
+	case 1: return my_cx;
+	case 2: return my_cy;
+	case 3: return launch_gx;
+	case 4: return (uint32_t)clu_rank[my_slot];
+	case 5: return clu_n;
+	case 6: return my_cx / clu_x;
+	case 7: return my_cy / clu_y;
+	case 8: return my_cx % clu_x;
+	case 9: return my_cy % clu_y;
+	}
+	emu_abort("an unknown special register");
+	return 0;
 }
 
 /* shfl.sync.bfly.b32 d, a, b, c, membermask as the PTX ISA defines it
@@ -724,6 +1150,8 @@ emu_reset(void)
 {
 	nregion = 0;
 	dyn_smem = 0;
+	clu_on = clu_np = 0;
+	clu_x = clu_y = 1;
 	__atomic_store_n(&ldsm_conflicts, 0, __ATOMIC_RELAXED);
 	smem_instrs = smem_waves = smem_extra = smem_conflicted = 0;
 	pthread_mutex_lock(&err_mu);
@@ -798,9 +1226,21 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 		unsigned s, id;
 		uint64_t off;
 		slot_loc(u - s0, &s, &id, &off);
-		if (s != my_slot) {
-			emu_fail("memcheck: %s of another CTA's shared memory", op);
+		int peer = s != my_slot ? emu_cluster_rank(s) : -1;
+		if (s != my_slot && peer < 0) {
+			emu_fail("memcheck: %s of the shared memory of a CTA outside this cluster", op);
 			return sink;
+		}
+		if (peer >= 0) {
+			/* shared::cluster (an address from mapa): memcheck, no racecheck */
+			if (off + size > smem_bytes[s][id]) {
+				emu_fail("memcheck: %llu-byte %s at byte %llu of cluster CTA rank %d's shared "
+				         "array %u of %llu bytes", (unsigned long long)size, op,
+				         (unsigned long long)off, peer, id, (unsigned long long)smem_bytes[s][id]);
+				return sink;
+			}
+			return emu_remote_touch(s, flags & CK_ATOMIC ? "atom.shared::cluster" : flags & CK_STORE
+			                        ? "st.shared::cluster" : "ld.shared::cluster") ? p : sink;
 		}
 		if (off + size > smem_bytes[s][id]) {
 			emu_fail("memcheck: %llu-byte %s at byte %llu of shared array %u of %llu bytes",
@@ -824,6 +1264,8 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 				         (unsigned long long)i, v - 1u);
 				return sink;
 			}
+		if (emu_vc_n && !(flags & (CK_STORE | CK_ATOMIC)))
+			async_read(s, arr_at[id] + off, size);
 		if (!(flags & CK_ATOMIC)) {
 			race(s, id, off, size, flags & CK_STORE);
 			smem_log(flags >> CK_SITE_SHIFT, (uint64_t)(u - s0) % SLOT_BYTES, size);
@@ -882,6 +1324,12 @@ unsigned
 emu_epoch_next(void)
 {
 	return __atomic_add_fetch(&epoch_clock[my_slot], 1, __ATOMIC_RELAXED);
+}
+
+unsigned
+emu_epoch_next_at(unsigned s)
+{
+	return __atomic_add_fetch(&epoch_clock[s], 1, __ATOMIC_RELAXED);
 }
 
 void
@@ -961,6 +1409,12 @@ uint64_t
 emu_smem_declared(unsigned id)
 {
 	return id < NSHARED ? smem_bytes[my_slot][id] : 0;
+}
+
+uint64_t
+emu_smem_declared_at(unsigned s, unsigned id)
+{
+	return id < NSHARED ? smem_bytes[s][id] : 0;
 }
 
 /* Whether u is in the emulated shared memory: its slot, array and offset. */
@@ -1310,6 +1764,10 @@ leave(void)
 	if (my_tid / 128 < (unsigned)(nthreads_of[my_slot] / 128))
 		bar_exit(&wg_bar[my_slot][my_tid / 128]);
 	bar_exit(&cta_bar[my_slot]);
+	cluster_cta_exit();
+	cbar_exit();
+	free(my_vc);
+	my_vc = NULL;
 }
 
 static void *
@@ -1334,7 +1792,7 @@ worker(void *arg)
 }
 
 typedef struct CoopArg {
-	unsigned tid, cta, cx, cy;
+	unsigned tid, cta, cx, cy, threads;
 } CoopArg;
 
 static void *
@@ -1346,6 +1804,12 @@ coop_worker(void *arg)
 	my_cx = a->cx;
 	my_cy = a->cy;
 	my_epoch = 0;
+	my_gid = (unsigned)clu_rank[my_slot] * a->threads + my_tid;
+	if (emu_vc_n) {
+		if (!(my_vc = calloc(emu_vc_n, sizeof *my_vc)))
+			abort();
+		my_vc[my_gid] = 1;
+	}
 	entry(entry_args);
 	leave();
 	smem_log_flush();
@@ -1365,6 +1829,37 @@ emu_launch(void (*fn)(void **), void **args, int threads, unsigned gx, unsigned 
 	entry = fn;
 	entry_args = args;
 	launch_gx = gx;
+	/* the cluster: its checks, the ranks of the CTAs (emu_set_cluster) */
+	emu_vc_n = 0;
+	if (!clu_on)
+		clu_x = clu_y = 1;
+	clu_n = clu_x * clu_y;
+	if (clu_on) {
+		unsigned most = clu_np ? 16 : 8;
+		if (clu_x < 1 || clu_y < 1 || clu_n > most) {
+			emu_fail("launch: a cluster of %u x %u CTAs: over the %u a cluster may have%s", clu_x,
+			         clu_y, most, clu_np ? "" : " (16 with the non-portable cluster size opt-in)");
+			return -1;
+		}
+		if (gx % clu_x || gy % clu_y) {
+			emu_fail("launch: grid %u x %u is not a multiple of the cluster %u x %u", gx, gy, clu_x,
+			         clu_y);
+			return -1;
+		}
+		if (gx * gy > MAXCOOP)
+			return -1;
+		coop = 1;   /* a cluster's CTAs are co-scheduled: run them all at once */
+		emu_vc_n = clu_n * (unsigned)threads;
+	}
+	clu_rank[SEQ] = 0;
+	clu_slot[SEQ][0] = SEQ;
+	if (coop && gx * gy <= MAXCOOP)
+		for (unsigned c = 0; c < gx * gy; c++) {
+			unsigned cx = c % gx, cy = c / gx, bx = cx - cx % clu_x, by = cy - cy % clu_y;
+			clu_rank[c] = (int)(cx % clu_x + cy % clu_y * clu_x);
+			for (unsigned r = 0; r < clu_n; r++)
+				clu_slot[c][r] = (int)(bx + r % clu_x + (by + r / clu_x) * gx);
+		}
 	pthread_attr_init(&at);
 	pthread_attr_setstacksize(&at, 256 * 1024);
 	if (coop) {
@@ -1380,7 +1875,7 @@ emu_launch(void (*fn)(void **), void **args, int threads, unsigned gx, unsigned 
 			slot_reset(c, threads);
 		for (unsigned i = 0; i < total; i++) {
 			unsigned c = i / (unsigned)threads;
-			ca[i] = (CoopArg){i % (unsigned)threads, c, c % gx, c / gx};
+			ca[i] = (CoopArg){i % (unsigned)threads, c, c % gx, c / gx, (unsigned)threads};
 			pthread_create(&th[i], &at, coop_worker, &ca[i]);
 		}
 		for (unsigned i = 0; i < total; i++)
@@ -1425,6 +1920,8 @@ const char *const emu_fns[] = {
 	"precc_emu_mbar_arrive", "precc_emu_mbar_arrive_expect_tx", "precc_emu_mbar_try_wait",
 	"precc_emu_tma_load_2d", "precc_emu_tma_store_2d", "precc_emu_bulk_commit",
 	"precc_emu_bulk_wait_read", "precc_emu_stmatrix", "precc_emu_bar_named",
+	"precc_emu_cluster_arrive", "precc_emu_cluster_wait", "precc_emu_mapa",
+	"precc_emu_mbar_arrive_cluster", "precc_emu_tma_load_2d_mc",
 };
 void *const emu_addr[] = {
 	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
@@ -1440,5 +1937,7 @@ void *const emu_addr[] = {
 	(void *)precc_emu_tma_load_2d, (void *)precc_emu_tma_store_2d,
 	(void *)precc_emu_bulk_commit, (void *)precc_emu_bulk_wait_read, (void *)precc_emu_stmatrix,
 	(void *)precc_emu_bar_named,
+	(void *)precc_emu_cluster_arrive, (void *)precc_emu_cluster_wait, (void *)precc_emu_mapa,
+	(void *)precc_emu_mbar_arrive_cluster, (void *)precc_emu_tma_load_2d_mc,
 };
 const int emu_nfns = sizeof emu_fns / sizeof *emu_fns;

@@ -39,9 +39,22 @@ void emu_gpu_nan(LLVMModuleRef, LLVMValueRef fn);
 void emu_reset(void);
 void emu_region(const void *p, size_t bytes, int writable, const char *name);
 /* Run entry(args) on a grid of gx x gy CTAs of `threads`; cooperative: all
- * CTAs at once. -1 if the emulator cannot hold the grid. */
+ * CTAs at once. -1 if the emulator cannot hold the grid, or (a failure
+ * recorded) the launch breaks the cluster rules below. */
 int emu_launch(void (*entry)(void **), void **args, int threads, unsigned gx, unsigned gy,
                int coop);
+/* The thread-block cluster of the next launches (emu_reset: none): x by y
+ * CTAs, as cuLaunchKernelEx's CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION or a
+ * kernel's .reqnctapercluster give it; nonportable: the kernel opted in to
+ * CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (16 CTAs, not 8). A
+ * cluster launch runs every CTA at once (the CTAs of a cluster are
+ * co-scheduled on one GPC) and fails when the grid is not a multiple of
+ * the cluster or the cluster is too big (CUDA C Programming Guide,
+ * "Thread Block Clusters"). What the cluster adds (emu.c, "clusters"):
+ * %cluster_* special registers, barrier.cluster, mapa and shared::cluster
+ * accesses of a peer's shared memory, remote mbarrier arrivals and TMA
+ * multicast (emu_tma.c), each with its checks. */
+void emu_set_cluster(unsigned x, unsigned y, int nonportable);
 /* The TMA loads since emu_tma_log_reset, in the order each CTA issued them
  * (a persistent GEMM's tile order): the CTA, the tensor map, the box's
  * coordinates (c0 along K, c1 along rows). */

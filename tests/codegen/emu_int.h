@@ -26,6 +26,9 @@ typedef struct Bar {
 	unsigned *clock;      /* racecheck's epochs: each completion takes the next
 	                         value of *clock (the CTA's) into epoch; NULL: none */
 	unsigned epoch;
+	/* cluster launches: the vector clocks its arrivals release (pend) and
+	 * its last completion gave its waiters (done); NULL: none */
+	uint32_t *vc_pend, *vc_done;
 } Bar;
 /* 0 once all n threads came (site < 0: any site); -1 when broken */
 int bar_wait(Bar *b, int site);
@@ -37,6 +40,7 @@ int shared_loc(uintptr_t u, unsigned *s, unsigned *id, uint64_t *off);
 /* this CTA's shared memory (all arrays, contiguous) and array id's declared size */
 uint8_t *emu_smem_base(uint64_t *size);
 uint64_t emu_smem_declared(unsigned id);
+uint64_t emu_smem_declared_at(unsigned s, unsigned id);   /* of CTA slot s */
 /* memcheck + racecheck of one access (emu.c); flags 0: load */
 void *precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags);
 
@@ -58,10 +62,49 @@ unsigned emu_ctaid_x(void);   /* the running thread's CTA */
 void emu_shared_async(void *p, uint64_t n);
 /* racecheck's epochs: the CTA clock's next value; this thread's epoch */
 unsigned emu_epoch_next(void);
+unsigned emu_epoch_next_at(unsigned s);   /* CTA slot s's clock */
 void emu_epoch_take(unsigned e);
 /* emu_tma.c: per-CTA reset at launch, and per thread at kernel exit */
 void emu_tma_reset(unsigned slot);
 void emu_tma_leave(void);
+
+/* ---- clusters (emu.c) ----
+ * Happens-before across the CTAs of a cluster is tracked with vector
+ * clocks over the cluster's threads (entry rank * threads + tid): a
+ * thread's clock ticks at each release (a barrier arrival, an mbarrier
+ * arrival); the sync object joins what arrives and its waiters take it. */
+extern unsigned emu_vc_n;            /* entries of a clock; 0: not a cluster launch */
+extern __thread uint32_t *my_vc;
+extern __thread unsigned my_gid;
+void emu_vc_release(uint32_t *into); /* join this thread's clock into `into`, then tick */
+void emu_vc_acquire(const uint32_t *from);
+/* the CTAs of this thread's cluster: their number, the slot of rank r
+ * (-1: none), the rank of slot s (-1: not in this cluster) */
+unsigned emu_cluster_size(void);
+int emu_cluster_slot(unsigned rank);
+int emu_cluster_rank(unsigned s);
+/* This thread touches CTA slot s's shared memory (s a peer): 0 and a
+ * failure when s has exited; else the access is remembered until a
+ * cluster barrier orders it before s's exit. */
+int emu_remote_touch(unsigned s, const char *what);
+/* the cluster barrier completions this thread waited for, and the first
+ * completion that will order its accesses from now on */
+unsigned emu_cluster_waited(void);
+/* threads of slot s blocked in barrier.cluster.wait */
+int emu_cluster_waiting(unsigned s);
+unsigned emu_cluster_q(void);
+/* racecheck of the async proxy's writes into shared memory in a cluster
+ * launch: the n bytes at p (a CTA's shared memory) get a TMA copy's data that
+ * completes phase `phase` of the mbarrier with index `bar` of slot s. Every
+ * thread that read those bytes since their last such write must have
+ * released its reads to the issuing thread (an mbarrier arrival after the
+ * read that the issuer waited for: the empty barrier); each later read
+ * needs a wait of the reader on that phase (emu_mbar_waited). The index is
+ * the barrier's in the table of its CTA (emu_tma.c). */
+void emu_async_write(void *p, uint64_t n, int bar, uint32_t phase);
+/* emu_tma.c: whether this thread waited for phase `phase` of its CTA's
+ * mbarrier with index bar to complete */
+int emu_mbar_waited(int bar, uint32_t phase);
 
 /* the host ABI (TEAM.md / docs/codegen.md) */
 void precc_emu_mbar_init(void *bar, uint32_t count);
@@ -85,5 +128,15 @@ void precc_emu_wgmma_wait(uint32_t n);
 void precc_emu_wgmma(uint32_t n, uint32_t fa, uint32_t fb, uint32_t trans, uint64_t desc_a,
                      uint64_t desc_b, float *d, uint32_t scale_d);
 void precc_emu_setmaxnreg(uint32_t inc, uint32_t regs);
+/* clusters: barrier.cluster.arrive (at call site `site`) and .wait,
+ * mapa.shared::cluster, mbarrier.arrive.release.cluster.shared::cluster
+ * on a barrier of this CTA or (an address from mapa) a peer's, and
+ * cp.async.bulk.tensor.2d.shared::cluster...multicast::cluster */
+void precc_emu_cluster_arrive(uint32_t site);
+void precc_emu_cluster_wait(void);
+void *precc_emu_mapa(void *p, uint32_t rank);
+void precc_emu_mbar_arrive_cluster(void *bar);
+void precc_emu_tma_load_2d_mc(void *dst, const void *tmap, int32_t c0, int32_t c1, void *bar,
+                              uint32_t mask);
 
 #endif

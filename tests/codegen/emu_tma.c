@@ -133,23 +133,46 @@ typedef struct Mbar {
 	int64_t tx;
 	uint64_t arrived[1024 / 64];   /* threads that arrived in this phase */
 	unsigned epoch;                /* racecheck: the last completion's epoch */
+	/* clusters: the CTA slot holding it, its initializer, whether that
+	 * thread's fence.mbarrier_init followed the init, the cluster-barrier
+	 * completions a peer must have waited for to use it (emu_cluster_q at
+	 * the init), and the vector clocks of the phase's arrivals and of its
+	 * last completion (cluster launches) */
+	unsigned slot, init_tid, fenced, cinit;
+	uint32_t *vc_pend, *vc_done;
 } Mbar;
 static Mbar mbar[EMU_NSLOT][MAXBAR];
 static int nmbar[EMU_NSLOT], nexit[EMU_NSLOT], broken[EMU_NSLOT];
 /* per thread, the wait it is in (NULL: none) */
 static struct { Mbar *b; uint32_t parity; } waiting[EMU_NSLOT][1024];
+/* per thread and barrier of its CTA: the phases completed when it last
+ * saw one complete in a wait (emu_mbar_waited) */
+static __thread uint32_t waited_ph[MAXBAR];
 
-/* whether every thread of the CTA that has not left is in a wait that
- * cannot return (mu held): a thread woken but not yet running is not */
+/* whether every thread of the cluster (a peer's remote arrival or
+ * multicast may end a wait) that has not left is in a wait that cannot
+ * return (mu held), or in a cluster barrier: a thread woken but not yet
+ * running is not */
 static int
 all_blocked(int threads)
 {
-	int n = nexit[my_slot];
-	for (int t = 0; t < threads; t++) {
-		Mbar *b = waiting[my_slot][t].b;
-		n += b && (b->phase & 1) == (waiting[my_slot][t].parity & 1);
+	int n = 0, total = 0;
+	for (unsigned r = 0; r < emu_cluster_size(); r++) {
+		int s = emu_cluster_slot(r);
+		n += nexit[s] + emu_cluster_waiting((unsigned)s);
+		total += threads;
+		for (int t = 0; t < threads; t++) {
+			Mbar *b = waiting[s][t].b;
+			n += b && (b->phase & 1) == (waiting[s][t].parity & 1);
+		}
 	}
-	return n >= threads;
+	return n >= total;
+}
+
+int
+emu_mbar_waited(int bar, uint32_t phase)
+{
+	return bar >= 0 && bar < MAXBAR && waited_ph[bar] > phase;
 }
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -160,6 +183,11 @@ emu_tma_reset(unsigned slot)
 	pthread_mutex_lock(&mu);
 	nmbar[slot] = nexit[slot] = broken[slot] = 0;
 	memset(waiting[slot], 0, sizeof waiting[slot]);
+	for (int i = 0; i < MAXBAR; i++) {
+		free(mbar[slot][i].vc_pend);
+		free(mbar[slot][i].vc_done);
+		mbar[slot][i].vc_pend = mbar[slot][i].vc_done = NULL;
+	}
 	pthread_mutex_unlock(&mu);
 }
 
@@ -174,6 +202,7 @@ emu_tma_leave(void)
 	nexit[my_slot]++;
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
+	memset(waited_ph, 0, sizeof waited_ph);
 }
 
 static int
@@ -188,15 +217,40 @@ in_my_smem(const void *p, const char *what)
 	return 1;
 }
 
-/* the barrier at bar (mu held); NULL and a failure if none */
+/* the barrier at bar in CTA slot s (mu held); NULL and a failure if none */
+static Mbar *
+find_at(unsigned s, void *bar, const char *op)
+{
+	for (int i = 0; i < nmbar[s]; i++)
+		if (mbar[s][i].addr == (uintptr_t)bar)
+			return &mbar[s][i];
+	emu_fail("mbarrier: %s on %p, which no mbarrier.init made a barrier", op, bar);
+	return NULL;
+}
+
 static Mbar *
 find(void *bar, const char *op)
 {
-	for (int i = 0; i < nmbar[my_slot]; i++)
-		if (mbar[my_slot][i].addr == (uintptr_t)bar)
-			return &mbar[my_slot][i];
-	emu_fail("mbarrier: %s on %p, which no mbarrier.init made a barrier", op, bar);
-	return NULL;
+	return find_at(my_slot, bar, op);
+}
+
+/* a peer's use of barrier b: its init must be published to the cluster
+ * (the initializer's fence.mbarrier_init, then a cluster barrier that
+ * this thread waited for: PTX ISA, "fence.mbarrier_init"; DeepGEMM's
+ * cluster_sync after the barriers' init) */
+static int
+published(const Mbar *b, const char *op)
+{
+	if (b->slot == my_slot)
+		return 1;
+	if (!b->fenced || emu_cluster_waited() < b->cinit) {
+		emu_fail("mbarrier: %s on cluster CTA rank %d's barrier %p before its init was published "
+		         "to the cluster (%s)", op, emu_cluster_rank(b->slot), (void *)b->addr,
+		         !b->fenced ? "no fence.mbarrier_init.release.cluster after it"
+		                    : "no cluster barrier between the init and this use");
+		return 0;
+	}
+	return 1;
 }
 
 static void
@@ -204,9 +258,13 @@ complete(Mbar *b)
 {
 	if (b->pending == 0 && b->tx == 0) {
 		b->phase++;
-		b->epoch = emu_epoch_next();
+		b->epoch = emu_epoch_next_at(b->slot);
 		b->pending = b->expected;
 		memset(b->arrived, 0, sizeof b->arrived);
+		if (b->vc_pend) {
+			memcpy(b->vc_done, b->vc_pend, emu_vc_n * sizeof *b->vc_done);
+			memset(b->vc_pend, 0, emu_vc_n * sizeof *b->vc_pend);
+		}
 		pthread_cond_broadcast(&cv);
 	}
 }
@@ -237,14 +295,32 @@ precc_emu_mbar_init(void *bar, uint32_t count)
 	else {
 		if (!b)
 			b = &mbar[my_slot][nmbar[my_slot]++];
-		*b = (Mbar){(uintptr_t)bar, count, count, 0, 0, {0}, 0};
+		uint32_t *vp = b->vc_pend, *vd = b->vc_done;
+		*b = (Mbar){(uintptr_t)bar, count, count, 0, 0, {0}, 0, my_slot, my_tid, 0,
+		            emu_cluster_q(), vp, vd};
+		if (emu_vc_n && !b->vc_pend) {
+			b->vc_pend = calloc(emu_vc_n, sizeof *b->vc_pend);
+			b->vc_done = calloc(emu_vc_n, sizeof *b->vc_done);
+			if (!b->vc_pend || !b->vc_done)
+				abort();
+		} else if (b->vc_pend) {
+			memset(b->vc_pend, 0, emu_vc_n * sizeof *b->vc_pend);
+			memset(b->vc_done, 0, emu_vc_n * sizeof *b->vc_done);
+		}
 	}
 	pthread_mutex_unlock(&mu);
 }
 
+/* fence.mbarrier_init.release.cluster: this thread's inits so far may be
+ * published to the cluster (by a cluster barrier after it) */
 void
 precc_emu_fence_mbar_init(void)
 {
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < nmbar[my_slot]; i++)
+		if (mbar[my_slot][i].init_tid == my_tid)
+			mbar[my_slot][i].fenced = 1;
+	pthread_mutex_unlock(&mu);
 }
 
 void
@@ -254,11 +330,21 @@ precc_emu_fence_proxy_async(void)
 }
 
 static void
-arrive(void *bar, uint32_t tx, const char *op)
+arrive_at(unsigned s, void *bar, uint32_t tx, const char *op)
 {
 	pthread_mutex_lock(&mu);
-	Mbar *b = find(bar, op);
-	if (b) {
+	Mbar *b = find_at(s, bar, op);
+	if (b && s != my_slot) {
+		/* a peer's arrival: it releases what its thread did before */
+		if (published(b, op)) {
+			if (b->vc_pend && my_vc)
+				emu_vc_release(b->vc_pend);
+			b->pending--;
+			complete(b);
+		}
+	} else if (b) {
+		if (b->vc_pend && my_vc)
+			emu_vc_release(b->vc_pend);
 		b->tx += tx;
 		if (b->tx > TXMAX)
 			emu_fail("mbarrier: %s: transaction count %lld over %d in phase %u", op,
@@ -275,6 +361,30 @@ arrive(void *bar, uint32_t tx, const char *op)
 	pthread_mutex_unlock(&mu);
 }
 
+static void
+arrive(void *bar, uint32_t tx, const char *op)
+{
+	arrive_at(my_slot, bar, tx, op);
+}
+
+/* mbarrier.arrive.release.cluster.shared::cluster.b64 _, [bar]: bar in
+ * this CTA or (from mapa) a peer's (DeepGEMM's empty_barrier_arrive to
+ * each CTA of the cluster); a peer must not have exited */
+void
+precc_emu_mbar_arrive_cluster(void *bar)
+{
+	unsigned s, id;
+	uint64_t off;
+	if (!shared_loc((uintptr_t)bar, &s, &id, &off) || emu_cluster_rank(s) < 0) {
+		emu_fail("mbarrier.arrive.shared::cluster: barrier %p not in this cluster's shared memory",
+		         bar);
+		return;
+	}
+	if (s != my_slot && !emu_remote_touch(s, "mbarrier.arrive.shared::cluster"))
+		return;
+	arrive_at(s, bar, 0, "mbarrier.arrive.shared::cluster");
+}
+
 void
 precc_emu_mbar_arrive(void *bar)
 {
@@ -288,10 +398,10 @@ precc_emu_mbar_arrive_expect_tx(void *bar, uint32_t bytes)
 }
 
 static void
-complete_tx(void *bar, uint32_t bytes)
+complete_tx_at(unsigned s, void *bar, uint32_t bytes)
 {
 	pthread_mutex_lock(&mu);
-	Mbar *b = find(bar, "complete_tx of a TMA copy");
+	Mbar *b = find_at(s, bar, "complete_tx of a TMA copy");
 	if (b) {
 		b->tx -= bytes;
 		if (b->tx < -TXMAX)
@@ -314,11 +424,12 @@ precc_emu_mbar_try_wait(void *bar, uint32_t parity)
 		waiting[my_slot][my_tid].parity = parity;
 		while ((b->phase & 1) == (parity & 1) && !broken[my_slot]) {
 			if (all_blocked(threads) || time(NULL) - t0 > 60) {
-				emu_fail("mbarrier: deadlock: every running thread of the CTA waits (thread %u "
+				emu_fail("mbarrier: deadlock: every running thread of the %s waits (thread %u "
 				         "on barrier %p for the end of phase %u, %u of %u arrivals and %lld "
-				         "transaction bytes pending)", my_tid, bar, b->phase, b->pending,
-				         b->expected, (long long)b->tx);
-				broken[my_slot] = 1;
+				         "transaction bytes pending)", emu_cluster_size() > 1 ? "cluster" : "CTA",
+				         my_tid, bar, b->phase, b->pending, b->expected, (long long)b->tx);
+				for (unsigned r = 0; r < emu_cluster_size(); r++)
+					broken[emu_cluster_slot(r)] = 1;
 				pthread_cond_broadcast(&cv);
 				break;
 			}
@@ -333,23 +444,30 @@ precc_emu_mbar_try_wait(void *bar, uint32_t parity)
 	}
 	/* the phase of this parity completed (not a fresh barrier's "previous"
 	 * one): the waiter is ordered after its arrivals (emu_epoch_take) */
-	if (b && b->phase > 0 && (b->phase & 1) != (parity & 1))
+	if (b && b->phase > 0 && (b->phase & 1) != (parity & 1)) {
 		emu_epoch_take(b->epoch);
+		if (b->vc_done && my_vc)
+			emu_vc_acquire(b->vc_done);
+		int i = (int)(b - mbar[my_slot]);
+		if (waited_ph[i] < b->phase)
+			waited_ph[i] = b->phase;
+	}
 	pthread_mutex_unlock(&mu);
 	return 1;
 }
 
 /* ---- TMA ------------------------------------------------------------------------ */
 
-/* the checks shared by load and store: the box's bytes, or 0 after a failure */
+/* the checks shared by load and store, the box at smem in CTA slot `slot`:
+ * the box's bytes, or 0 after a failure */
 static uint64_t
-box_check(const Tmap *t, const void *smem, const char *op)
+box_check_at(unsigned slot, const Tmap *t, const void *smem, const char *op)
 {
 	unsigned s, id;
 	uint64_t off, bytes = (uint64_t)t->box[0] * t->box[1] * t->ebytes;
 	uint32_t atom = t->swizzle ? 8 * t->swizzle : 128;
 
-	if (!shared_loc((uintptr_t)smem, &s, &id, &off) || s != my_slot) {
+	if (!shared_loc((uintptr_t)smem, &s, &id, &off) || s != slot) {
 		emu_fail("tma: %s shared address %p not in this CTA's shared memory", op, smem);
 		return 0;
 	}
@@ -359,10 +477,10 @@ box_check(const Tmap *t, const void *smem, const char *op)
 		         t->swizzle ? "the swizzle atom: 8 rows of its span" : "the ISA's 128 bytes");
 		return 0;
 	}
-	if (off + bytes > emu_smem_declared(id)) {
+	if (off + bytes > emu_smem_declared_at(s, id)) {
 		emu_fail("tma: %s box of %llu bytes at byte %llu of shared array %u of %llu bytes", op,
 		         (unsigned long long)bytes, (unsigned long long)off, id,
-		         (unsigned long long)emu_smem_declared(id));
+		         (unsigned long long)emu_smem_declared_at(s, id));
 		return 0;
 	}
 	if ((uintptr_t)t->base % 16 || t->stride % 16) {
@@ -371,6 +489,12 @@ box_check(const Tmap *t, const void *smem, const char *op)
 		return 0;
 	}
 	return bytes;
+}
+
+static uint64_t
+box_check(const Tmap *t, const void *smem, const char *op)
+{
+	return box_check_at(my_slot, t, smem, op);
 }
 
 /* row r of the box at (c0, c1): box columns [*lo, *hi) lie in the tensor;
@@ -408,18 +532,13 @@ emu_tma_loads(const EmuTmaLoad **loads)
 	return n < TMA_LOG ? n : TMA_LOG;
 }
 
-void
-precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void *bar)
+/* the box at (c0, c1) as shared memory holds it (swizzled), into d */
+static void
+box_read(const Tmap *t, int32_t c0, int32_t c1, uint8_t *d)
 {
-	int li = atomic_fetch_add(&ntma_log, 1);
-	if (li < TMA_LOG)
-		tma_log[li] = (EmuTmaLoad){emu_ctaid_x(), tmap, c0, c1};
-	const Tmap *t = tmap_of(tmap);
-	uint64_t bytes = t ? box_check(t, dst, "load") : 0;
-	uint8_t *d = dst;
-	uint64_t rowb = t ? (uint64_t)t->box[0] * t->ebytes : 0;
+	uint64_t rowb = (uint64_t)t->box[0] * t->ebytes;
 
-	for (uint32_t r = 0; bytes && r < t->box[1]; r++) {
+	for (uint32_t r = 0; r < t->box[1]; r++) {
 		int64_t lo, hi;
 		const uint8_t *src = box_row(t, c0, c1, r, &lo, &hi, 0);   /* NULL: zeros */
 		for (uint64_t b = 0; b < rowb; b++) {
@@ -429,10 +548,89 @@ precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void 
 			d[swz(r * rowb + b, t->swizzle)] = v;
 		}
 	}
-	if (bytes)
+}
+
+/* The box's bytes land at dst in CTA slot s and complete as transactions
+ * on bar there (bytes 0: the checks failed, only the transactions). In a
+ * cluster launch the write is racecheck'ed against the stage's readers
+ * (emu_async_write) and a peer's barrier must be published. */
+static void
+land(unsigned s, void *dst, const uint8_t *box, uint64_t bytes, uint32_t tx, void *bar)
+{
+	pthread_mutex_lock(&mu);
+	Mbar *b = find_at(s, bar, "complete_tx of a TMA copy");
+	int ok = b && published(b, "complete_tx of a TMA multicast");
+	int idx = b ? (int)(b - mbar[s]) : -1;
+	uint32_t phase = b ? b->phase : 0;
+	pthread_mutex_unlock(&mu);
+	if (!ok)
+		return;
+	if (bytes) {
+		emu_async_write(dst, bytes, idx, phase);
+		memcpy(dst, box, bytes);
 		emu_shared_async(dst, bytes);
-	if (t)
-		complete_tx(bar, (uint32_t)((uint64_t)t->box[0] * t->box[1] * t->ebytes));
+	}
+	complete_tx_at(s, bar, tx);
+}
+
+void
+precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void *bar)
+{
+	int li = atomic_fetch_add(&ntma_log, 1);
+	if (li < TMA_LOG)
+		tma_log[li] = (EmuTmaLoad){emu_ctaid_x(), tmap, c0, c1};
+	const Tmap *t = tmap_of(tmap);
+	if (!t)
+		return;
+	uint64_t bytes = box_check(t, dst, "load");
+	uint32_t tx = (uint32_t)((uint64_t)t->box[0] * t->box[1] * t->ebytes);
+	uint8_t *box = malloc(tx);
+	if (!box)
+		abort();
+	if (bytes)
+		box_read(t, c0, c1, box);
+	land(my_slot, dst, box, bytes, tx, bar);
+	free(box);
+}
+
+/* cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
+ * .multicast::cluster [dst], [tmap, {c0, c1}], [bar], mask (PTX ISA,
+ * "cp.async.bulk.tensor"): the box lands at dst's offset in the shared
+ * memory of each CTA of the cluster whose rank is set in the 16-bit
+ * ctaMask, and completes as transactions on the mbarrier at bar's offset
+ * in that CTA. The mask may name only ranks of the cluster; a peer must
+ * not have exited, its barrier must be published, and its stage released
+ * by its readers (land). */
+void
+precc_emu_tma_load_2d_mc(void *dst, const void *tmap, int32_t c0, int32_t c1, void *bar,
+                         uint32_t mask)
+{
+	unsigned n = emu_cluster_size();
+	if (mask == 0 || mask >> n) {
+		emu_fail("tma: multicast ctaMask 0x%x names CTA ranks outside the cluster of %u", mask, n);
+		return;
+	}
+	int li = atomic_fetch_add(&ntma_log, 1);
+	if (li < TMA_LOG)
+		tma_log[li] = (EmuTmaLoad){emu_ctaid_x(), tmap, c0, c1};
+	const Tmap *t = tmap_of(tmap);
+	if (!t)
+		return;
+	uint32_t tx = (uint32_t)((uint64_t)t->box[0] * t->box[1] * t->ebytes);
+	uint8_t *box = malloc(tx);
+	if (!box)
+		abort();
+	box_read(t, c0, c1, box);
+	for (unsigned r = 0; r < n; r++) {
+		if (!(mask >> r & 1))
+			continue;
+		unsigned s = (unsigned)emu_cluster_slot(r);
+		if (s != my_slot && !emu_remote_touch(s, "TMA multicast"))
+			continue;
+		void *d = precc_emu_mapa(dst, r), *b = precc_emu_mapa(bar, r);
+		land(s, d, box, box_check_at(s, t, d, "multicast load"), tx, b);
+	}
+	free(box);
 }
 
 /* TMA stores (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group) are

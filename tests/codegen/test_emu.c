@@ -738,6 +738,10 @@ check_kernel(const Func *f, const char *file)
 	/* the buffers the kernel may touch, for memcheck */
 	emu_reset();
 	emu_set_dynamic_smem((uint64_t)info.smem);
+	/* a kernel in clusters (the sm_90a GEMM's tile=BMxBN:2x1) launches as
+	 * cuLaunchKernelEx's cluster dimension would */
+	if (info.cluster > 1)
+		emu_set_cluster((unsigned)info.cluster, 1, 0);
 	for (int i = 0; i < info.nparams; i++) {
 		int v = info.param_value[i];
 		emu_region(buf[i], precc_interp_tensor_bytes(f->val[v].type.fmt,
@@ -755,8 +759,11 @@ check_kernel(const Func *f, const char *file)
 		 * (coop_small) so that each CTA loops over several tiles; a
 		 * persistent kernel (one CTA at a time here) 2 or 3 CTAs */
 		unsigned g3[3] = {gx, gy, 1};
-		precc_grid_loop(g3, coop_small ? 3 : info.persistent ? 2 : 64);
-		gx = g3[0];
+		/* in clusters: two of them, and one (coop_small), the grid a
+		 * multiple of the cluster (its last CTAs may have no tile) */
+		unsigned cl = info.cluster > 1 ? (unsigned)info.cluster : 1;
+		precc_grid_loop(g3, coop_small ? (cl > 1 ? cl : 3) : info.persistent ? 2 * cl : 64);
+		gx = (g3[0] + cl - 1) / cl * cl;
 		gy = 1;
 	}
 	emu_tma_log_reset();
@@ -788,7 +795,7 @@ check_kernel(const Func *f, const char *file)
 		if (check_grouped_order(&info, bm, tmaps[0], buf[oi], f->val[gg->arg[2]].type.dim[0],
 		                        f->val[gg->res].type.dim[1], gx, file))
 			goto done;
-	} else if (!gg && info.persistent && info.ntmap >= 2
+	} else if (!gg && info.persistent && info.ntmap >= 2 && info.cluster <= 1
 	           && check_tile_order(&info, tmaps[0], tmaps[1], M, gx, file))
 		goto done;
 	if (info.shape == CG_GEMM && emu_ldsm_conflicts()) {
