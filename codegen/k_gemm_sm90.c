@@ -190,12 +190,14 @@ wfmt(const GOp *op)
  * warp writes each stage's scales into the stage's slot before the
  * stage's full barrier completes, so the consumers' K loop reads them
  * from shared memory (no ld.global). MX's chunks inside a stage
- * (P < the stage's K) keep their global loads. */
+ * (P < the stage's K) keep their global loads; e2m1 too when promoted
+ * every stage or more (its producer warpgroup does not run
+ * producer_scales: the slot would be read unwritten). */
 static int
 scales_by_stage(const Func *f, const G *g)
 {
 	long bke = KB / gemm_ebytes(wfmt(&g->op[0]));
-	if (!g->P || g->P < bke)
+	if (!g->P || g->P < bke || g->op[0].up)
 		return 0;
 	for (int o = 0; o < 2; o++) {
 		const GOp *op = &g->op[o];
