@@ -995,18 +995,26 @@ upcast_operand(E *e, const G *g, const GOp *op, LLVMValueRef dst, int rows, LLVM
 	Cg *cg = e->g;
 	LLVMTypeRef v2 = LLVMVectorType(cg->i32, 2), v4 = LLVMVectorType(cg->i32, 4);
 	LLVMValueRef K = dimv(e, g->K);
-	int items = rows * 4;
+	/* item tid + 128j is row rt + 32j (rt = tid / 4), group q = tid % 4:
+	 * q, the swizzle's x = row % 8 and the K offset do not change along
+	 * the loop, and the addresses step 32 rows an iteration (computed
+	 * from i = tid + 128j each time, the row's divisions and 64-bit
+	 * products were half the loop's instructions) */
+	LLVMValueRef rt = LLVMBuildUDiv(b, tid, c64(e, 4), ""), q = LLVMBuildURem(b, tid, c64(e, 4), "");
+	LLVMValueRef x = LLVMBuildURem(b, rt, c64(e, 8), ""), g0 = add64(e, r0, rt);
+	LLVMValueRef gk = add64(e, k0, mul64(e, q, 16)), okk = ult(e, gk, K);
+	LLVMValueRef src0 = gep(e, e->ptr[op->v], LLVMBuildLShr(b, add64(e, LLVMBuildMul(b, g0, K, ""), gk), c64(e, 1), ""));
+	LLVMValueRef dst0 = gep(e, dst, mul64(e, rt, KB));
 	Loop l;
-	LLVMValueRef j = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)(items + WG - 1) / WG));
-	LLVMValueRef i = add64(e, tid, mul64(e, j, WG));
-	LLVMBasicBlockRef in = items % WG ? begin_if(e, ult(e, i, c64(e, (uint64_t)items))) : NULL;
-	LLVMValueRef r = LLVMBuildUDiv(b, i, c64(e, 4), ""), q = LLVMBuildURem(b, i, c64(e, 4), "");
-	LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, mul64(e, q, 16));
-	LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
-	LLVMValueRef off = LLVMBuildLShr(b, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
-	                                          sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");
-	LLVMValueRef v = sel(e, ok, load_al(e, v2, gep(e, e->ptr[op->v], off), 8), LLVMConstNull(v2));
-	LLVMValueRef x = LLVMBuildURem(b, r, c64(e, 8), "");
+	LLVMValueRef j = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)(rows + 31) / 32));
+	LLVMBasicBlockRef in = rows % 32 ? begin_if(e, ult(e, add64(e, rt, mul64(e, j, 32)), c64(e, (uint64_t)rows))) : NULL;
+	LLVMValueRef ok = LLVMBuildAnd(b, ult(e, add64(e, g0, mul64(e, j, 32)), R), okk, "");
+	/* 32 rows on: 16 K bytes of codes; a group past the rows or K reads
+	 * the tensor's first (in range) and is zeros */
+	LLVMValueRef src = LLVMBuildSelect(b, ok, gep(e, src0, LLVMBuildMul(b, mul64(e, j, 16), K, "")),
+	                                   e->ptr[op->v], "");
+	LLVMValueRef v = sel(e, ok, load_al(e, v2, src, 8), LLVMConstNull(v2));
+	LLVMValueRef drow = gep(e, dst0, mul64(e, j, 32 * KB));
 	for (int h = 0; h < 2; h++) {
 		LLVMValueRef wd = LLVMBuildExtractElement(b, v, c32(e, (uint64_t)h), "");
 		LLVMValueRef w = LLVMGetUndef(v4);
@@ -1031,7 +1039,7 @@ upcast_operand(E *e, const G *g, const GOp *op, LLVMValueRef dst, int rows, LLVM
 			}
 		}
 		LLVMValueRef ch = LLVMBuildXor(b, add64(e, mul64(e, q, 2), c64(e, (uint64_t)h)), x, "");
-		store_al(e, w, gep(e, dst, add64(e, mul64(e, r, KB), mul64(e, ch, 16))), 16);
+		store_al(e, w, gep(e, drow, mul64(e, ch, 16)), 16);
 	}
 	if (in)
 		end_if(e, in);
