@@ -12,7 +12,9 @@ The K loop is the smallest loop (a backward branch, BRA.U.ANY excluded:
 those are the single-instruction TMA issue loops) holding a *GMMA (HMMA on
 the mma.sync family); its K tiles per iteration are its mbarrier waits
 (SYNCS.PHASECHK), at least 1. The producer loop is the smallest holding a
-UTMALDG.
+UTMALDG. e2m1 (NVFP4) kernels have none: their `upcast` counts are the
+producer warpgroup's stage loop (the smallest holding a PRMT and its
+FENCE) and its upcast loops' instructions (gemm_model.py weighs them).
 
 Exit status 1 (the default is strict) when a kernel has local memory, a
 spill, or is a GEMM not on wgmma at sm_90a; --allow-known forgives the
