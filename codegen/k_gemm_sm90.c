@@ -1219,14 +1219,18 @@ chunk_scales(E *e, const S90 *z, const G *g, LLVMValueRef tid, const Tile90 *p, 
 }
 
 /* Chunk c's scales of an e2m1 stage s from its slot (up_scales,
- * up_a_bytes' layout): A's (ops bit 0) of this thread's rows (frag90
- * from 0), B's (bit 1) of its columns: up_b16, the tile's bn / 16 blocks
- * (the same for every thread: broadcast 16-byte loads), else the lane's
- * bn / 4 columns, contiguous in its row t4 = l % 4 (16-byte loads). Read
- * after the stage's full wait and before its empty arrival. */
+ * up_a_bytes' layout): A's of this thread's rows (frag90 from 0), B's of
+ * its columns: up_b16, the tile's bn / 16 blocks (the same for every
+ * thread: broadcast 16-byte loads), else the lane's bn / 4 columns,
+ * contiguous in its row t4 = l % 4 (16-byte loads). Read after the
+ * stage's full wait and before the chunk's wgmma: the wgmma and its wait
+ * are warp-synchronous, so every lane's loads precede lane 0's empty
+ * arrival, after which the producer may refill the slot (read after the
+ * wait, the emulator's 64-row wgrad tiles read a refilled slot: lane 0
+ * arrived while other lanes of its warp were still loading) */
 static void
 up_stage_scales(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s, LLVMValueRef tid, LLVMValueRef c,
-                Scales90 *sc, int ops)
+                Scales90 *sc)
 {
 	LLVMBuilderRef b = e->b;
 	Cg *cg = e->g;
@@ -1239,12 +1243,10 @@ up_stage_scales(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s, LLVMValueRe
 	LLVMValueRef sb = gep(e, sa, add64(e, c64(e, (uint64_t)up_a_bytes(z)), mul64(e, c, (uint64_t)up_b_row(z) * 4)));
 	LLVMTypeRef v4 = LLVMVectorType(cg->f32, 4);
 	sc->ts = sc->tp = NULL;
-	for (int mi = 0; mi < z->mi && (ops & 1); mi++)
+	for (int mi = 0; mi < z->mi; mi++)
 		for (int h = 0; h < 2; h++)
 			sc->sa[mi][h] = load_al(e, cg->f32, gep(e, sa, mul64(e, add64(e, mul64(e, fr.rowv[mi][h],
 			                                                                      (uint64_t)z->up_nch), c), 4)), 4);
-	if (!(ops & 2))
-		return;
 	LLVMValueRef v[NACC_MAX / 2];
 	int nb = z->up_b16 ? z->bn / 16 : z->bn / 4;
 	if (!z->up_b16) {
@@ -1290,11 +1292,12 @@ chunks_in_stage(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef in
 	LLVMValueRef c = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nch));
 	LLVMValueRef kc = add64(e, kel, mul64(e, c, (uint64_t)g->P));
 	LLVMValueRef live = guard ? ult(e, kc, p->klen) : NULL;
-	/* the chunk's scales before its wgmmas; a chunk past K reads the
-	 * stage's first (in range) and is not promoted */
+	/* the chunk's scales before its wgmmas (e2m1: from the stage's slot);
+	 * a chunk past K reads the stage's first (in range) and is not
+	 * promoted */
 	Scales90 sc;
 	if (z->up_nch)
-		up_stage_scales(e, z, sm, s, tid, c, &sc, 3);
+		up_stage_scales(e, z, sm, s, tid, c, &sc);
 	else
 		chunk_scales(e, z, g, tid, p, live ? sel(e, live, kc, kel) : kc, &sc);
 	LLVMValueRef d[NACC_MAX];
