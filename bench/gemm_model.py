@@ -47,7 +47,10 @@ holds). E is closed-form given e and a; e and a by a grid search.
         clusters of 2 along M (the kernels the cluster takes:
         k_gemm_sm90.c's cluster_check; blockwise keeps 1x1)
   python3 bench/gemm_model.py --precc build/precc   build shapes.lua for
-        bf16, current_tensorwise and deepseek_v3, audit, predict
+        bf16, current_tensorwise, deepseek_v3 and nvfp4, audit, predict
+        (nvfp4: I is 4 chunk loops of 16 K a 64-K bf16 K tile, plus its
+        producer warp's stage loop, producer_e2m1; not fitted: no NVFP4
+        row ran on a GPU)
   python3 bench/gemm_model.py --write PRED.json AUDIT.json...   predictions
         by recipe, shape and GEMM (and kernel name) for lease_gemm.sh
   python3 bench/gemm_model.py --grouped AUDIT.json...   PREDICTED TFLOP/s of the
@@ -99,7 +102,21 @@ RAN_LOOP_BLOCKWISE = {(2112, 7168): 786, (4096, 7168): 786, (4096, 14336): 786, 
                       (7168, 16384): 650, (8192, 8192): 682, (8192, 28672): 786, (14336, 4096): 682,
                       (24576, 1536): 785, (28672, 8192): 682}
 RECIPE_COLS = {"current_tensorwise": 3, "deepseek_v3": 5, "bf16": 7}   # MEASURED columns
-EB = {"current_tensorwise": 1, "deepseek_v3": 1, "bf16": 2}
+EB = {"current_tensorwise": 1, "deepseek_v3": 1, "bf16": 2,
+      "nvfp4": 2}   # NVFP4: the K tile is the producer's bf16 stage (64 K)
+# NVFP4 (e2m1, the audit's "upcast"): promoted every 16 K (its scale blocks),
+# so the K loop the audit counts is a chunk loop, CHUNKS_E2M1 a 64-K stage;
+# its producer warpgroup (one warp per sub-partition, beside the consumer
+# warps) runs the stage loop: the upcast loops 32 rows an iteration
+E2M1_P = 16
+CHUNKS_E2M1 = 64 // E2M1_P
+
+
+def producer_e2m1(up, bm, bn):
+    """a producer warp's instructions per stage: the stage loop's own plus
+    the A and B upcast loops, ceil(rows / 32) iterations each"""
+    inner = up["inner"] + [0] * (2 - len(up["inner"]))
+    return up["stage"] - sum(inner) + inner[0] * math.ceil(bm / 32) + inner[1] * math.ceil(bn / 32)
 
 
 def ran_kernel(recipe, n, k):
@@ -120,9 +137,15 @@ def parts(kern, rows, cols, red, eb, c):
     tiles = math.ceil(rows / (bm * cm)) * cm * math.ceil(cols / bn)
     waves = math.ceil(tiles / SMS)
     kt = math.ceil(red * eb / 128)
+    issue, l2 = kern["loop"] * cons, (bm + bn) * 128
+    if kern.get("upcast"):
+        # e2m1: the stage's chunks and the producer warp on each SMSP; from
+        # L2 half a byte a code and an e4m3 scale per 16 codes
+        issue = CHUNKS_E2M1 * kern["loop"] * cons + producer_e2m1(kern["upcast"], bm, bn)
+        l2 = (bm + bn) * (64 // 2 + 64 // E2M1_P)
     terms = {"tensor": bm * bn / 32 / c["e"] / (ONE_CONSUMER if cons == 1 else 1),
-             "issue": kern["loop"] * cons * c["a"],
-             "l2": (bm + bn / cm) * 128 / BETA}
+             "issue": issue * c["a"],
+             "l2": (l2 if kern.get("upcast") else (bm + bn / cm) * 128) / BETA}
     bound = max(terms, key=terms.get)
     acc = bm * bn / 128 / cons
     return waves, kt, terms[bound], c["E"] * acc / 64, bound
@@ -256,7 +279,7 @@ def kernels_of(audit_rows):
                     "bm": bm, "bn": bn, "consumers": r.get("consumers", 2 if bm > 64 else 1),
                     "loop": kl.get("instructions", 0), "wgmma": bool(r["gmma"]), "stages": r.get("stages"),
                     "kernel": r["kernel"], "regs": r["regs"], "m_min": r.get("m_min") or 0,
-                    "cluster": r.get("cluster")})
+                    "cluster": r.get("cluster"), "upcast": r.get("upcast")})
     return out
 
 
@@ -451,6 +474,11 @@ def targets(pred, refs=REFS, label=""):
         lines.append("bf16 fprop / torch.matmul: median %.2fx, min %.2fx (target >= 0.95x) %s"
                      % (statistics.median(bf), bf[0], "MET" if bf[0] >= 0.95 else
                         "met at the median only" if statistics.median(bf) >= 0.95 else "missed"))
+    for kind in ("fprop", "dgrad", "wgrad"):
+        nv = sorted(by[("nvfp4",) + s + (kind,)] for s in shapes() if by.get(("nvfp4",) + s + (kind,)))
+        if nv:
+            lines.append("nvfp4 %s (on bf16 wgmma): median %.0f TFLOP/s = %.0f %% of bf16 peak (%.0f)"
+                         % (kind, statistics.median(nv), 100 * statistics.median(nv) / PEAK[2], PEAK[2]))
     for rec in ("current_tensorwise", "deepseek_v3", "bf16"):
         for kind in ("dgrad", "wgrad"):
             rs = sorted(by[(rec,) + s + (kind,)] / by[(rec,) + s + ("fprop",)] for s in shapes()
@@ -485,7 +513,7 @@ def print_predictions(pred, label):
         print("  " + line)
 
 
-def build_and_audit(precc, recipes=("bf16", "current_tensorwise", "deepseek_v3")):
+def build_and_audit(precc, recipes=("bf16", "current_tensorwise", "deepseek_v3", "nvfp4")):
     import subprocess
     import tempfile
     here = os.path.dirname(os.path.abspath(__file__))

@@ -12,7 +12,9 @@ The K loop is the smallest loop (a backward branch, BRA.U.ANY excluded:
 those are the single-instruction TMA issue loops) holding a *GMMA (HMMA on
 the mma.sync family); its K tiles per iteration are its mbarrier waits
 (SYNCS.PHASECHK), at least 1. The producer loop is the smallest holding a
-UTMALDG.
+UTMALDG. e2m1 (NVFP4) kernels have none: their `upcast` counts are the
+producer warpgroup's stage loop (the smallest holding a PRMT and its
+FENCE) and its upcast loops' instructions (gemm_model.py weighs them).
 
 Exit status 1 (the default is strict) when a kernel has local memory, a
 spill, or is a GEMM not on wgmma at sm_90a; --allow-known forgives the
@@ -157,6 +159,20 @@ def sass_counts(text):
                        "mma": count(ins, lo, hi, lambda o, b: is_gmma(o, b) or is_hmma(o, b)) / kt,
                        "ldg": count(ins, lo, hi, lambda o, b: first(o) == "LDG") / kt,
                        "fp": count(ins, lo, hi, lambda o, b: first(o) in ("FMUL", "FADD", "FFMA")) / kt}
+    # e2m1 (NVFP4): no TMA; the producer warpgroup's stage loop (the
+    # smallest holding its fence.proxy.async and a PRMT) and the upcast
+    # loops inside it (those holding PRMT: A's rows, then B's, 32 rows an
+    # iteration), each loop's static instructions; gemm_model.py weighs
+    # them by the tile (bench/RESULTS.md, "NVFP4 at speed")
+    st = None
+    if not any(first(op) == "UTMALDG" for _, op, _b in ins):
+        st = smallest([(lo, hi) for lo, hi in lps if count(ins, lo, hi, lambda o, b: first(o) == "PRMT")],
+                      ins, lambda o, b: first(o) == "FENCE")
+    if st:
+        inner = sorted((lo, hi) for lo, hi in lps if st[0] <= lo and hi < st[1] and (lo, hi) != st
+                       and count(ins, lo, hi, lambda o, b: first(o) == "PRMT"))
+        c["upcast"] = {"stage": count(ins, st[0], st[1], lambda o, b: True),
+                       "inner": [count(ins, lo, hi, lambda o, b: True) for lo, hi in inner]}
     pl = smallest(lps, ins, lambda o, b: first(o) == "UTMALDG")
     if pl:
         lo, hi = pl

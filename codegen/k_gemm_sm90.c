@@ -158,6 +158,11 @@ typedef struct S90 {
 	                         global memory (tensorwise, MX's chunks, none) */
 	int sc_off, sc_bytes; /* the slots, one a stage (sc_bytes each), after
 	                         the C buffer */
+	int up_nch;           /* e2m1 (NVFP4) with chunks in the stage: the
+	                         chunks a stage (its scales in the stage's slot,
+	                         up_scales); 0 none */
+	int up_b16;           /* and B's scales one a 16-column block (16 x 16
+	                         weights), else one a column */
 	int tail_off;         /* group=k: the barrier of a stage that a tile's K
 	                         window ends inside (producer_tile, zero_tail),
 	                         after the ring's; 0 none */
@@ -193,12 +198,14 @@ wfmt(const GOp *op)
  * warp writes each stage's scales into the stage's slot before the
  * stage's full barrier completes, so the consumers' K loop reads them
  * from shared memory (no ld.global). MX's chunks inside a stage
- * (P < the stage's K) keep their global loads. */
+ * (P < the stage's K) keep their global loads; e2m1 too when promoted
+ * every stage or more (its producer warpgroup does not run
+ * producer_scales: the slot would be read unwritten). */
 static int
 scales_by_stage(const Func *f, const G *g)
 {
 	long bke = KB / gemm_ebytes(wfmt(&g->op[0]));
-	if (!g->P || g->P < bke)
+	if (!g->P || g->P < bke || g->op[0].up)
 		return 0;
 	for (int o = 0; o < 2; o++) {
 		const GOp *op = &g->op[o];
@@ -206,6 +213,66 @@ scales_by_stage(const Func *f, const G *g)
 			return 1;
 	}
 	return 0;
+}
+
+/* Whether an e2m1 (NVFP4) GEMM's chunk scales come with the stage: the
+ * producer warpgroup, which upcasts the stage's codes, also decodes the
+ * stage's A and B block scales once (fl(e4m3 · global), scale_at's) into
+ * the stage's slot before its arrival on full, and the consumers read
+ * them with ld.shared where they read 12 (wgrad 36) scales from global
+ * memory a 16-K chunk (issue 28 §5). P < the stage's K: the chunks of
+ * chunks_in_stage. */
+static int
+up_scales(const Func *f, const G *g)
+{
+	long bke = KB / gemm_ebytes(wfmt(&g->op[0]));
+	if (!g->op[0].up || !g->P || g->P >= bke)
+		return 0;
+	for (int o = 0; o < 2; o++) {
+		const GOp *op = &g->op[o];
+		if (op->s >= 0 && (f->val[op->s].type.block[0] || f->val[op->s].type.block[1]))
+			return 1;
+	}
+	return 0;
+}
+
+/* B's e2m1 scales one a 16-column block: blocks of a multiple of 16 rows
+ * (NVFP4's 16 x 16 weights); a tile's columns from col0 (a multiple of
+ * bn, of 16) fall 16 to a block */
+static int
+up_b16(const Func *f, const G *g)
+{
+	long bb = g->op[1].s >= 0 ? f->val[g->op[1].s].type.block[0] : 0;
+	return g->op[1].up && bb >= 16 && bb % 16 == 0;
+}
+
+/* The slot of an e2m1 stage (up_scales), 16-byte aligned parts: A's
+ * scales row-major, a row's nch chunks together (the producer thread of
+ * a row stores them as one vector; the 8 rows of a warp's load lie 16
+ * bytes apart: 8 banks); then B's, chunk-major: per chunk the bn / 16
+ * blocks (up_b16: every consumer thread reads all of them, broadcast
+ * vector loads) padded to 4, or per chunk 4 rows of up_col_row floats,
+ * row t4 the columns 8ni + 2t4 + x of lanes with l % 4 = t4 at 2ni + x
+ * (each lane's bn / 4 columns contiguous, 16-byte loads). A row is 8
+ * words past a multiple of 32 banks: a phase of 8 lanes' 16-byte loads
+ * hits 4 bank groups, and a warp of the producer's stores (columns 32w
+ * .. 32w + 31: word 8 t4 + 2 ni + x + const) 32 banks. */
+static int
+up_col_row(const S90 *z)
+{
+	return (z->bn / 4 + 23) / 32 * 32 + 8;
+}
+
+static int
+up_a_bytes(const S90 *z)
+{
+	return (z->bm * z->up_nch * 4 + 15) / 16 * 16;
+}
+
+static int
+up_b_row(const S90 *z)
+{
+	return z->up_b16 ? (z->bn / 16 + 3) / 4 * 4 : 4 * up_col_row(z);
 }
 
 /* Whether the epilogue goes through shared memory and a TMA store: a
@@ -273,6 +340,11 @@ shape90(const Func *f, const G *g, int bm, int bn, S90 *z, char *why, size_t n)
 		z->sc_na = scale_uniform(f, &g->op[0], bm) ? 1 : bm;
 		z->sc_nb = scale_uniform(f, &g->op[1], bn) ? 1 : bn;
 		z->sc_bytes = (z->sc_na + 3) / 4 * 16 + (z->sc_nb + 3) / 4 * 16;
+	}
+	if (up_scales(f, g)) {
+		z->up_nch = (int)(KB / gemm_ebytes(wfmt(&g->op[0])) / g->P);
+		z->up_b16 = up_b16(f, g);
+		z->sc_bytes = up_a_bytes(z) + z->up_nch * up_b_row(z) * 4;
 	}
 	int tail = g->group_k ? 8 : 0;
 	z->stages = (SMEM_MAX - SMEM_STATIC - z->c_bytes - tail) / (z->stage_bytes + z->sc_bytes + 2 * 8);
@@ -942,6 +1014,71 @@ zero_tail(E *e, const S90 *z, const G *g, LLVMValueRef st, LLVMValueRef t)
 	}
 }
 
+/* Stage s's slot of e2m1 scales (up_scales): A's part, B's after it */
+static LLVMValueRef
+up_slot(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s, int o)
+{
+	uint64_t off = (uint64_t)z->sc_off + (o ? (uint64_t)up_a_bytes(z) : 0);
+	return gep(e, sm, add64(e, c64(e, off), mul64(e, s, (uint64_t)z->sc_bytes)));
+}
+
+/* The producer warpgroup's part of an e2m1 stage's scales (up_scales):
+ * thread tid decodes A's row tid (tid + 128, ..) and B's column or 16-column
+ * block tid, the stage's nch chunks each (kel + cP; a chunk past the
+ * window as the stage's first, which the consumers do not promote: no
+ * read past the tensor), as scale_at decodes them for chunk_scales, into
+ * stage s's slot (up_a_bytes' layout). Rows and columns past the tile's
+ * edge read row 0's, as frag90's clamp: their results are never stored. */
+static void
+producer_up_scales(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef s, LLVMValueRef tid,
+                   const Tile90 *p, LLVMValueRef kel)
+{
+	LLVMBuilderRef b = e->b;
+	Cg *cg = e->g;
+	int nch = z->up_nch, W = up_col_row(z);
+	LLVMValueRef kc[KB / KSTEP];
+	for (int c = 0; c < nch; c++) {
+		kc[c] = add64(e, kel, c64(e, (uint64_t)(c * g->P)));
+		kc[c] = sel(e, ult(e, kc[c], p->klen), kc[c], kel);
+	}
+	for (int o = 0; o < 2; o++) {
+		int n = o ? (z->up_b16 ? z->bn / 16 : z->bn) : z->bm;
+		LLVMValueRef base = asm_opaque_u64(cg, o ? p->col0 : p->row0), lim = o ? p->nend : p->mend;
+		LLVMValueRef slot = up_slot(e, z, sm, s, o);
+		Loop l;
+		LLVMValueRef j = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)(n + WG - 1) / WG));
+		LLVMValueRef i = add64(e, tid, mul64(e, j, WG));
+		LLVMBasicBlockRef in = n % WG ? begin_if(e, ult(e, i, c64(e, (uint64_t)n))) : NULL;
+		LLVMValueRef v = add64(e, base, o && z->up_b16 ? mul64(e, i, 16) : i);
+		LLVMValueRef vc = sel(e, ult(e, v, lim), v, c64(e, 0));
+		vc = LLVMBuildTrunc(b, o ? add64(e, p->bbase, vc) : vc, cg->i32, "");
+		LLVMValueRef val[KB / KSTEP];
+		for (int c = 0; c < nch; c++)
+			val[c] = scale_at(e, &g->op[o], vc, add64(e, kc[c], o ? p->kb : p->ka));
+		if (!o) {
+			/* a row's chunks together: one vector store */
+			LLVMValueRef w = LLVMGetUndef(LLVMVectorType(cg->f32, (unsigned)nch));
+			for (int c = 0; c < nch; c++)
+				w = LLVMBuildInsertElement(b, w, val[c], c32(e, (uint64_t)c), "");
+			store_al(e, w, gep(e, slot, mul64(e, i, (uint64_t)nch * 4)), (unsigned)(nch * 4));
+		} else {
+			LLVMValueRef pos = i;
+			if (!z->up_b16) {
+				LLVMValueRef t4 = LLVMBuildURem(b, LLVMBuildUDiv(b, i, c64(e, 2), ""), c64(e, 4), "");
+				pos = add64(e, mul64(e, t4, (uint64_t)W),
+				            add64(e, mul64(e, LLVMBuildUDiv(b, i, c64(e, 8), ""), 2),
+				                  LLVMBuildURem(b, i, c64(e, 2), "")));
+			}
+			for (int c = 0; c < nch; c++)
+				store_al(e, val[c], gep(e, slot, mul64(e, add64(e, pos, c64(e, (uint64_t)(c * up_b_row(z)))), 4)), 4);
+		}
+		if (in)
+			end_if(e, in);
+		loop_end(e, &l);
+		loop_nounroll(e, &l);
+	}
+}
+
 /* NVFP4 (e2m1 x e2m1): wgmma has no e2m1 kind on sm_90a, so the producer
  * warpgroup writes the bf16 stage TMA would have written for a bf16
  * operand: item i of the tile's rows x 4 (thread tid takes tid, tid +
@@ -961,18 +1098,26 @@ upcast_operand(E *e, const G *g, const GOp *op, LLVMValueRef dst, int rows, LLVM
 	Cg *cg = e->g;
 	LLVMTypeRef v2 = LLVMVectorType(cg->i32, 2), v4 = LLVMVectorType(cg->i32, 4);
 	LLVMValueRef K = dimv(e, g->K);
-	int items = rows * 4;
+	/* item tid + 128j is row rt + 32j (rt = tid / 4), group q = tid % 4:
+	 * q, the swizzle's x = row % 8 and the K offset do not change along
+	 * the loop, and the addresses step 32 rows an iteration (computed
+	 * from i = tid + 128j each time, the row's divisions and 64-bit
+	 * products were half the loop's instructions) */
+	LLVMValueRef rt = LLVMBuildUDiv(b, tid, c64(e, 4), ""), q = LLVMBuildURem(b, tid, c64(e, 4), "");
+	LLVMValueRef x = LLVMBuildURem(b, rt, c64(e, 8), ""), g0 = add64(e, r0, rt);
+	LLVMValueRef gk = add64(e, k0, mul64(e, q, 16)), okk = ult(e, gk, K);
+	LLVMValueRef src0 = gep(e, e->ptr[op->v], LLVMBuildLShr(b, add64(e, LLVMBuildMul(b, g0, K, ""), gk), c64(e, 1), ""));
+	LLVMValueRef dst0 = gep(e, dst, mul64(e, rt, KB));
 	Loop l;
-	LLVMValueRef j = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)(items + WG - 1) / WG));
-	LLVMValueRef i = add64(e, tid, mul64(e, j, WG));
-	LLVMBasicBlockRef in = items % WG ? begin_if(e, ult(e, i, c64(e, (uint64_t)items))) : NULL;
-	LLVMValueRef r = LLVMBuildUDiv(b, i, c64(e, 4), ""), q = LLVMBuildURem(b, i, c64(e, 4), "");
-	LLVMValueRef gr = add64(e, r0, r), gk = add64(e, k0, mul64(e, q, 16));
-	LLVMValueRef ok = LLVMBuildAnd(b, ult(e, gr, R), ult(e, gk, K), "");
-	LLVMValueRef off = LLVMBuildLShr(b, add64(e, LLVMBuildMul(b, sel(e, ok, gr, c64(e, 0)), K, ""),
-	                                          sel(e, ok, gk, c64(e, 0))), c64(e, 1), "");
-	LLVMValueRef v = sel(e, ok, load_al(e, v2, gep(e, e->ptr[op->v], off), 8), LLVMConstNull(v2));
-	LLVMValueRef x = LLVMBuildURem(b, r, c64(e, 8), "");
+	LLVMValueRef j = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)(rows + 31) / 32));
+	LLVMBasicBlockRef in = rows % 32 ? begin_if(e, ult(e, add64(e, rt, mul64(e, j, 32)), c64(e, (uint64_t)rows))) : NULL;
+	LLVMValueRef ok = LLVMBuildAnd(b, ult(e, add64(e, g0, mul64(e, j, 32)), R), okk, "");
+	/* 32 rows on: 16 K bytes of codes; a group past the rows or K reads
+	 * the tensor's first (in range) and is zeros */
+	LLVMValueRef src = LLVMBuildSelect(b, ok, gep(e, src0, LLVMBuildMul(b, mul64(e, j, 16), K, "")),
+	                                   e->ptr[op->v], "");
+	LLVMValueRef v = sel(e, ok, load_al(e, v2, src, 8), LLVMConstNull(v2));
+	LLVMValueRef drow = gep(e, dst0, mul64(e, j, 32 * KB));
 	for (int h = 0; h < 2; h++) {
 		LLVMValueRef wd = LLVMBuildExtractElement(b, v, c32(e, (uint64_t)h), "");
 		LLVMValueRef w = LLVMGetUndef(v4);
@@ -997,7 +1142,7 @@ upcast_operand(E *e, const G *g, const GOp *op, LLVMValueRef dst, int rows, LLVM
 			}
 		}
 		LLVMValueRef ch = LLVMBuildXor(b, add64(e, mul64(e, q, 2), c64(e, (uint64_t)h)), x, "");
-		store_al(e, w, gep(e, dst, add64(e, mul64(e, r, KB), mul64(e, ch, 16))), 16);
+		store_al(e, w, gep(e, drow, mul64(e, ch, 16)), 16);
 	}
 	if (in)
 		end_if(e, in);
@@ -1037,6 +1182,8 @@ producer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef tma,
 		 * stores to the consumers' wait */
 		LLVMValueRef st = gep(e, sm, mul64(e, s, (uint64_t)z->stage_bytes));
 		LLVMValueRef k0 = mul64(e, kt, (uint64_t)bke);
+		if (z->up_nch)
+			producer_up_scales(e, z, g, sm, s, lane, p, k0);
 		upcast_operand(e, g, &g->op[0], st, z->bm, row0, p->mend, add64(e, k0, p->ka), lane);
 		upcast_operand(e, g, &g->op[1], gep(e, st, c64(e, (uint64_t)z->a_bytes)), z->bn, col0,
 		               add64(e, p->bbase, p->nend), add64(e, k0, p->kb), lane);
@@ -1178,6 +1325,51 @@ chunk_scales(E *e, const S90 *z, const G *g, LLVMValueRef tid, const Tile90 *p, 
 		}
 }
 
+/* Chunk c's scales of an e2m1 stage s from its slot (up_scales,
+ * up_a_bytes' layout): A's of this thread's rows (frag90 from 0), B's of
+ * its columns: up_b16, the tile's bn / 16 blocks (the same for every
+ * thread: broadcast 16-byte loads), else the lane's bn / 4 columns,
+ * contiguous in its row t4 = l % 4 (16-byte loads). Read after the
+ * stage's full wait and before the chunk's wgmma: the wgmma and its wait
+ * are warp-synchronous, so every lane's loads precede lane 0's empty
+ * arrival, after which the producer may refill the slot (read after the
+ * wait, the emulator's 64-row wgrad tiles read a refilled slot: lane 0
+ * arrived while other lanes of its warp were still loading) */
+static void
+up_stage_scales(E *e, const S90 *z, LLVMValueRef sm, LLVMValueRef s, LLVMValueRef tid, LLVMValueRef c,
+                Scales90 *sc)
+{
+	LLVMBuilderRef b = e->b;
+	Cg *cg = e->g;
+	Frag90 fr;
+	LLVMValueRef big = c64(e, (uint64_t)1 << 40);
+	Tile90 q = {.row0 = c64(e, 0), .col0 = c64(e, 0), .mend = big, .nend = big, .bbase = c64(e, 0),
+	            .ka = c64(e, 0), .kb = c64(e, 0)};
+	frag90(e, z, &fr, tid, &q);
+	LLVMValueRef sa = up_slot(e, z, sm, s, 0);
+	LLVMValueRef sb = gep(e, sa, add64(e, c64(e, (uint64_t)up_a_bytes(z)), mul64(e, c, (uint64_t)up_b_row(z) * 4)));
+	LLVMTypeRef v4 = LLVMVectorType(cg->f32, 4);
+	sc->ts = sc->tp = NULL;
+	for (int mi = 0; mi < z->mi; mi++)
+		for (int h = 0; h < 2; h++)
+			sc->sa[mi][h] = load_al(e, cg->f32, gep(e, sa, mul64(e, add64(e, mul64(e, fr.rowv[mi][h],
+			                                                                      (uint64_t)z->up_nch), c), 4)), 4);
+	LLVMValueRef v[NACC_MAX / 2];
+	int nb = z->up_b16 ? z->bn / 16 : z->bn / 4;
+	if (!z->up_b16) {
+		LLVMValueRef t4 = LLVMBuildURem(b, tid, c64(e, 4), "");
+		sb = gep(e, sb, mul64(e, t4, (uint64_t)up_col_row(z) * 4));
+	}
+	for (int j = 0; j < (nb + 3) / 4; j++) {
+		LLVMValueRef w = load_al(e, v4, gep(e, sb, c64(e, (uint64_t)(16 * j))), 16);
+		for (int x = 0; x < 4; x++)
+			v[4 * j + x] = LLVMBuildExtractElement(b, w, c32(e, (uint64_t)x), "");
+	}
+	for (int ni = 0; ni < z->bn / 8; ni++)
+		for (int x = 0; x < 2; x++)
+			sc->sb[ni][x] = z->up_b16 ? v[ni / 2] : v[2 * ni + x];
+}
+
 /* A stage of several promotion chunks (P < the stage's K: MX's 32 fp8,
  * NVFP4's 16 bf16): each chunk's wgmmas (one k32 or k16 each) from +0,
  * commit, wait, then its promotion with the chunk's scales, in K order,
@@ -1207,10 +1399,14 @@ chunks_in_stage(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef in
 	LLVMValueRef c = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)nch));
 	LLVMValueRef kc = add64(e, kel, mul64(e, c, (uint64_t)g->P));
 	LLVMValueRef live = guard ? ult(e, kc, p->klen) : NULL;
-	/* the chunk's scales before its wgmmas; a chunk past K reads the
-	 * stage's first (in range) and is not promoted */
+	/* the chunk's scales before its wgmmas (e2m1: from the stage's slot);
+	 * a chunk past K reads the stage's first (in range) and is not
+	 * promoted */
 	Scales90 sc;
-	chunk_scales(e, z, g, tid, p, live ? sel(e, live, kc, kel) : kc, &sc);
+	if (z->up_nch)
+		up_stage_scales(e, z, sm, s, tid, c, &sc);
+	else
+		chunk_scales(e, z, g, tid, p, live ? sel(e, live, kc, kel) : kc, &sc);
 	LLVMValueRef d[NACC_MAX];
 	for (int i = 0; i < z->nacc; i++)
 		d[i] = LLVMBuildLoad2(b, cg->f32, slot(e, inner, i), "");

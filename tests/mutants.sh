@@ -208,13 +208,24 @@ ffma_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_of
 # full barrier completed by the first upcasting thread's arrival; a
 # promotion every 32 K instead of the scale block's 16 (two k16 wgmmas a
 # chunk); the upcast's stores unswizzled; every column of a 16 x 16
-# weight tile with the first block's scale.
+# weight tile with the first block's scale (P = 64's global path,
+# wgmma_nvfp4_p64.ir). nvfp4-speed (§5 follow-up): the chunk scales in
+# the stage's slot read from the previous stage's; the producer's scale
+# stores after its arrival on full (the emulator's racecheck: an arriver
+# joins the phase's epoch); every 16-column block with the first's scale;
+# a wgrad lane's columns from another lane's row; chunks past K's scales
+# read past the tensor (memcheck).
 MUTANTS="$MUTANTS
 nvfp4_no_proxy_fence|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|add64(e, k0, p->kb), lane);\n		asm90_fence_proxy_async(cg);|add64(e, k0, p->kb), lane);
 nvfp4_full_count_one|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|(uint64_t)(z.bar_off + 8 * s))), g.op[0].up ? WG : z.sc_na ? 32 : 1);|(uint64_t)(z.bar_off + 8 * s))), g.op[0].up ? 1 : z.sc_na ? 32 : 1);
 nvfp4_promote32|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	int nch = (int)(bke / g->P), per|	int nch = (int)(bke / g->P / (g->op[0].up ? 2 : 1)), per
 nvfp4_no_swizzle|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|c64(e, (uint64_t)h)), x, \"\");|c64(e, (uint64_t)h)), c64(e, 0), \"\");
-nvfp4_weight_block_first|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|: b16 && (ni % 2 \|\| x) ? sc->sb[ni & ~1][0]|: b16 && (ni % 2 \|\| x) ? sc->sb[0][0]"
+nvfp4_weight_block_first|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|: b16 && (ni % 2 \|\| x) ? sc->sb[ni & ~1][0]|: b16 && (ni % 2 \|\| x) ? sc->sb[0][0]
+nvfp4_slot_prev_stage|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|	LLVMValueRef sa = up_slot(e, z, sm, s, 0);|	LLVMValueRef sa = up_slot(e, z, sm, LLVMBuildURem(b, add64(e, s, c64(e, (uint64_t)z->stages - 1)), c64(e, (uint64_t)z->stages), \"\"), 0);
+nvfp4_scales_after_arrive|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		if (z->up_nch)\n			producer_up_scales(e, z, g, sm, s, lane, p, k0);\n		upcast_operand(e, g, &g->op[0], st, z->bm, row0, p->mend, add64(e, k0, p->ka), lane);\n		upcast_operand(e, g, &g->op[1], gep(e, st, c64(e, (uint64_t)z->a_bytes)), z->bn, col0,\n		               add64(e, p->bbase, p->nend), add64(e, k0, p->kb), lane);\n		asm90_fence_proxy_async(cg);\n		asm90_mbar_arrive(cg, full);|		upcast_operand(e, g, &g->op[0], st, z->bm, row0, p->mend, add64(e, k0, p->ka), lane);\n		upcast_operand(e, g, &g->op[1], gep(e, st, c64(e, (uint64_t)z->a_bytes)), z->bn, col0,\n		               add64(e, p->bbase, p->nend), add64(e, k0, p->kb), lane);\n		asm90_fence_proxy_async(cg);\n		asm90_mbar_arrive(cg, full);\n		if (z->up_nch)\n			producer_up_scales(e, z, g, sm, s, lane, p, k0);
+nvfp4_slot_block_first|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|sc->sb[ni][x] = z->up_b16 ? v[ni / 2] : v[2 * ni + x];|sc->sb[ni][x] = z->up_b16 ? v[0] : v[2 * ni + x];
+nvfp4_slot_column_row|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|LLVMValueRef t4 = LLVMBuildURem(b, tid, c64(e, 4), \"\");|LLVMValueRef t4 = LLVMBuildURem(b, LLVMBuildUDiv(b, tid, c64(e, 4), \"\"), c64(e, 4), \"\");
+nvfp4_slot_chunk_past_k|codegen/k_gemm_sm90.c|codegen.emu_sm90a$|		kc[c] = sel(e, ult(e, kc[c], p->klen), kc[c], kel);|		(void)kel;"
 
 # issue 29 (moe-bench): the expert groups' traffic in precc build --stats. The
 # grouped plan's rows without GroupedExperts' token_align padding (m_total

@@ -41,7 +41,12 @@
  * A phase's completion is an epoch of racecheck's (emu.c's
  * emu_epoch_take): a thread's st.shared before its arrive is ordered
  * before the loads of a thread that waited for that phase (the sm_90a
- * GEMM's producer warp writes each stage's scales so).
+ * GEMM's producer warp writes each stage's scales so, and the e2m1
+ * producer warpgroup its stage's codes and scales). The arriver takes the
+ * phase's epoch at its arrival (allocated when the previous phase
+ * completed), so its accesses after its arrival and before its next
+ * barrier or wait race with the waiters' (a store moved past the
+ * arrival is caught whichever thread runs first).
  * A thread that reads a stage before its wait is not caught by racecheck;
  * the data it reads is then the 0xa5 of fresh shared memory or an older
  * stage, which the comparison with the interpreter catches.
@@ -140,6 +145,8 @@ typedef struct Mbar {
 	 * last completion (cluster launches) */
 	unsigned slot, init_tid, fenced, cinit;
 	uint32_t *vc_pend, *vc_done;
+	unsigned next;                 /* the epoch this phase's completion takes, which
+	                                  each of its arrivers takes at its arrival */
 } Mbar;
 static Mbar mbar[EMU_NSLOT][MAXBAR];
 static int nmbar[EMU_NSLOT], nexit[EMU_NSLOT], broken[EMU_NSLOT];
@@ -258,7 +265,8 @@ complete(Mbar *b)
 {
 	if (b->pending == 0 && b->tx == 0) {
 		b->phase++;
-		b->epoch = emu_epoch_next_at(b->slot);
+		b->epoch = b->next;
+		b->next = emu_epoch_next_at(b->slot);
 		b->pending = b->expected;
 		memset(b->arrived, 0, sizeof b->arrived);
 		if (b->vc_pend) {
@@ -307,6 +315,7 @@ precc_emu_mbar_init(void *bar, uint32_t count)
 			memset(b->vc_pend, 0, emu_vc_n * sizeof *b->vc_pend);
 			memset(b->vc_done, 0, emu_vc_n * sizeof *b->vc_done);
 		}
+		b->next = emu_epoch_next_at(my_slot);
 	}
 	pthread_mutex_unlock(&mu);
 }
@@ -356,6 +365,10 @@ arrive_at(unsigned s, void *bar, uint32_t tx, const char *op)
 			         "(%u arrivals expected)", op, my_tid, b->phase, bar, b->expected);
 		b->arrived[my_tid / 64] |= 1ull << (my_tid % 64);
 		b->pending--;
+		/* the arriver joins the phase's epoch: its st.shared after its
+		 * arrival shares an epoch with the waiters' loads (a race), as
+		 * its stores before it do not */
+		emu_epoch_take(b->next);
 		complete(b);
 	}
 	pthread_mutex_unlock(&mu);
