@@ -305,7 +305,7 @@ precc_emu_mbar_init(void *bar, uint32_t count)
 			b = &mbar[my_slot][nmbar[my_slot]++];
 		uint32_t *vp = b->vc_pend, *vd = b->vc_done;
 		*b = (Mbar){(uintptr_t)bar, count, count, 0, 0, {0}, 0, my_slot, my_tid, 0,
-		            emu_cluster_q(), vp, vd};
+		            emu_cluster_q(), vp, vd, emu_epoch_next_at(my_slot)};
 		if (emu_vc_n && !b->vc_pend) {
 			b->vc_pend = calloc(emu_vc_n, sizeof *b->vc_pend);
 			b->vc_done = calloc(emu_vc_n, sizeof *b->vc_done);
@@ -315,7 +315,6 @@ precc_emu_mbar_init(void *bar, uint32_t count)
 			memset(b->vc_pend, 0, emu_vc_n * sizeof *b->vc_pend);
 			memset(b->vc_done, 0, emu_vc_n * sizeof *b->vc_done);
 		}
-		b->next = emu_epoch_next_at(my_slot);
 	}
 	pthread_mutex_unlock(&mu);
 }
