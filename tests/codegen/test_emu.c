@@ -149,6 +149,8 @@ blocks_of(const Func *f, int v, long rows, long cols)
 		if (in->arg[0] != v && !t)
 			continue;
 		long b0 = in->type.block[0], b1 = in->type.rank > 1 ? in->type.block[1] : 0;
+		if (b0 == BLOCK_GROUP)   /* {gx*}: rows of zeros, tiny, NaN or max in any expert */
+			b0 = 1;
 		b.br = t ? (b1 ? b1 : rows) : (b0 ? b0 : rows);
 		b.bc = t ? (b0 ? b0 : cols) : (b1 ? b1 : cols);
 		if (b.br >= rows && b.bc >= cols)
