@@ -175,8 +175,10 @@ grouped_weight_scale|frontend/lower.c|frontend.grouped_lower|			b0 = l->out;|			
 # {gx*} over the routed rows of %offs. The group lookup never past the
 # last group (a padding row counted in the last expert's amax and
 # quantized with its scale); the quantize taking the neighbour expert's
-# scale (group g xor 1).
+# scale (group g xor 1); the grouped GEMM de-scaling a tile with the
+# neighbour expert's activation scale.
 MUTANTS="$MUTANTS
+group_gemm_neighbour_scale|codegen/k_gemm.c|codegen.emu$|		ix = e->grp;    /* one per group: the tile's (k_gemm_grouped*.c) */|		ix = LLVMBuildXor(b, e->grp, c64(e, 1), \"\");
 group_pad_counts|codegen/emit_quant.c|codegen.emu$|LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULE, cand, c64(e, (uint64_t)G), \"\");|LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, cand, c64(e, (uint64_t)G), \"\");
 group_neighbour_scale|codegen/k_flat.c|codegen.emu$|		bidx = LLVMBuildSelect(e->b, pad, last, grp, \"\");|		bidx = LLVMBuildSelect(e->b, pad, last, LLVMBuildXor(e->b, grp, c64(e, 1), \"\"), \"\");"
 
