@@ -29,6 +29,8 @@ typedef struct E {
 	LLVMBasicBlockRef pass_exit;
 	int bulk;                 /* the delayed update's bulk entry: thread 0
 	                             of every CTA runs the update (k_delayed.c) */
+	LLVMValueRef grp;         /* a grouped GEMM's tile: its group (i64), the
+	                             slot of a {gx*} or {*xg} scale */
 } E;
 
 static inline LLVMValueRef c32(E *e, uint64_t v) { return LLVMConstInt(e->g->i32, v, 0); }
@@ -94,6 +96,11 @@ LLVMValueRef quant_multiplier(E *e, const Ins *q, LLVMValueRef bidx);
 void quantize_vec(E *e, const Ins *q, LLVMValueRef m, LLVMValueRef x[VEC], LLVMValueRef idx, LLVMValueRef code[VEC]);
 void tensor_amax_out(E *e, LLVMValueRef mbits);
 void seg_amax_out(E *e, LLVMValueRef mbits, LLVMValueRef idx);
+/* {gx*}: the group of row r (k->goffs; G for a row past the last offset),
+ * the atomic max of each group's rows, each group's scalars */
+LLVMValueRef group_of(E *e, LLVMValueRef r);
+void group_amax_out(E *e, LLVMValueRef mbits, LLVMValueRef grp, LLVMValueRef valid);
+void group_scalars_out(E *e);
 int check_amax_ops(E *e, int no_tensorwise);
 LLVMValueRef grid_amax(E *e, LLVMValueRef mbits);
 void grid_sync(E *e, LLVMValueRef cnt, LLVMValueRef n);

@@ -174,7 +174,7 @@ quant_multiplier(E *e, const Ins *q, LLVMValueRef bidx)
 {
 	LLVMBuilderRef b = e->b;
 
-	if (q->narg == 3) {
+	if (q->narg == 3 && !e->k->f->val[q->arg[2]].type.index) {
 		precc_format sf = e->k->f->val[q->arg[1]].type.fmt;
 		LLVMValueRef dq = decode8(e, sf, scalar(e, q->arg[1], bidx));
 		LLVMValueRef gs = scalar(e, q->arg[2], bidx);
@@ -286,6 +286,132 @@ seg_amax_out(E *e, LLVMValueRef mbits, LLVMValueRef idx)
 			                   m, LLVMAtomicOrderingMonotonic, 0);
 	}
 	end_if(e, cont);
+}
+
+/* The offsets of a {gx*} scale: G of them, group g's rows [offs[g-1],
+ * offs[g]). */
+static long
+ngroups(E *e)
+{
+	return e->k->f->val[e->k->goffs].type.dim[0];
+}
+
+/* The group of row r: how many offsets are at most r (a binary search in
+ * log2(G) + 1 steps, as gemm_grouped's tile scheduler counts them), G for
+ * a row past the last offset (padding). Every load is of offs[0 .. G-1]
+ * whatever the offsets hold: bad offsets give a wrong group, never an
+ * access out of bounds, and the group is at most G. */
+LLVMValueRef
+group_of(E *e, LLVMValueRef r)
+{
+	LLVMBuilderRef b = e->b;
+	long G = ngroups(e), step = 1;
+	LLVMValueRef g = c64(e, 0);
+
+	while (step * 2 <= G)
+		step *= 2;
+	for (; step >= 1; step /= 2) {
+		LLVMValueRef cand = add64(e, g, c64(e, (uint64_t)step));
+		LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULE, cand, c64(e, (uint64_t)G), "");
+		LLVMValueRef j = LLVMBuildSelect(b, in, LLVMBuildSub(b, cand, c64(e, 1), ""),
+		                                 c64(e, (uint64_t)G - 1), "");
+		LLVMValueRef o = LLVMBuildSExt(b, load_al(e, e->g->i32, gep(e, e->ptr[e->k->goffs],
+		                                                             mul64(e, j, 4)), 4),
+		                               e->g->i64, "");
+		LLVMValueRef ok = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLE, o, r, ""), "");
+		g = LLVMBuildSelect(b, ok, cand, g, "");
+	}
+	return g;
+}
+
+/* The amax {gx*} of the thread's vector (bits mbits, of group grp; 0 for
+ * padding): a CTA whose first and last element are of one group (every
+ * CTA but those at a boundary: a group holds whole CTAs of its rows)
+ * reduces over the CTA and adds one atomic max; a CTA that straddles a
+ * boundary adds each thread's own. x is read once, coalesced, either way;
+ * the test is uniform over the CTA, so its barriers are too. */
+void
+group_amax_out(E *e, LLVMValueRef mbits, LLVMValueRef grp, LLVMValueRef valid)
+{
+	Kern *k = e->k;
+	LLVMBuilderRef b = e->b;
+	const Func *f = k->f;
+	long G = ngroups(e);
+	uint64_t per = (uint64_t)k->threads * VEC;
+	LLVMValueRef total = LLVMBuildMul(b, dimv(e, k->rows), dimv(e, k->cols), "");
+	LLVMValueRef first = mul64(e, LLVMBuildZExt(b, sreg(e, "ctaid.x"), e->g->i64, ""), per);
+	LLVMValueRef end = add64(e, first, c64(e, per));
+	end = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, end, total, ""), end, total, "");
+	LLVMValueRef cols = c64(e, (uint64_t)k->cols);
+	LLVMValueRef g0 = group_of(e, LLVMBuildUDiv(b, first, cols, ""));
+	LLVMValueRef g1 = group_of(e, LLVMBuildUDiv(b, LLVMBuildSub(b, end, c64(e, 1), ""), cols, ""));
+	LLVMValueRef one = LLVMBuildICmp(b, LLVMIntEQ, g0, g1, "");
+	LLVMValueRef m = cta_max(e, mbits);
+	LLVMValueRef t0 = LLVMBuildICmp(b, LLVMIntEQ, sreg(e, "tid.x"), c32(e, 0), "");
+	LLVMValueRef Gv = c64(e, (uint64_t)G);
+	/* one group: thread 0 for the CTA; else each valid thread of a group */
+	LLVMValueRef cta = LLVMBuildAnd(b, LLVMBuildAnd(b, one, t0, ""),
+	                                LLVMBuildICmp(b, LLVMIntULT, g0, Gv, ""), "");
+	LLVMValueRef own = LLVMBuildAnd(b, LLVMBuildAnd(b, LLVMBuildNot(b, one, ""), valid, ""),
+	                                LLVMBuildICmp(b, LLVMIntULT, grp, Gv, ""), "");
+	LLVMValueRef slot = LLVMBuildSelect(b, one, g0, grp, "");
+	LLVMValueRef val = LLVMBuildSelect(b, one, m, mbits, "");
+	LLVMBasicBlockRef cont = begin_if(e, LLVMBuildOr(b, cta, own, ""));
+
+	for (int i = 0; i < k->nout; i++) {
+		const Ins *d = ir_def_ins(f, k->out[i]);
+		if (d->op == OP_amax && d->narg == 2)
+			LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpUMax,
+			                   gep(e, e->ptr[k->out[i]], mul64(e, slot, 4)), val,
+			                   LLVMAtomicOrderingMonotonic, 0);
+	}
+	end_if(e, cont);
+}
+
+/* Each group's scalars (scale, scale_inv), written whether or not the
+ * group has rows: threads t, t + T, ... of CTA 0 take group t's. */
+void
+group_scalars_out(E *e)
+{
+	Kern *k = e->k;
+	const Func *f = k->f;
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef *saved = malloc(sizeof *saved * (size_t)f->nval);
+	Loop l;
+	int any = 0;
+
+	for (int i = 0; i < k->nout; i++) {
+		const Ins *d = ir_def_ins(f, k->out[i]);
+		any |= d->op != OP_quantize && d->op != OP_amax;
+	}
+	if (!any || !saved) {
+		free(saved);
+		return;
+	}
+	memcpy(saved, e->sc, sizeof *saved * (size_t)f->nval);
+	LLVMValueRef c0 = LLVMBuildICmp(b, LLVMIntEQ, sreg(e, "ctaid.x"), c32(e, 0), "");
+	LLVMBasicBlockRef cont = begin_if(e, c0);
+	LLVMValueRef t = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
+	LLVMValueRef it = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)((ngroups(e) + k->threads - 1)
+	                                                            / k->threads)));
+	LLVMValueRef g = add64(e, t, mul64(e, it, (uint64_t)k->threads));
+	LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, g, c64(e, (uint64_t)ngroups(e)), "");
+	LLVMValueRef gc = LLVMBuildSelect(b, in, g, c64(e, (uint64_t)ngroups(e) - 1), "");
+	/* the scalars of group g (read in bounds past G too), not of the
+	 * thread's rows */
+	for (int v = 0; v < f->nval; v++)
+		if (e->sc[v] && f->val[v].def >= 0 && f->ins[f->val[v].def].op != OP_amax)
+			e->sc[v] = NULL;
+	for (int i = 0; i < k->nout; i++) {
+		const Ins *d = ir_def_ins(f, k->out[i]);
+		if (d->op != OP_quantize && d->op != OP_amax)
+			scalar(e, k->out[i], gc);
+	}
+	store_scalars(e, in, gc, NULL);
+	loop_end(e, &l);
+	end_if(e, cont);
+	memcpy(e->sc, saved, sizeof *saved * (size_t)f->nval);
+	free(saved);
 }
 
 int

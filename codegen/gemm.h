@@ -94,7 +94,9 @@ LLVMValueRef fadd_rn(E *e, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef ffma_rn(E *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);   /* a · b + c, one rounding */
 /* the decoded scale_inv of operand op at row i (in range) and K chunk kstart */
 LLVMValueRef scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart);
-/* each operand has one scale_inv or none */
+/* each operand has one scale_inv over the tile or none: {*x*}, a group's
+ * ({gx*}, {*xg}), or in a grouped GEMM the expert's weight scale ({N x *},
+ * {* x K} over B[N, G*K]) */
 int gemm_tensorwise(const E *e, const G *g);
 /* a tensorwise GEMM's sa · sb as s · p · p (p = 1, or 2^±64 where
  * fl(sa · sb) overflows or is subnormal): fl(fl(fl(inner · s) · p) · p) */

@@ -1,7 +1,8 @@
 /*
  * k_flat.c — flat kernels: amax_tensor, quant_tensor without a transpose
  * (and their {N x *} form: a tensorwise scale per expert of stacked
- * weights, one slot per N rows), quant_rowblock (1xB blocks, MX, NVFP4,
+ * weights, one slot per N rows; and their {gx*} form: one per expert of
+ * the routed rows, the rows of each read from %offs), quant_rowblock (1xB blocks, MX, NVFP4,
  * rowwise), rows wider than a CTA.
  */
 #include <float.h>
@@ -126,18 +127,36 @@ emit_flat(E *e)
 	if (check_amax_ops(e, 0) || check_scalar_ops(e) || (q && check_quantize(e, q)))
 		return -1;
 	load_vec(e, k->x, idx, x);
+	LLVMValueRef grp = NULL, pad = NULL;
+	if (k->goffs >= 0) {
+		/* {gx*}: the row's group; a row past the last offset (padding)
+		 * counts in no amax and quantizes to code 0 */
+		grp = group_of(e, LLVMBuildUDiv(e->b, e0, c64(e, (uint64_t)k->cols), ""));
+		pad = LLVMBuildICmp(e->b, LLVMIntUGE, grp, c64(e, (uint64_t)k->f->val[k->goffs].type.dim[0]), "");
+		for (int i = 0; i < VEC; i++)
+			x[i] = LLVMBuildSelect(e->b, pad, cf(e, 0), x[i], "");
+	}
 	for (int i = 0; i < VEC; i++)
 		x[i] = LLVMBuildSelect(e->b, valid, x[i], cf(e, 0), "");
 	LLVMValueRef mbits = vec_amax_bits(e, x, VEC);
 	if (k->shape == CG_AMAX_TENSOR) {
-		if (k->seg)
+		if (grp)
+			group_amax_out(e, mbits, grp, valid);
+		else if (k->seg)
 			seg_amax_out(e, mbits, idx);
 		else
 			tensor_amax_out(e, mbits);
 		return 0;
 	}
 	LLVMValueRef bidx = NULL, leader;
-	if (k->seg) {
+	if (grp) {
+		/* {gx*}: the scale of the row's group (the last group's for
+		 * padding, whose codes are 0 whatever it is); each group's
+		 * scalars are written apart, rows or none (group_scalars_out) */
+		LLVMValueRef last = c64(e, (uint64_t)k->f->val[k->goffs].type.dim[0] - 1);
+		bidx = LLVMBuildSelect(e->b, pad, last, grp, "");
+		leader = LLVMConstInt(e->g->i1, 0, 0);
+	} else if (k->seg) {
 		/* {N x *}: the scale of the thread's N rows (its expert's), written
 		 * by the thread holding their first element */
 		uint64_t span = (uint64_t)(k->seg * k->cols);
@@ -159,6 +178,8 @@ emit_flat(E *e)
 	if (k->gridamax >= 0)
 		e->sc[k->gridamax] = grid_amax(e, mbits);
 	LLVMValueRef mult = quant_multiplier(e, q, bidx);
+	if (pad)    /* code 0 even where the scale is NaN (nonfinite=ieee) */
+		mult = LLVMBuildSelect(e->b, pad, cf(e, 1.0), mult, "");
 	/* the scalars every output needs, before any branch */
 	for (int i = 0; i < k->nout; i++) {
 		const Ins *d = ir_def_ins(k->f, k->out[i]);
@@ -166,7 +187,10 @@ emit_flat(E *e)
 			scalar(e, k->out[i], bidx);
 	}
 	quantize_vec(e, q, mult, x, idx, code);
-	store_scalars(e, LLVMBuildAnd(e->b, valid, leader, ""), bidx ? bidx : c64(e, 0), NULL);
+	if (grp)
+		group_scalars_out(e);
+	else
+		store_scalars(e, LLVMBuildAnd(e->b, valid, leader, ""), bidx ? bidx : c64(e, 0), NULL);
 	if (is_out(e, q->res)) {
 		LLVMBasicBlockRef cont = begin_if(e, valid);
 		store_codes(e, q->res, idx, code);

@@ -615,6 +615,8 @@ scale_at(E *e, const GOp *op, LLVMValueRef i, LLVMValueRef kstart)
 	LLVMValueRef bk = st->block[1] ? LLVMBuildUDiv(b, kstart, c64(e, (uint64_t)st->block[1]), "")
 	                               : c64(e, 0);
 	LLVMValueRef ix = add64(e, LLVMBuildMul(b, bi, dimv(e, st->dim[1]), ""), bk);
+	if (st->block[0] == BLOCK_GROUP || st->block[1] == BLOCK_GROUP)
+		ix = e->grp;    /* one per group: the tile's (k_gemm_grouped*.c) */
 	LLVMValueRef base = e->ptr[op->s];
 	if (st->fmt == PRECC_FP32)
 		return load_al(e, e->g->f32, gep(e, base, mul64(e, ix, 4)), 4);
@@ -639,8 +641,21 @@ gemm_tensorwise(const E *e, const G *g)
 {
 	for (int i = 0; i < 2; i++) {
 		const GOp *op = &g->op[i];
-		if (op->s >= 0 && (e->k->f->val[op->s].type.block[0] || e->k->f->val[op->s].type.block[1]))
-			return 0;
+		const Type *st = op->s >= 0 ? &e->k->f->val[op->s].type : NULL;
+		if (!st || (!st->block[0] && !st->block[1]))
+			continue;
+		if (g->grouped && (st->block[0] == BLOCK_GROUP || st->block[1] == BLOCK_GROUP))
+			continue;
+		/* an expert's weight scale is one over its tiles, but as one
+		 * with a {gx*} A (else the per-element path, as before) */
+		const GOp *a = &g->op[0];
+		const Type *at = a->s >= 0 ? &e->k->f->val[a->s].type : NULL;
+		bool ga = at && (at->block[0] == BLOCK_GROUP || at->block[1] == BLOCK_GROUP);
+		if (g->grouped && i == 1 && ga && !g->group_k
+		    && ((!g->bkstack && st->block[0] == g->n && !st->block[1])
+		        || (g->bkstack && !st->block[0] && st->block[1] == g->K)))
+			continue;
+		return 0;
 	}
 	return 1;
 }

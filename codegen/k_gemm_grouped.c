@@ -94,6 +94,7 @@ emit_group_k(E *e, G *g, LLVMValueRef inner, LLVMValueRef outer)
 	                         gemm_offs_at(e, g, sel(e, first, c64(e, 0), LLVMBuildSub(b, ge, c64(e, 1), "")),
 	                                 c64(e, 0), T));
 	LLVMValueRef kend = gemm_offs_at(e, g, ge, kbase, T);
+	e->grp = ge;     /* {*xg} scales: the expert's (scale_at) */
 	LLVMValueRef klen = LLVMBuildSub(b, kend, kbase, "");
 	GPos p = {
 		.row0 = mul64(e, LLVMBuildUDiv(b, local, c64(e, (uint64_t)ntn), ""), (uint64_t)g->t.bm),
@@ -192,6 +193,7 @@ emit_gemm_grouped(E *e)
 	LLVMValueRef mt = LLVMBuildUDiv(b, local, c64(e, (uint64_t)ntn), "");
 	LLVMValueRef nti = LLVMBuildURem(b, local, c64(e, (uint64_t)ntn), "");
 	LLVMValueRef ge = sel(e, tail, c64(e, 0), cur);
+	e->grp = ge;     /* a {gx*} A scale: the expert's (scale_at) */
 	GPos p = {
 		.row0 = add64(e, start, mul64(e, mt, (uint64_t)g.t.bm)),
 		.col0 = mul64(e, nti, (uint64_t)g.t.bn),

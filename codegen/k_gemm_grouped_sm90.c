@@ -121,6 +121,7 @@ m_at(E *e, Sched90 *s, LLVMValueRef tile, Tile90 *p)
 
 	LLVMValueRef local = LLVMBuildSub(b, tile, base, "");
 	LLVMValueRef ge = sel(e, tail, c64(e, 0), cur);
+	e->grp = ge;     /* a {gx*} A scale: the expert's (k_gemm.c's scale_at) */
 	p->row0 = add64(e, start, mul64(e, LLVMBuildUDiv(b, local, s->v[3], ""), (uint64_t)s->bm));
 	p->col0 = mul64(e, LLVMBuildURem(b, local, s->v[3], ""), (uint64_t)s->bn);
 	p->mend = end;
@@ -167,6 +168,7 @@ k_at(E *e, Sched90 *s, LLVMValueRef tile, Tile90 *p)
 	LLVMValueRef t32 = LLVMBuildTrunc(b, tile, e->g->i32, "");
 	LLVMValueRef per = LLVMBuildTrunc(b, s->v[0], e->g->i32, "");
 	LLVMValueRef ge = LLVMBuildZExt(b, LLVMBuildUDiv(b, t32, per, ""), e->g->i64, "");
+	e->grp = ge;     /* {*xg} scales: the expert's (scale_at) */
 	LLVMValueRef l32 = LLVMBuildURem(b, t32, per, "");
 	LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, ge, c64(e, 0), "");
 	LLVMValueRef kbase = sel(e, first, c64(e, 0),

@@ -29,6 +29,9 @@ struct Kern {
 	long seg;                 /* amax_tensor, quant_tensor: rows per scale of
 	                             a {N x *} granularity (a tensorwise scale
 	                             per expert of stacked weights), 0 none */
+	int goffs;                /* amax_tensor, quant_tensor: the %offs of a
+	                             scale per group of rows ({gx*}: an expert's
+	                             tensorwise scale of its routed rows), -1 */
 	int rowcta;               /* quant_rowblock: one row per CTA */
 	int nchunk;               /* rowcta: 16-element vectors per thread (> 1:
 	                             rows wider than 16384, read twice) */

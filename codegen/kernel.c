@@ -67,6 +67,7 @@ classify(Kern *k)
 
 	k->x = -1;
 	k->q = -1;
+	k->goffs = -1;
 	for (int i = 0; i < f->nins; i++)
 		if (f->ins[i].op == OP_gemm_grouped) {
 			const char *mma = f->ins[i].pattr[PA_MMA];
@@ -194,12 +195,17 @@ classify(Kern *k)
 	if (!nq) {
 		if (!namax)
 			return kfail(k, "nothing to compute");
-		int ntw = 0, ncol = 0, nrow = 0, nseg = 0;
+		int ntw = 0, ncol = 0, nrow = 0, nseg = 0, ngrp = 0;
 		for (int i = 0; i < f->nins; i++) {
 			const Type *t = &f->ins[i].type;
 			if (!kin(k, i) || f->ins[i].op != OP_amax)
 				continue;
-			if (is_tensorwise(t))
+			if (f->ins[i].narg == 2) {     /* {gx*}: per group of %offs rows */
+				if (f->ins[i].arg[0] != k->x || (k->goffs >= 0 && k->goffs != f->ins[i].arg[1]))
+					return kfail(k, "%%%s = amax: per group of rows of the data param, "
+					             "one %%offs a kernel", f->val[f->ins[i].res].name);
+				ngrp++, k->goffs = f->ins[i].arg[1];
+			} else if (is_tensorwise(t))
 				ntw++;
 			else if (t->block[0] > 1 && t->block[1] == 0 && f->ins[i].arg[0] == k->x
 			         && (!k->seg || k->seg == t->block[0]))
@@ -217,6 +223,8 @@ classify(Kern *k)
 		if (nseg && (ntw || ncol || nrow))
 			return kfail(k, "an {%ld x *} amax (a tensorwise scale per expert) with others "
 			             "in one kernel", k->seg);
+		if (ngrp && (ntw || ncol || nrow || nseg))
+			return kfail(k, "an amax per group of rows ({gx*}) with others in one kernel");
 		if (nrow && !ncol)
 			return kfail(k, "a rowwise amax without its columns' goes with its quantize");
 		for (int i = 0; nrow && i < f->nins; i++)
@@ -260,6 +268,21 @@ classify(Kern *k)
 	const Type *st = &f->val[q->arg[1]].type;
 	k->br = st->block[0];
 	k->bc = st->block[1];
+	if (q->narg == 3 && f->val[q->arg[2]].type.index) {
+		/* {gx*}: each row its group's scale; the amax of a group spans
+		 * many CTAs, so it is the previous kernel's */
+		k->goffs = q->arg[2];
+		k->br = k->bc = 0;
+		if (colsrc || k->tr >= 0 || nscale_tr || nhad)
+			return kfail(k, "%%%s = quantize: a scale per group of rows is generated without "
+			             "a transpose or hadamard", f->val[q->res].name);
+		for (int i = 0; i < f->nins; i++)
+			if (kin(k, i) && f->ins[i].op == OP_amax)
+				return kfail(k, "%%%s = amax: an amax per group of rows spans many CTAs: its "
+				             "quantize runs in the next kernel", f->val[f->ins[i].res].name);
+		k->shape = CG_QUANT_TENSOR;
+		return 0;
+	}
 	if (colsrc) {
 		long xrows = f->val[k->x].type.dim[0];
 		int has_amax = 0;
@@ -421,6 +444,9 @@ geometry(Kern *k, const CodegenTarget *t)
 	if (cols >= 0 && cols % need)
 		return kfail(k, "%%%s: %ld columns, not a multiple of %ld", k->f->val[k->x].name,
 		             cols, need);
+	if (k->goffs >= 0 && cols < 0)
+		return kfail(k, "%%%s: a scale per group of rows needs static columns",
+		             k->f->val[k->x].name);
 	if (k->seg && (rows < 0 || cols < 0 || rows % k->seg))
 		return kfail(k, "%%%s: an {%ld x *} scale needs static rows, a multiple of %ld, and "
 		             "static columns", k->f->val[k->x].name, k->seg, k->seg);

@@ -36,6 +36,7 @@ typedef struct Lo {
 	Gemm g;
 	long in, out;           /* padded features (the GEMM's shape) */
 	int groups;             /* an expert group's G (gemm_grouped), else 0 */
+	int offs;               /* its %offs param, -1 */
 	int upd[4][2]; int nupd;/* state updates, emitted before ret */
 } Lo;
 
@@ -236,6 +237,18 @@ amax_of(Lo *l, Type t, int x, const Cast *c, const char *fmt, const char *pre)
 	return v;
 }
 
+/* The amax of each expert's routed rows of x (amax %x, %offs: {gx*}). */
+static int
+group_amax_of(Lo *l, int x, const Cast *c, const char *fmt, const char *pre)
+{
+	int args[2] = {x, l->offs};
+	int v = def(l, ir_scale_type(PRECC_FP32, l->groups, 1, BLOCK_GROUP, 0), OP_amax, args, 2,
+	            fmt, pre);
+
+	last(l)->nan_ignore = knob(c, KNOB_AMAX_NAN);
+	return v;
+}
+
 /*
  * Cast source `src` (stored layout) to operand `k` of the GEMM. `tr`: the
  * GEMM takes the source transposed. Which comes first:
@@ -265,6 +278,14 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 	bool after = tr && square;   /* transpose the quantized copy */
 	char pre[80];
 	int v = src, amax, scale, q, args[3];
+	/* the routed rows of a group (x in fprop, dY in dgrad) under current
+	 * scaling: one tensorwise scale per expert, the amax of its rows
+	 * [offs[g-1], offs[g]) ({gx*}), as TE's GroupedLinear quantizes each
+	 * expert's rows with its own quantizer (grouped_linear.py's
+	 * tex.split_quantize(inp_view, m_splits, input_quantizers)); rows past
+	 * the last offset quantize to 0 */
+	bool gact = l->groups && k == 0 && l->g != GEMM_WGRAD && c->scaling == SCALING_CURRENT;
+	int nq = gact ? 3 : 2;
 
 	if (c->scaling == SCALING_DELAYED || c->scaling == SCALING_CURRENT)
 		b0 = b1 = 0, square = true, after = tr;
@@ -388,7 +409,9 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 		break;
 	}
 	default:    /* current, rowwise, blockwise: amax -> scale -> quantize */
-		amax = amax_of(l, ir_scale_of(PRECC_FP32, &st_, b0, b1), v, c, "%s.amax", pre);
+		args[2] = l->offs;     /* read by a {gx*} quantize only (nq 3) */
+		amax = gact ? group_amax_of(l, v, c, "%s.amax", pre)
+		     : amax_of(l, ir_scale_of(PRECC_FP32, &st_, b0, b1), v, c, "%s.amax", pre);
 		if (knob(c, KNOB_SCALE_FORM)) {
 			/* DeepGEMM/DeepSeek: sf = amax / fmax is the scale_inv, the
 			 * multiplier its reciprocal (or x / sf with quantize=divide) */
@@ -398,7 +421,7 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 			scale = knob(c, KNOB_QUANTIZE) ? o.sinv
 			      : def(l, vtype(l, amax), OP_recip, &o.sinv, 1, "%s.scale", pre);
 			args[0] = v, args[1] = scale;
-			q = def(l, qt, OP_quantize, args, 2, "%s.q", pre);
+			q = def(l, qt, OP_quantize, args, nq, "%s.q", pre);
 			quant_attrs(last(l), c, r);
 			last(l)->divide = knob(c, KNOB_QUANTIZE);
 			break;
@@ -408,13 +431,13 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 		if (knob(c, KNOB_QUANTIZE)) {   /* x / scale_inv */
 			o.sinv = def(l, vtype(l, scale), OP_recip, &scale, 1, "%s.scale_inv", pre);
 			args[0] = v, args[1] = o.sinv;
-			q = def(l, qt, OP_quantize, args, 2, "%s.q", pre);
+			q = def(l, qt, OP_quantize, args, nq, "%s.q", pre);
 			quant_attrs(last(l), c, r);
 			last(l)->divide = true;
 			break;
 		}
 		args[0] = v, args[1] = scale;
-		q = def(l, qt, OP_quantize, args, 2, "%s.q", pre);
+		q = def(l, qt, OP_quantize, args, nq, "%s.q", pre);
 		quant_attrs(last(l), c, r);
 		o.sinv = def(l, vtype(l, scale), OP_recip, &scale, 1, "%s.scale_inv", pre);
 		break;
@@ -471,7 +494,7 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g, int groups, const char *gfqn)
 	const GemmPolicy *p = &lp->gemm[g];
 	const Linear *li = lp->linear;
 	char name[512], da[96], db[96];
-	Lo l = {.lp = lp, .g = g, .groups = groups};
+	Lo l = {.lp = lp, .g = g, .groups = groups, .offs = -1};
 	long G = groups ? groups : 1;
 	long K = li->in_features, N = li->out_features;
 	int src[2], a[6], na, acc, y;
@@ -529,6 +552,7 @@ lower_gemm(Module *m, const LayerPlan *lp, Gemm g, int groups, const char *gfqn)
 	if (groups) {
 		offs = def(&l, ir_index_vector(groups), OP_param, NULL, 0, "offs");
 		last(&l)->param = PARAM_IN;
+		l.offs = offs;
 	}
 	int b = -1;
 	if (hasbias) {
@@ -703,8 +727,8 @@ lower_plan(const Plan *plan, const char *layer_pattern)
  * of A (and 1xB, MX blocks) follow the tokens; a rowwise scale of
  * dgrad's Wᵀ becomes {1 x N}; a weight block may not straddle two experts;
  * a tensorwise weight scale becomes {N x *} ({* x N} transposed); a
- * tensorwise activation scale would need each expert's own amax over a
- * row range known at run time (a grouped amax, not here). */
+ * tensorwise activation scale of fprop's x or dgrad's dY becomes {gx*},
+ * each expert's own amax over its rows of %offs (amax %x, %offs). */
 static const char *
 group_refusal(const LayerPlan *lp, Gemm g)
 {
@@ -743,10 +767,15 @@ group_refusal(const LayerPlan *lp, Gemm g)
 		case SCALING_CURRENT:
 			/* the weight's: {N x *} over the stacked weights, one amax
 			 * and scale per expert's N rows (codegen's amax_tensor and
-			 * quant_tensor of that granularity, k_flat.c) */
-			if (g != GEMM_WGRAD && k == 1)
+			 * quant_tensor of that granularity, k_flat.c); x's or dY's:
+			 * {gx*}, one per expert's routed rows */
+			if (g != GEMM_WGRAD)
 				break;
-			return "a tensorwise activation scale per expert (a grouped amax)";
+			/* wgrad's token columns would take {*xg}: the quantize's
+			 * fused transpose per expert and K-major copies that start
+			 * at any token are not generated yet */
+			return "a tensorwise activation scale per expert in wgrad (the transposed "
+			       "{*xg} quantize is not generated yet)";
 		default:
 			return "delayed or NVFP4 scaling per expert";
 		}

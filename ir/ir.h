@@ -79,8 +79,14 @@ typedef struct Type {
 	bool index;               /* i32 (gemm_grouped's offsets); fmt is f32,
 	                             the storage width */
 	long block[MAXRANK];      /* scale tensors: data tile per element,
-	                             0 = the whole extent ({1x128}, {*x*}) */
+	                             0 = the whole extent ({1x128}, {*x*}),
+	                             BLOCK_GROUP a group's rows ({gx*}) */
 } Type;
+
+/* A scale block that is one group's rows (or token columns) of the
+ * %offs its op reads: an expert's tensorwise scale of the routed
+ * activations, f32[G,1]{gx*} (docs/ir.md, "amax"). */
+#define BLOCK_GROUP (-1L)
 
 /* PARAM_BUF: a kernel's operand computed by another kernel or a GEMM. */
 typedef enum ParamKind { PARAM_IN, PARAM_WEIGHT, PARAM_GRAD, PARAM_STATE,

@@ -264,7 +264,11 @@ blockdim(Parser *ps)
 		ps->p++;
 		return 0;
 	}
-	b = number(ps, "a block size (a number or *)");
+	if (*ps->p == 'g') {    /* a group's rows of %offs */
+		ps->p++;
+		return BLOCK_GROUP;
+	}
+	b = number(ps, "a block size (a number, * or g)");
 	if (b == 0)
 		errat(ps, ps->p - 1, "block size 0 (write * for the whole extent)");
 	return b;

@@ -23,6 +23,8 @@ print_block(FILE *f, long b)
 {
 	if (b == 0)
 		fputc('*', f);
+	else if (b == BLOCK_GROUP)
+		fputc('g', f);
 	else
 		fprintf(f, "%ld", b);
 }

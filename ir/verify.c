@@ -106,7 +106,9 @@ blockstr(const Type *t)
 	for (int i = 0; i < t->rank; i++) {
 		if (i)
 			s[n++] = 'x';
-		if (t->block[i])
+		if (t->block[i] == BLOCK_GROUP)
+			s[n++] = 'g';
+		else if (t->block[i])
 			n += (size_t)snprintf(s + n, 20, "%ld", t->block[i]);
 		else
 			s[n++] = '*';
@@ -203,10 +205,32 @@ covers(Ctx *c, const Type *d, const char *dname, const Type *s, const char *snam
 	if (d->rank != 2 || s->rank != 2)
 		return bad(c, "%%%s %s and its scale %%%s %s must both be rank 2", dname, tstr(d),
 		           sname, tstr(s));
+	if (s->block[0] == BLOCK_GROUP || s->block[1] == BLOCK_GROUP)
+		return bad(c, "%%%s %s: a scale per group of rows ({gx*}) goes with the %%offs of "
+		           "amax %%x, %%offs and quantize %%x, %%s, %%offs", sname, tstr(s));
 	want = ir_scale_of(s->fmt, d, s->block[0], s->block[1]);
 	if (!same_shape(&want, s))
 		return bad(c, "%%%s has shape %s, but granularity %s over %%%s %s needs %s", sname,
 		           shape(s), blockstr(s), dname, shape(d), shape(&want));
+	return true;
+}
+
+/* The scale s of one slot per group of %offs (operand k) over the rows
+ * of data d: f32[G,1]{gx*}, d rank 2. */
+static bool
+group_covers(Ctx *c, const Type *d, const char *dname, const Type *s, const char *sname, int k)
+{
+	const Type *o = at(c, k);
+
+	if (!o->index || o->rank != 1 || o->dim[0] < 1)
+		return bad(c, "offsets %%%s must be i32[G], the groups' end offsets, got %s",
+		           vn(c, k), tstr(o));
+	if (d->rank != 2)
+		return bad(c, "%%%s %s: a scale per group of rows is of rank-2 data", dname, tstr(d));
+	if (!s->is_scale || s->rank != 2 || s->block[0] != BLOCK_GROUP || s->block[1] != 0
+	    || s->dim[0] != o->dim[0] || s->dim[1] != 1)
+		return bad(c, "%%%s must be f32[%ld,1]{gx*}, one scale per group of %%%s's rows, got "
+		           "%s", sname, o->dim[0], dname, tstr(s));
 	return true;
 }
 
@@ -243,7 +267,7 @@ promote_blocks(Ctx *c, int s)
 		return true;
 	for (int k = s; k <= s + 1; k++) {
 		long kb = at(c, k)->block[1];
-		if (kb && kb % i->accum_n)
+		if (kb > 0 && kb % i->accum_n)    /* (a group's {*xg}: its tokens) */
 			return bad(c, "accum=promote:%d applies scales at each promotion, so "
 			              "K blocks must be multiples of %d; %%%s has %s",
 			           i->accum_n, i->accum_n, vn(c, k), blockstr(at(c, k)));
@@ -287,6 +311,11 @@ check_op(Ctx *c)
 	case OP_amax:
 		if (!data(c, 0, "operand"))
 			return false;
+		if (i->narg == 2) {    /* one per group of rows of %offs */
+			if (rt->fmt != PRECC_FP32)
+				return bad(c, "result must be f32, got %s", tstr(rt));
+			return group_covers(c, at(c, 0), vn(c, 0), rt, c->f->val[i->res].name, 1);
+		}
 		if (!rt->is_scale)
 			return bad(c, "result must be a scale tensor whose {granularity} says what "
 			              "amax reduces over, e.g. f32[1,1]{*x*}; got %s", tstr(rt));
@@ -352,6 +381,17 @@ check_op(Ctx *c)
 		want.fmt = rt->fmt;
 		if (!result_is(c, &want))
 			return false;
+		if (i->narg == 3 && at(c, 2)->index) {
+			/* a scale per group of rows of %offs; rows past the last
+			 * offset quantize to 0 */
+			if (rt->fmt != PRECC_E4M3 && rt->fmt != PRECC_E5M2)
+				return bad(c, "a scale per group of rows is for e4m3 and e5m2 results, "
+				           "got %s", ir_fmt_name(rt->fmt));
+			if (i->round == PRECC_SR)
+				return bad(c, "a scale per group of rows is for round=rne and rz");
+			return f32_scale(c, 1, "scale")
+			    && group_covers(c, at(c, 0), vn(c, 0), at(c, 1), vn(c, 1), 2);
+		}
 		if (i->narg == 3 && rt->fmt != PRECC_E2M1)
 			return bad(c, "two-level scales (block and global) are for e2m1 results, got %s",
 			           ir_fmt_name(rt->fmt));
@@ -519,9 +559,21 @@ check_op(Ctx *c)
 				return bad(c, "%s operands need one scale_inv each: gemm_grouped %%a, %%b, "
 				           "%%offs, %%sa, %%sb (got %d operands)", ir_fmt_name(A->fmt),
 				           i->narg);
-			if (!covers(c, A, vn(c, 0), at(c, 3), vn(c, 3))
-			    || !covers(c, B, vn(c, 1), at(c, 4), vn(c, 4)))
-				return false;
+			for (int k = 3; k <= 4; k++) {
+				const Type *s = at(c, k);
+				bool gs = s->block[0] == BLOCK_GROUP || s->block[1] == BLOCK_GROUP;
+				/* one scale per group: of A's rows (group=m, {gx*}: an
+				 * expert's activation scale) or of the token columns
+				 * (group=k, {*xg}: the transpose of the {gx*} scale) */
+				Type w = i->group_k ? ir_scale_type(PRECC_FP32, 1, G, 0, BLOCK_GROUP)
+				                    : ir_scale_type(PRECC_FP32, G, 1, BLOCK_GROUP, 0);
+				if (gs && ((!i->group_k && k == 4) || !ir_type_eq(s, &w)))
+					return bad(c, "%%%s %s: a scale per group is A's f32[%ld,1]{gx*} "
+					           "(group=m) or A's or B's f32[1,%ld]{*xg} (group=k)", vn(c, k),
+					           tstr(s), G, G);
+				if (!gs && !covers(c, k == 3 ? A : B, vn(c, k - 3), s, vn(c, k)))
+					return false;
+			}
 			long N = B->dim[0] / G, b0 = at(c, 4)->block[0], b1 = at(c, 4)->block[1];
 			if (!i->group_k && !kstack && b0 && b0 != B->dim[0] && N % b0)
 				return bad(c, "group=m: the row block %ld of %%%s straddles two groups' "
@@ -636,7 +688,7 @@ type_ok(Ctx *c, const Type *t)
 			return bad(c, "result type %s has a zero dim", tstr(t));
 		if (t->dim[k] < DIM_M && !t->is_scale)
 			return bad(c, "result type %s: M/B dims are for scale tensors", tstr(t));
-		if (t->is_scale && t->block[k] < 0)
+		if (t->is_scale && t->block[k] < 0 && t->block[k] != BLOCK_GROUP)
 			return bad(c, "result type %s has a negative block", tstr(t));
 	}
 	if (t->is_scale && t->rank != 2)
@@ -746,9 +798,10 @@ verify_func(Ctx *c)
 			else if (v->def >= k)
 				ok = bad(c, "%%%s is used before its definition", v->name);
 			else if (v->type.index && !(i->op == OP_gemm_grouped && a == 2)
+			         && !(i->op == OP_amax && a == 1) && !(i->op == OP_quantize && a == 2)
 			         && i->op != OP_call)
-				ok = bad(c, "%%%s is i32 (offsets): only gemm_grouped's third operand "
-				         "reads it", v->name);
+				ok = bad(c, "%%%s is i32 (offsets): only gemm_grouped's third operand, "
+				         "amax's second and quantize's third read it", v->name);
 		}
 		if (ok)
 			check_op(c);

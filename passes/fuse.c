@@ -238,7 +238,8 @@ roots(Fuse *z)
 		int r = ROOT_NONE;
 		if (i->op == OP_param) {
 			z->kind[k] = K_PARAM;
-			z->root[k] = i->param == PARAM_STATE ? ROOT_NONE : i->res;
+			/* %offs (i32) is read beside the data it groups, as state is */
+			z->root[k] = i->param == PARAM_STATE || i->type.index ? ROOT_NONE : i->res;
 			continue;
 		}
 		if (i->op == OP_update || i->op == OP_ret || i->op == OP_call) {
@@ -367,8 +368,8 @@ global_amax(Fuse *z, int k, bool *tr)
 	*tr = d && d->op == OP_transpose;
 	if (!rt->block[0] && !rt->block[1])
 		return true;        /* tensorwise: across every CTA */
-	if (!*tr && rt->block[0] > 1 && !rt->block[1])
-		return true;        /* {N x *}, per expert: N whole rows, many CTAs */
+	if (!*tr && (rt->block[0] > 1 || rt->block[0] == BLOCK_GROUP) && !rt->block[1])
+		return true;        /* {N x *} or {gx*}, per expert: many CTAs */
 	rows = *tr ? (rt->block[1] ? rt->block[1] : ot->dim[1])
 	           : (rt->block[0] ? rt->block[0] : ot->dim[0]);
 	return rows < 0 || rows > 128;
@@ -460,6 +461,13 @@ split_global(Fuse *z)
 		 * that x the target's SMs they loop and read twice, so two kernels */
 		long ctas = b < 0 ? -1 : (b / ebytes_of(st) + GRID_ELEMS_PER_CTA - 1) / GRID_ELEMS_PER_CTA;
 		long resident = (long)GRID_CTAS_PER_SM * z->t->sms;
+		if (i->type.block[0] == BLOCK_GROUP) {
+			ir_comment(&i->comment, "fuse: %%%s, one amax per expert's routed rows, is "
+			           "needed before any element is quantized: two kernels (codegen's "
+			           "grid-wide amax is tensorwise only)", vname(z, i->res));
+			ir_set_attr(i->pattr, PA_AMAX_SCHEME, "two_kernel");
+			goto two_kernels;
+		}
 		if (i->type.block[0] > 1 && !i->type.block[1]) {
 			ir_comment(&i->comment, "fuse: %%%s, one amax per expert's %ld rows, is needed "
 			           "before any element is quantized: two kernels (codegen's grid-wide "

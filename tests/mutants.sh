@@ -176,6 +176,17 @@ seg_amax_next_expert|codegen/emit_quant.c|codegen.emu$|LLVMValueRef slot = LLVMB
 seg_transpose_tile_scale|codegen/k_transpose.c|codegen.emu$|LLVMBuildUDiv(b, grow, c64(e, (uint64_t)k->seg), \"\")|LLVMBuildUDiv(b, LLVMBuildMul(b, trw, c64(e, T), \"\"), c64(e, (uint64_t)k->seg), \"\")
 grouped_weight_scale|frontend/lower.c|frontend.grouped_lower|			b0 = l->out;|			b0 = 0;"
 
+# grouped-act (issue 29 §1): a tensorwise activation scale per expert,
+# {gx*} over the routed rows of %offs. The group lookup never past the
+# last group (a padding row counted in the last expert's amax and
+# quantized with its scale); the quantize taking the neighbour expert's
+# scale (group g xor 1); the grouped GEMM de-scaling a tile with the
+# neighbour expert's activation scale.
+MUTANTS="$MUTANTS
+group_gemm_neighbour_scale|codegen/k_gemm.c|codegen.emu$|		ix = e->grp;    /* one per group: the tile's (k_gemm_grouped*.c) */|		ix = LLVMBuildXor(b, e->grp, c64(e, 1), \"\");
+group_pad_counts|codegen/emit_quant.c|codegen.emu$|LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULE, cand, c64(e, (uint64_t)G), \"\");|LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, cand, c64(e, (uint64_t)G), \"\");
+group_neighbour_scale|codegen/k_flat.c|codegen.emu$|		bidx = LLVMBuildSelect(e->b, pad, last, grp, \"\");|		bidx = LLVMBuildSelect(e->b, pad, last, LLVMBuildXor(e->b, grp, c64(e, 1), \"\"), \"\");"
+
 # mxwgmma (issue 28 §5): MXFP8 on wgmma, a promotion every 32 K inside the
 # stage. Every chunk scaled by the stage's first chunk's scales; the
 # chunks past K promoted (their scales read past the tensor's); a chunk's

@@ -17,21 +17,27 @@
 
 /* The offsets: >= 0, non-decreasing, at most total. */
 static int
-check_offsets(const int32_t *offs, int ng, long total, const char *what)
+check_offsets_of(const char *op, const int32_t *offs, int ng, long total, const char *what)
 {
 	for (int g = 0; g < ng; g++) {
 		if (offs[g] < 0)
-			return interp_fail(PRECC_IEINVAL, "gemm_grouped: offsets[%d] = %d is negative",
-			                   g, offs[g]);
+			return interp_fail(PRECC_IEINVAL, "%s: offsets[%d] = %d is negative",
+			                   op, g, offs[g]);
 		if (g && offs[g] < offs[g - 1])
-			return interp_fail(PRECC_IEINVAL, "gemm_grouped: offsets are not monotone: "
-			                   "offsets[%d] = %d < offsets[%d] = %d", g, offs[g], g - 1,
+			return interp_fail(PRECC_IEINVAL, "%s: offsets are not monotone: "
+			                   "offsets[%d] = %d < offsets[%d] = %d", op, g, offs[g], g - 1,
 			                   offs[g - 1]);
 		if (offs[g] > total)
-			return interp_fail(PRECC_IEINVAL, "gemm_grouped: offsets[%d] = %d exceeds %s = "
-			                   "%ld", g, offs[g], what, total);
+			return interp_fail(PRECC_IEINVAL, "%s: offsets[%d] = %d exceeds %s = "
+			                   "%ld", op, g, offs[g], what, total);
 	}
 	return PRECC_IOK;
+}
+
+static int
+check_offsets(const int32_t *offs, int ng, long total, const char *what)
+{
+	return check_offsets_of("gemm_grouped", offs, ng, total, what);
 }
 
 static size_t
@@ -59,6 +65,13 @@ sub_scale(const float *s, long rows, long cols, precc_block blk, long r0, long r
 	*out = s;
 	if (!s)
 		return PRECC_IOK;
+	if (blk.br == BLK_GROUP || blk.bc == BLK_GROUP) {
+		/* one scale per group ({gx*} of A's rows, {*xg} of the token
+		 * columns): the group's own, tensorwise over its slice */
+		*out = s + g;
+		sub->br = sub->bc = 0;
+		return PRECC_IOK;
+	}
 	if ((e = interp_block(op, rows, cols, blk, &br, &bc)) != 0)
 		return e;
 	if (br == rows)
@@ -82,6 +95,62 @@ sub_scale(const float *s, long rows, long cols, precc_block blk, long r0, long r
 	for (long r = s0; r < s1; r++)
 		memcpy(*tmp + (r - s0) * (t1 - t0), s + r * nbc + t0, sizeof **tmp * (size_t)(t1 - t0));
 	*out = *tmp;
+	return PRECC_IOK;
+}
+
+int
+precc_amax_grouped(const void *x, precc_format xf, long rows, long cols, const int32_t *offs,
+                   int ng, precc_amax_nan nan, float *out)
+{
+	size_t ex = ebytes(xf);
+	long start = 0;
+	int e;
+
+	if (!x || !offs || !out || ng < 1 || ex < 1)
+		return interp_fail(PRECC_IEINVAL, "amax per group: NULL operand, no group or an "
+		                   "operand under 8 bits");
+	if ((e = check_offsets_of("amax", offs, ng, rows, "the rows")) != 0)
+		return e;
+	for (int g = 0; g < ng; start = offs[g++]) {
+		out[g] = 0.0f;      /* a group without rows */
+		if (offs[g] > start
+		    && (e = precc_amax_policy((const char *)x + (size_t)start * (size_t)cols * ex, xf,
+		                              offs[g] - start, cols, (precc_block){0, 0}, nan,
+		                              &out[g], NULL)) != 0)
+			return e;
+	}
+	return PRECC_IOK;
+}
+
+int
+precc_quantize_grouped(const void *x, precc_format xf, long rows, long cols, const int32_t *offs,
+                       int ng, const precc_quant_opts *o, void *q)
+{
+	size_t ex = ebytes(xf), eq = ebytes(o ? o->qf : PRECC_FP32);
+	long start = 0, end = ng > 0 ? offs[ng - 1] : 0;
+	int e;
+
+	if (!x || !offs || !o || !q || ng < 1 || ex < 1 || eq != 1 || o->round == PRECC_SR
+	    || (!o->scale && !o->divisor))
+		return interp_fail(PRECC_IEINVAL, "quantize per group: 8-bit results, a scale per "
+		                   "group, no stochastic rounding");
+	if ((e = check_offsets_of("quantize", offs, ng, rows, "the rows")) != 0)
+		return e;
+	for (int g = 0; g < ng; start = offs[g++]) {
+		precc_quant_opts s = *o;
+		if (offs[g] == start)
+			continue;
+		s.blk = (precc_block){0, 0};
+		s.scale = o->scale ? o->scale + g : NULL;
+		s.divisor = o->divisor ? o->divisor + g : NULL;
+		if ((e = precc_quantize((const char *)x + (size_t)start * (size_t)cols * ex, xf,
+		                        offs[g] - start, cols, &s,
+		                        (char *)q + (size_t)start * (size_t)cols)) != 0)
+			return e;
+	}
+	/* rows of no group (padding): code 0, as the grouped GEMM's rows
+	 * past the last offset are zero */
+	memset((char *)q + (size_t)end * (size_t)cols, 0, (size_t)(rows - end) * (size_t)cols);
 	return PRECC_IOK;
 }
 

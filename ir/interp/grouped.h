@@ -26,11 +26,27 @@
  * C[ngroups * m, n], group g's [m, n] the product over its tokens (zero for
  * a group without one).
  * Scales (scale_inv and blk as precc_gemm's, over the whole operands)
- * follow the slices; a scale block may not straddle two groups: a group's
+ * follow the slices (a BLK_GROUP block: scale_inv[g] is group g's); a scale block may not straddle two groups: a group's
  * first row (group=m, A) or token (group=k) must start a block. No bias,
  * no out_amax; operands of at least 8 bits (the interpreter widens
  * fp4/fp6 to e4m3 first). */
 enum { GROUP_M, GROUP_K, GROUP_M_KSTACK };
+/* a scale block that is one group (ir.h's BLOCK_GROUP): sa {gx*} of A's
+ * rows (group=m), {*xg} of A's or B's token columns (group=k) */
+enum { BLK_GROUP = -1 };
 int precc_gemm_grouped(const precc_gemm_desc *d, int group, const int32_t *offs, int ngroups);
+
+/* The tensorwise amax of each group's rows of x[rows, cols]: out[g] is
+ * precc_amax_policy of rows [offs[g-1], offs[g]) ({*x*}), 0 for a group
+ * without rows; rows past the last offset count in no group. Offsets as
+ * above. */
+int precc_amax_grouped(const void *x, precc_format xf, long rows, long cols,
+                       const int32_t *offs, int ngroups, precc_amax_nan nan, float *out);
+/* Each group's rows quantized with its own scale: precc_quantize of rows
+ * [offs[g-1], offs[g]) with o->scale + g (or o->divisor + g) as a
+ * tensorwise scale; rows past the last offset are code 0. 8-bit formats,
+ * no stochastic rounding (its bits follow the whole tensor's index). */
+int precc_quantize_grouped(const void *x, precc_format xf, long rows, long cols,
+                           const int32_t *offs, int ngroups, const precc_quant_opts *o, void *q);
 
 #endif

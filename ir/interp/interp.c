@@ -421,6 +421,17 @@ op_amax(IrInterp *ip, const Ins *i)
 {
 	int x = i->arg[0], e;
 
+	if (i->narg == 2) {     /* one per group of rows of %offs (grouped.c) */
+		int o = i->arg[1], ng = (int)nelem(ip, o);
+		if (need_f32(ip, i, i->res) || !vtype(ip, o)->index || ip->shape[i->res][0] != ng
+		    || ip->shape[i->res][1] != 1)
+			return fail(ip, i, "an amax per group of rows is f32[G,1]{gx*} of an i32[G]");
+		e = precc_amax_grouped(ip->buf[x], vtype(ip, x)->fmt, ip->shape[x][0],
+		                       ip->shape[x][1], ip->buf[o], ng,
+		                       i->nan_ignore ? PRECC_AMAX_NAN_IGNORE : PRECC_AMAX_NAN_PROPAGATE,
+		                       fbuf(ip, i->res));
+		return e ? kfail(ip, i, e) : 0;
+	}
 	if (need_f32(ip, i, i->res) || check_cover(ip, i, x, i->res))
 		return -1;
 	e = precc_amax_policy(ip->buf[x], vtype(ip, x)->fmt, ip->shape[x][0], ip->shape[x][1],
@@ -709,9 +720,26 @@ op_quantize(IrInterp *ip, const Ins *i)
 	precc_quant_opts o = {0};
 	float *tmp = NULL;
 	long n = nelem(ip, s);
+	bool grp = i->narg == 3 && vtype(ip, i->arg[2])->index;
 
-	if (same_shape(ip, i, x, i->res) || check_cover(ip, i, x, s))
+	if (same_shape(ip, i, x, i->res) || (!grp && check_cover(ip, i, x, s)))
 		return -1;
+	if (grp) {     /* a scale per group of rows of %offs (grouped.c) */
+		int ng = (int)nelem(ip, i->arg[2]);
+		if (need_f32(ip, i, s) || n != ng)
+			return fail(ip, i, "a scale per group of rows is f32[G,1]{gx*} of an i32[G]");
+		o.qf = vtype(ip, i->res)->fmt;
+		o.round = i->round;
+		o.saturate = i->sat;
+		o.threads = ip->o.threads;
+		if (i->divide)
+			o.divisor = fbuf(ip, s);
+		else
+			o.scale = fbuf(ip, s);
+		e = precc_quantize_grouped(ip->buf[x], vtype(ip, x)->fmt, ip->shape[x][0],
+		                           ip->shape[x][1], ip->buf[i->arg[2]], ng, &o, ip->buf[i->res]);
+		return e ? kfail(ip, i, e) : 0;
+	}
 	o.qf = vtype(ip, i->res)->fmt;
 	o.round = i->round;
 	o.saturate = i->sat;
@@ -956,7 +984,14 @@ op_gemm(IrInterp *ip, const Ins *i)
 		for (int o = 0; o < 2; o++) {
 			int s = i->arg[so + o], g = i->narg == 6 ? i->arg[4 + o] : -1;
 			long kb = vtype(ip, s)->block[1];
-			if (check_cover(ip, i, i->arg[o], s))
+			/* a scale per group ({gx*}, {*xg}): G of them (grouped.c) */
+			bool gs = grp && (vtype(ip, s)->block[0] == BLOCK_GROUP || kb == BLOCK_GROUP);
+			if (gs && nelem(ip, s) != ng) {
+				fail(ip, i, "%%%s: a scale per group needs %d, one per group",
+				     ip->f->val[s].name, ng);
+				goto out;
+			}
+			if (!gs && check_cover(ip, i, i->arg[o], s))
 				goto out;
 			if (kb > 0 && k % kb && !(grp && i->group_k)) {   /* group=k: per group */
 				fail(ip, i, "K=%ld is not a multiple of the K block %ld of %%%s: blocks "

@@ -360,7 +360,10 @@ main(void)
 	check("fp16_dynamic_loss_scale", mix, 9, 256, 384);
 	check("mxfp8", mix, 9, 256, 384);
 	check("deepseek_v3", mix, 9, 256, 384);      /* 1x128 activations, 128x128 weights */
-	check("current_tensorwise", mix, 0, 256, 384); /* an activation amax per expert: no */
+	check("current_tensorwise", mix, 6, 256, 384); /* fprop, dgrad: an activation amax
+	                                                  per expert ({gx*}); wgrad's {*xg}
+	                                                  not generated yet */
+	check("te_current", mix, 6, 256, 384);
 	/* a tensorwise weight scale (per expert {N x *} over the stacked
 	 * weights), 1x128 activation and gradient tiles */
 	const char *mixed = "/tmp/precc_test_grouped_mixed.lua";
@@ -380,11 +383,12 @@ main(void)
 		fprintf(stderr, "%d failure(s)\n", failures);
 		return 1;
 	}
-	/* bf16, rowwise, rowwise_gw_hp, fp16, mxfp8, deepseek_v3, mixed: 3
-	 * groups; bf16 and deepseek_v3 on OLMoE: 2; on two targets */
-	if (steps_checked != 2 * (7 * 3 + 2 * 2)) {
+	/* bf16, rowwise, rowwise_gw_hp, fp16, mxfp8, deepseek_v3,
+	 * current_tensorwise, te_current, mixed: 3 groups; bf16 and
+	 * deepseek_v3 on OLMoE: 2; on two targets */
+	if (steps_checked != 2 * (9 * 3 + 2 * 2)) {
 		fprintf(stderr, "%d step funcs checked after the passes, want %d\n", steps_checked,
-		        2 * (7 * 3 + 2 * 2));
+		        2 * (9 * 3 + 2 * 2));
 		return 1;
 	}
 	printf("ok (%d step funcs after the passes)\n", steps_checked);

@@ -7,7 +7,10 @@
  * sizes, 256 groups, group=m with B stacked along K (the grouped dgrad's
  * transposed weights, B[N, G*K]), group=k (wgrad) with token blocks, a Mixtral-style
  * block (8 experts, top-2, w1/w3/w2 quantized to e4m3 with per-expert
- * weight scales and 1x32 activation blocks), and bad offsets.
+ * weight scales and 1x32 activation blocks), and bad offsets. And the
+ * per-expert activation amax and quantize ({gx*}: amax %x, %offs and
+ * quantize %x, %s, %offs) against each expert's own tensorwise amax,
+ * scale and quantize on its rows.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -162,7 +165,8 @@ test_text(void)
 	CHECK(strstr(verify_error(HEAD "  %y = gemm_grouped %x, %w, %offs accum=fp32 group=k : "
 	                          "f32[M,64]\n  ret %y\n}\n"), "their rows are static"));
 	CHECK(strstr(verify_error(HEAD "  %c = cast %offs : bf16[4]\n  ret %c\n}\n"),
-	              "only gemm_grouped's third operand reads it"));
+	              "only gemm_grouped's third operand, amax's second and quantize's third read "
+	              "it"));
 	CHECK(strstr(verify_error(HEAD "  %y = gemm_grouped %x, %w, %offs accum=fp32 : f32[M,64]\n"
 	                          "  ret %y\n}\n"), "needs group=m or group=k"));
 	CHECK(strstr(verify_error("func @f {\n  %w = param weight : bf16[250,64]\n"
@@ -597,6 +601,148 @@ test_bad_offsets(void)
 	ir_module_free(m), ir_module_free(mk);
 }
 
+/* Run f at M with x (bf16 [M,K]) and offs bound; copy ret operand k
+ * (bytes) to out[k]; the error, or NULL. */
+static const char *
+run_all(const Func *f, long M, const uint16_t *x, size_t xb, const int32_t *offs, int G,
+        void **out, int nout)
+{
+	static char err[1024];
+	IrInterpOpts o;
+	IrInterp *ip;
+
+	ir_interp_opts_init(&o);
+	o.m = M;
+	o.threads = 2;
+	if (!(ip = ir_interp_new(f, &o, err, sizeof err)))
+		return err;
+	if (ir_interp_bind(ip, "x", (void *)x, xb)
+	    || ir_interp_bind(ip, "offs", (void *)offs, (size_t)G * 4) || ir_interp_run(ip)) {
+		snprintf(err, sizeof err, "%s", ir_interp_error(ip));
+		ir_interp_free(ip);
+		return err;
+	}
+	for (int k = 0; k < nout; k++) {
+		long r, c;
+		size_t b = ir_interp_value_bytes(ip, ir_interp_result(ip, k), &r, &c);
+		out[k] = malloc(b);
+		memcpy(out[k], ir_interp_value(ip, ir_interp_result(ip, k)), b);
+	}
+	ir_interp_free(ip);
+	return NULL;
+}
+
+/* amax %x, %offs and quantize %x, %s, %offs (a tensorwise activation
+ * scale per expert, current scaling as TE's: nonfinite=one) against the
+ * per-expert path: each expert's rows through amax {*x*}, scale and
+ * quantize of their own. Zero-row experts (amax 0, scale 1), a one-row
+ * expert, unaligned sizes, 256 experts, and padding rows past the last
+ * offset: in no amax, code 0. */
+static void
+group_amax_quant(int G, const int *sizes, long pad, int K)
+{
+	long M = pad;
+	for (int g = 0; g < G; g++)
+		M += sizes[g];
+	int32_t *offs = malloc(sizeof *offs * (size_t)G);
+	uint16_t *x = malloc(sizeof *x * (size_t)(M * K));
+	for (long g = 0, at = 0; g < G; g++)
+		offs[g] = (int32_t)(at += sizes[g]);
+	for (long i = 0; i < M * K; i++)    /* experts of different magnitudes */
+		x[i] = bf16(urand() * (float)(1 + (i / K) % 7) * 64.0f);
+	for (long i = (M - pad) * K; i < M * K; i++)
+		x[i] = bf16(1e4f);    /* padding: larger than any expert's */
+	char t[1024];
+	snprintf(t, sizeof t, "func @f {\n  %%x = param in : bf16[M,%d]\n"
+	         "  %%offs = param in : i32[%d]\n"
+	         "  %%x.amax = amax %%x, %%offs : f32[%d,1]{gx*}\n"
+	         "  %%x.scale = scale %%x.amax fmt=e4m3 nonfinite=one : f32[%d,1]{gx*}\n"
+	         "  %%x.q = quantize %%x, %%x.scale, %%offs sat : e4m3[M,%d]\n"
+	         "  %%x.scale_inv = recip %%x.scale : f32[%d,1]{gx*}\n"
+	         "  ret %%x.q, %%x.scale_inv, %%x.amax\n}\n", K, G, G, G, K, G);
+	Module *mg = parse(t, true);
+	char *s = ir_module_to_string(mg);
+	CHECK(!strcmp(s, t));     /* {gx*} round-trips */
+	free(s);
+	snprintf(t, sizeof t, "func @e {\n  %%x = param in : bf16[M,%d]\n"
+	         "  %%offs = param in : i32[1]\n"
+	         "  %%x.amax = amax %%x : f32[1,1]{*x*}\n"
+	         "  %%x.scale = scale %%x.amax fmt=e4m3 nonfinite=one : f32[1,1]{*x*}\n"
+	         "  %%x.q = quantize %%x, %%x.scale sat : e4m3[M,%d]\n"
+	         "  %%x.scale_inv = recip %%x.scale : f32[1,1]{*x*}\n"
+	         "  ret %%x.q, %%x.scale_inv, %%x.amax\n}\n", K, K);
+	Module *me = parse(t, true);
+	void *r[3] = {0};
+	const char *err = run_all(mg->fn[0], M, x, sizeof *x * (size_t)(M * K), offs, G, r, 3);
+	CHECK(!err);
+	if (err) {
+		fprintf(stderr, "group_amax_quant: %s\n", err);
+		goto out;
+	}
+	int bad = 0;
+	for (int g = 0; g < G; g++) {
+		long r0 = g ? offs[g - 1] : 0, n = offs[g] - r0;
+		float sinv = ((float *)r[1])[g], am = ((float *)r[2])[g];
+		if (!n) {   /* no rows: amax 0, TE's scale 1 */
+			bad += am != 0.0f || sinv != 1.0f;
+			continue;
+		}
+		void *e[3] = {0};
+		int32_t one = (int32_t)n;
+		const char *ee = run_all(me->fn[0], n, x + r0 * K, sizeof *x * (size_t)(n * K), &one, 1,
+		                         e, 3);
+		if (ee) {
+			fprintf(stderr, "expert %d: %s\n", g, ee);
+			bad++;
+			continue;
+		}
+		bad += memcmp(e[0], (uint8_t *)r[0] + r0 * K, (size_t)(n * K)) != 0
+		    || memcmp(e[1], &sinv, 4) || memcmp(e[2], &am, 4);
+		free(e[0]), free(e[1]), free(e[2]);
+	}
+	for (long i = (M - pad) * K; i < M * K; i++)
+		bad += ((uint8_t *)r[0])[i] != 0;   /* padding: code 0 */
+	if (bad)
+		fprintf(stderr, "group_amax_quant G=%d: %d experts or padding rows differ from the "
+		        "per-expert path\n", G, bad);
+	failures += bad != 0;
+out:
+	free(r[0]), free(r[1]), free(r[2]);
+	free(x), free(offs);
+	ir_module_free(mg), ir_module_free(me);
+}
+
+static void
+test_group_amax_quant(void)
+{
+	static const int s8[8] = {0, 1, 37, 5, 0, 64, 3, 17};
+	static int s256[256];
+	int32_t bad_offs[4] = {2, 5, 4, 10};
+	uint16_t x[10 * 16] = {0};
+	void *r[1];
+
+	group_amax_quant(8, s8, 9, 32);
+	for (int g = 0; g < 256; g++)
+		s256[g] = g % 3 == 0 ? 0 : g % 7 == 1 ? 1 : (g * 5) % 11;
+	group_amax_quant(256, s256, 3, 16);
+	group_amax_quant(1, (const int[]){24}, 0, 16);
+	/* the verifier: the scale's shape, 8-bit results; the interpreter:
+	 * bad offsets */
+#define HEAD "func @f {\n  %x = param in : bf16[M,16]\n  %offs = param in : i32[4]\n"
+	CHECK(strstr(verify_error(HEAD "  %a = amax %x, %offs : f32[8,1]{gx*}\n  ret %a\n}\n"),
+	             "must be f32[4,1]{gx*}, one scale per group of %x's rows"));
+	CHECK(strstr(verify_error(HEAD "  %a = amax %x : f32[4,1]{gx*}\n  ret %a\n}\n"),
+	             "goes with the %offs"));
+	CHECK(strstr(verify_error(HEAD "  %s = param state : f32[4,1]{gx*}\n"
+	                          "  %q = quantize %x, %s, %offs sat : e2m1[M,16]\n  ret %q\n}\n"),
+	             "for e4m3 and e5m2 results"));
+	Module *m = parse(HEAD "  %a = amax %x, %offs : f32[4,1]{gx*}\n  ret %a\n}\n", true);
+	const char *err = run_all(m->fn[0], 10, x, sizeof x, bad_offs, 4, r, 1);
+	CHECK(err && strstr(err, "amax: offsets are not monotone: offsets[2] = 4 < offsets[1] = 5"));
+	ir_module_free(m);
+#undef HEAD
+}
+
 int
 main(void)
 {
@@ -606,6 +752,7 @@ main(void)
 	test_group_k();
 	test_mixtral();
 	test_bad_offsets();
+	test_group_amax_quant();
 	if (failures) {
 		fprintf(stderr, "%d failure(s)\n", failures);
 		return 1;

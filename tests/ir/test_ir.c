@@ -200,8 +200,12 @@ static const struct { const char *text, *msg; } verify_errors[] = {
 	{F("  %a = amax %x : f32[1,1]{*x*}\n" X "  ret %a\n"),
 	 "v.ir:2:3: error: @f: %a = amax: %x is used before its definition"},
 	{F("  ret %nope\n"), "v.ir:2:3: error: @f: ret: %nope is never defined"},
+	{F(X "  %a = recip %x, %x : f32[1,1]{*x*}\n  ret %a\n"),
+	 "v.ir:3:3: error: @f: %a = recip: takes 1 operand, got 2"},
+	/* amax's second operand is a group's offsets ({gx*}) */
 	{F(X "  %a = amax %x, %x : f32[1,1]{*x*}\n  ret %a\n"),
-	 "v.ir:3:3: error: @f: %a = amax: takes 1 operand, got 2"},
+	 "v.ir:3:3: error: @f: %a = amax: offsets %x must be i32[G], the groups' end offsets, "
+	 "got bf16[M,256]"},
 	{F(X "  %q = quantize %x : e4m3[M,256]\n  ret %q\n"),
 	 "v.ir:3:3: error: @f: %q = quantize: takes 2 to 3 operands, got 1"},
 	{F(X "  ret\n"), "v.ir:3:3: error: @f: ret: takes at least 1 operand, got 0"},

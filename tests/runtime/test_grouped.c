@@ -116,7 +116,10 @@ static void check_group(precc_rt *rt, int g, const int *cnt, int pad)
 	memset(dy + (size_t)offs[E - 1] * n, 0, (size_t)(m - offs[E - 1]) * n * 2);
 	size_t ysz = (size_t)m * n * eb(gs.y_format), dwsz = (size_t)(E * n * k) * eb(gs.dw_format);
 	size_t dxsz = gi.grouped[1] ? (size_t)m * k * eb(gs.dx_format) : 0;
-	char *y = zalloc(ysz), *dw = zalloc(dwsz), *dx = gi.grouped[1] ? zalloc(dxsz) : NULL;
+	/* wgrad per expert (current_tensorwise, te_current: {*xg} is not
+	 * generated): no dW from the group */
+	char *y = zalloc(ysz), *dw = gi.grouped[2] ? zalloc(dwsz) : NULL;
+	char *dx = gi.grouped[1] ? zalloc(dxsz) : NULL;
 	Regions r;
 	regions(&r, &gs);
 	memset(y, 0x5a, ysz);   /* the padding rows must become 0 */
@@ -137,7 +140,7 @@ static void check_group(precc_rt *rt, int g, const int *cnt, int pad)
 		int l = precc_rt_group_expert_layer(rt, g, e);
 		CHECK(l >= 0);
 		if (!c) {   /* no rows: dW_e = 0 */
-			for (size_t b = 0; b < dwe; b++)
+			for (size_t b = 0; dw && b < dwe; b++)
 				if (dw[(size_t)e * dwe + b]) {
 					fprintf(stderr, "group %s: expert %d has no tokens, its dW is not 0\n",
 					        gi.name, e);
@@ -157,7 +160,8 @@ static void check_group(precc_rt *rt, int g, const int *cnt, int pad)
 		}
 		Regions er;
 		regions(&er, &es);
-		char *ey = zalloc((size_t)cm * yrow), *edw = zalloc(dwe);
+		/* (the expert's own dW format: a group without wgrad has none) */
+		char *ey = zalloc((size_t)cm * yrow), *edw = zalloc((size_t)(n * k) * eb(es.dw_format));
 		char *edx = dx ? zalloc((size_t)cm * (size_t)k * eb(es.dx_format)) : NULL;
 		uint16_t *ex = zalloc((size_t)(cm * k) * 2), *edy = zalloc((size_t)(cm * n) * 2);
 		const uint16_t *ew = w + (size_t)e * n * k;
@@ -180,7 +184,7 @@ static void check_group(precc_rt *rt, int g, const int *cnt, int pad)
 				        "layer's\n", gi.name, e, c);
 				failures++;
 			}
-			if (memcmp(edw, dw + (size_t)e * dwe, dwe)) {
+			if (dw && memcmp(edw, dw + (size_t)e * dwe, dwe)) {
 				fprintf(stderr, "group %s: expert %d (%ld tokens): dW differs from its own "
 				        "layer's\n", gi.name, e, c);
 				failures++;
@@ -222,7 +226,7 @@ static void check_rows_once(precc_rt *rt, int g, const int *cnt)
 		offs[e] = (int32_t)(m += cnt[e]);
 	m = round_m(rt, gi.layer, m);
 	CHECK(precc_rt_group_sizes(rt, g, m, &gs) == 0);
-	if (gs.y_format != PRECC_BF16 || gs.dw_format != PRECC_BF16)
+	if (gs.y_format != PRECC_BF16 || gs.dw_format != PRECC_BF16 || !gi.grouped[2])
 		return;
 	long n = gi.n, k = gi.k, E = gi.experts, d = n < k ? n : k;
 	uint16_t *x = zalloc((size_t)(m * k) * 2), *w = zalloc((size_t)(E * n * k) * 2),
@@ -433,11 +437,13 @@ int main(int argc, char **argv)
 		CHECK(precc_rt_group_info(rt, g, &gi) == 0);
 		CHECK(precc_rt_group_find(rt, gi.name) == g);
 		CHECK(gi.experts == 8);
-		CHECK(gi.grouped[0] && gi.grouped[2]);   /* this block's recipes group both */
+		/* this block's recipes group fprop and dgrad or wgrad */
+		CHECK(gi.grouped[0] && (gi.grouped[1] || gi.grouped[2]));
 		CHECK(gi.layer == precc_rt_layer_count(rt) + g);
-		printf("group %s: %d experts, [%ld, %ld], gemms fprop%s wgrad, token_align %ld "
+		printf("group %s: %d experts, [%ld, %ld], gemms fprop%s%s, token_align %ld "
 		       "(forward %ld)\n", gi.name, gi.experts, gi.n, gi.k,
-		       gi.grouped[1] ? " dgrad" : "", gi.token_align, gi.token_align_fwd);
+		       gi.grouped[1] ? " dgrad" : "", gi.grouped[2] ? " wgrad" : "", gi.token_align,
+		       gi.token_align_fwd);
 		/* zero-token experts, one token, unaligned counts; where the wgrad
 		 * scales tokens in blocks, starts on blocks (the last count odd) */
 		static const int free_cnt[8] = {130, 0, 1, 128, 37, 5, 3, 60};
