@@ -199,6 +199,27 @@ load_vec(E *e, int v, LLVMValueRef idx, LLVMValueRef out[VEC])
 	unpack16(e, f, w, out);
 }
 
+/* VEC floats to high-precision value v at element index idx: 16-byte
+ * stores of f32, or of bf16/f16 pairs rounded to nearest even (cvt.rn) */
+void
+store_vec(E *e, int v, LLVMValueRef idx, const LLVMValueRef x[VEC])
+{
+	precc_format f = e->k->f->val[v].type.fmt;
+	LLVMBuilderRef b = e->b;
+	LLVMValueRef out = e->ptr[v];
+	int wide = f == PRECC_FP32 || f == PRECC_TF32, per = wide ? 4 : 8;
+
+	for (int j = 0; j < VEC / per; j++) {
+		LLVMValueRef w = LLVMGetUndef(LLVMVectorType(wide ? e->g->f32 : e->g->i32, 4));
+		for (int i = 0; i < 4; i++)
+			w = LLVMBuildInsertElement(b, w, wide ? x[per * j + i]
+			                           : asm_cvt_16x2(e->g, f, x[per * j + 2 * i], x[per * j + 2 * i + 1]),
+			                           c32(e, i), "");
+		store_al(e, w, gep(e, out, LLVMBuildMul(b, LLVMBuildAdd(b, idx, c64(e, per * j), ""),
+		                                        c64(e, wide ? 4 : 2), "")), 16);
+	}
+}
+
 /* The VEC 16-bit elements (bf16 or f16) of two <4 x i32> -> floats, in
  * order (the low half of each word first). */
 void

@@ -65,6 +65,7 @@ LLVMValueRef shared_array(E *e, const char *name, int id, LLVMTypeRef at, unsign
 LLVMValueRef load_al(E *e, LLVMTypeRef t, LLVMValueRef p, unsigned align);
 void store_al(E *e, LLVMValueRef v, LLVMValueRef p, unsigned align);
 void load_vec(E *e, int v, LLVMValueRef idx, LLVMValueRef out[VEC]);
+void store_vec(E *e, int v, LLVMValueRef idx, const LLVMValueRef x[VEC]);
 void unpack16(E *e, precc_format f, LLVMValueRef w[VEC / 8], LLVMValueRef out[VEC]);
 LLVMValueRef pack_codes(E *e, LLVMValueRef code[VEC]);
 void store_codes(E *e, int v, LLVMValueRef idx, LLVMValueRef code[VEC]);

@@ -35,26 +35,9 @@ emit_cast(E *e)
 	LLVMValueRef total = LLVMBuildMul(b, dimv(e, k->rows), dimv(e, k->cols), "");
 	LLVMValueRef e0 = LLVMBuildMul(b, gid64(e), c64(e, VEC), "");
 	LLVMBasicBlockRef cont = begin_if(e, LLVMBuildICmp(b, LLVMIntULT, e0, total, ""));
-	LLVMValueRef x[VEC], out = e->ptr[c->res];
+	LLVMValueRef x[VEC];
 	load_vec(e, k->x, e0, x);
-	if (rf == PRECC_FP32) {
-		for (int j = 0; j < VEC / 4; j++) {
-			LLVMValueRef v = LLVMGetUndef(LLVMVectorType(e->g->f32, 4));
-			for (int i = 0; i < 4; i++)
-				v = LLVMBuildInsertElement(b, v, x[4 * j + i], c32(e, i), "");
-			store_al(e, v, gep(e, out, LLVMBuildMul(b, LLVMBuildAdd(b, e0, c64(e, 4 * j), ""),
-			                                        c64(e, 4), "")), 16);
-		}
-	} else {
-		for (int j = 0; j < VEC / 8; j++) {
-			LLVMValueRef v = LLVMGetUndef(LLVMVectorType(e->g->i32, 4));
-			for (int i = 0; i < 4; i++)
-				v = LLVMBuildInsertElement(b, v, asm_cvt_16x2(e->g, rf, x[8 * j + 2 * i],
-				                           x[8 * j + 2 * i + 1]), c32(e, i), "");
-			store_al(e, v, gep(e, out, LLVMBuildMul(b, LLVMBuildAdd(b, e0, c64(e, 8 * j), ""),
-			                                        c64(e, 2), "")), 16);
-		}
-	}
+	store_vec(e, c->res, e0, x);
 	end_if(e, cont);
 	return 0;
 }

@@ -61,25 +61,7 @@ emit_dequant(E *e)
 			}
 		}
 	}
-	LLVMValueRef out = e->ptr[q->res];
-	if (rf == PRECC_FP32) {
-		for (int j = 0; j < 4; j++) {
-			LLVMValueRef v = LLVMGetUndef(LLVMVectorType(e->g->f32, 4));
-			for (int i = 0; i < 4; i++)
-				v = LLVMBuildInsertElement(b, v, y[4 * j + i], c32(e, i), "");
-			store_al(e, v, gep(e, out, LLVMBuildMul(b, LLVMBuildAdd(b, e0, c64(e, 4 * j), ""),
-			                                        c64(e, 4), "")), 16);
-		}
-	} else {
-		for (int j = 0; j < 2; j++) {
-			LLVMValueRef v = LLVMGetUndef(LLVMVectorType(e->g->i32, 4));
-			for (int i = 0; i < 4; i++)
-				v = LLVMBuildInsertElement(b, v, asm_cvt_16x2(e->g, rf, y[8 * j + 2 * i],
-				                           y[8 * j + 2 * i + 1]), c32(e, i), "");
-			store_al(e, v, gep(e, out, LLVMBuildMul(b, LLVMBuildAdd(b, e0, c64(e, 8 * j), ""),
-			                                        c64(e, 2), "")), 16);
-		}
-	}
+	store_vec(e, q->res, e0, y);
 	end_if(e, cont);
 	return 0;
 }

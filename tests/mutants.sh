@@ -138,7 +138,7 @@ torch_bulk_twice|python/precc/torch/_ops.py|python.torch|            if any(p.pl
 torch_fast_again|python/precc/torch/_ops.py|python.torch|g.pending.append(_ApiPending(self, saved, ctx.state, m, e, again))|g.pending.append(_ApiPending(self, saved, ctx.state, m, e, False))
 rt_seen_off|runtime/run.c|runtime.layer.fake|	if (seen_holds(seen, p))\n		return 1;\n	if (!rt->ops->mem_ok|	if (!rt->ops->mem_ok
 cast_prologue|passes/fuse.c|lit.build$|		bool ok = (i->op == OP_transpose \|\| i->op == OP_pad)|		bool ok = (i->op == OP_transpose \|\| i->op == OP_cast \|\| i->op == OP_pad)
-cast_pair|codegen/k_cast.c|codegen.emu$|				                           x[8 * j + 2 * i + 1]), c32(e, i), \"\");|				                           x[8 * j + 2 * i]), c32(e, i), \"\");
+cast_pair|codegen/emit.c|codegen.emu$|: asm_cvt_16x2(e->g, f, x[per * j + 2 * i], x[per * j + 2 * i + 1]),|: asm_cvt_16x2(e->g, f, x[per * j + 2 * i + 1], x[per * j + 2 * i]),
 layer_out_amax_wanted|runtime/layer.c|runtime.layer$|		if (!k->param[p].out \|\| s->out_amax[b])|		if (!k->param[p].out)
 layer_out_amax_dx|runtime/split.c|runtime.layer$|    && gemm_writes(a, l, b)) {|    && 0) {"
 
