@@ -191,6 +191,18 @@ wfmt(const GOp *op)
 	return op->up ? PRECC_BF16 : op->fmt;
 }
 
+/* Whether an operand has block scales (not tensorwise) */
+static int
+block_scaled(const Func *f, const G *g)
+{
+	for (int o = 0; o < 2; o++) {
+		const GOp *op = &g->op[o];
+		if (op->s >= 0 && (f->val[op->s].type.block[0] || f->val[op->s].type.block[1]))
+			return 1;
+	}
+	return 0;
+}
+
 /* Whether a promotion's scales come with the stage (issue 28 §4,
  * DeepGEMM's sm90_fp8_gemm_1d2d.cuh: A's scales by TMA into smem_sfa[s]
  * with the stage, B's through shared memory): block scales (not
@@ -205,14 +217,7 @@ static int
 scales_by_stage(const Func *f, const G *g)
 {
 	long bke = KB / gemm_ebytes(wfmt(&g->op[0]));
-	if (!g->P || g->P < bke || g->op[0].up)
-		return 0;
-	for (int o = 0; o < 2; o++) {
-		const GOp *op = &g->op[o];
-		if (op->s >= 0 && (f->val[op->s].type.block[0] || f->val[op->s].type.block[1]))
-			return 1;
-	}
-	return 0;
+	return g->P && g->P >= bke && !g->op[0].up && block_scaled(f, g);
 }
 
 /* Whether an e2m1 (NVFP4) GEMM's chunk scales come with the stage: the
@@ -226,14 +231,7 @@ static int
 up_scales(const Func *f, const G *g)
 {
 	long bke = KB / gemm_ebytes(wfmt(&g->op[0]));
-	if (!g->op[0].up || !g->P || g->P >= bke)
-		return 0;
-	for (int o = 0; o < 2; o++) {
-		const GOp *op = &g->op[o];
-		if (op->s >= 0 && (f->val[op->s].type.block[0] || f->val[op->s].type.block[1]))
-			return 1;
-	}
-	return 0;
+	return g->op[0].up && g->P && g->P < bke && block_scaled(f, g);
 }
 
 /* B's e2m1 scales one a 16-column block: blocks of a multiple of 16 rows
