@@ -265,9 +265,15 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 			 * in flight an SM) spills none, and ptxas keeps the others at
 			 * the CTAs an SM they had (test_ptxas) */
 			int rc4 = 65536 / k->threads / 3 / 8 * 8;
+			/* {gx*} (a scale per expert of routed rows): the row's
+			 * expert by a binary search of %offs beside the vector;
+			 * ptxas aims at 8 CTAs an SM (32 registers) on sm_90 and
+			 * spills 12 bytes at 256 experts; 6 CTAs (40) spill none */
+			int rg6 = 65536 / k->threads / 6 / 8 * 8;
 			cg_annotate_threads(g, g->fn, k->threads, k->shape == CG_GEMM ? 255
 			                    : big ? (r > 255 ? 255 : r)
 			                    : k->shape == CG_QUANT_ROWCOL ? (rc4 > 255 ? 255 : rc4)
+			                    : k->goffs >= 0 ? (rg6 > 255 ? 255 : rg6)
 			                    : k->has_seed ? (sr > 255 ? 255 : sr) : 0);
 		}
 	}

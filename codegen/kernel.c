@@ -766,6 +766,7 @@ cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *in
 	k.qsrc = -1;
 	k.had = -1;
 	k.gridamax = -1;
+	k.goffs = -1;   /* a fused kernel's top is not classified: no group */
 	if (!t || (unsigned)t->sm >= NCGSM)
 		return kfail(&k, "unknown target");
 	k.m_multiple = 1;
