@@ -585,20 +585,33 @@ land(unsigned s, void *dst, const uint8_t *box, uint64_t bytes, uint32_t tx, voi
 	complete_tx_at(s, bar, tx);
 }
 
-void
-precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void *bar)
+/* A TMA load's start, plain or multicast: logged (check_tile_order), its
+ * tensor map looked up (NULL: reported), and a buffer of its box's tx
+ * bytes for the caller to fill and free */
+static const Tmap *
+load_begin(const void *tmap, int32_t c0, int32_t c1, uint8_t **box, uint32_t *tx)
 {
 	int li = atomic_fetch_add(&ntma_log, 1);
 	if (li < TMA_LOG)
 		tma_log[li] = (EmuTmaLoad){emu_ctaid_x(), tmap, c0, c1};
 	const Tmap *t = tmap_of(tmap);
 	if (!t)
+		return NULL;
+	*tx = (uint32_t)((uint64_t)t->box[0] * t->box[1] * t->ebytes);
+	if (!(*box = malloc(*tx)))
+		abort();
+	return t;
+}
+
+void
+precc_emu_tma_load_2d(void *dst, const void *tmap, int32_t c0, int32_t c1, void *bar)
+{
+	uint8_t *box;
+	uint32_t tx;
+	const Tmap *t = load_begin(tmap, c0, c1, &box, &tx);
+	if (!t)
 		return;
 	uint64_t bytes = box_check(t, dst, "load");
-	uint32_t tx = (uint32_t)((uint64_t)t->box[0] * t->box[1] * t->ebytes);
-	uint8_t *box = malloc(tx);
-	if (!box)
-		abort();
 	if (bytes)
 		box_read(t, c0, c1, box);
 	land(my_slot, dst, box, bytes, tx, bar);
@@ -622,16 +635,11 @@ precc_emu_tma_load_2d_mc(void *dst, const void *tmap, int32_t c0, int32_t c1, vo
 		emu_fail("tma: multicast ctaMask 0x%x names CTA ranks outside the cluster of %u", mask, n);
 		return;
 	}
-	int li = atomic_fetch_add(&ntma_log, 1);
-	if (li < TMA_LOG)
-		tma_log[li] = (EmuTmaLoad){emu_ctaid_x(), tmap, c0, c1};
-	const Tmap *t = tmap_of(tmap);
+	uint8_t *box;
+	uint32_t tx;
+	const Tmap *t = load_begin(tmap, c0, c1, &box, &tx);
 	if (!t)
 		return;
-	uint32_t tx = (uint32_t)((uint64_t)t->box[0] * t->box[1] * t->ebytes);
-	uint8_t *box = malloc(tx);
-	if (!box)
-		abort();
 	box_read(t, c0, c1, box);
 	for (unsigned r = 0; r < n; r++) {
 		if (!(mask >> r & 1))
