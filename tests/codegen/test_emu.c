@@ -289,22 +289,13 @@ fill_offsets(int32_t *o, long ng, long m)
 /* How many of a GEMM result's n elements must be live (finite, nonzero):
  * all, but a grouped GEMM's padding rows past offs[G-1] (group=m) and the
  * [N, K] of an expert without tokens (group=k) are zero by definition
- * (docs/ir.md, gemm_grouped), and small M leaves many experts empty. */
+ * (docs/ir.md, gemm_grouped), and small M leaves many experts empty.
+ * gg: the kernel's gemm_grouped (or NULL), o: its offsets as filled. */
 static size_t
-grouped_live(const Func *f, const CodegenKernel *info, void *const *buf, long r, long c, size_t n)
+grouped_live(const Func *f, const Ins *gg, const int32_t *o, long r, long c, size_t n)
 {
-	const Ins *gg = NULL;
-	for (int j = 0; j < f->nins; j++)
-		if (f->ins[j].op == OP_gemm_grouped)
-			gg = &f->ins[j];
-	if (!gg)
+	if (!gg || !o)
 		return n;
-	int oi = 0;
-	while (oi < info->nparams && info->param_value[oi] != gg->arg[2])
-		oi++;
-	if (oi == info->nparams)
-		return n;
-	const int32_t *o = buf[oi];
 	long ng = f->val[gg->arg[2]].type.dim[0], live = 0;
 	if (!gg->group_k)
 		return (size_t)(o[ng - 1] < r ? o[ng - 1] : r) * (size_t)c;
@@ -783,18 +774,20 @@ check_kernel(const Func *f, const char *file)
 		goto done;
 	}
 	free(sync);
+	/* a gemm_grouped's offsets, as the run filled them */
 	const Ins *gg = NULL;
+	const int32_t *offs = NULL;
 	for (int j = 0; j < f->nins; j++)
 		if (f->ins[j].op == OP_gemm_grouped)
 			gg = &f->ins[j];
-	if (gg && info.ntmap >= 2 && !gg->group_k && !info.tmap[0].mn_major) {
-		int oi = 0;
-		while (oi < info.nparams && info.param_value[oi] != gg->arg[2])
-			oi++;
+	for (int p = 0; gg && p < info.nparams; p++)
+		if (info.param_value[p] == gg->arg[2])
+			offs = buf[p];
+	if (gg && offs && info.ntmap >= 2 && !gg->group_k && !info.tmap[0].mn_major) {
 		long bm = 128;
 		if (f->pattr[PA_TILE])
 			bm = atol(f->pattr[PA_TILE]);
-		if (check_grouped_order(&info, bm, tmaps[0], buf[oi], f->val[gg->arg[2]].type.dim[0],
+		if (check_grouped_order(&info, bm, tmaps[0], offs, f->val[gg->arg[2]].type.dim[0],
 		                        f->val[gg->res].type.dim[1], gx, file))
 			goto done;
 	} else if (!gg && info.persistent && info.ntmap >= 2 && info.cluster <= 1
@@ -835,7 +828,7 @@ check_kernel(const Func *f, const char *file)
 				float x = precc_decode(f->val[v].type.fmt, bits);
 				live += isfinite(x) && x != 0;
 			}
-			size_t want_live = grouped_live(f, &info, buf, r, c, bytes / es);
+			size_t want_live = grouped_live(f, gg, offs, r, c, bytes / es);
 			if (live * 10 < want_live * 8) {
 				printf("FAIL %s: %%%s: only %zu of %zu results finite and nonzero\n", file,
 				       f->val[v].name, live, want_live);
