@@ -92,6 +92,7 @@ void asm90_mbar_init(Cg *, LLVMValueRef bar, unsigned count);
 void asm90_fence_mbar_init(Cg *);
 void asm90_fence_proxy_async(Cg *);
 void asm90_mbar_arrive(Cg *, LLVMValueRef bar);
+void asm90_warp_sync(Cg *);
 void asm90_mbar_arrive_expect_tx(Cg *, LLVMValueRef bar, unsigned bytes);
 /* loops until the phase of parity `parity` (i32) of bar has completed */
 void asm90_mbar_wait(Cg *, LLVMValueRef bar, LLVMValueRef parity);

@@ -1539,8 +1539,13 @@ consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inne
 	asm90_wgmma_wait(cg, 0);
 	for (int i = 0; i < z->nacc; i++)
 		LLVMBuildStore(b, d[i], slot(e, inner, i));
-	if (z->sc_nb > 1)
+	/* B's per-column scales are read after the wait, each lane its own:
+	 * the warp meets before lane 0 frees the slot for all of them (the
+	 * wait's warp sync is before those reads) */
+	if (z->sc_nb > 1) {
 		stage_scales(e, z, sm, s, tid, &sc, 2);
+		asm90_warp_sync(cg);
+	}
 	/* the stage is read: free it (one arrival per warp) */
 	LLVMBasicBlockRef fr_ = begin_if(e, lane0);
 	release_stage(e, z, empty_bar(e, z, sm, s));

@@ -177,6 +177,20 @@ asm90_mbar_arrive(Cg *g, LLVMValueRef bar)
 	}
 }
 
+/* bar.warp.sync -1: the warp's lanes meet, and each one's memory
+ * accesses before it are ordered before every lane's after it (PTX ISA,
+ * "bar.warp.sync": "guarantees memory ordering among threads
+ * participating in barrier"; CUDA's __syncwarp). A stage read by every
+ * lane and freed by lane 0's arrival needs it between. */
+void
+asm90_warp_sync(Cg *g)
+{
+	if (g->host)
+		asm_host_call(g, "precc_emu_warp_sync", g->vd, NULL, 0);
+	else
+		asm_volatile(g, g->vd, "bar.warp.sync -1;", "~{memory}", NULL, 0);
+}
+
 void
 asm90_mbar_arrive_expect_tx(Cg *g, LLVMValueRef bar, unsigned bytes)
 {

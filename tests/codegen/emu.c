@@ -69,7 +69,7 @@ static long smem_instrs, smem_waves, smem_extra, smem_conflicted;
 __thread unsigned my_tid, my_slot;
 static __thread unsigned my_cx, my_cy, my_epoch;
 /* clusters (below): the vector clocks' size and this thread's clock */
-unsigned emu_vc_n;
+unsigned emu_vc_n, emu_vc_threads;
 __thread uint32_t *my_vc;
 __thread unsigned my_gid;
 static __thread uint8_t sink[256] __attribute__((aligned(256)));
@@ -210,7 +210,9 @@ bar_exit(Bar *b)
 }
 
 /* ---- per-CTA state: barriers, warp exchange slots, shared memory -------- */
-static Bar cta_bar[NSLOT], warp_bar[NSLOT][32];
+/* warp_bar: the warp collectives that order no memory (shfl.sync,
+ * mma.sync); wsync_bar: bar.warp.sync, which does (vector clocks) */
+static Bar cta_bar[NSLOT], warp_bar[NSLOT][32], wsync_bar[NSLOT][32];
 Bar wg_bar[EMU_NSLOT][8];   /* warpgroup collectives (emu_wgmma.c) */
 /* racecheck's epoch clock per CTA: a thread's epoch is the completion of
  * the last barrier it passed (bar.sync 0, or a named barrier of its
@@ -558,16 +560,23 @@ precc_emu_mapa(void *p, uint32_t rank)
 	return &smem[clu_slot[my_slot][rank]][(u - s0) % SLOT_BYTES];
 }
 
-/* racecheck of the async proxy's writes (emu_int.h): per 16 bytes of a
- * slot, the mbarrier phase its last TMA write completes and the threads
- * that read it since, each with its clock then */
-enum { CHUNK = 16, NCHUNK = SLOT_BYTES / CHUNK, RMAX = 4 };
+/* racecheck by vector clocks (a launch with emu_vc_n: clusters, and
+ * test_emu's sm_90a GEMMs): per 16 bytes of a slot, the mbarrier phase
+ * its last TMA write completes, and the clock of each thread that read it
+ * since its last write (TMA or st.shared). A write (emu_async_write, or a
+ * generic store: chunk_write) must know every such read through the
+ * barriers, mbarrier arrivals and bar.warp.syncs between: a read by lane
+ * 5 of a warp whose lane 0 alone arrived on the stage's empty barrier is
+ * not known to the producer (PTX ISA, "Memory Consistency Model": a
+ * release orders the releasing thread's own accesses; CUDA's __syncwarp
+ * orders the lanes' among themselves) */
+enum { CHUNK = 16, NCHUNK = SLOT_BYTES / CHUNK };
 typedef struct Chunk {
 	int16_t bar1;               /* 1 + the mbarrier's index; 0: no TMA write */
-	uint8_t nr, over;           /* readers kept; more than RMAX read (not checked) */
 	uint32_t phase;
-	uint16_t rg[RMAX];
-	uint32_t rc[RMAX];
+	uint32_t *rc;               /* emu_vc_n: a thread's clock at its last read; 0: none */
+	uint16_t *rg;               /* the threads with rc set, nr of them */
+	uint32_t nr;
 } Chunk;
 static Chunk *chunk_[NSLOT];
 static pthread_mutex_t chunk_mu[64] = {[0 ... 63] = PTHREAD_MUTEX_INITIALIZER};
@@ -579,23 +588,55 @@ async_read(unsigned s, uint64_t off, uint64_t n)
 	for (uint64_t ci = off / CHUNK; ci <= (off + n - 1) / CHUNK; ci++) {
 		Chunk *k = &chunk_[s][ci];
 		pthread_mutex_lock(&chunk_mu[ci % 64]);
-		if (k->bar1) {
-			if (!told && !emu_mbar_waited(k->bar1 - 1, k->phase)) {
-				emu_fail("racecheck: load of shared byte %llu, which a TMA copy wrote for phase "
-				         "%u of mbarrier %d that this thread has not waited for (a stage "
-				         "overwritten before its readers released it?)",
-				         (unsigned long long)(ci * CHUNK), k->phase, k->bar1 - 1);
+		if (k->bar1 && !told &&
+		    my_vc[emu_vc_threads + (unsigned)emu_cluster_rank(s) * EMU_MAXBAR + (unsigned)(k->bar1 - 1)] <= k->phase) {
+			emu_fail("racecheck: load of shared byte %llu, which a TMA copy wrote for phase "
+			         "%u of mbarrier %d that this thread is not ordered after (no wait for it, "
+			         "nor for anything after it; a stage overwritten before its readers "
+			         "released it?)",
+			         (unsigned long long)(ci * CHUNK), k->phase, k->bar1 - 1);
+			told = 1;
+		}
+		if (!k->rc && (!(k->rc = calloc(emu_vc_n, sizeof *k->rc)) ||
+		               !(k->rg = malloc(emu_vc_n * sizeof *k->rg))))
+			abort();
+		if (!k->rc[my_gid])
+			k->rg[k->nr++] = (uint16_t)my_gid;
+		k->rc[my_gid] = my_vc[my_gid];
+		pthread_mutex_unlock(&chunk_mu[ci % 64]);
+	}
+}
+
+/* a write of [off, off + n) of slot s by this thread (what: "TMA write",
+ * "store"): every read since the chunk's last write must be known to it.
+ * bar >= 0: a TMA write completing that mbarrier's phase. */
+static void
+chunk_write(unsigned s, uint64_t off, uint64_t n, int bar, uint32_t phase, const char *what)
+{
+	int told = 0;
+	unsigned threads = emu_vc_threads / clu_n;
+	for (uint64_t ci = off / CHUNK; ci <= (off + n - 1) / CHUNK; ci++) {
+		Chunk *k = &chunk_[s][ci];
+		pthread_mutex_lock(&chunk_mu[ci % 64]);
+		for (uint32_t i = 0; i < k->nr; i++) {
+			unsigned g = k->rg[i];
+			if (!told && g != my_gid && my_vc[g] < k->rc[g]) {
+				emu_fail("racecheck: %s into shared byte %llu of cluster CTA rank %d, which "
+				         "thread %u of CTA rank %u read with nothing since that orders its read "
+				         "before this write (%s)", what, (unsigned long long)(ci * CHUNK),
+				         emu_cluster_rank(s), g % threads, g / threads,
+				         bar >= 0 ? "the stage's readers did not release it to the producer: "
+				                    "its empty barrier, from every reading lane or after a "
+				                    "bar.warp.sync"
+				                  : "no barrier, mbarrier or bar.warp.sync between");
 				told = 1;
 			}
-			int i = 0;
-			while (i < k->nr && k->rg[i] != my_gid)
-				i++;
-			if (i < k->nr)
-				k->rc[i] = my_vc[my_gid];
-			else if (k->nr < RMAX)
-				k->rg[k->nr] = (uint16_t)my_gid, k->rc[k->nr++] = my_vc[my_gid];
-			else
-				k->over = 1;
+			k->rc[g] = 0;
+		}
+		k->nr = 0;
+		if (bar >= 0) {
+			k->bar1 = (int16_t)(bar + 1);
+			k->phase = phase;
 		}
 		pthread_mutex_unlock(&chunk_mu[ci % 64]);
 	}
@@ -604,29 +645,18 @@ async_read(unsigned s, uint64_t off, uint64_t n)
 void
 emu_async_write(void *p, uint64_t n, int bar, uint32_t phase)
 {
-	int told = 0;
 	uintptr_t u = (uintptr_t)p, s0 = (uintptr_t)smem;
 	if (!emu_vc_n || !n || u < s0 || u >= s0 + sizeof smem)
 		return;
-	unsigned s = (unsigned)((u - s0) / SLOT_BYTES);
-	uint64_t off = (u - s0) % SLOT_BYTES;
-	unsigned threads = emu_vc_n / clu_n;
-	for (uint64_t ci = off / CHUNK; ci <= (off + n - 1) / CHUNK; ci++) {
-		Chunk *k = &chunk_[s][ci];
-		pthread_mutex_lock(&chunk_mu[ci % 64]);
-		for (int i = 0; i < k->nr && !told; i++)
-			if (my_vc[k->rg[i]] < k->rc[i]) {
-				emu_fail("racecheck: TMA write into shared byte %llu of cluster CTA rank %d, "
-				         "which thread %u of CTA rank %u read with no mbarrier arrival since "
-				         "that this thread waited for (the stage's readers did not release it "
-				         "to the producer: its empty barrier)", (unsigned long long)(ci * CHUNK),
-				         emu_cluster_rank(s), k->rg[i] % threads, k->rg[i] / threads);
-				told = 1;
-			}
-		k->bar1 = (int16_t)(bar + 1);
-		k->phase = phase;
-		k->nr = k->over = 0;
-		pthread_mutex_unlock(&chunk_mu[ci % 64]);
+	chunk_write((unsigned)((u - s0) / SLOT_BYTES), (u - s0) % SLOT_BYTES, n, bar, phase, "TMA write");
+}
+
+static void
+chunks_free(unsigned s)
+{
+	for (uint64_t ci = 0; chunk_[s] && ci < NCHUNK; ci++) {
+		free(chunk_[s][ci].rc);
+		free(chunk_[s][ci].rg);
 	}
 }
 
@@ -639,7 +669,10 @@ slot_reset(unsigned s, int threads)
 	cta_bar[s].clock = &epoch_clock[s];
 	memset(named_owner[s], 0, sizeof named_owner[s]);
 	for (int w = 0; w < threads / 32; w++)
+	{
 		bar_init(&warp_bar[s][w], 32, "warp collective (shfl.sync, mma.sync)");
+		bar_init(&wsync_bar[s][w], 32, "bar.warp.sync");
+	}
 	for (int g = 0; g < threads / 128; g++) {
 		bar_init(&wg_bar[s][g], 128, "warpgroup collective (wgmma, setmaxnreg, bar.sync id, 128)");
 		wg_bar[s][g].clock = &epoch_clock[s];
@@ -661,10 +694,13 @@ slot_reset(unsigned s, int threads)
 	}
 	if (emu_vc_n) {
 		bar_vc(&cta_bar[s]);
+		for (int w = 0; w < threads / 32; w++)
+			bar_vc(&wsync_bar[s][w]);
 		for (int g = 0; g < threads / 128; g++)
 			bar_vc(&wg_bar[s][g]);
-		if (!chunk_[s] && !(chunk_[s] = malloc(NCHUNK * sizeof *chunk_[s])))
+		if (!chunk_[s] && !(chunk_[s] = calloc(NCHUNK, sizeof *chunk_[s])))
 			abort();
+		chunks_free(s);
 		memset(chunk_[s], 0, NCHUNK * sizeof *chunk_[s]);
 	}
 	for (int id = 0; id < NSHARED; id++) {
@@ -822,8 +858,10 @@ slot_destroy(unsigned s, int threads)
 		free(cbar[s].vc_done);
 		cbar[s].vc_pend = cbar[s].vc_done = NULL;
 	}
-	for (int w = 0; w < threads / 32; w++)
+	for (int w = 0; w < threads / 32; w++) {
 		bar_destroy(&warp_bar[s][w]);
+		bar_destroy(&wsync_bar[s][w]);
+	}
 	for (int g = 0; g < threads / 128; g++)
 		bar_destroy(&wg_bar[s][g]);
 }
@@ -889,6 +927,14 @@ precc_emu_barrier(uint32_t site)
 {
 	if (bar_wait(&cta_bar[my_slot], (int)site) == 0)
 		my_epoch = __atomic_load_n(&cta_bar[my_slot].epoch, __ATOMIC_RELAXED);
+}
+
+/* bar.warp.sync -1: all 32 lanes meet (synccheck: a lane that left the
+ * kernel or waits elsewhere), and order their accesses (vector clocks) */
+void
+precc_emu_warp_sync(void)
+{
+	bar_wait(&wsync_bar[my_slot][my_tid / 32], -1);
 }
 
 /* bar.sync id, count (PTX ISA, "bar.sync"; CUTLASS's NamedBarrier::sync):
@@ -1266,6 +1312,8 @@ precc_emu_check(void *p, uint64_t size, uint32_t align, uint32_t flags)
 			}
 		if (emu_vc_n && !(flags & (CK_STORE | CK_ATOMIC)))
 			async_read(s, arr_at[id] + off, size);
+		else if (emu_vc_n && !(flags & CK_ATOMIC))
+			chunk_write(s, arr_at[id] + off, size, -1, 0, "store");
 		if (!(flags & CK_ATOMIC)) {
 			race(s, id, off, size, flags & CK_STORE);
 			smem_log(flags >> CK_SITE_SHIFT, (uint64_t)(u - s0) % SLOT_BYTES, size);
@@ -1761,6 +1809,7 @@ leave(void)
 	emu_wgmma_leave();
 	emu_tma_leave();
 	bar_exit(&warp_bar[my_slot][my_tid / 32]);
+	bar_exit(&wsync_bar[my_slot][my_tid / 32]);
 	if (my_tid / 128 < (unsigned)(nthreads_of[my_slot] / 128))
 		bar_exit(&wg_bar[my_slot][my_tid / 128]);
 	bar_exit(&cta_bar[my_slot]);
@@ -1830,7 +1879,7 @@ emu_launch(void (*fn)(void **), void **args, int threads, unsigned gx, unsigned 
 	entry_args = args;
 	launch_gx = gx;
 	/* the cluster: its checks, the ranks of the CTAs (emu_set_cluster) */
-	emu_vc_n = 0;
+	emu_vc_n = emu_vc_threads = 0;
 	if (!clu_on)
 		clu_x = clu_y = 1;
 	clu_n = clu_x * clu_y;
@@ -1849,7 +1898,8 @@ emu_launch(void (*fn)(void **), void **args, int threads, unsigned gx, unsigned 
 		if (gx * gy > MAXCOOP)
 			return -1;
 		coop = 1;   /* a cluster's CTAs are co-scheduled: run them all at once */
-		emu_vc_n = clu_n * (unsigned)threads;
+		emu_vc_threads = clu_n * (unsigned)threads;
+		emu_vc_n = emu_vc_threads + clu_n * EMU_MAXBAR;
 	}
 	clu_rank[SEQ] = 0;
 	clu_slot[SEQ][0] = SEQ;
@@ -1921,7 +1971,7 @@ const char *const emu_fns[] = {
 	"precc_emu_tma_load_2d", "precc_emu_tma_store_2d", "precc_emu_bulk_commit",
 	"precc_emu_bulk_wait_read", "precc_emu_stmatrix", "precc_emu_bar_named",
 	"precc_emu_cluster_arrive", "precc_emu_cluster_wait", "precc_emu_mapa",
-	"precc_emu_mbar_arrive_cluster", "precc_emu_tma_load_2d_mc",
+	"precc_emu_mbar_arrive_cluster", "precc_emu_tma_load_2d_mc", "precc_emu_warp_sync",
 };
 void *const emu_addr[] = {
 	(void *)precc_emu_sreg, (void *)precc_emu_shfl_bfly, (void *)precc_emu_barrier,
@@ -1939,5 +1989,6 @@ void *const emu_addr[] = {
 	(void *)precc_emu_bar_named,
 	(void *)precc_emu_cluster_arrive, (void *)precc_emu_cluster_wait, (void *)precc_emu_mapa,
 	(void *)precc_emu_mbar_arrive_cluster, (void *)precc_emu_tma_load_2d_mc,
+	(void *)precc_emu_warp_sync,
 };
 const int emu_nfns = sizeof emu_fns / sizeof *emu_fns;

@@ -52,6 +52,7 @@ void emu_wgmma_leave(void);
 uint32_t precc_emu_sreg(uint32_t which);
 void precc_emu_barrier(uint32_t site);
 void precc_emu_bar_named(uint32_t id, uint32_t count);
+void precc_emu_warp_sync(void);
 void *precc_emu_shared(uint32_t id, uint64_t bytes);
 
 /* threads of the running CTA */
@@ -69,11 +70,18 @@ void emu_tma_reset(unsigned slot);
 void emu_tma_leave(void);
 
 /* ---- clusters (emu.c) ----
- * Happens-before across the CTAs of a cluster is tracked with vector
- * clocks over the cluster's threads (entry rank * threads + tid): a
- * thread's clock ticks at each release (a barrier arrival, an mbarrier
- * arrival); the sync object joins what arrives and its waiters take it. */
-extern unsigned emu_vc_n;            /* entries of a clock; 0: not a cluster launch */
+ * Happens-before across the CTAs of a cluster (and the threads of one
+ * sm_90a GEMM CTA: test_emu) is tracked with vector clocks over the
+ * cluster's threads (entry rank * threads + tid): a thread's clock ticks
+ * at each release (a barrier arrival, an mbarrier arrival, bar.warp.sync);
+ * the sync object joins what arrives and its waiters take it. After the
+ * threads, one entry per mbarrier of each CTA (emu_vc_threads + rank *
+ * EMU_MAXBAR + index): the phases it has completed, which a completion
+ * publishes with the phase, so that a TMA write's landing is known to
+ * whoever is ordered after a wait for it, directly or not. */
+enum { EMU_MAXBAR = 64 };
+extern unsigned emu_vc_n;            /* entries of a clock; 0: no vector clocks */
+extern unsigned emu_vc_threads;      /* the cluster's threads: the first entries */
 extern __thread uint32_t *my_vc;
 extern __thread unsigned my_gid;
 void emu_vc_release(uint32_t *into); /* join this thread's clock into `into`, then tick */
@@ -99,12 +107,10 @@ unsigned emu_cluster_q(void);
  * thread that read those bytes since their last such write must have
  * released its reads to the issuing thread (an mbarrier arrival after the
  * read that the issuer waited for: the empty barrier); each later read
- * needs a wait of the reader on that phase (emu_mbar_waited). The index is
- * the barrier's in the table of its CTA (emu_tma.c). */
+ * must be ordered after that phase's completion (its barrier's entry of
+ * the clock). The index is the barrier's in the table of its CTA
+ * (emu_tma.c). */
 void emu_async_write(void *p, uint64_t n, int bar, uint32_t phase);
-/* emu_tma.c: whether this thread waited for phase `phase` of its CTA's
- * mbarrier with index bar to complete */
-int emu_mbar_waited(int bar, uint32_t phase);
 
 /* the host ABI (TEAM.md / docs/codegen.md) */
 void precc_emu_mbar_init(void *bar, uint32_t count);

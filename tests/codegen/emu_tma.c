@@ -131,7 +131,7 @@ swz(uint64_t o, uint32_t swizzle)
 }
 
 /* ---- mbarrier ---------------------------------------------------------------- */
-enum { MAXBAR = 64, TXMAX = (1 << 20) - 1 };
+enum { MAXBAR = EMU_MAXBAR, TXMAX = (1 << 20) - 1 };
 typedef struct Mbar {
 	uintptr_t addr;
 	uint32_t expected, pending, phase;
@@ -152,9 +152,6 @@ static Mbar mbar[EMU_NSLOT][MAXBAR];
 static int nmbar[EMU_NSLOT], nexit[EMU_NSLOT], broken[EMU_NSLOT];
 /* per thread, the wait it is in (NULL: none) */
 static struct { Mbar *b; uint32_t parity; } waiting[EMU_NSLOT][1024];
-/* per thread and barrier of its CTA: the phases completed when it last
- * saw one complete in a wait (emu_mbar_waited) */
-static __thread uint32_t waited_ph[MAXBAR];
 
 /* whether every thread of the cluster (a peer's remote arrival or
  * multicast may end a wait) that has not left is in a wait that cannot
@@ -176,11 +173,6 @@ all_blocked(int threads)
 	return n >= total;
 }
 
-int
-emu_mbar_waited(int bar, uint32_t phase)
-{
-	return bar >= 0 && bar < MAXBAR && waited_ph[bar] > phase;
-}
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 
@@ -209,7 +201,6 @@ emu_tma_leave(void)
 	nexit[my_slot]++;
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
-	memset(waited_ph, 0, sizeof waited_ph);
 }
 
 static int
@@ -270,8 +261,12 @@ complete(Mbar *b)
 		b->pending = b->expected;
 		memset(b->arrived, 0, sizeof b->arrived);
 		if (b->vc_pend) {
+			/* what its arrivals released, and this phase's end (a TMA
+			 * write's landing: emu_async_write) */
 			memcpy(b->vc_done, b->vc_pend, emu_vc_n * sizeof *b->vc_done);
 			memset(b->vc_pend, 0, emu_vc_n * sizeof *b->vc_pend);
+			b->vc_done[emu_vc_threads + (unsigned)emu_cluster_rank(b->slot) * MAXBAR +
+			           (unsigned)(b - mbar[b->slot])] = b->phase;
 		}
 		pthread_cond_broadcast(&cv);
 	}
@@ -460,9 +455,6 @@ precc_emu_mbar_try_wait(void *bar, uint32_t parity)
 		emu_epoch_take(b->epoch);
 		if (b->vc_done && my_vc)
 			emu_vc_acquire(b->vc_done);
-		int i = (int)(b - mbar[my_slot]);
-		if (waited_ph[i] < b->phase)
-			waited_ph[i] = b->phase;
 	}
 	pthread_mutex_unlock(&mu);
 	return 1;

@@ -733,8 +733,8 @@ check_kernel(const Func *f, const char *file)
 	emu_set_dynamic_smem((uint64_t)info.smem);
 	/* a kernel in clusters (the sm_90a GEMM's tile=BMxBN:2x1) launches as
 	 * cuLaunchKernelEx's cluster dimension would */
-	if (info.cluster > 1)
-		emu_set_cluster((unsigned)info.cluster, 1, 0);
+	if (info.cluster > 1 || (info.persistent && info.ntmap >= 2))
+		emu_set_cluster(info.cluster > 1 ? (unsigned)info.cluster : 1, 1, 0);
 	for (int i = 0; i < info.nparams; i++) {
 		int v = info.param_value[i];
 		emu_region(buf[i], precc_interp_tensor_bytes(f->val[v].type.fmt,
