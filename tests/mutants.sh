@@ -42,6 +42,7 @@ persist_stride_ctaid|codegen/k_gemm_sm90.c|codegen.emu_sm90a|*tile = add64(e, tl
 persist_ring_reset|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	return LLVMBuildZExt(e->b, LLVMBuildLoad2(e->b, e->g->i32, ring, ""), e->g->i64, "");|	return c64(e, 0);
 persist_group_16|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	GROUP_N = 8,  |	GROUP_N = 16,  
 wgrad_scales_no_warp_sync|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		asm90_warp_sync(cg);|		;
+interp_grouped_stats_group|ir/interp/interp.c|ir_interp.ops|		while (g < ng - 1 && r >= offs[g])|		while (g < ng - 1 && r > offs[g])
 persist_group_clamp|codegen/k_gemm_sm90.c|codegen.emu_sm90a|LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));|LLVMValueRef nin = c64(e, GROUP_N);
 persist_grid_runtime|runtime/backend_cuda.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
 persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)

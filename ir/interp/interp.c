@@ -657,14 +657,14 @@ dequant_factors(IrInterp *ip, const Ins *i, int s, int g, float **tmp)
 }
 
 /* Saturation and flush counts of a cast x -> q under per-block scale
- * (NULL = 1): finite x with |x·scale| >= fmax + ulp(fmax)/2, and x != 0
- * with decode(q) == 0. */
+ * (NULL = 1), over x's first `rows` rows (< 0: all): finite x with
+ * |x·scale| >= fmax + ulp(fmax)/2, and x != 0 with decode(q) == 0. */
 static void
-quant_stats(IrInterp *ip, const Ins *i, int x, const float *scale, precc_block blk, int q)
+quant_stats(IrInterp *ip, const Ins *i, int x, const float *scale, precc_block blk, int q, long rows)
 {
 	IrQuantStats *st = &ip->qs[i - ip->f->ins];
 	precc_format xf = vtype(ip, x)->fmt, qf = vtype(ip, q)->fmt;
-	long rows = ip->shape[x][0], cols = ip->shape[x][1], br, bc, nbc;
+	long cols = ip->shape[x][1], br, bc, nbc;
 	const precc_format_info *fi = precc_format_get(qf);
 	float row[256];
 	int ex;
@@ -676,8 +676,10 @@ quant_stats(IrInterp *ip, const Ins *i, int x, const float *scale, precc_block b
 	sat = fi->max + ldexp(1.0, ex - 2 - fi->mbits);
 	size_t qes = esize(qf);
 
-	if (interp_block("stats", rows, cols, blk, &br, &bc) != 0)
+	if (interp_block("stats", ip->shape[x][0], cols, blk, &br, &bc) != 0)
 		return;
+	if (rows < 0 || rows > ip->shape[x][0])
+		rows = ip->shape[x][0];
 	nbc = (cols + bc - 1) / bc;
 	memset(st, 0, sizeof *st);
 	for (long r = 0; r < rows; r++)
@@ -713,6 +715,28 @@ quant_stats(IrInterp *ip, const Ins *i, int x, const float *scale, precc_block b
 		}
 }
 
+/* The counts of a quantize with a scale per group of rows (%offs, the
+ * validated offsets): each routed row under its group's scale (1 / the
+ * divisor: near enough for statistics), the padding rows past the last
+ * offset not counted (they are code 0, not a cast of x) */
+static int
+grouped_stats(IrInterp *ip, const Ins *i, int x, const precc_quant_opts *o, int ng)
+{
+	const int32_t *offs = ip->buf[i->arg[2]];
+	long rows = ip->shape[x][0], end = offs[ng - 1];
+	float *rs = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *rs);
+	if (!rs)
+		return fail(ip, i, "out of memory");
+	for (long r = 0, g = 0; r < rows; r++) {
+		while (g < ng - 1 && r >= offs[g])
+			g++;
+		rs[r] = r >= end ? 0.0f : o->scale ? o->scale[g] : 1.0f / o->divisor[g];
+	}
+	quant_stats(ip, i, x, rs, (precc_block){1, 0}, i->res, end);
+	free(rs);
+	return 0;
+}
+
 static int
 op_quantize(IrInterp *ip, const Ins *i)
 {
@@ -738,6 +762,8 @@ op_quantize(IrInterp *ip, const Ins *i)
 			o.scale = fbuf(ip, s);
 		e = precc_quantize_grouped(ip->buf[x], vtype(ip, x)->fmt, ip->shape[x][0],
 		                           ip->shape[x][1], ip->buf[i->arg[2]], ng, &o, ip->buf[i->res]);
+		if (!e && ip->o.stats)
+			e = grouped_stats(ip, i, x, &o, ng);
 		return e ? kfail(ip, i, e) : 0;
 	}
 	o.qf = vtype(ip, i->res)->fmt;
@@ -783,9 +809,9 @@ op_quantize(IrInterp *ip, const Ins *i)
 			return fail(ip, i, "out of memory");
 		for (long k = 0; k < n; k++)
 			tmp[k] = 1.0f / o.divisor[k];
-		quant_stats(ip, i, x, tmp, o.blk, i->res);
+		quant_stats(ip, i, x, tmp, o.blk, i->res, -1);
 	} else if (!e && ip->o.stats)
-		quant_stats(ip, i, x, o.scale, o.blk, i->res);
+		quant_stats(ip, i, x, o.scale, o.blk, i->res, -1);
 	free(tmp);
 	return e ? kfail(ip, i, e) : 0;
 }
@@ -808,7 +834,7 @@ op_cast(IrInterp *ip, const Ins *i)
 	e = precc_quantize(ip->buf[x], vtype(ip, x)->fmt, ip->shape[x][0], ip->shape[x][1], &o,
 	                   ip->buf[i->res]);
 	if (!e && ip->o.stats)
-		quant_stats(ip, i, x, NULL, whole, i->res);
+		quant_stats(ip, i, x, NULL, whole, i->res, -1);
 	return e ? kfail(ip, i, e) : 0;
 }
 

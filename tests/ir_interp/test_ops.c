@@ -525,6 +525,45 @@ test_sr_threads(void)
 	ir_module_free(m);
 }
 
+/* the counts of a quantize with a scale per group of rows: each routed
+ * row under its group's scale, the padding row past the last offset not
+ * counted */
+static void
+test_stats_grouped(void)
+{
+	Module *m = parse(
+		"func @t {\n"
+		"  %x = param in : f32[4,2]\n"
+		"  %offs = param in : i32[2]\n"
+		"  %s = param state : f32[2,1]{gx*}\n"
+		"  %q = quantize %x, %s, %offs sat : e4m3[4,2]\n"
+		"  ret %q\n"
+		"}\n");
+	const Func *f = m->fn[0];
+	/* row 0: group 0 (scale 1); rows 1, 2: group 1 (scale 100); row 3:
+	 * padding, whose 1e9 and 1e-9 would count as saturated and flushed */
+	float x[8] = {470, 0, 4.7f, 1e-6f, 1, 2, 1e9f, 1e-9f}, s[2] = {1, 100};
+	int32_t offs[2] = {1, 3};
+	IrInterpOpts o;
+	IrInterp *ip;
+	const IrQuantStats *st;
+
+	ir_interp_opts_init(&o);
+	o.stats = true;
+	ip = start(f, 1, &o);
+	bind(ip, "x", x, sizeof x);
+	bind(ip, "offs", offs, sizeof offs);
+	bind(ip, "s", s, sizeof s);
+	run_ok(ip);
+	st = ir_interp_quant_stats(ip, 3);
+	CHECK(st && st->n == 6);
+	CHECK(st && st->saturated == 2);    /* 470 · 1 and 4.7 · 100 */
+	CHECK(st && st->flushed == 1);      /* 1e-6 · 100 */
+	CHECK(st && st->nonfinite == 0);
+	ir_interp_free(ip);
+	ir_module_free(m);
+}
+
 /* saturation and flush counts */
 static void
 test_stats(void)
@@ -572,6 +611,7 @@ main(void)
 	test_errors();
 	test_sr_threads();
 	test_stats();
+	test_stats_grouped();
 	if (failures)
 		fprintf(stderr, "%d failure(s)\n", failures);
 	else
