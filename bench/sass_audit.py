@@ -21,7 +21,7 @@ spill, or is a GEMM not on wgmma at sm_90a; --allow-known forgives the
 failures listed in KNOWN (each with the issue item that fixes it) and
 still fails on any other. 2 on a usage or tool error.
 
-  python3 bench/sass_audit.py [--precc build/precc] [--recipes 'a b']
+  python3 bench/sass_audit.py [--precc build/precc] [--recipes 'a b.lua']
       [--models 'm.json ...'] [--group] [--json OUT] [--allow-known]
   python3 bench/sass_audit.py --dirs 'OUT...'   audit builds already made
   python3 bench/sass_audit.py --dirs 'OUT...' --layers   each GEMM kernel's
@@ -449,9 +449,12 @@ def main(argv):
             for m in models:
                 mpath = m if os.path.exists(m) else os.path.join(ROOT, m)
                 for rec in recipes:
+                    # a shipped recipe's name, or a recipe file's path
+                    rpath = rec if rec.endswith(".lua") else os.path.join(ROOT, "recipes", rec + ".lua")
+                    rec = os.path.basename(rec)[:-4] if rec.endswith(".lua") else rec
                     out = os.path.join(tmp, "out")
                     shutil.rmtree(out, ignore_errors=True)
-                    p = run([a.precc, "build", os.path.join(ROOT, "recipes", rec + ".lua"), "--model", mpath,
+                    p = run([a.precc, "build", rpath, "--model", mpath,
                              "--target", "sm_90a", "-o", out], env=env)
                     mname = os.path.basename(m).rsplit(".", 1)[0]
                     if p.returncode:
