@@ -825,6 +825,8 @@ smem_analyse(unsigned s)
 	SAcc *a = slog[s];
 	size_t n = slog_n[s];
 
+	if (!n)      /* a CTA that touched no shared memory (no log: qsort of NULL) */
+		return;
 	qsort(a, n, sizeof *a, sacc_cmp);
 	for (size_t i = 0; i < n;) {
 		size_t j = i + 1;
