@@ -368,8 +368,16 @@ group_amax_out(E *e, LLVMValueRef mbits, LLVMValueRef grp, LLVMValueRef valid)
 	end_if(e, cont);
 }
 
-/* Each group's scalars (scale, scale_inv), written whether or not the
- * group has rows: threads t, t + T, ... of CTA 0 take group t's. */
+/* Each group's scalars (scale, scale_inv, and a transpose of one: the
+ * [1,G] vector is the [G,1]), written whether or not the group has rows:
+ * threads t, t + T, ... of CTA (0, 0) take group t's. */
+static int
+group_scalar(const Func *f, int v)
+{
+	const Ins *d = ir_def_ins(f, v);
+	return d->op != OP_quantize && d->op != OP_amax && (d->op != OP_transpose || f->val[v].type.is_scale);
+}
+
 void
 group_scalars_out(E *e)
 {
@@ -380,16 +388,15 @@ group_scalars_out(E *e)
 	Loop l;
 	int any = 0;
 
-	for (int i = 0; i < k->nout; i++) {
-		const Ins *d = ir_def_ins(f, k->out[i]);
-		any |= d->op != OP_quantize && d->op != OP_amax;
-	}
+	for (int i = 0; i < k->nout; i++)
+		any |= group_scalar(f, k->out[i]);
 	if (!any || !saved) {
 		free(saved);
 		return;
 	}
 	memcpy(saved, e->sc, sizeof *saved * (size_t)f->nval);
-	LLVMValueRef c0 = LLVMBuildICmp(b, LLVMIntEQ, sreg(e, "ctaid.x"), c32(e, 0), "");
+	LLVMValueRef c0 = LLVMBuildICmp(b, LLVMIntEQ, k->tr >= 0 ? LLVMBuildOr(b, sreg(e, "ctaid.x"),
+	                                sreg(e, "ctaid.y"), "") : sreg(e, "ctaid.x"), c32(e, 0), "");
 	LLVMBasicBlockRef cont = begin_if(e, c0);
 	LLVMValueRef t = LLVMBuildZExt(b, sreg(e, "tid.x"), e->g->i64, "");
 	LLVMValueRef it = loop_begin(e, &l, c64(e, 0), c64(e, (uint64_t)((ngroups(e) + k->threads - 1)
@@ -402,12 +409,10 @@ group_scalars_out(E *e)
 	for (int v = 0; v < f->nval; v++)
 		if (e->sc[v] && f->val[v].def >= 0 && f->ins[f->val[v].def].op != OP_amax)
 			e->sc[v] = NULL;
-	for (int i = 0; i < k->nout; i++) {
-		const Ins *d = ir_def_ins(f, k->out[i]);
-		if (d->op != OP_quantize && d->op != OP_amax)
+	for (int i = 0; i < k->nout; i++)
+		if (group_scalar(f, k->out[i]))
 			scalar(e, k->out[i], gc);
-	}
-	store_scalars(e, in, gc, NULL);
+	store_scalars(e, in, gc, gc);
 	loop_end(e, &l);
 	end_if(e, cont);
 	memcpy(e->sc, saved, sizeof *saved * (size_t)f->nval);

@@ -20,6 +20,10 @@ typedef struct GOp {
 	                         cp.async along R) and ldmatrix.trans transposes */
 	int narrow;           /* rows not 16-byte aligned (K * bytes % 16): element
 	                         loads, each predicated on k < K (a router's K = 60) */
+	int kwin;             /* group=k, K-major with a scale per expert ({*xg}): an expert's
+	                         tokens start and end anywhere (k_gemm.c's load_tile:
+	                         cp.async of the window's bytes where its start is
+	                         16-byte aligned, else element loads) */
 	int s, g;             /* block scale_inv, global scale_inv values, -1 */
 	long rows;            /* M or N */
 } GOp;

@@ -261,12 +261,14 @@ gemm_plan(Kern *k, G *g)
 	}
 	k->m_multiple = g->K == DIM_M ? kq : 1;
 	/* group=k: an expert's tokens start anywhere a K-major operand's
-	 * copies may not (16-byte cp.async); only where its scale blocks along
-	 * the tokens make every expert start a block (the interpreter's rule)
-	 * are they aligned */
+	 * copies may not (16-byte cp.async); where its scale blocks along the
+	 * tokens make every expert start a block (the interpreter's rule)
+	 * they are aligned; with a scale per expert ({*xg}, current scaling)
+	 * the window's loads take any start and end (kwin) */
 	for (int o = 0; o < 2 && g->group_k; o++) {
 		long kb = g->op[o].s >= 0 ? f->val[g->op[o].s].type.block[1] : 0;
-		if (!g->op[o].tr && (kb <= 0 || kb % (16 / gemm_ebytes(g->op[o].fmt))))
+		g->op[o].kwin = !g->op[o].tr && kb == BLOCK_GROUP;
+		if (!g->op[o].tr && !g->op[o].kwin && (kb <= 0 || kb % (16 / gemm_ebytes(g->op[o].fmt))))
 			return kfail(k, "gemm_grouped group=k: K-major %%%s needs scale blocks along the "
 			             "tokens (a multiple of %d) so that every expert starts a 16-byte copy",
 			             f->val[g->op[o].v].name, 16 / gemm_ebytes(g->op[o].fmt));
@@ -589,6 +591,25 @@ load_tile(E *e, const G *g, const GOp *op, LLVMValueRef sm, LLVMValueRef r0, LLV
 		                                  sel(e, ok, gk, c64(e, 0))), (uint64_t)eb);
 		if (op->up) {
 			upcast_chunk(e, op, base, sm, r, cb, gr, gk, ok, K, R);
+			continue;
+		}
+		if (op->kwin) {
+			/* an expert's window (group=k): from a 16-byte aligned first
+			 * token (k0 % per: one answer for the whole tile) cp.async
+			 * of the bytes before its end, the rest zero-filled (no
+			 * token of the next expert); else element loads */
+			LLVMValueRef al = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, k0, c64(e, (uint64_t)per), ""),
+			                                c64(e, 0), "");
+			LLVMValueRef left = LLVMBuildSub(b, KE, sel(e, ok, gk, KE), "");
+			LLVMValueRef nb = LLVMBuildTrunc(b, mul64(e, sel(e, ult(e, left, c64(e, (uint64_t)per)), left,
+			                                                  c64(e, (uint64_t)per)), (uint64_t)eb), e->g->i32, "");
+			LLVMValueRef dst = tile_off(e, r, mul64(e, cb, 16));
+			LLVMBasicBlockRef c0 = begin_if(e, al);
+			asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, nb, c32(e, 0)));
+			end_if(e, c0);
+			c0 = begin_if(e, LLVMBuildNot(b, al, ""));
+			store_al(e, gather_chunk(e, base, eb, gr, gk, R, KE, K, c64(e, 1)), gep(e, sm, dst), 16);
+			end_if(e, c0);
 			continue;
 		}
 		if (!op->narrow) {

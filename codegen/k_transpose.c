@@ -1,7 +1,9 @@
 /*
  * k_transpose.c — quant_tensor with a fused transpose of the codes: 64x64
- * tiles through shared memory; tensorwise, or {N x *} (a scale per
- * expert's N rows of stacked weights, looked up by the thread's row).
+ * tiles through shared memory; tensorwise, {N x *} (a scale per expert's
+ * N rows of stacked weights, looked up by the thread's row), or {gx*} (a
+ * scale per expert of routed rows, %offs: the row's group; a grouped
+ * wgrad's K-major copy, each expert's tokens a range of its columns).
  */
 #include <float.h>
 #include <math.h>
@@ -56,6 +58,15 @@ emit_transpose(E *e)
 	LLVMValueRef x[VEC], code[VEC];
 
 	load_vec(e, k->x, idx, x);
+	/* {gx*}: the row's group; a row past the last offset (padding) is
+	 * code 0 in both copies (k_flat.c's rule) */
+	LLVMValueRef grp = NULL, pad = NULL;
+	if (k->goffs >= 0) {
+		grp = group_of(e, grow);
+		pad = LLVMBuildICmp(b, LLVMIntUGE, grp, c64(e, (uint64_t)k->f->val[k->goffs].type.dim[0]), "");
+		for (int i = 0; i < VEC; i++)
+			x[i] = LLVMBuildSelect(b, pad, cf(e, 0), x[i], "");
+	}
 	for (int i = 0; i < VEC; i++)
 		x[i] = LLVMBuildSelect(b, valid, x[i], cf(e, 0), "");
 	if (k->gridamax >= 0)
@@ -64,7 +75,12 @@ emit_transpose(E *e)
 	 * row's N rows, stored by the thread at their first row's column 0;
 	 * its transpose [1,G] is the same vector */
 	LLVMValueRef bidx = NULL, first;
-	if (k->seg) {
+	if (grp) {
+		/* the last group's scale for padding (its codes are 0); each
+		 * group's scalars are written apart (group_scalars_out) */
+		bidx = LLVMBuildSelect(b, pad, c64(e, (uint64_t)k->f->val[k->goffs].type.dim[0] - 1), grp, "");
+		first = LLVMConstInt(e->g->i1, 0, 0);
+	} else if (k->seg) {
 		bidx = LLVMBuildSelect(b, valid, LLVMBuildUDiv(b, grow, c64(e, (uint64_t)k->seg), ""),
 		                       c64(e, 0), "");
 		first = LLVMBuildAnd(b, valid, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildOr(b,
@@ -75,14 +91,20 @@ emit_transpose(E *e)
 		                     LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildOr(b, tc, trw, ""),
 		                                   c64(e, 0), ""), "");
 	LLVMValueRef mult = quant_multiplier(e, q, bidx);
+	if (pad)    /* code 0 even where the scale is NaN (nonfinite=ieee) */
+		mult = LLVMBuildSelect(b, pad, cf(e, 1.0), mult, "");
+	/* (a scale's transpose is {N x *}'s or {gx*}'s [1,G]: the same vector) */
 	for (int i = 0; i < k->nout; i++) {
 		const Ins *d = ir_def_ins(k->f, k->out[i]);
 		if (d->op != OP_quantize && d->op != OP_amax
-		    && (d->op != OP_transpose || (k->seg && d->arg[0] != q->res)))
+		    && (d->op != OP_transpose || d->arg[0] != q->res))
 			scalar(e, k->out[i], bidx);
 	}
 	quantize_vec(e, q, mult, x, idx, code);
-	store_scalars(e, first, bidx ? bidx : c64(e, 0), bidx ? bidx : c64(e, 0));
+	if (grp)
+		group_scalars_out(e);
+	else
+		store_scalars(e, first, bidx ? bidx : c64(e, 0), bidx ? bidx : c64(e, 0));
 	if (is_out(e, q->res)) {
 		LLVMBasicBlockRef c0 = begin_if(e, valid);
 		store_codes(e, q->res, idx, code);

@@ -270,12 +270,17 @@ classify(Kern *k)
 	k->bc = st->block[1];
 	if (q->narg == 3 && f->val[q->arg[2]].type.index) {
 		/* {gx*}: each row its group's scale; the amax of a group spans
-		 * many CTAs, so it is the previous kernel's */
+		 * many CTAs, so it is the previous kernel's. A fused transpose
+		 * of the codes (a grouped wgrad's K-major copy) takes its
+		 * scale's transpose [1,G]{*xg}, the same vector (k_transpose.c) */
 		k->goffs = q->arg[2];
 		k->br = k->bc = 0;
-		if (colsrc || k->tr >= 0 || nscale_tr || nhad)
+		if (colsrc || nhad)
 			return kfail(k, "%%%s = quantize: a scale per group of rows is generated without "
-			             "a transpose or hadamard", f->val[q->res].name);
+			             "a transposed source or hadamard", f->val[q->res].name);
+		if (nscale_tr && k->tr < 0)
+			return kfail(k, "%%%s = quantize: a scale per group of rows transposed without "
+			             "its codes (not generated)", f->val[q->res].name);
 		for (int i = 0; i < f->nins; i++)
 			if (kin(k, i) && f->ins[i].op == OP_amax)
 				return kfail(k, "%%%s = amax: an amax per group of rows spans many CTAs: its "

@@ -283,8 +283,11 @@ lower_operand(Lo *l, int k, int src, bool tr, State *st)
 	 * [offs[g-1], offs[g]) ({gx*}), as TE's GroupedLinear quantizes each
 	 * expert's rows with its own quantizer (grouped_linear.py's
 	 * tex.split_quantize(inp_view, m_splits, input_quantizers)); rows past
-	 * the last offset quantize to 0 */
-	bool gact = l->groups && k == 0 && l->g != GEMM_WGRAD && c->scaling == SCALING_CURRENT;
+	 * the last offset quantize to 0. wgrad's dY and x too: quantized in
+	 * the stored layout with the same per-expert scale, then transposed
+	 * (`after`), the codes' token columns of expert g and the scale's
+	 * transpose f32[1,G]{*xg} g's */
+	bool gact = l->groups && (k == 0 || l->g == GEMM_WGRAD) && c->scaling == SCALING_CURRENT;
 	int nq = gact ? 3 : 2;
 
 	if (c->scaling == SCALING_DELAYED || c->scaling == SCALING_CURRENT)
@@ -728,7 +731,8 @@ lower_plan(const Plan *plan, const char *layer_pattern)
  * dgrad's Wᵀ becomes {1 x N}; a weight block may not straddle two experts;
  * a tensorwise weight scale becomes {N x *} ({* x N} transposed); a
  * tensorwise activation scale of fprop's x or dgrad's dY becomes {gx*},
- * each expert's own amax over its rows of %offs (amax %x, %offs). */
+ * each expert's own amax over its rows of %offs (amax %x, %offs), and of
+ * wgrad's dYᵀ and xᵀ its transpose {*xg} (the same per-expert scale). */
 static const char *
 group_refusal(const LayerPlan *lp, Gemm g)
 {
@@ -768,14 +772,9 @@ group_refusal(const LayerPlan *lp, Gemm g)
 			/* the weight's: {N x *} over the stacked weights, one amax
 			 * and scale per expert's N rows (codegen's amax_tensor and
 			 * quant_tensor of that granularity, k_flat.c); x's or dY's:
-			 * {gx*}, one per expert's routed rows */
-			if (g != GEMM_WGRAD)
-				break;
-			/* wgrad's token columns would take {*xg}: the quantize's
-			 * fused transpose per expert and K-major copies that start
-			 * at any token are not generated yet */
-			return "a tensorwise activation scale per expert in wgrad (the transposed "
-			       "{*xg} quantize is not generated yet)";
+			 * {gx*}, one per expert's routed rows (wgrad's token
+			 * columns: its transpose {*xg}) */
+			break;
 		default:
 			return "delayed or NVFP4 scaling per expert";
 		}

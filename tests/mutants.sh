@@ -189,6 +189,19 @@ group_gemm_neighbour_scale|codegen/k_gemm.c|codegen.emu$|		ix = e->grp;    /* on
 group_pad_counts|codegen/emit_quant.c|codegen.emu$|LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULE, cand, c64(e, (uint64_t)G), \"\");|LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, cand, c64(e, (uint64_t)G), \"\");
 group_neighbour_scale|codegen/k_flat.c|codegen.emu$|		bidx = LLVMBuildSelect(e->b, pad, last, grp, \"\");|		bidx = LLVMBuildSelect(e->b, pad, last, LLVMBuildXor(e->b, grp, c64(e, 1), \"\"), \"\");"
 
+# grouped-wgrad (issue 29): current scaling's grouped wgrad, {*xg}. The
+# transposed quantize taking the neighbour expert's scale (group g xor 1)
+# for its codes; a window's element loads starting one token early (the
+# last token of expert g read into g+1's K range); a window's cp.async
+# copying whole 16 bytes past its end (the next expert's first tokens read
+# into g's K range); the lowering's wgrad quantizing dY and x with one
+# tensorwise scale for every expert.
+MUTANTS="$MUTANTS
+group_t_neighbour_scale|codegen/k_transpose.c|codegen.emu$|c64(e, (uint64_t)k->f->val[k->goffs].type.dim[0] - 1), grp, \"\");|c64(e, (uint64_t)k->f->val[k->goffs].type.dim[0] - 1), LLVMBuildXor(b, grp, c64(e, 1), \"\"), \"\");
+kwin_gather_early|codegen/k_gemm.c|codegen.emu$|store_al(e, gather_chunk(e, base, eb, gr, gk, R, KE, K, c64(e, 1)), gep(e, sm, dst), 16);|store_al(e, gather_chunk(e, base, eb, gr, LLVMBuildSub(b, gk, c64(e, 1), \"\"), R, KE, K, c64(e, 1)), gep(e, sm, dst), 16);
+kwin_copy_past_end|codegen/k_gemm.c|codegen.emu$|asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, nb, c32(e, 0)));|asm_cp_async(e->g, gep(e, sm, dst), gep(e, base, off), sel(e, ok, c32(e, 16), c32(e, 0)));
+group_wgrad_one_scale|frontend/lower.c|frontend.grouped_lower|	bool gact = l->groups && (k == 0 \|\| l->g == GEMM_WGRAD) && c->scaling == SCALING_CURRENT;|	bool gact = l->groups && k == 0 && l->g != GEMM_WGRAD && c->scaling == SCALING_CURRENT;"
+
 # mxwgmma (issue 28 §5): MXFP8 on wgmma, a promotion every 32 K inside the
 # stage. Every chunk scaled by the stage's first chunk's scales; the
 # chunks past K promoted (their scales read past the tensor's); a chunk's

@@ -676,7 +676,8 @@ def test_transformers_models_convert(kind):
     assert all(x.grad is not None for x in grouped[0].parameters())
 
 
-@pytest.mark.parametrize("recipe", ["bf16", "deepseek_v3", "mxfp8", "rowwise_gw_hp"])
+@pytest.mark.parametrize("recipe", ["bf16", "deepseek_v3", "mxfp8", "rowwise_gw_hp",
+                                    "current_tensorwise", "te_current"])
 def test_grouped_path_same_as_per_expert_plans(recipe):
     """Where the artifacts group fprop, dgrad and wgrad of both projections,
     GroupedExperts runs one precc_rt_forward_grouped and one

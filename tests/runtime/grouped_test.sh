@@ -33,8 +33,8 @@ if [ -n "$fake" ]; then
 	echo "ok: precc-run --check bounds the groups' GEMM outputs"
 	exit 0
 fi
-# current_tensorwise and te_current group fprop and dgrad (below);
-# bf16, deepseek_v3, mxfp8 and rowwise_gw_hp (its dgrad's tensorwise
+# bf16, deepseek_v3, mxfp8, current_tensorwise, te_current (a tensorwise
+# activation scale per expert: {gx*}, {*xg} in wgrad) and rowwise_gw_hp (its dgrad's tensorwise
 # weight scale one per expert, {N x *} over the stacked weights) group
 # fprop, dgrad and wgrad; dgrad_expert
 # (bf16, but one expert's dX in fp32: the experts' dgrads differ) leaves
@@ -50,9 +50,6 @@ EOF
 for r in bf16 deepseek_v3 mxfp8 rowwise_gw_hp dgrad_expert current_tensorwise te_current; do
 	recipe=$root/recipes/$r.lua want="gemms fprop dgrad wgrad"
 	[ $r = dgrad_expert ] && recipe=$tmp/$r.lua want="gemms fprop wgrad"
-	# a tensorwise activation scale per expert ({gx*}): fprop and dgrad
-	# grouped, y and dX bit for bit; wgrad per expert ({*xg} not generated)
-	case $r in current_tensorwise|te_current) want="gemms fprop dgrad" ;; esac
 	if ! PRECC_CACHE_DIR=$tmp/cache PRECC_PTXAS=/nonexistent "$precc" build "$recipe" \
 		--model "$root/tests/lit/Inputs/model_mixtral_small.json" -o "$tmp/$r" >"$tmp/build.log" 2>&1; then
 		echo "FAIL  precc build $r: $(tail -1 "$tmp/build.log")"
