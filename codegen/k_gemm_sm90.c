@@ -1544,7 +1544,7 @@ consumer_tile(E *e, const S90 *z, const G *g, LLVMValueRef sm, LLVMValueRef inne
 	 * wait's warp sync is before those reads) */
 	if (z->sc_nb > 1) {
 		stage_scales(e, z, sm, s, tid, &sc, 2);
-		;
+		asm90_warp_sync(cg);
 	}
 	/* the stage is read: free it (one arrival per warp) */
 	LLVMBasicBlockRef fr_ = begin_if(e, lane0);
