@@ -15,7 +15,8 @@ targets (default sm_90a,sm_89), one cold build (--no-cache, --time) under
   table 2, per recipe and kernel family (the codegen shape): jobs, LLVM and
   ptxas CPU s, the largest job, job_cost's estimate against the measure.
   table 3, duplicates per recipe: jobs that took another target's PTX (LLVM
-  once) or another job's cubin (ptxas once), and the kernels whose IR
+  once), the PTX of a kernel at other columns (codegen's has_cols: one PTX
+  for every K), or another job's cubin (ptxas once), and the kernels whose IR
   (--emit=ir) differs from another's of the same target only in its
   shapes (K, N: the dims fixed at build time) with the CPU they cost: what
   shape-generic kernels (K and N as runtime arguments) would save.
@@ -56,6 +57,7 @@ def parse(log):
             jobs.append(dict(name=m.group(1), sm=m.group(2), shape=m.group(3), func=m.group(6),
                              llvm=float(m.group(7)), ptxas=float(m.group(8)),
                              ptx_of=po.group(1) if po else None, cubin_of=co.group(1) if co else None,
+                             cols=", its columns at run time)" in rest,
                              rank=int(sc.group(1)) if sc else None, est=int(sc.group(2)) if sc else 0,
                              worker=int(sc.group(3)) if sc else 0,
                              t0=float(sc.group(4)) if sc else 0, t1=float(sc.group(5)) if sc else 0))
@@ -234,17 +236,18 @@ def main():
         for s, f in fam.items():
             print("| %s | %s | %d | %.2f | %.2f | %.2f | %.2f |" % (name, s, f[0], f[1] / 1e3, f[2] / 1e3,
                                                                    f[3] / 1e3, f[4] / 1e3))
-    print("\n| recipe | LLVM once for 2 targets | ptxas once (same PTX) | the same IR but for shapes (K, N): "
-          "groups, kernels, CPU s of all but the largest |")
-    print("| --- | ---: | ---: | --- |")
+    print("\n| recipe | LLVM once for 2 targets | LLVM once for other columns | ptxas once (same PTX) "
+          "| the same IR but for shapes (K, N): groups, kernels, CPU s of all but the largest |")
+    print("| --- | ---: | ---: | ---: | --- |")
     for name, x in res.items():
         js = x["jobs"]
         d = x["dups"]
         fams = collections.Counter()
         for sm, s, n, c in d:
             fams[(sm, s)] += n
-        print("| %s | %d | %d | %d groups, %d kernels, %.2f s (%s) |" % (
-            name, sum(1 for j in js if j["ptx_of"]), sum(1 for j in js if j["cubin_of"]), len(d),
+        print("| %s | %d | %d | %d | %d groups, %d kernels, %.2f s (%s) |" % (
+            name, sum(1 for j in js if j["ptx_of"] and not j["cols"]), sum(1 for j in js if j["cols"]),
+            sum(1 for j in js if j["cubin_of"]), len(d),
             sum(n for _, _, n, _ in d), sum(c for *_, c in d) / 1e3,
             ", ".join("%s %s %d" % (sm, s, n) for (sm, s), n in sorted(fams.items())) or "none"))
 

@@ -17,6 +17,8 @@
  *     (an update is never written in place: the runtime swaps state);
  *   one global pointer to sync_words zeroed u32, when cooperative;
  *   i64 m, when any dim is M;
+ *   i64 cols, when the kernel takes its data's column count at run time
+ *     (has_cols: quant_rowcol), a multiple of cols_align;
  *   i64 seed, when a quantize uses round=sr.
  * Buffers are laid out as the interpreter's (include/precc/interp.h):
  * row-major, one byte per element for 8-bit and narrower formats.
@@ -126,6 +128,12 @@ typedef struct CodegenKernel {
 	int nparams;          /* pointer params: inputs then outputs */
 	int param_value[32];  /* the value each pointer param carries */
 	int has_m, has_seed;
+	int has_cols;         /* takes the data's columns as the i64 after m:
+	                         the code reads no static column count, so
+	                         kernels that differ only in it share one PTX
+	                         (driver/build.c) */
+	long cols_align;      /* has_cols: the columns must be a multiple of
+	                         this (whole scale blocks, 16-byte vectors) */
 	int cooperative;      /* amax_scheme=grid: a grid-wide barrier inside;
 	                         launch with cuLaunchCooperativeKernel (every
 	                         CTA resident) and pass the sync scratch */
@@ -165,6 +173,11 @@ const char *codegen_shape_name(CgShape);
  * an error, never approximate code. */
 int codegen_kernel_ptx(const Func *kernel, const CodegenTarget *t, char **ptx,
                        CodegenKernel *info, char *err, size_t errsz);
+/* Whether kernel f takes its data's column count at run time on t
+ * (CodegenKernel.has_cols: quant_rowcol): 1 and the count its IR fixes in
+ * *cols, else 0 (also for a kernel codegen rejects). No LLVM: precc
+ * build asks it of every kernel to find those that share one PTX. */
+int codegen_kernel_cols(const Func *kernel, const CodegenTarget *t, long *cols);
 /* The same kernel as LLVM IR text after O3 (for --emit=llvm). */
 int codegen_kernel_llvm(const Func *kernel, const CodegenTarget *t, char **ll,
                         CodegenKernel *info, char *err, size_t errsz);

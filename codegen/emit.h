@@ -15,7 +15,7 @@ typedef struct E {
 	LLVMBuilderRef b;
 	LLVMValueRef *ptr;        /* value -> pointer param */
 	LLVMValueRef *sc;         /* value -> per-block scalar (f32, or i32 code) */
-	LLVMValueRef m, seed;
+	LLVMValueRef m, seed, cols;   /* cols: the kernel's has_cols param */
 	LLVMValueRef red;         /* shared i32[32] */
 	LLVMValueRef vcx, vcy;    /* a phase's own CTA ids (i32), or NULL */
 	LLVMValueRef sync;        /* grid-sync scratch (u32 pairs), or NULL */

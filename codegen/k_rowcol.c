@@ -341,7 +341,7 @@ emit_rowcol(E *base)
 		e.sc = calloc((size_t)e.k->f->nval + 1, sizeof *e.sc);
 		if (!e.sc)
 			return kfail(top, "out of memory");
-		LLVMValueRef R = dimv(&e, e.k->rows), C = dimv(&e, e.k->cols);
+		LLVMValueRef R = dimv(&e, e.k->rows), C = top->has_cols ? e.cols : dimv(&e, e.k->cols);
 		if (p == 0)
 			rc = rows_part(&e, tile, m0, k0, R, C);
 		else {

@@ -224,6 +224,8 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		pt[np++] = g->gptr;
 	if (k->has_m)
 		pt[np++] = g->i64;
+	if (k->has_cols)
+		pt[np++] = g->i64;
 	if (k->has_seed)
 		pt[np++] = g->i64;
 	int tmap0 = np;
@@ -294,6 +296,8 @@ kemit(Cg *g, Kern *k, char *err, size_t errsz)
 		e.sync = LLVMGetParam(g->fn, (unsigned)np++);
 	if (k->has_m)
 		e.m = LLVMGetParam(g->fn, (unsigned)np++);
+	if (k->has_cols)
+		e.cols = LLVMGetParam(g->fn, (unsigned)np++);
 	if (k->has_seed)
 		e.seed = LLVMGetParam(g->fn, (unsigned)np++);
 	for (int i = 0; i < tmap0; i++)

@@ -42,6 +42,9 @@ struct Kern {
 	int threads, tiled;
 	long elems_per_cta, tile_rows, tile_cols, m_multiple;
 	int has_m, has_seed;
+	int has_cols;             /* quant_rowcol: the columns are the i64
+	                             param after m (e->cols), not k->cols */
+	long cols_align;          /* has_cols: what the columns must divide by */
 	int gridamax;             /* value of an amax_scheme=grid amax, -1 */
 	int has_sync;             /* a grid-sync scratch param (cooperative) */
 	int persistent;           /* loops over its tiles (the sm_90a GEMM) */

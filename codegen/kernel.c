@@ -512,6 +512,8 @@ fill_info(const Kern *k, CodegenKernel *info)
 		info->param_value[k->nin + i] = k->out[i];
 	info->has_m = k->has_m;
 	info->has_seed = k->has_seed;
+	info->has_cols = k->has_cols;
+	info->cols_align = k->cols_align;
 	info->cooperative = k->has_sync;
 	info->persistent = k->persistent;
 	info->cluster = k->cluster;
@@ -577,6 +579,12 @@ rowcol(Kern *top)
 	}
 	top->rows = top->phase[0].rows;
 	top->cols = top->phase[0].cols;
+	/* the columns at run time: the tile loop predicates every column
+	 * against them and no index folds them in, so one PTX serves every K
+	 * (a wide layer's and a narrow one's) as long as a row's blocks are
+	 * whole and its 16-element vectors aligned (rowcol_takes: 16 | K) */
+	top->has_cols = 1;
+	top->cols_align = top->phase[0].bc > 16 ? top->phase[0].bc : 16;
 	top->threads = 256;
 	top->tiled = 1;
 	top->tile_rows = top->tile_cols = 128;
@@ -756,59 +764,97 @@ atomic_outputs(Cg *g, const Kern *k, unsigned *mask)
 	return 0;
 }
 
+/* k's phases, shape, geometry and ABI (recognise). */
+static int
+recognise_phases(Kern *k, const CodegenTarget *t)
+{
+	const Func *f = k->f;
+	int rc = split_phases(k, t);
+	if (rc == 0 && k->nphase == 0) {
+		/* one chain: the kernel is its own only phase */
+		if (classify(k))
+			rc = -1;
+		else if (k->shape == CG_DELAYED_UPDATE) {
+			k->threads = 32;
+			k->elems_per_cta = 0;
+		} else if (k->shape != CG_GEMM && geometry(k, t))
+			rc = -1;
+	} else if (rc == 0) {
+		/* the ABI: every param and output of the whole kernel */
+		k->nin = 0;
+		for (int i = 0; i < f->nins; i++)
+			if (f->ins[i].op == OP_param)
+				k->in[k->nin++] = f->ins[i].res;
+	}
+	if (rc == 0) {
+		k->has_m = uses_m(f);
+		for (int i = 0; i < f->nins; i++) {
+			const Ins *in = &f->ins[i];
+			if (in->op == OP_quantize && in->round == PRECC_SR)
+				k->has_seed = 1;
+			if (in->op == OP_amax && in->pattr[PA_AMAX_SCHEME] && is_tensorwise(&in->type)
+			    && !strcmp(in->pattr[PA_AMAX_SCHEME], "grid") && ir_use_count(f, in->res) > 0)
+				k->has_sync = 1;
+		}
+		for (int p = 0; p < k->nphase; p++)
+			k->phase[p].has_sync = k->has_sync;
+		snprintf(k->name, sizeof k->name, "precc_%s", k->nphase && k->shape != CG_QUANT_ROWCOL ? "fused"
+		         : codegen_shape_name(k->shape));
+	}
+	return rc;
+}
+
+/* Recognise f into k: its shape, phases, geometry and ABI (no LLVM). */
+static int
+recognise(Kern *k, const Func *f, const CodegenTarget *t, char *err, size_t errsz)
+{
+	memset(k, 0, sizeof *k);
+	k->f = f;
+	k->err = err;
+	k->errsz = errsz;
+	k->tr = -1;
+	k->qsrc = -1;
+	k->had = -1;
+	k->gridamax = -1;
+	k->goffs = -1;   /* a fused kernel's top is not classified: no group */
+	if (!t || (unsigned)t->sm >= NCGSM)
+		return kfail(k, "unknown target");
+	k->m_multiple = 1;
+	k->sm = t->sm;
+	return recognise_phases(k, t);
+}
+
+static void
+kern_free(Kern *k)
+{
+	if (k->phase)
+		free((void *)k->phase[0].mask);
+	free(k->phase);
+}
+
+int
+codegen_kernel_cols(const Func *f, const CodegenTarget *t, long *cols)
+{
+	Kern k;
+	char err[256];
+	int takes = recognise(&k, f, t, err, sizeof err) == 0 && k.has_cols && k.cols > 0;
+
+	if (takes)
+		*cols = k.cols;
+	kern_free(&k);
+	return takes;
+}
+
 /* Recognise f and emit its kernel function into g (already cg_init'ed). */
 int
 cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *info,
                  char *err, size_t errsz)
 {
 	Kern k;
+	int rc = recognise(&k, f, t, err, errsz);
 
-	memset(&k, 0, sizeof k);
-	k.f = f;
-	k.err = err;
-	k.errsz = errsz;
-	k.tr = -1;
-	k.qsrc = -1;
-	k.had = -1;
-	k.gridamax = -1;
-	k.goffs = -1;   /* a fused kernel's top is not classified: no group */
-	if (!t || (unsigned)t->sm >= NCGSM)
-		return kfail(&k, "unknown target");
-	k.m_multiple = 1;
-	k.sm = t->sm;
-	int rc = split_phases(&k, t);
-	if (rc == 0 && k.nphase == 0) {
-		/* one chain: the kernel is its own only phase */
-		if (classify(&k))
-			rc = -1;
-		else if (k.shape == CG_DELAYED_UPDATE) {
-			k.threads = 32;
-			k.elems_per_cta = 0;
-		} else if (k.shape != CG_GEMM && geometry(&k, t))
-			rc = -1;
-	} else if (rc == 0) {
-		/* the ABI: every param and output of the whole kernel */
-		k.nin = 0;
-		for (int i = 0; i < f->nins; i++)
-			if (f->ins[i].op == OP_param)
-				k.in[k.nin++] = f->ins[i].res;
-	}
-	if (rc == 0) {
-		k.has_m = uses_m(f);
-		for (int i = 0; i < f->nins; i++) {
-			const Ins *in = &f->ins[i];
-			if (in->op == OP_quantize && in->round == PRECC_SR)
-				k.has_seed = 1;
-			if (in->op == OP_amax && in->pattr[PA_AMAX_SCHEME] && is_tensorwise(&in->type)
-			    && !strcmp(in->pattr[PA_AMAX_SCHEME], "grid") && ir_use_count(f, in->res) > 0)
-				k.has_sync = 1;
-		}
-		for (int p = 0; p < k.nphase; p++)
-			k.phase[p].has_sync = k.has_sync;
-		snprintf(k.name, sizeof k.name, "precc_%s", k.nphase && k.shape != CG_QUANT_ROWCOL ? "fused"
-		         : codegen_shape_name(k.shape));
+	if (rc == 0)
 		rc = kemit(g, &k, err, errsz);
-	}
 	unsigned atomics = 0;
 	if (rc == 0)
 		rc = atomic_outputs(g, &k, &atomics);
@@ -816,9 +862,7 @@ cg_kernel_module(Cg *g, const Func *f, const CodegenTarget *t, CodegenKernel *in
 		fill_info(&k, info);
 		info->atomic_params = atomics;
 	}
-	if (k.phase)
-		free((void *)k.phase[0].mask);
-	free(k.phase);
+	kern_free(&k);
 	return rc;
 }
 

@@ -276,6 +276,11 @@ kernel_json(Build *b, Job *j)
 	}
 	cJSON_AddBoolToObject(k, "has_m", in->has_m);
 	cJSON_AddBoolToObject(k, "has_seed", in->has_seed);
+	if (in->has_cols) {   /* the columns its code takes at run time (its PTX
+	                         is that of every K: driver/build.c llvm_share) */
+		cJSON_AddNumberToObject(k, "cols", (double)f->val[in->data].type.dim[1]);
+		cJSON_AddNumberToObject(k, "cols_align", (double)in->cols_align);
+	}
 	cJSON_AddItemToObject(k, "zero_outputs", zo);
 	char *ir = func_text(f, j->name, var ? m_min : 0, var ? var->name : NULL);
 	cJSON_AddStringToObject(k, "ir", ir);
@@ -1103,6 +1108,8 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 				        t->box_cols, t->swizzle);
 			}
 		}
+		if (in->has_cols)   /* the code's columns: this kernel's (manifest cols) */
+			fprintf(c, "\tint64_t ncols = %ld;\n", f->val[in->data].type.dim[1]);
 		fprintf(c, "\tvoid *args[] = {");
 		const char *sep = "";
 		for (int i = 0; i < in->nparams; i++, sep = ", ") {
@@ -1113,6 +1120,8 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 			fprintf(c, "%s(void *)&sync", sep), sep = ", ";
 		if (in->has_m)
 			fprintf(c, "%s(void *)&m", sep), sep = ", ";
+		if (in->has_cols)
+			fprintf(c, "%s(void *)&ncols", sep), sep = ", ";
 		if (in->has_seed)
 			fprintf(c, "%s(void *)&seed", sep), sep = ", ";
 		for (int i = 0; i < in->ntmap; i++)   /* by value: args points at the bytes */

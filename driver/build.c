@@ -469,15 +469,41 @@ progress(Build *b)
 	fflush(stderr);
 }
 
+/* Whether a and b number their values alike: the launch info's
+ * param_value of one is the other's (kernels of one canonical text). */
+static int
+same_values(const Func *a, const Func *b)
+{
+	if (a->nval != b->nval || a->nins != b->nins)
+		return 0;
+	for (int i = 0; i < a->nins; i++) {
+		const Ins *x = &a->ins[i], *y = &b->ins[i];
+		if (x->res != y->res || x->narg != y->narg
+		    || memcmp(x->arg, y->arg, sizeof *x->arg * (size_t)x->narg))
+			return 0;
+	}
+	return 1;
+}
+
+/* j and o take their columns at run time and differ only in them. */
+static int
+cols_twin(const Job *j, const Job *o)
+{
+	return j->chash && o->chash == j->chash && same_values(j->f, o->f);
+}
+
 /* LLVM runs once per kernel built for several of sm_89, sm_90 and sm_90a.
  * A kernel's canonical text (ir_func_hash without the target) fixes the
  * LLVM module codegen makes: the one target-dependent choice, wgmma, is
  * the op's mma= attribute, so in the text. NVPTX's subtargets then
  * differ only in the `.target` line for every kernel of the shipped
  * recipes (134 pairs on Llama-3-70B; tests/lit/build/share.test checks
- * every recipe against PRECC_SHARE_PTX=0, which turns this off). 1: j
- * took an earlier job's PTX and launch info, its .target rewritten; 0: j
- * runs LLVM itself and then calls llvm_release. */
+ * every recipe against PRECC_SHARE_PTX=0, which turns this off). A kernel
+ * that takes its columns at run time (chash) has the LLVM module of every
+ * kernel whose text differs from its own only in the columns (NVFP4's dY
+ * quantize at K = 1024, 8192 and 28672), on any target. 1: j took an
+ * earlier job's PTX and launch info, its .target rewritten; 0: j runs
+ * LLVM itself and then calls llvm_release. */
 static int
 llvm_share(Build *b, Job *j)
 {
@@ -488,8 +514,8 @@ llvm_share(Build *b, Job *j)
 		const Job *o = NULL;
 		for (int k = 0; k < b->njobs && !o; k++) {
 			const Job *c = &b->jobs[k];
-			if (c != j && c->llvm_state && c->llvm_state != 3 && c->xhash == j->xhash
-			    && c->t != j->t)
+			if (c != j && c->llvm_state && c->llvm_state != 3
+			    && ((c->xhash == j->xhash && c->t != j->t) || cols_twin(j, c)))
 				o = c;
 		}
 		if (!o) {
@@ -501,7 +527,7 @@ llvm_share(Build *b, Job *j)
 			const char *from = b->tg[o->t]->name, *to = b->tg[j->t]->name;
 			char line[64];
 			snprintf(line, sizeof line, "\n.target %s\n", from);
-			const char *at = strstr(o->e.ptx, line);
+			const char *at = strstr(o->e.ptx, line);   /* the same target: from == to */
 			if (!at) {              /* not the PTX we know: compile it */
 				j->llvm_state = 1;
 				pthread_mutex_unlock(&b->mu);
@@ -734,15 +760,24 @@ job_cost(const Job *j)
 	return c;
 }
 
-/* 1 if an earlier job is the same kernel for another target: j will
- * likely take its PTX (llvm_share) and run ptxas only. */
+/* 1 if an earlier job is the same kernel for another target, or the same
+ * but for its columns on another: j will likely take its PTX (llvm_share)
+ * and run ptxas only; 2 if the same but for its columns on j's target: its
+ * PTX and its cubin (ptxas_share), nothing to run. */
 static int
 job_twin(const Build *b, int k)
 {
-	for (int i = 0; b->share_ptx && i < k; i++)
-		if (b->jobs[i].xhash == b->jobs[k].xhash && b->jobs[i].t != b->jobs[k].t)
-			return 1;
-	return 0;
+	const Job *j = &b->jobs[k];
+	int twin = 0;
+
+	for (int i = 0; b->share_ptx && i < k; i++) {
+		const Job *o = &b->jobs[i];
+		if (cols_twin(j, o) && o->t == j->t)
+			return 2;
+		if ((o->xhash == j->xhash && o->t != j->t) || cols_twin(j, o))
+			twin = 1;
+	}
+	return twin;
 }
 
 static int
@@ -766,8 +801,11 @@ order_jobs(Build *b)
 	for (int k = 0; k < b->njobs; k++) {
 		b->order[k] = k;
 		b->jobs[k].cost = job_cost(&b->jobs[k]);
-		if (!b->jobs[k].hit && job_twin(b, k))
+		int twin = b->jobs[k].hit ? 0 : job_twin(b, k);
+		if (twin == 1)
 			b->jobs[k].cost /= 2;   /* ptxas only: 0.4-0.5 of the first's */
+		else if (twin == 2)
+			b->jobs[k].cost = 1;    /* writes only */
 	}
 	qsort_r(b->order, (size_t)b->njobs, sizeof *b->order, by_cost, b);
 	for (int k = 0; k < b->njobs; k++)
@@ -878,6 +916,13 @@ collect_jobs(Build *b, uint64_t ident)
 				j->f = f;
 				j->xhash = ir_func_hash(f, NULL);
 				j->t = t;
+				CodegenTarget ct = {b->sm[t], 0};
+				if (codegen_kernel_cols(f, &ct, &j->cols)) {
+					Func *mf = ir_func_recols(f, j->cols, 0);
+					j->chash = ir_func_hash(mf, "columns at run time");
+					ir_func_recols_free(mf);
+				} else
+					j->cols = 0;
 				snprintf(j->name, sizeof j->name, "%s", name);
 				j->key = ir_hash_str(ir_hash_bytes(ident, &h, sizeof h), b->tg[t]->name);
 			}
@@ -1220,9 +1265,10 @@ print_times(Build *b, double t0)
 			fprintf(stderr, "  %s  cpu: LLVM %.1f ptxas %.1f", j->f->name, j->llvm_cpu_ms,
 			        j->ptxas_cpu_ms);
 			if (j->ptx_of >= 0)
-				fprintf(stderr, "  (the PTX of %s for %s, its .target %s)",
+				fprintf(stderr, "  (the PTX of %s for %s, its .target %s%s)",
 				        b->jobs[j->ptx_of].name, b->tg[b->jobs[j->ptx_of].t]->name,
-				        b->tg[j->t]->name);
+				        b->tg[j->t]->name, b->jobs[j->ptx_of].cols != j->cols
+				        ? ", its columns at run time" : "");
 			if (j->cubin_of >= 0)
 				fprintf(stderr, "  (the PTX of %s: its cubin)", b->jobs[j->cubin_of].name);
 			fprintf(stderr, "  [#%d est %d ms, worker %d, %.1f-%.1f ms]", j->rank, j->cost,

@@ -35,6 +35,10 @@ typedef struct Job {
 	uint64_t xhash;             /* ir_func_hash without the target */
 	int llvm_state;             /* 0 not run, 1 running, 2 done, 3 failed */
 	int ptx_of;                 /* -1, or the job whose PTX this one took */
+	/* one PTX for every column count (codegen_kernel_cols): */
+	long cols;                  /* the columns its IR fixes, 0: none at run time */
+	uint64_t chash;             /* ir_func_hash of its IR with the columns
+	                               masked (ir_func_recols), 0 none */
 	/* ptxas once per distinct PTX of a target (compile_job): */
 	uint64_t ptx_hash;
 	int ptxas_state;            /* 0 not run, 1 running, 2 done, 3 failed */

@@ -191,6 +191,46 @@ ir_delete(Func *f, int pos)
 	ir_recompute_defs(f);
 }
 
+static void
+recols_type(Type *t, long from, long to)
+{
+	for (int d = 0; d < t->rank; d++) {
+		long b = t->is_scale ? t->block[d] : 1;
+		if (t->dim[d] == from)
+			t->dim[d] = to;
+		else if (t->dim[d] > 0 && b > 0 && t->dim[d] * b == from)
+			t->dim[d] = to / b;
+	}
+}
+
+Func *
+ir_func_recols(const Func *f, long from, long to)
+{
+	Func *c = alloc(sizeof *c);
+	*c = *f;
+	c->val = alloc(sizeof *c->val * (size_t)(f->nval ? f->nval : 1));
+	c->ins = alloc(sizeof *c->ins * (size_t)(f->nins ? f->nins : 1));
+	memcpy(c->val, f->val, sizeof *c->val * (size_t)f->nval);
+	memcpy(c->ins, f->ins, sizeof *c->ins * (size_t)f->nins);
+	c->cval = f->nval;
+	c->cins = f->nins;
+	for (int v = 0; v < c->nval; v++)
+		recols_type(&c->val[v].type, from, to);
+	for (int i = 0; i < c->nins; i++)
+		recols_type(&c->ins[i].type, from, to);
+	return c;
+}
+
+void
+ir_func_recols_free(Func *c)
+{
+	if (c) {
+		free(c->val);
+		free(c->ins);
+		free(c);
+	}
+}
+
 void
 ir_replace_uses(Func *f, int from, int to)
 {

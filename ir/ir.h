@@ -198,6 +198,15 @@ Ins *ir_def_ins(const Func *, int value);          /* defining Ins or NULL */
 Ins *ir_insert(Func *, int pos, Op, int res, const int *args, int nargs);
 void ir_delete(Func *, int pos);                   /* its value: no def */
 void ir_replace_uses(Func *, int from, int to);    /* operands only */
+/* A kernel at another column count (codegen's has_cols kernels: one PTX
+ * for every K): a shallow copy of f (its own val and ins arrays, the
+ * rest shared: free it with ir_func_recols_free, never ir_func_free)
+ * whose static dims equal to from become to, and a scale's dim d of
+ * block b with d * b == from becomes to / b (f32[M,512]{1x16} at 8192 ->
+ * 1024: [M,64]). to 0 masks the columns (a hash of the shape-free
+ * kernel, driver/build.c). */
+Func *ir_func_recols(const Func *f, long from, long to);
+void ir_func_recols_free(Func *);
 int ir_use_count(const Func *, int value);
 void ir_recompute_defs(Func *);                    /* first def of each */
 /* Copy instruction i of src to the end of dst. map[v] is the dst value of

@@ -408,6 +408,14 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 	if (json_get(j, "sync_words") &&
 	    need_long(c, j, path, "sync_words", 0, RT_MAX_SYNC_WORDS, &k->sync_words))
 		return -1;
+	if ((json_get(j, "cols") || json_get(j, "cols_align")) &&
+	    (need_long(c, j, path, "cols", 1, RT_MAX_DIM, &k->cols) ||
+	     need_long(c, j, path, "cols_align", 1, RT_MAX_DIM, &k->cols_align)))
+		return -1;
+	if (k->cols % (k->cols_align ? k->cols_align : 1))
+		return bad(c, json_get(j, "cols"), "%s: cols %ld is not a multiple of its cols_align %ld: "
+		           "the kernel's code takes whole blocks and 16-byte rows only", path, k->cols,
+		           k->cols_align);
 	if ((v = json_get(j, "smem"))) {
 		if (need_long(c, j, path, "smem", 0, RT_MAX_SMEM, &x))
 			return -1;
@@ -528,6 +536,10 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 			           "out param", path, i);
 		k->zero[k->nzero++] = p;
 	}
+	/* the columns the code is told are those of its data */
+	if (k->cols && (k->param[k->data].type.rank != 2 || k->param[k->data].type.dim[1] != k->cols))
+		return bad(c, json_get(j, "cols"), "%s: cols %ld but its data '%s' is %s", path, k->cols,
+		           k->param[k->data].name, k->param[k->data].type_str);
 	/* a map over M: the kernel takes m, and M columns keep TMA's 16-byte
 	 * row stride at every M the launch allows */
 	for (int i = 0; i < k->ntmap; i++) {

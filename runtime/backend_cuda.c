@@ -173,8 +173,8 @@ static int cuda_run(precc_rt *rt, const rt_layer *l, const rt_step *st,
 	CUstream stream = (CUstream)stream_;
 	cuda_kern *ck = k->bk;
 	CUdeviceptr ptr[32];
-	void *params[40];   /* 32 pointers, sync, m, seed, 4 tensor maps */
-	int64_t m64 = m;
+	void *params[41];   /* 32 pointers, sync, m, cols, seed, 4 tensor maps */
+	int64_t m64 = m, cols64 = k->cols;
 	uint64_t seed64 = seed;
 	unsigned grid[3] = {1, 1, 1}, block[3] = {(unsigned)k->threads, 1, 1};
 	int n = 0;
@@ -204,6 +204,8 @@ static int cuda_run(precc_rt *rt, const rt_layer *l, const rt_step *st,
 		params[n++] = &ck->sync;
 	if (k->has_m)
 		params[n++] = &m64;
+	if (k->cols)    /* the columns of a has_cols kernel's data (manifest cols) */
+		params[n++] = &cols64;
 	if (k->has_seed)
 		params[n++] = &seed64;
 	/* tensor maps last, 128 bytes each (kernelParams points at the bytes

@@ -82,6 +82,10 @@ typedef struct rt_kdesc {
 	rt_tmap tmap[RT_MAXTMAP]; int ntmap;  /* optional "tmaps", params after the scalars */
 	rt_param *param; int nparam;
 	int has_m, has_seed;
+	long cols, cols_align;    /* optional "cols", "cols_align": the data's
+	                             columns, passed after m (its code is that of
+	                             every column count: codegen's has_cols), and
+	                             what they must be a multiple of; 0: none */
 	int *zero; int nzero;     /* zero_outputs as param indices */
 	int var;                  /* "m_variant": the kernel launched instead
 	                             at M >= var_m_min (the same GEMM on a

@@ -60,6 +60,9 @@ rowcol_rht_skipped|codegen/k_rowcol.c|codegen.emu|			rht_block(e, &k->f->ins[k->
 hadamard_one_amax|codegen/k_hadamard.c|codegen.emu|		LLVMValueRef cm = cta_max(e, m[s]);|		LLVMValueRef cm = cta_max(e, m[0]);
 amax_rowcol_word_col|codegen/k_rowcol.c|codegen.emu|	                       add64(e, mul64(e, LLVMBuildUDiv(b, l, c64(e, TC / VEC), ""), 4), j)));|	                       add64(e, mul64(e, LLVMBuildUDiv(b, l, c64(e, TC / VEC), ""), 4), c64(e, 0))));
 rowcol_param_row|codegen/k_rowcol.c|codegen.emu|k->bc ? c64(e, (uint64_t)k->bc) : C, "");|k->bc ? c64(e, (uint64_t)k->bc) : c64(e, TC), "");
+rowcol_static_cols|codegen/k_rowcol.c|codegen.emu|C = top->has_cols ? e.cols : dimv(&e, e.k->cols);|C = dimv(&e, e.k->cols);
+cols_wrong_runtime|runtime/backend_cuda.c|runtime.precc_run.cols|int64_t m64 = m, cols64 = k->cols;|int64_t m64 = m, cols64 = k->cols + k->cols_align;
+cols_wrong_launcher|driver/artifacts.c|runtime.precc_run.cols|fprintf(c, "%s(void *)&ncols", sep), sep = ", ";|fprintf(c, "%s(void *)&m", sep), sep = ", ";
 sr_row_threads|codegen/kernel.c|codegen.ptxas|long cap = k->q >= 0 && k->f->ins[k->q].round == PRECC_SR ? 512 : 1024;|long cap = 1024;
 rowcol_maxnreg|codegen/kemit.c|codegen.ptxas|: k->shape == CG_QUANT_ROWCOL ? (rc4 > 255 ? 255 : rc4)|: k->shape == CG_QUANT_ROWCOL ? 0
 e2m1_nibble_interp|ir/interp/quant.c|refsem.test_fp4_pack|			unsigned sh = 4 * (j & 1);|			unsigned sh = 4 * (~j & 1);

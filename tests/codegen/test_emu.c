@@ -607,8 +607,12 @@ check_tiles(Func *f, const char *file)
  * (tests/codegen/kernels_sm90a: the wgmma family) */
 static CodegenSm emu_sm = CG_SM90;
 
+/* The code generated for kernel `code`, run on the buffers, grid and
+ * column count of f (code itself, or code at another column count:
+ * ir_func_recols), against the interpreter running f; *out: the launch
+ * info. */
 static int
-check_kernel(const Func *f, const char *file)
+check_kernel_as(const Func *code, const Func *f, const char *file, CodegenKernel *out)
 {
 	Cg g;
 	CodegenTarget t = {emu_sm, 0};
@@ -621,13 +625,14 @@ check_kernel(const Func *f, const char *file)
 	void *args[64];
 	IrInterp *ip = NULL;
 
-	cg_init(&g, emu_sm, f->name);
+	cg_init(&g, emu_sm, code->name);
 	cg_set_host(&g);
-	if (cg_kernel_module(&g, f, &t, &info, err, sizeof err)) {
+	if (cg_kernel_module(&g, code, &t, &info, err, sizeof err)) {
 		printf("FAIL %s: %s\n", file, err);
 		cg_dispose(&g);
 		return -1;
 	}
+	*out = info;
 	if ((extra_run && !info.has_m) || (info.has_m && M % info.m_multiple)
 	    || (coop_small && !info.cooperative && !info.persistent)) {
 		cg_dispose(&g);
@@ -685,6 +690,9 @@ check_kernel(const Func *f, const char *file)
 		}
 	}
 	int64_t m = M, seed = (int64_t)io.seed;
+	/* has_cols: the columns of f's data, which code's were not (the
+	 * second run of check_kernel) */
+	int64_t ncols = info.has_cols ? f->val[info.data].type.dim[1] : 0;
 	int na = info.nparams;
 	uint32_t *sync = NULL;
 	if (info.cooperative) {
@@ -693,6 +701,8 @@ check_kernel(const Func *f, const char *file)
 	}
 	if (info.has_m)
 		args[na++] = &m;
+	if (info.has_cols)
+		args[na++] = &ncols;
 	if (info.has_seed)
 		args[na++] = &seed;
 	/* the tensor maps, last, in tmap[] order, in the emulator's format */
@@ -732,7 +742,8 @@ check_kernel(const Func *f, const char *file)
 		goto done;
 	}
 	unsigned gx = grid[0], gy = grid[1];
-	if (check_schedule(&info, gx, gy, file)) {
+	/* the schedule's grid= is the one of code's columns */
+	if (code == f && check_schedule(&info, gx, gy, file)) {
 		free(sync);
 		goto done;
 	}
@@ -879,10 +890,14 @@ check_kernel(const Func *f, const char *file)
 		       file, sc, si, sx);
 		rc = -1;
 	}
-	printf("%s %-18s %-16s M=%-4ld %d threads, grid %ux%u%s, %d outputs equal%s\n",
+	char colsat[48] = "";
+	if (info.has_cols)
+		snprintf(colsat, sizeof colsat, ", cols=%lld (of %ld)", (long long)ncols,
+		         code->val[info.data].type.dim[1]);
+	printf("%s %-18s %-16s M=%-4ld %d threads, grid %ux%u%s, %d outputs equal%s%s\n",
 	       rc ? "FAIL" : "ok  ", file, info.nphases > 1 ? "fused" : codegen_shape_name(info.shape),
 	       info.has_m ? M : 0, info.threads, gx, gy, info.cooperative ? " cooperative" : "", nout,
-	       smem);
+	       smem, colsat);
 done:
 	for (int i = 0; i < 64; i++)
 		free(raw[i]);
@@ -890,6 +905,27 @@ done:
 	if (ee)
 		LLVMDisposeExecutionEngine(ee);
 	cg_dispose(&g);
+	return rc;
+}
+
+/* Kernel f on the host against the interpreter; a kernel that takes its
+ * columns at run time (has_cols) also at a second column count, the
+ * next aligned one past f's that leaves a partial 128-column tile, with
+ * the code generated for f's: one PTX serves both. */
+static int
+check_kernel(const Func *f, const char *file)
+{
+	CodegenKernel info;
+	int rc = check_kernel_as(f, f, file, &info);
+
+	if (rc == 0 && info.has_cols) {
+		long k = f->val[info.data].type.dim[1], a = info.cols_align, k2 = k + a;
+		if (k2 % 128 == 0)
+			k2 += a;
+		Func *f2 = ir_func_recols(f, k, k2);
+		rc = check_kernel_as(f, f2, file, &info);
+		ir_func_recols_free(f2);
+	}
 	return rc;
 }
 

@@ -12,8 +12,9 @@
  *  - the params the manifest gives, in the runtime's order (docs/artifacts.md
  *    "params"): one pointer per param into a fake allocation with the
  *    param's bytes at M left, 16-byte aligned; the sync scratch (sync_words
- *    x 4 bytes); i64 m, a positive multiple of m_multiple; i64 seed; each
- *    tensor map as the fake encoded it;
+ *    x 4 bytes); i64 m, a positive multiple of m_multiple; i64 cols (a
+ *    kernel with "cols": the columns of its data param's own type); i64
+ *    seed; each tensor map as the fake encoded it;
  *  - the grid of precc/grid.h at that M, restated here with its own ceiling
  *    divisions so that a mutant of grid.h or of the runtime cannot also
  *    change what it is checked against: tiled (ceil(cols / tile_cols),
@@ -47,7 +48,7 @@ typedef struct FkGeom { int tiled, data; long epc, tile_rows, tile_cols; } FkGeo
 
 struct fake_kern {
 	char name[64], entry[128], bulk[128];
-	int threads, has_m, has_seed, ntmap, nparam, nphase, cooperative, persistent;
+	int threads, has_m, has_seed, has_cols, ntmap, nparam, nphase, cooperative, persistent;
 	long smem, sync_words, m_multiple;
 	FkType param[FK_MAXPARAM];
 	FkGeom phase[FK_MAXPHASE];
@@ -179,6 +180,7 @@ static int read_kernel(const char *dir, const json *j, const json *params, struc
 	k->threads = (int)num(j, "threads", 0);
 	k->has_m = flag(j, "has_m");
 	k->has_seed = flag(j, "has_seed");
+	k->has_cols = num(j, "cols", 0) > 0;
 	k->cooperative = !strcmp(str(j, "launch"), "cooperative");
 	k->persistent = !strcmp(str(j, "launch"), "persistent");
 	k->smem = num(j, "smem", 0);
@@ -369,7 +371,19 @@ static int check_one(const struct fake_kern *k, const unsigned g[3], const unsig
 			return say(why, whysz, "the sync scratch 0x%llx is not %ld bytes of device "
 			           "memory", (unsigned long long)p, k->sync_words * 4);
 	}
-	n += k->has_m + k->has_seed;
+	n += k->has_m;
+	if (k->has_cols) {
+		/* what the code takes for its data's columns: the data's own,
+		 * from its type (not the manifest's "cols", which the runtime
+		 * reads too) */
+		int64_t c;
+		long rows, cols;
+		memcpy(&c, params[n++], 8);
+		rows_cols(&k->param[k->phase[0].data], m, &rows, &cols);
+		if (c != cols)
+			return say(why, whysz, "cols = %lld, its data has %ld columns", (long long)c, cols);
+	}
+	n += k->has_seed;
 	for (int t = 0; t < k->ntmap; t++, n++)
 		for (int i = 0; i < 128; i++)
 			if (((const unsigned char *)params[n])[i] != 0x5a)
