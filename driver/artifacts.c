@@ -232,6 +232,9 @@ kernel_json(Build *b, Job *j)
 		cJSON_AddNumberToObject(k, "sync_words", in->sync_words);
 	if (in->smem > 0)     /* dynamic shared bytes (the sm_90a GEMM's ring) */
 		cJSON_AddNumberToObject(k, "smem", in->smem);
+	if (in->cluster > 1)  /* CTAs a cluster along x (tile=BMxBN:2x1): the
+	                         runtime launches it by cuLaunchKernelEx */
+		cJSON_AddNumberToObject(k, "cluster", in->cluster);
 	/* the sm_90a GEMM's shape and why (passes/schedule.c's last
 	 * "# schedule: BMxBN tile, ..." line), for --stats */
 	for (const char *c = f->comment, *e; in->persistent && in->shape == CG_GEMM && c && *c; c = *e ? e + 1 : e) {
