@@ -279,7 +279,11 @@ cluster_kernel_no_final_sync|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	if
 cluster_launch_no_attr|runtime/cuda.c|runtime.plan.fake$|	                       stream, &at, 1};|	                       stream, &at, 0};
 cluster_grid_not_multiple|runtime/backend_cuda.c|runtime.plan.fake$|	if (k->cluster > 1)\n		cluster_grid(rt, ck, grid);|	if (0)\n		cluster_grid(rt, ck, grid);
 cluster_no_occupancy|runtime/cuda.c|runtime.plan.fake$|	if (!rc && drv.cuOccupancyMaxActiveClusters) {|	if (0) {
-cluster_manifest_any|runtime/artifact.c|runtime.plan.fake$|		if (need_long(c, j, path, \"cluster\", 1, 2, &x))|		if (need_long(c, j, path, \"cluster\", 1, 16, &x))"
+cluster_manifest_any|runtime/artifact.c|runtime.plan.fake$|		if (need_long(c, j, path, \"cluster\", 1, 2, &x))|		if (need_long(c, j, path, \"cluster\", 1, 16, &x))
+cluster_rule_one_wave|passes/schedule.c|lit.build|	else if (tiles <= t->sms)|	else if (0)
+cluster_rule_odd_m|passes/schedule.c|lit.build|	else if (m >= 0 && mb % 2)|	else if (0)
+cluster_launcher_flags|driver/artifacts.c|lit.build|		if (in->cluster > 1)\n			snprintf(flags + strlen(flags)|		if (0)\n			snprintf(flags + strlen(flags)
+cluster_build_key|driver/build.c|lit.build|	if (b->cluster != GEMM_CLUSTER_1X1) {  /* other kernels */|	if (0) {"
 
 survivors=0
 stale=0
