@@ -283,7 +283,8 @@ cluster_manifest_any|runtime/artifact.c|runtime.plan.fake$|		if (need_long(c, j,
 cluster_rule_one_wave|passes/schedule.c|lit.build|	else if (tiles <= t->sms)|	else if (0)
 cluster_rule_odd_m|passes/schedule.c|lit.build|	else if (m >= 0 && mb % 2)|	else if (0)
 cluster_launcher_flags|driver/artifacts.c|lit.build|		if (in->cluster > 1)\n			snprintf(flags + strlen(flags)|		if (0)\n			snprintf(flags + strlen(flags)
-cluster_build_key|driver/build.c|lit.build|	if (b->cluster != GEMM_CLUSTER_1X1) {  /* other kernels */|	if (0) {"
+cluster_build_key|driver/build.c|lit.build|	if (b->cluster != GEMM_CLUSTER_1X1) {  /* other kernels */|	if (0) {
+cluster_bench_one_build|bench/gemm/lease_gemm.sh|bench.cluster.fake|printf '%s.1x1:%s %s.2x1:%s '|printf '%s.1x1:%s %s.1x1:%s '"
 
 survivors=0
 stale=0
