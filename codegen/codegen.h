@@ -201,6 +201,11 @@ typedef struct CodegenGemmShape {
 } CodegenGemmShape;
 int codegen_gemm_wgmma_shape(const Func *kernel, int bm, int bn, CodegenGemmShape *s, char *why,
                              size_t whysz);
+/* Whether the wgmma family runs f's bm x bn tile in clusters of cm CTAs
+ * along M (tile=BMxBN:2x1, B's tile multicast): 1, or 0 and why not (bf16
+ * and tensorwise fp8 only, the dense scheduler, an MN-major B in two
+ * halves of whole boxes). */
+int codegen_gemm_wgmma_cluster(const Func *kernel, int bm, int bn, int cm, char *why, size_t whysz);
 /* k_gemm_grouped_sm90.c — the same for a gemm_grouped kernel (the wgmma
  * grouped family): 1 and its shape on a bm x bn tile, or 0 and why not
  * (then k_gemm_grouped.c, mma.sync, generates it). */

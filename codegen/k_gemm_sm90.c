@@ -504,6 +504,15 @@ codegen_gemm_wgmma_shape(const Func *f, int bm, int bn, CodegenGemmShape *s, cha
 }
 
 int
+codegen_gemm_wgmma_cluster(const Func *f, int bm, int bn, int cm, char *why, size_t n)
+{
+	G g;
+	S90 z;
+	return gemm_sm90_probe(f, gemm_sm90_takes, &g, why, n) && !shape90(f, &g, bm, bn, &z, why, n)
+	       && !cluster_check(&g, &z, cm, why, n);
+}
+
+int
 gemm_sm90_shape(const Func *f, const G *g, int bm, int bn, CodegenGemmShape *s, char *why, size_t n)
 {
 	S90 z;

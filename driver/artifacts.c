@@ -232,6 +232,9 @@ kernel_json(Build *b, Job *j)
 		cJSON_AddNumberToObject(k, "sync_words", in->sync_words);
 	if (in->smem > 0)     /* dynamic shared bytes (the sm_90a GEMM's ring) */
 		cJSON_AddNumberToObject(k, "smem", in->smem);
+	if (in->cluster > 1)  /* CTAs a cluster along x (tile=BMxBN:2x1): the
+	                         runtime launches it by cuLaunchKernelEx */
+		cJSON_AddNumberToObject(k, "cluster", in->cluster);
 	/* the sm_90a GEMM's shape and why (passes/schedule.c's last
 	 * "# schedule: BMxBN tile, ..." line), for --stats */
 	for (const char *c = f->comment, *e; in->persistent && in->shape == CG_GEMM && c && *c; c = *e ? e + 1 : e) {
@@ -978,7 +981,10 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 	           "#define PRECC_KERNELS_RECIPE_HASH 0x%016llxull\n"
 	           "#define PRECC_KERNELS_MODEL_HASH 0x%016llxull\n"
 	           "#define PRECC_LAUNCH_COOPERATIVE 1u\n"
-	           "#define PRECC_LAUNCH_PERSISTENT 2u\n\n"
+	           "#define PRECC_LAUNCH_PERSISTENT 2u\n"
+	           "/* flags bits 8..15: the CTAs of a cluster along x (1: none) */\n"
+	           "#define PRECC_LAUNCH_CLUSTER(n) ((unsigned)(n) << 8)\n"
+	           "#define PRECC_LAUNCH_CLUSTER_OF(flags) ((((flags) >> 8) & 0xffu) ? (((flags) >> 8) & 0xffu) : 1u)\n\n"
 	           "typedef struct precc_kernels_hooks {\n"
 	           "\tvoid *ctx;\n"
 	           "\t/* Launch kernel `name` (manifest \"name\"; `entry` is its PTX entry)\n"
@@ -988,7 +994,11 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 	           "\t * args[i] points at kernel parameter i (cuLaunchKernel's kernelParams);\n"
 	           "\t * stream is a CUstream. flags: PRECC_LAUNCH_COOPERATIVE\n"
 	           "\t * (cuLaunchCooperativeKernel), PRECC_LAUNCH_PERSISTENT (cuLaunchKernel;\n"
-	           "\t * the kernel loops over its tiles). Returns 0 or an error. */\n"
+	           "\t * the kernel loops over its tiles); with PRECC_LAUNCH_CLUSTER(n), n > 1,\n"
+	           "\t * the kernel runs in clusters of n CTAs along x: cuLaunchKernelEx with\n"
+	           "\t * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (n, 1, 1) (without it its CTAs\n"
+	           "\t * wait for peers that never come; grid[0] is a multiple of n). Returns\n"
+	           "\t * 0 or an error. */\n"
 	           "\tint (*launch)(void *ctx, const char *name, const char *entry,\n"
 	           "\t              const unsigned grid[3], unsigned threads, unsigned smem,\n"
 	           "\t              unsigned flags, void **args, void *stream);\n"
@@ -1027,6 +1037,11 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 	fprintf(c, "\n/* precc/grid.h: a kernel's grid from its phases */\n%s\n%s\n%s\n",
 	        PRECC_GRID_STR(PRECC_GRID_PHASE_TYPE), PRECC_GRID_STR(PRECC_GRID_FN(precc_kernels_grid)),
 	        PRECC_GRID_STR(PRECC_GRID_LOOP_FN(precc_kernels_grid_loop)));
+	for (int k = 0; k < b->njobs; k++)
+		if (b->jobs[k].e.info.cluster > 1) {
+			fprintf(c, "%s\n", PRECC_GRID_STR(PRECC_GRID_CLUSTER_FN(precc_kernels_grid_cluster)));
+			break;
+		}
 	for (int k = 0; k < b->njobs; k++) {
 		const Job *j = &b->jobs[k];
 		const CodegenKernel *in = &j->e.info;
@@ -1074,7 +1089,11 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 		fprintf(c, "\tif (!hooks.launch)\n\t\treturn -1;\n");
 		/* a kernel that loops over its tiles (cooperative, persistent) takes
 		 * a 1-D grid of min(tiles, the CTAs the device holds), as the runtime */
-		if (in->cooperative || in->persistent)
+		if (in->cluster > 1)   /* in clusters: whole clusters of the CTAs resident */
+			fprintf(c, "\tprecc_kernels_grid_cluster(grid, hooks.resident ? hooks.resident(hooks.ctx, "
+			           "\"%s\", \"%s\", %du) / %d : 0, %du);\n", j->name, in->name, in->threads,
+			           in->cluster, in->cluster);
+		else if (in->cooperative || in->persistent)
 			fprintf(c, "\tprecc_kernels_grid_loop(grid, hooks.resident ? hooks.resident(hooks.ctx, "
 			           "\"%s\", \"%s\", %du) : 0);\n", j->name, in->name, in->threads);
 		for (int i = nin; i < in->nparams; i++) {
@@ -1128,11 +1147,15 @@ artifacts_c(Build *b, const char *recipe_name, const char *model_name, char **hb
 			fprintf(c, "%s(void *)&tm[%d]", sep, i), sep = ", ";
 		if (!*sep)
 			fprintf(c, "0");
+		char flags[80];
+		snprintf(flags, sizeof flags, "%s", in->cooperative ? "PRECC_LAUNCH_COOPERATIVE"
+		                                    : in->persistent ? "PRECC_LAUNCH_PERSISTENT" : "0u");
+		if (in->cluster > 1)
+			snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " | PRECC_LAUNCH_CLUSTER(%d)",
+			         in->cluster);
 		fprintf(c, "};\n\treturn hooks.launch(hooks.ctx, \"%s\", \"%s\", grid, %du, %du, %s, args, "
 		           "stream);\n}\n",
-		        j->name, in->name, in->threads, in->smem > 0 ? in->smem : 0,
-		        in->cooperative ? "PRECC_LAUNCH_COOPERATIVE"
-		        : in->persistent ? "PRECC_LAUNCH_PERSISTENT" : "0u");
+		        j->name, in->name, in->threads, in->smem > 0 ? in->smem : 0, flags);
 	}
 	fprintf(h, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
 	fclose(h);

@@ -66,8 +66,9 @@ help(FILE *f)
 {
 	fputs("usage: precc build RECIPE --model MODEL --target sm_90a[,sm_89,...] -o DIR\n"
 	      "                   [--no-cache] [--jobs N] [--time] [--stats] [--stats-m N] [--json]\n"
+	      "                   [--cluster 1x1|2x1|auto]\n"
 	      "       precc build RECIPE --model MODEL --emit=ir|llvm|ptx [--layer PATTERN]\n"
-	      "                   [--target T]\n\n"
+	      "                   [--target T] [--cluster C]\n\n"
 	      "Compile every distinct kernel of a recipe x model for each target and write\n"
 	      "the artifact directory precc_rt loads (docs/artifacts.md): manifest.json,\n"
 	      "<kernel>.<sm>.ptx, <kernel>.<sm>.cubin (when ptxas is found: $PRECC_PTXAS,\n"
@@ -95,6 +96,10 @@ help(FILE *f)
 	      "                     CTAs per SM on sm_90; per layer and model totals;\n"
 	      "                     a table on stderr, the figures in manifest.json\n"
 	      "  --stats-m N        --stats at M = N\n"
+	      "  --cluster C        the sm_90a wgmma GEMMs' thread-block clusters: 1x1 (the\n"
+	      "                     default), 2x1 (two CTAs along M share B's tile by TMA\n"
+	      "                     multicast, wherever the kernel takes it) or auto\n"
+	      "                     (DeepGEMM's rule; docs/passes.md); --stats shows each\n"
 	      "  --json             the build's summary as one JSON object on stdout\n"
 	      "                     instead of its line on stderr (docs/artifacts.md)\n"
 	      "  --help             this text\n\n"
@@ -629,17 +634,6 @@ compile_job(Build *b, Job *j)
 		j->llvm_cpu_ms = cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
 		if (!bad)
 			j->e.ptx_len = strlen(j->e.ptx);
-		/* the runtime launches no kernel in clusters yet (cuLaunchKernelEx
-		 * with a cluster dimension: issue 28 §1 part 3), and without one the
-		 * CTAs of a cluster kernel wait for peers that never come */
-		if (!bad && j->e.info.cluster > 1) {
-			snprintf(err, sizeof err, "codegen: @%s: tile=%s: a kernel in clusters of %d, which "
-			         "the runtime cannot launch yet", j->f->name, j->f->pattr[PA_TILE] ? j->f->pattr[PA_TILE] : "",
-			         j->e.info.cluster);
-			free(j->e.ptx);
-			j->e.ptx = NULL;
-			bad = 1;
-		}
 		llvm_release(b, j, !bad);
 		if (bad) {
 			job_fail(j, "precc: error: %s", err);
@@ -957,6 +951,10 @@ build_key(const Build *b, uint64_t ident, const char *rname, const char *mname)
 		h = ir_hash_str(h, b->tg[t]->name);
 	if (b->stats_m)                 /* the manifest then carries the figures */
 		h = ir_hash_bytes(h, &b->stats_m, sizeof b->stats_m);
+	if (b->cluster != GEMM_CLUSTER_1X1) {  /* other kernels */
+		int c = (int)b->cluster;
+		h = ir_hash_bytes(h, &c, sizeof c);
+	}
 	return h;
 }
 
@@ -1339,10 +1337,10 @@ cmd_build(int argc, char **argv)
 {
 	double t0 = now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
 	Build b;
-	const char *targets = "sm_90a", *jobs = NULL, *stats_m = NULL;
+	const char *targets = "sm_90a", *jobs = NULL, *stats_m = NULL, *cluster = NULL;
 	static const char *const opts[] = {"--model", "--target", "--output", "--emit", "--layer",
 	                                   "--no-cache", "--jobs", "--time", "--stats", "--stats-m", "--json",
-	                                   "--help"};
+	                                   "--cluster", "--help"};
 	int rc = 0, whole = 0;
 
 	memset(&b, 0, sizeof b);
@@ -1351,7 +1349,7 @@ cmd_build(int argc, char **argv)
 		const char *a = argv[i], *v = NULL;
 		static const struct { const char *opt; int len; char shortopt; } valued[] = {
 			{"--model", 7, 'm'}, {"--target", 8, 0}, {"--output", 8, 'o'}, {"--emit", 6, 0},
-			{"--layer", 7, 0}, {"--jobs", 6, 'j'}, {"--stats-m", 9, 0}};
+			{"--layer", 7, 0}, {"--jobs", 6, 'j'}, {"--stats-m", 9, 0}, {"--cluster", 9, 0}};
 		int which = -1;
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			help(stdout);
@@ -1373,7 +1371,7 @@ cmd_build(int argc, char **argv)
 			b.stats_m = 8192;
 			continue;
 		}
-		for (int k = 0; k < 7; k++) {
+		for (int k = 0; k < 8; k++) {
 			int l = valued[k].len;
 			if (!strncmp(a, valued[k].opt, l) && (a[l] == 0 || a[l] == '=')) {
 				which = k;
@@ -1391,7 +1389,8 @@ cmd_build(int argc, char **argv)
 					return usage_error("build", "%s needs a value", a);
 				v = argv[i];
 			}
-			const char **slot[] = {&b.model_path, &targets, &b.out, &b.emit, &b.layer, &jobs, &stats_m};
+			const char **slot[] = {&b.model_path, &targets, &b.out, &b.emit, &b.layer, &jobs, &stats_m,
+			                       &cluster};
 			*slot[which] = v;
 		} else if (a[0] == '-' && a[1]) {
 			const char *s = suggest(a, opts, sizeof opts / sizeof opts[0]);
@@ -1425,6 +1424,16 @@ cmd_build(int argc, char **argv)
 	}
 	if (b.jobs_n < 1)
 		b.jobs_n = 1;
+	if (cluster) {
+		if (!strcmp(cluster, "1x1"))
+			b.cluster = GEMM_CLUSTER_1X1;
+		else if (!strcmp(cluster, "2x1"))
+			b.cluster = GEMM_CLUSTER_2X1;
+		else if (!strcmp(cluster, "auto"))
+			b.cluster = GEMM_CLUSTER_AUTO;
+		else
+			return usage_error("build", "--cluster wants 1x1, 2x1 or auto, not '%s'", cluster);
+	}
 	if (stats_m) {                  /* --stats-m N implies --stats */
 		char *end;
 		long n = strtol(stats_m, &end, 10);
@@ -1508,7 +1517,7 @@ cmd_build(int argc, char **argv)
 			group_free(&groups);
 			goto done;
 		}
-		PassOptions po = {.target = b.tg[t]};
+		PassOptions po = {.target = b.tg[t], .cluster = b.cluster};
 		passes_run(m, &po);
 		group_expand(m, plan, &groups, &b.origin[t]);
 	}

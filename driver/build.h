@@ -83,6 +83,7 @@ typedef struct Build {
 	double cpu_front, cpu_passes, cpu_write;            /* their CPU ms */
 	int nlayers, nclass;        /* driver/group.c's classes (0: off) */
 	long stats_m;               /* --stats at this M; 0: off */
+	GemmCluster cluster;        /* --cluster (passes.h) */
 	int json;                   /* --json: the summary as JSON on stdout */
 	BuildGroup *groups; int ngroups;   /* grouped.c, from target 0's lowering */
 	NameTab group_names;        /* group name -> index (grouped_find) */

@@ -14,6 +14,11 @@
 #include <stdbool.h>
 #include "ir.h"
 
+/* The wgmma GEMM's cluster (schedule.c; precc build --cluster): 1x1, the
+ * default until a GPU settles whether multicast pays; 2x1 wherever the
+ * kernel family takes it; auto by DeepGEMM's rule (docs/passes.md). */
+typedef enum GemmCluster { GEMM_CLUSTER_1X1, GEMM_CLUSTER_AUTO, GEMM_CLUSTER_2X1 } GemmCluster;
+
 typedef struct Target {
 	const char *name;      /* sm_89, sm_90, sm_90a */
 	int sm;                /* 89, 90 */
@@ -28,6 +33,7 @@ typedef struct Target {
 	                          across all co-resident CTAs (smem_cta x sms) */
 	bool grid_barrier;     /* fuse may choose one cooperative kernel with a
 	                          grid-wide barrier (amax_scheme=grid) */
+	GemmCluster cluster;   /* the wgmma GEMMs' clusters (PassOptions') */
 } Target;
 
 typedef struct PassOptions {
@@ -38,6 +44,7 @@ typedef struct PassOptions {
 	const char *stop_after; /* last pass to run; NULL: all */
 	bool no_grid_barrier;   /* never amax_scheme=grid: two kernels instead
 	                           (for a code generator without grid barriers) */
+	GemmCluster cluster;    /* precc build --cluster (default 1x1) */
 } PassOptions;
 
 /* pipeline.c */

@@ -24,9 +24,9 @@ static const struct { const char *name; void (*run)(Module *, const Target *); }
 
 /* The reference parts: L40S (sm_89), H100/H200 (sm_90, sm_90a). */
 static const Target targets[] = {
-	{"sm_89", 89, false, false, true, false, 142, 99 << 10, 142L * (80 << 10), true},
-	{"sm_90", 90, false, true, true, false, 132, 227 << 10, 132L * (200 << 10), true},
-	{"sm_90a", 90, true, true, true, false, 132, 227 << 10, 132L * (200 << 10), true},
+	{"sm_89", 89, false, false, true, false, 142, 99 << 10, 142L * (80 << 10), true, GEMM_CLUSTER_1X1},
+	{"sm_90", 90, false, true, true, false, 132, 227 << 10, 132L * (200 << 10), true, GEMM_CLUSTER_1X1},
+	{"sm_90a", 90, true, true, true, false, 132, 227 << 10, 132L * (200 << 10), true, GEMM_CLUSTER_1X1},
 };
 const char *const target_names = "sm_89, sm_90, sm_90a";
 
@@ -82,6 +82,7 @@ passes_run(Module *m, const PassOptions *o)
 
 	if (o->no_grid_barrier)
 		t.grid_barrier = false;
+	t.cluster = o->cluster;
 	for (int k = 0; k < NPASS; k++) {
 		if (show) {
 			fprintf(stderr, "\rprecc: %s: pass %d/%d %-10s (%d funcs)", t.name, k + 1, NPASS,

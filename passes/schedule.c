@@ -341,13 +341,81 @@ wgmma_tile(Func *k, long m, long n, long K, int eb, const Target *t, CodegenGemm
 	return 0;
 }
 
-/* a wgmma kernel's header attributes for shape s */
+/* The wgmma GEMM's cluster (precc build --cluster; the rule in
+ * docs/passes.md): 1 or 2 CTAs along M sharing B's tile by TMA multicast.
+ * 1x1 unless asked. 2x1 where the kernel family takes it
+ * (codegen_gemm_wgmma_cluster) and the SMs are a multiple of 2; auto
+ * adds DeepGEMM's rule, at M = mref (the GEMM's M, else the reason line's
+ * 4096): no multicast for one wave of tiles (deepseek-ai/DeepGEMM 54e2261
+ * csrc/jit_kernels/heuristics/sm90.hpp:233-235), none below M = 512 and,
+ * M known, none for an odd count of M blocks (02edd319
+ * csrc/jit_kernels/heuristics/common.hpp:227 `m >= 512`, :77-81
+ * is_multicast_legal's divisibility; our kernel runs an odd count, one
+ * CTA idle on the last row of clusters, but DeepGEMM's rule is kept);
+ * clusters of at most 2 and the SMs divisible, sm90.hpp:74-79. Returns
+ * 1 or 2, and the reason in why (empty at the default). */
+static int
+gemm_cluster(const Func *k, const CodegenGemmShape *s, long m, long mref, long n, const Target *t,
+             char *why, size_t nwhy)
+{
+	char no[200] = "";
+	*why = 0;
+	if (t->cluster == GEMM_CLUSTER_1X1)
+		return 1;
+	const char *ask = t->cluster == GEMM_CLUSTER_AUTO ? "auto" : "2x1 asked";
+	if (!codegen_gemm_wgmma_cluster(k, s->bm, s->bn, 2, no, sizeof no)) {
+		snprintf(why, nwhy, "1x1 (%s; the kernel takes no cluster: %s)", ask, no);
+		return 1;
+	}
+	if (t->sms % 2) {
+		snprintf(why, nwhy, "1x1 (%s; %d SMs, not a multiple of 2)", ask, t->sms);
+		return 1;
+	}
+	if (t->cluster == GEMM_CLUSTER_2X1) {
+		snprintf(why, nwhy, "2x1 (asked: B's tile multicast to 2 CTAs along M)");
+		return 2;
+	}
+	long mb = (mref + s->bm - 1) / s->bm, tiles = mb * ((n + s->bn - 1) / s->bn);
+	const char *at = m >= 0 ? "" : " (M the run's)";
+	if (mref < 512)
+		snprintf(why, nwhy, "1x1 (auto: M=%ld%s below 512, DeepGEMM's least M for multicast)", mref, at);
+	else if (tiles <= t->sms)
+		snprintf(why, nwhy, "1x1 (auto: %ld tiles at M=%ld%s are one wave on %d SMs: DeepGEMM "
+		         "multicasts from two waves)", tiles, mref, at, t->sms);
+	else if (m >= 0 && mb % 2)
+		snprintf(why, nwhy, "1x1 (auto: %ld M blocks, an odd count: DeepGEMM multicasts on an "
+		         "even one)", mb);
+	else {
+		snprintf(why, nwhy, "2x1 (auto: %ld tiles at M=%ld%s in %ld waves on %d SMs, %ld M blocks: "
+		         "B's tile multicast to 2 CTAs along M, DeepGEMM's rule)", tiles, mref, at,
+		         (tiles + t->sms - 1) / t->sms, t->sms, mb);
+		return 2;
+	}
+	return 1;
+}
+
+/* why's "cluster 1x1" made the chosen cm's, and the cluster's reason
+ * appended (none at the default) */
 static void
-wgmma_attrs(Func *k, const CodegenGemmShape *s, long m, long n, int namax)
+cluster_why(char *why, size_t nwhy, int cm, const char *cwhy)
+{
+	char *c = strstr(why, "cluster 1x1");
+	if (c && cm > 1)
+		c[8] = (char)('0' + cm);
+	if (*cwhy)
+		snprintf(why + strlen(why), nwhy - strlen(why), "; cluster %s", cwhy);
+}
+
+/* a wgmma kernel's header attributes for shape s, in clusters of cm */
+static void
+wgmma_attrs(Func *k, const CodegenGemmShape *s, long m, long n, int namax, int cm)
 {
 	char a[32], b[32];
 	ir_set_attr(k->pattr, PA_THREADS, "%d", s->threads);
-	ir_set_attr(k->pattr, PA_TILE, "%dx%d", s->bm, s->bn);
+	if (cm > 1)
+		ir_set_attr(k->pattr, PA_TILE, "%dx%d:%dx1", s->bm, s->bn, cm);
+	else
+		ir_set_attr(k->pattr, PA_TILE, "%dx%d", s->bm, s->bn);
 	ir_set_attr(k->pattr, PA_ELEMS, "%d", s->bm * s->bn / (s->threads - WG_THREADS));
 	dim_str(a, sizeof a, m, s->bm);
 	dim_str(b, sizeof b, n, s->bn);
@@ -361,7 +429,7 @@ schedule_gemm(Module *mod, int at, Ins *g, const Target *t)
 	Func *k = mod->fn[at];
 	long m = k->val[g->res].type.dim[0], n = k->val[g->res].type.dim[1];
 	int namax = 0;
-	char why[400];
+	char why[800];
 
 	for (int j = 0; j < k->nins; j++)
 		namax += k->ins[j].op == OP_amax;
@@ -372,7 +440,7 @@ schedule_gemm(Module *mod, int at, Ins *g, const Target *t)
 		CodegenGemmShape s;
 		if (codegen_gemm_grouped_wgmma_shape(k, 128, 128, &s, why, sizeof why)
 		    || codegen_gemm_grouped_wgmma_shape(k, 64, 128, &s, why, sizeof why)) {
-			wgmma_attrs(k, &s, m, n, namax);
+			wgmma_attrs(k, &s, m, n, namax, 1);
 			if (!g->group_k) {
 				/* the launch's CTAs bound by M's 16-row tiles (each
 				 * expert may add a partial row tile:
@@ -403,7 +471,7 @@ schedule_gemm(Module *mod, int at, Ins *g, const Target *t)
 	if (g->pattr[PA_MMA] && !strcmp(g->pattr[PA_MMA], "wgmma")) {
 		CodegenGemmShape s, sbig;
 		long m_min = 0;
-		char whys[400], whyb[400];
+		char whys[800], whyb[800];
 		const Ins *in = ir_def_ins(k, g->arg[0]);
 		long K = k->val[g->arg[0]].type.dim[1];
 		precc_format fa = k->val[in && in->op == OP_transpose ? in->arg[0] : g->arg[0]].type.fmt;
@@ -411,7 +479,13 @@ schedule_gemm(Module *mod, int at, Ins *g, const Target *t)
 		/* e2m1 codes are upcast into bf16 stages (k_gemm_sm90.c) */
 		if (takes && !wgmma_tile(k, m, n, K, fa == PRECC_E2M1 ? 2 : ebytes(fa), t, &s, whys, sizeof whys, &sbig, &m_min, whyb,
 		                         sizeof whyb)) {
-			wgmma_attrs(k, &s, m, n, namax);
+			char cwhy[300];
+			/* the cluster at M, else at 4096 (the small-M kernel of two:
+			 * below m_min) */
+			long mref = m >= 0 ? m : m_min && m_min < 4096 ? m_min : 4096;
+			int cm = gemm_cluster(k, &s, m, mref, n, t, cwhy, sizeof cwhy);
+			cluster_why(whys, sizeof whys, cm, cwhy);
+			wgmma_attrs(k, &s, m, n, namax, cm);
 			if (!m_min) {
 				ir_comment(&k->comment, "schedule: %s", whys);
 				return 0;
@@ -421,7 +495,9 @@ schedule_gemm(Module *mod, int at, Ins *g, const Target *t)
 			snprintf(name, sizeof name, "%s.%dx%d", k->name, sbig.bm, sbig.bn);
 			Func *c = copy_kernel(mod, at, name);
 			k = mod->fn[at];
-			wgmma_attrs(c, &sbig, m, n, namax);
+			cm = gemm_cluster(c, &sbig, m, m_min > 4096 ? m_min : 4096, n, t, cwhy, sizeof cwhy);
+			cluster_why(whyb, sizeof whyb, cm, cwhy);
+			wgmma_attrs(c, &sbig, m, n, namax, cm);
 			ir_set_attr(k->pattr, PA_M_VARIANT, "%ld:@%s", m_min, name);
 			ir_comment(&k->comment, "schedule: %s", whys);
 			ir_comment(&c->comment, "schedule: %s", whyb);

@@ -523,6 +523,20 @@ static int read_kernel(Ctx *c, const json *j, int idx, rt_kdesc *k)
 			           k->tiled ? "tiled" : "flat",
 			           k->tiled ? "tile_rows and tile_cols" : "elems_per_cta");
 	}
+	/* thread-block clusters (the sm_90a GEMM's tile=BMxBN:2x1): the CTAs
+	 * of a cluster take consecutive row tiles, and the runtime sizes the
+	 * persistent grid to a multiple of the cluster; a grid by the data
+	 * would not divide at every M */
+	k->cluster = 1;
+	if ((v = json_get(j, "cluster"))) {
+		if (need_long(c, j, path, "cluster", 1, 2, &x))
+			return -1;
+		k->cluster = (int)x;
+		if (k->cluster > 1 && (!k->persistent || k->nphase || !k->tiled))
+			return bad(c, v, "%s: 'cluster' %d needs \"launch\": \"persistent\" and one tiled "
+			           "grid (its CTAs take consecutive row tiles; a grid by the data is not a "
+			           "multiple of the cluster at every M)", path, k->cluster);
+	}
 	if (!(zero = need(c, j, path, "zero_outputs", JSON_ARR)))
 		return -1;
 	if (!(k->zero = calloc(zero->n + 1, sizeof *k->zero)))

@@ -115,6 +115,9 @@ typedef struct rt_kernel {
 	int local_bytes;         /* CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES (spills) */
 	int max_dyn_smem;        /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
 	int resident;            /* CTAs per SM at its block (occupancy) */
+	int cluster;             /* CTAs per cluster along x; <= 1: none */
+	int clusters;            /* clusters the device holds at once
+	                            (cuOccupancyMaxActiveClusters), 0: unknown */
 } rt_kernel;
 
 /* Loads a PTX (NUL-terminated) or cubin image with the JIT error and info
@@ -135,10 +138,19 @@ int rt_cuda_kernel_reserve_smem(precc_rt *rt, rt_kernel *k, unsigned bytes);
 int rt_cuda_kernel_resident(precc_rt *rt, rt_kernel *k, int threads,
                             unsigned smem);
 
-/* Launches k on the caller's stream (NULL: the legacy default stream). */
+/* k runs in clusters of `cluster` CTAs along x (manifest "cluster"; 1:
+ * none): needs cuLaunchKernelEx (else -1, naming the manifest kernel
+ * `name`), allows a non-portable size over 8, and sets k->clusters from
+ * cuOccupancyMaxActiveClusters when the driver has it (0 of them: -1). */
+int rt_cuda_kernel_cluster(precc_rt *rt, rt_kernel *k, const char *name, int cluster,
+                           int threads, unsigned smem);
+
 /* out (a CUtensorMap) := cuTensorMapEncodeTiled of t over the buffer at
  * base, at M = m. */
 int rt_cuda_tmap_encode(precc_rt *rt, const rt_tmap *t, CUdeviceptr base, long m, void *out);
+/* Launches k on the caller's stream (NULL: the legacy default stream); a
+ * kernel in clusters (k->cluster > 1) by cuLaunchKernelEx with the cluster
+ * dimension, its grid x a multiple of the cluster. */
 int rt_cuda_launch(precc_rt *rt, const rt_kernel *k, const unsigned grid[3],
                    const unsigned block[3], unsigned smem, CUstream stream,
                    void **params);

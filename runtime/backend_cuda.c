@@ -100,7 +100,8 @@ static int load_kernel(precc_rt *rt, const char *file, rt_artifact *a,
 		return -1;
 	if (rt_cuda_kernel(rt, ck->mod, k->entry, &ck->k) ||
 	    (k->smem && rt_cuda_kernel_reserve_smem(rt, &ck->k, k->smem)) ||
-	    launchable(rt, k, &ck->k))
+	    launchable(rt, k, &ck->k) ||
+	    rt_cuda_kernel_cluster(rt, &ck->k, k->name, k->cluster, k->threads, k->smem))
 		return -1;
 	if (k->sync_words &&
 	    rt_cuda_alloc(rt, (size_t)k->sync_words * 4, &ck->sync))
@@ -166,6 +167,18 @@ static void loop_grid(const precc_rt *rt, const cuda_kern *ck, unsigned grid[3])
 	precc_grid_loop(grid, (int64_t)ck->k.resident * rt->sm_count);
 }
 
+/* A persistent kernel in clusters: cluster x min(cluster tiles, clusters
+ * resident), the latter cuOccupancyMaxActiveClusters' (clusters stay in
+ * one GPC, so it can be below SMs / cluster), else CTAs per SM x SMs
+ * rounded down to whole clusters (at least one). */
+static void cluster_grid(const precc_rt *rt, const cuda_kern *ck, unsigned grid[3])
+{
+	int64_t c = ck->k.cluster, n = ck->k.clusters;
+	if (n < 1)
+		n = (int64_t)ck->k.resident * rt->sm_count / c;
+	precc_grid_cluster(grid, n > 0 ? n : 1, (unsigned)c);
+}
+
 static int cuda_run(precc_rt *rt, const rt_layer *l, const rt_step *st,
                     rt_kdesc *k, long m, void *const *buffers, uint64_t seed,
                     void *stream_, int *skipped)
@@ -184,7 +197,9 @@ static int cuda_run(precc_rt *rt, const rt_layer *l, const rt_step *st,
 		         "than CUDA allows", l->fqn, k->name, m);
 		return -1;
 	}
-	if (k->cooperative || k->persistent)
+	if (k->cluster > 1)
+		cluster_grid(rt, ck, grid);
+	else if (k->cooperative || k->persistent)
 		loop_grid(rt, ck, grid);
 	if (k->sync_words &&
 	    rt_cuda_memset8_async(rt, ck->sync, 0, (size_t)k->sync_words * 4, stream))

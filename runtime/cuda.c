@@ -57,6 +57,12 @@ int rt_cuda_is_device_ptr(const void *p) { return 0; }
 	X(cuStreamGetCtx) X(cuPointerGetAttributes) \
 	X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemcpyDtoHAsync)
 
+/* Entry points a driver may lack (CUDA 12.0's thread-block clusters): a
+ * missing one is NULL, and only a kernel that needs it is refused, at load
+ * (rt_cuda_kernel_cluster) */
+#define DRIVER_FUNCS_OPTIONAL(X) \
+	X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters)
+
 #define SYM_(f) #f
 #define SYM(f) SYM_(f)
 
@@ -64,6 +70,7 @@ static struct driver {
 	void *lib;
 #define FIELD(f) __typeof__(&f) f;
 	DRIVER_FUNCS(FIELD)
+	DRIVER_FUNCS_OPTIONAL(FIELD)
 #undef FIELD
 } drv;
 
@@ -111,6 +118,11 @@ static int driver_load(void)
 	memcpy(&d.f, &sym, sizeof sym);
 	DRIVER_FUNCS(RESOLVE)
 #undef RESOLVE
+#define RESOLVE_OPTIONAL(f) \
+	sym = dlsym(d.lib, SYM(f)); \
+	memcpy(&d.f, &sym, sizeof sym);
+	DRIVER_FUNCS_OPTIONAL(RESOLVE_OPTIONAL)
+#undef RESOLVE_OPTIONAL
 	drv = d;
 	pthread_mutex_unlock(&drv_lock);
 	return 0;
@@ -395,6 +407,88 @@ int rt_cuda_tmap_encode(precc_rt *rt, const rt_tmap *t, CUdeviceptr base, long m
 	return rc;
 }
 
+/* CUDA Driver API cuLaunchKernelEx with one attribute,
+ * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = {cluster, 1, 1} (cuda.h 13.0:
+ * CUlaunchConfig at line 2349, CUlaunchAttribute at 2340, the value's
+ * clusterDim {x, y, z} at 2266; grid x must be a multiple of x). */
+static int launch_cluster(precc_rt *rt, const rt_kernel *k, const unsigned grid[3],
+                          const unsigned block[3], unsigned smem, CUstream stream,
+                          void **params)
+{
+	CUlaunchAttribute at;
+	CUlaunchConfig cfg;
+	CUresult r;
+	int pushed, rc;
+
+	if (!drv.cuLaunchKernelEx) {
+		rt_error("cuda: kernel '%s' runs in clusters of %d CTAs, which needs cuLaunchKernelEx "
+		         "(CUDA 12.0); this driver has none", k->name, k->cluster);
+		return -1;
+	}
+	memset(&at, 0, sizeof at);
+	at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+	at.value.clusterDim.x = (unsigned)k->cluster;
+	at.value.clusterDim.y = 1;
+	at.value.clusterDim.z = 1;
+	cfg = (CUlaunchConfig){grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+	                       stream, &at, 1};
+	if (enter(rt, &pushed))
+		return -1;
+	rc = CALL(cuLaunchKernelEx, (&cfg, k->fn, params, NULL),
+	          " launching kernel '%s' in clusters of %dx1x1 (grid %ux%ux%u, block %ux%ux%u, "
+	          "%u bytes of dynamic shared memory)", k->name, k->cluster, grid[0], grid[1],
+	          grid[2], block[0], block[1], block[2], smem);
+	leave(rt, pushed);
+	return rc;
+}
+
+int rt_cuda_kernel_cluster(precc_rt *rt, rt_kernel *k, const char *name, int cluster,
+                           int threads, unsigned smem)
+{
+	CUlaunchAttribute at;
+	CUlaunchConfig cfg;
+	CUresult r;
+	int pushed, rc = 0;
+
+	k->cluster = cluster;
+	k->clusters = 0;
+	if (cluster <= 1)
+		return 0;
+	if (!drv.cuLaunchKernelEx) {
+		rt_error("cuda: kernel '%s' runs in clusters of %d CTAs, which needs cuLaunchKernelEx "
+		         "(CUDA 12.0); this driver has none", name, cluster);
+		return -1;
+	}
+	if (enter(rt, &pushed))
+		return -1;
+	/* more than 8 CTAs a cluster is non-portable: an opt-in per function */
+	if (cluster > 8)
+		rc = CALL(cuFuncSetAttribute, (k->fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+		          " allowing kernel '%s' clusters of %d CTAs (non-portable)", k->name, cluster);
+	/* the clusters the device holds at once: clusters live in one GPC,
+	 * so SMs x CTAs per SM / cluster may overcount (H100's GPCs are not
+	 * all even); without the query, that overcount, which costs a short
+	 * second wave of clusters, never a hang (the kernel loops) */
+	if (!rc && drv.cuOccupancyMaxActiveClusters) {
+		memset(&at, 0, sizeof at);
+		at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+		at.value.clusterDim.x = (unsigned)cluster;
+		at.value.clusterDim.y = at.value.clusterDim.z = 1;
+		cfg = (CUlaunchConfig){(unsigned)cluster, 1, 1, (unsigned)threads, 1, 1, smem, NULL, &at, 1};
+		rc = CALL(cuOccupancyMaxActiveClusters, (&k->clusters, k->fn, &cfg),
+		          " of kernel '%s' (clusters of %d CTAs of %d threads, %u bytes of dynamic shared "
+		          "memory)", k->name, cluster, threads, smem);
+		if (!rc && k->clusters < 1) {
+			rt_error("cuda: kernel '%s' cannot run on %s: not one cluster of %d CTAs of %d "
+			         "threads and %u bytes of shared memory fits (cuOccupancyMaxActiveClusters "
+			         "is 0)", name, rt->dev_name, cluster, threads, smem);
+			rc = -1;
+		}
+	}
+	leave(rt, pushed);
+	return rc;
+}
+
 int rt_cuda_launch(precc_rt *rt, const rt_kernel *k, const unsigned grid[3],
                    const unsigned block[3], unsigned smem, CUstream stream,
                    void **params)
@@ -402,6 +496,8 @@ int rt_cuda_launch(precc_rt *rt, const rt_kernel *k, const unsigned grid[3],
 	CUresult r;
 	int pushed, rc;
 
+	if (k->cluster > 1)
+		return launch_cluster(rt, k, grid, block, smem, stream, params);
 	if (enter(rt, &pushed))
 		return -1;
 	rc = CALL(cuLaunchKernel, (k->fn, grid[0], grid[1], grid[2], block[0],

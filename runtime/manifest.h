@@ -79,6 +79,9 @@ typedef struct rt_kdesc {
 	int persistent;           /* "launch": "persistent" */
 	long sync_words;          /* u32 sync scratch, zeroed per launch */
 	unsigned smem;            /* optional "smem": dynamic shared bytes */
+	int cluster;              /* optional "cluster": CTAs per cluster along
+	                             x (1 or 2; the persistent GEMM's tile
+	                             rows), default 1 */
 	rt_tmap tmap[RT_MAXTMAP]; int ntmap;  /* optional "tmaps", params after the scalars */
 	rt_param *param; int nparam;
 	int has_m, has_seed;

@@ -293,7 +293,16 @@ cluster_init_published|tests/codegen/emu_tma.c|codegen.cluster|	if (!b->fenced \
 cluster_rank_x_fastest|tests/codegen/emu.c|codegen.cluster|			clu_rank[c] = (int)(cx % clu_x + cy % clu_y * clu_x);|			clu_rank[c] = (int)(cy % clu_y + cx % clu_x * clu_y);
 cluster_kernel_own_release|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	return z->cm;\n}|	return 1;\n}
 cluster_kernel_mask_self|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	return (1u << z->cm) - 1;|	return 1u;
-cluster_kernel_no_final_sync|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	if (z.cm > 1)\n		asm90_cluster_sync(cg);\n	return 0;|	return 0;"
+cluster_kernel_no_final_sync|codegen/k_gemm_sm90.c|codegen.emu_sm90a_cluster|	if (z.cm > 1)\n		asm90_cluster_sync(cg);\n	return 0;|	return 0;
+cluster_launch_no_attr|runtime/cuda.c|runtime.plan.fake$|	                       stream, &at, 1};|	                       stream, &at, 0};
+cluster_grid_not_multiple|runtime/backend_cuda.c|runtime.plan.fake$|	if (k->cluster > 1)\n		cluster_grid(rt, ck, grid);|	if (0)\n		cluster_grid(rt, ck, grid);
+cluster_no_occupancy|runtime/cuda.c|runtime.plan.fake$|	if (!rc && drv.cuOccupancyMaxActiveClusters) {|	if (0) {
+cluster_manifest_any|runtime/artifact.c|runtime.plan.fake$|		if (need_long(c, j, path, \"cluster\", 1, 2, &x))|		if (need_long(c, j, path, \"cluster\", 1, 16, &x))
+cluster_rule_one_wave|passes/schedule.c|lit.build|	else if (tiles <= t->sms)|	else if (0)
+cluster_rule_odd_m|passes/schedule.c|lit.build|	else if (m >= 0 && mb % 2)|	else if (0)
+cluster_launcher_flags|driver/artifacts.c|lit.build|		if (in->cluster > 1)\n			snprintf(flags + strlen(flags)|		if (0)\n			snprintf(flags + strlen(flags)
+cluster_build_key|driver/build.c|lit.build|	if (b->cluster != GEMM_CLUSTER_1X1) {  /* other kernels */|	if (0) {
+cluster_bench_one_build|bench/gemm/lease_gemm.sh|bench.cluster.fake|printf '%s.1x1:%s %s.2x1:%s '|printf '%s.1x1:%s %s.1x1:%s '"
 
 survivors=0
 stale=0

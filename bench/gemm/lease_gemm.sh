@@ -6,7 +6,11 @@
 # (cuBLASLt tensorwise/rowwise/blockwise, torch.matmul) at the same shapes,
 # then bench/gemm_model.py --compare: each measured row beside the cost
 # model's prediction, and #28's targets measured and predicted. Records the
-# card, driver, clocks, torch and the date first.
+# card, driver, clocks, torch and the date first. Then the cluster part
+# (issue 28 §1): bf16 and current_tensorwise built at --cluster=1x1 and
+# --cluster=2x1 on bench/gemm/cluster_shapes.lua (8192^3 and two of
+# shapes.lua's), timed in one bench_gemm_gpu call, side by side with 2x1's
+# speedup (bench/gemm/cluster_compare.py).
 #
 #   sh bench/gemm/lease_gemm.sh prepare    here (CPU): the artifacts into
 #        $ART (default tests/gpu/artifacts/gemm; PTX dropped, cubins kept)
@@ -17,6 +21,13 @@
 #   sh bench/gemm/lease_gemm.sh dry-run    here: checks what a lease needs
 #        (every shape in every recipe's manifest, a prediction for each
 #        GEMM, the budget) and prints the commands it would run
+#   sh bench/gemm/lease_gemm.sh cluster-prepare   here: only the cluster
+#        part's artifacts, $ART/cluster/<recipe>.{1x1,2x1} (tests/gpu/prepare.sh
+#        calls it; tests/gpu/lease.sh runs them as its part C)
+#   sh bench/gemm/lease_gemm.sh cluster-fake PRECC BENCH LIBFAKE   here
+#        (ctest bench.cluster.fake): the cluster part on the fake driver at
+#        small shapes (launches checked against the manifests, nothing
+#        computed or timed for real), and its comparison table
 #   sh bench/gemm/lease_gemm.sh [SECONDS]  there: the run (default 480 s),
 #        logs and JSON into $OUT (the device tool's folder) or /tmp/precc-gemm
 #
@@ -28,12 +39,44 @@ cd "$ROOT" || exit 1
 ART=${PRECC_GEMM_ARTIFACTS:-$ROOT/tests/gpu/artifacts/gemm}
 PRECC=${PRECC:-$ROOT/build/precc}
 RECIPES="bf16:0.02 current_tensorwise:0.2 deepseek_v3:0.2"
+# the cluster part: the recipes whose GEMMs take 2x1 (bf16, tensorwise fp8)
+CRECIPES="bf16:0.02 current_tensorwise:0.2"
+CART=$ART/cluster
 MODE=${1:-480}
 . "$ROOT/bench/gemm/lease_lib.sh"
+
+# cluster_build MODEL DIR [PRECC_BUILD_ENV...]: each recipe of $CRECIPES at
+# --cluster=1x1 and =2x1 into DIR/<recipe>.<cluster>; a 2x1 build must
+# have a kernel in clusters
+cluster_build() {
+	mkdir -p "$2" || return 1
+	for rt in $CRECIPES; do
+		r=${rt%%:*}
+		for c in 1x1 2x1; do
+			rm -rf "${2:?}/$r.$c"
+			"$PRECC" build "recipes/$r.lua" --model "$1" --target sm_90a --cluster=$c -o "$2/$r.$c" \
+				>"$2/$r.$c.build.log" 2>&1 ||
+				{ echo "lease_gemm: $r --cluster=$c does not build:"; tail -3 "$2/$r.$c.build.log"; return 1; }
+		done
+		grep -q '"cluster":[[:space:]]*2' "$2/$r.2x1/manifest.json" ||
+			{ echo "lease_gemm: $r at --cluster=2x1 has no kernel in clusters"; return 1; }
+		! grep -q '"cluster"' "$2/$r.1x1/manifest.json" ||
+			{ echo "lease_gemm: $r at --cluster=1x1 has a kernel in clusters"; return 1; }
+	done
+	echo "built $2: $CRECIPES at 1x1 and 2x1"
+}
+
+# the bench's recipe arguments: <recipe>.1x1:TOL <recipe>.2x1:TOL ...
+cluster_args() {
+	for rt in $CRECIPES; do
+		printf '%s.1x1:%s %s.2x1:%s ' "${rt%%:*}" "${rt#*:}" "${rt%%:*}" "${rt#*:}"
+	done
+}
 
 case $MODE in
 prepare)
 	lease_build lease_gemm bench/gemm/shapes.lua || exit 1
+	cluster_build bench/gemm/cluster_shapes.lua "$CART" || exit 1
 	sh "$0" predict || echo "lease_gemm: no predictions (the run prints measured rows only)"
 	python3 tests/gpu/slim.py "$ART" || exit 1
 	echo "lease_gemm: prepared $ART ($(du -sh "$ART" | cut -f1))"
@@ -44,6 +87,37 @@ predict)
 	lease_audit lease_gemm || exit 1
 	python3 bench/gemm_model.py --write "$ART/predicted.json" "$ART/audit.json"
 	exit $? ;;
+cluster-prepare)
+	cluster_build bench/gemm/cluster_shapes.lua "$CART"
+	exit $? ;;
+cluster-fake)
+	# the cluster part without a GPU: small shapes (odd row tiles, one and
+	# several waves), no ptxas, the fake driver checking each launch
+	# (cuLaunchKernelEx's cluster dimension, the grid a multiple of it)
+	[ $# -ge 4 ] || { echo "usage: lease_gemm.sh cluster-fake PRECC BENCH LIBFAKE"; exit 2; }
+	PRECC=$2 bench=$3 lib=$4
+	t=$(mktemp -d) || exit 1
+	trap 'rm -rf "$t"' EXIT
+	printf 'model "cluster_fake"\nlinear("m640_n384_k256", 256, 384)\nlinear("m2304_n2048_k512", 512, 2048)\n' \
+		>"$t/shapes.lua"
+	PRECC_CACHE_DIR=$t/cache PRECC_PTXAS=/nonexistent cluster_build "$t/shapes.lua" "$t/c" || exit 1
+	man=
+	for rt in $CRECIPES; do man=${man:+$man:}$t/c/${rt%%:*}.1x1:$t/c/${rt%%:*}.2x1; done
+	# shellcheck disable=SC2046
+	FAKE_CUDA_MANIFEST=$man PRECC_LIBCUDA=$lib PRECC_BENCH_NO_CHECK=1 \
+		"$bench" "$t/c" "$t/c.jsonl" $(cluster_args) >"$t/bench.log" 2>&1
+	rc=$?
+	if [ $rc != 0 ] || grep -q 'fake_cuda: launch' "$t/bench.log"; then
+		echo "FAIL: bench_gemm_gpu on the fake driver: exit $rc"; cat "$t/bench.log"; exit 1
+	fi
+	python3 bench/gemm/cluster_compare.py "$t/c.jsonl" | tee "$t/cmp.txt" || exit 1
+	# 2 recipes x 2 shapes x (fprop, dgrad, wgrad, chain), both clusters
+	n=$(grep -c 'x$' "$t/cmp.txt")
+	[ "$n" = 16 ] || { echo "FAIL: $n side-by-side rows, expected 16"; exit 1; }
+	grep -q 'cluster 2x1 over 1x1: current_tensorwise fprop: geometric mean' "$t/cmp.txt" ||
+		{ echo "FAIL: no summary line"; exit 1; }
+	echo "cluster-fake: ok"
+	exit 0 ;;
 dry-run)
 	bad=0
 	python3 - "$ART" $RECIPES <<'PY' || bad=1
@@ -94,9 +168,19 @@ print("dry-run: %d shapes x %d recipes: %d GEMM steps, %d predicted; %.1f TFLOP 
                                                                           len(pred), flop / 1e12, est))
 sys.exit(bad)
 PY
+	for rt in $CRECIPES; do
+		for c in 1x1 2x1; do
+			[ -f "$CART/${rt%%:*}.$c/manifest.json" ] ||
+				{ echo "dry-run: FAIL: no $CART/${rt%%:*}.$c (sh bench/gemm/lease_gemm.sh prepare)"; bad=1; }
+		done
+		grep -q '"cluster":[[:space:]]*2' "$CART/${rt%%:*}.2x1/manifest.json" 2>/dev/null ||
+			{ echo "dry-run: FAIL: $CART/${rt%%:*}.2x1 has no kernel in clusters"; bad=1; }
+	done
 	echo "dry-run: on the device it would run:"
 	echo "  PRECC_GPU_OUT=/tmp/precc-build-gpu PRECC_GPU_CHECKS=none PRECC_GPU_BENCH=0 sh tests/gpu/run.sh"
 	echo "  /tmp/precc-build-gpu/bench_gemm_gpu $ART OUT/gemm.jsonl $RECIPES"
+	echo "  timeout 90 /tmp/precc-build-gpu/bench_gemm_gpu $CART OUT/cluster.jsonl $(cluster_args)"
+	echo "  python3 bench/gemm/cluster_compare.py OUT/cluster.jsonl"
 	echo "  python3 bench/gemm/torch_ref.py OUT/gemm.jsonl --json OUT/gemm_torch.json"
 	echo "  python3 bench/gemm_model.py --compare OUT/gemm.jsonl $ART/predicted.json OUT/gemm_torch.json"
 	[ $bad = 0 ] && echo "dry-run: ready" || echo "dry-run: NOT ready"
@@ -117,11 +201,25 @@ if [ ! -x "$B/bench_gemm_gpu" ]; then
 	[ -x "$B/bench_gemm_gpu" ] || { echo "lease_gemm: bench_gemm_gpu did not build"; tail -5 "$O/gemm_build.log"; exit 1; }
 fi
 echo "== bench_gemm_gpu ($(left) s left)"
-# leave torch_ref a third of what is left
-timeout $(($(left) * 2 / 3)) "$B/bench_gemm_gpu" "$ART" "$O/gemm.jsonl" $RECIPES >"$O/gemm.log" 2>&1
+# leave the cluster part its 90 s and torch_ref a third of the rest
+ta=$((($(left) - 90) * 2 / 3))
+[ "$ta" -ge 30 ] || ta=30
+timeout "$ta" "$B/bench_gemm_gpu" "$ART" "$O/gemm.jsonl" $RECIPES >"$O/gemm.log" 2>&1
 rc=$?
 tail -3 "$O/gemm.log"
 echo "bench_gemm_gpu: exit $rc"
+# 1x1 against 2x1 (issue 28 §1): 3 shapes x 4 steps x 4 builds, 24 launches
+# each, ~5 PFLOP: ~20 s at 300 TFLOP/s; boxed to 90 s
+echo "== clusters: 1x1 and 2x1 side by side ($(left) s left)"
+if [ -d "$CART" ]; then
+	# shellcheck disable=SC2046
+	timeout 90 "$B/bench_gemm_gpu" "$CART" "$O/cluster.jsonl" $(cluster_args) >"$O/cluster.log" 2>&1
+	echo "bench_gemm_gpu (clusters): exit $?"
+	grep -E 'BAD|not finite|run failed|cannot open' "$O/cluster.log" | head -5
+	python3 bench/gemm/cluster_compare.py "$O/cluster.jsonl" 2>&1 | tee "$O/cluster_compare.txt"
+else
+	echo "SKIP clusters: no $CART (sh bench/gemm/lease_gemm.sh prepare)"
+fi
 echo "== torch_ref.py ($(left) s left)"
 if lease_cuda_torch; then
 	timeout $(($(left) - 10)) python3 bench/gemm/torch_ref.py "$O/gemm.jsonl" --json "$O/gemm_torch.json" \

@@ -15,7 +15,8 @@
  * or a cooperative one) is launched on a 1-D grid of min(tiles, resident)
  * CTAs, resident = CTAs per SM x SMs of the device (cuOccupancyMax-
  * ActiveBlocksPerMultiprocessor x CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
- * by PRECC_GRID_LOOP_FN; resident < 1 (unknown): one CTA per tile.
+ * by PRECC_GRID_LOOP_FN; resident < 1 (unknown): one CTA per tile. One
+ * in clusters by PRECC_GRID_CLUSTER_FN (below): a multiple of the cluster.
  */
 #ifndef PRECC_GRID_H
 #define PRECC_GRID_H
@@ -72,9 +73,25 @@ static inline void NAME(unsigned grid[3], int64_t resident) \
 	grid[1] = grid[2] = 1; \
 }
 
+/* void NAME(grid, clusters, cluster): the same for a persistent kernel in
+ * clusters of `cluster` CTAs along x that take consecutive row tiles (the
+ * sm_90a GEMM's tile=BMxBN:2x1): grid (a one-phase tiled grid from
+ * PRECC_GRID_FN: x column tiles, y row tiles) has x * ceil(y / cluster)
+ * cluster tiles; the 1-D grid is cluster x min(those, clusters), clusters
+ * the ones resident at once (cuOccupancyMaxActiveClusters; < 1: one per
+ * cluster tile), so always a multiple of the cluster */
+#define PRECC_GRID_CLUSTER_FN(NAME) \
+static inline void NAME(unsigned grid[3], int64_t clusters, unsigned cluster) \
+{ \
+	int64_t c = cluster > 1 ? cluster : 1; \
+	int64_t n = (int64_t)grid[0] * ((grid[1] + c - 1) / c) * grid[2]; \
+	grid[0] = (unsigned)(c * (clusters >= 1 && clusters < n ? clusters : n)); \
+	grid[1] = grid[2] = 1; \
+}
 PRECC_GRID_PHASE_TYPE
 PRECC_GRID_FN(precc_grid)
 PRECC_GRID_LOOP_FN(precc_grid_loop)
+PRECC_GRID_CLUSTER_FN(precc_grid_cluster)
 
 #define PRECC_GRID_STR_(...) #__VA_ARGS__
 #define PRECC_GRID_STR(...) PRECC_GRID_STR_(__VA_ARGS__)

@@ -771,11 +771,15 @@ check_kernel_as(const Func *code, const Func *f, const char *file, CodegenKernel
 		 * (coop_small) so that each CTA loops over several tiles; a
 		 * persistent kernel (one CTA at a time here) 2 or 3 CTAs */
 		unsigned g3[3] = {gx, gy, 1};
-		/* in clusters: two of them, and one (coop_small), the grid a
-		 * multiple of the cluster (its last CTAs may have no tile) */
+		/* in clusters: the runtime's grid (precc_grid_cluster) on two
+		 * resident clusters, and one (coop_small), so a multiple of the
+		 * cluster (its last CTAs may have no tile) */
 		unsigned cl = info.cluster > 1 ? (unsigned)info.cluster : 1;
-		precc_grid_loop(g3, coop_small ? (cl > 1 ? cl : 3) : info.persistent ? 2 * cl : 64);
-		gx = (g3[0] + cl - 1) / cl * cl;
+		if (cl > 1)
+			precc_grid_cluster(g3, coop_small ? 1 : 2, cl);
+		else
+			precc_grid_loop(g3, coop_small ? 3 : info.persistent ? 2 : 64);
+		gx = g3[0];
 		gy = 1;
 	}
 	emu_tma_log_reset();

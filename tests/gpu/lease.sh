@@ -6,6 +6,12 @@
 #   A  tests/gpu/run.sh on the tiny plans (both families: sm_90a's wgmma,
 #      tiny-sm_90's mma.sync) and every bench: quant bandwidth, bulk commit,
 #      the GEMMs (bench_gemm_gpu, then cuBLASLt at the same shapes)
+#   C  (after A) the wgmma GEMMs at cluster 1x1 and 2x1 side by side (issue
+#      28 §1: bf16 and current_tensorwise on bench/gemm/cluster_shapes.lua,
+#      8192^3 and two of shapes.lua's; tests/gpu/prepare.sh builds them into
+#      ARTIFACTS/gemm/cluster): bench_gemm_gpu boxed to 90 s (~20 s at 300
+#      TFLOP/s), then bench/gemm/cluster_compare.py's table and 2x1's
+#      speedup. PRECC_LEASE_C=0: no part C
 #   S  compute-sanitizer memcheck, racecheck and synccheck over precc-run
 #      on tiny plans with GEMMs of each family
 #   B  precc-run --check on llama-3-8b's layer 0 for every recipe, in
@@ -131,6 +137,20 @@ cp "$B"/*.log "$B"/*.jsonl "$B"/*.json "$LOG/" 2>/dev/null
 [ -f "$ART/gemm/predicted.json" ] && [ -s "$B/gemm.jsonl" ] &&
 	python3 bench/gemm_model.py --compare "$B/gemm.jsonl" "$ART/gemm/predicted.json" \
 		"$B/gemm_torch.json" 2>&1 | tee "$LOG/gemm_compare.txt" | tail -25
+
+echo "== C: clusters 1x1 and 2x1 side by side ($(left) s left)"
+if [ "${PRECC_LEASE_C:-1}" = 0 ]; then
+	echo "skipped (PRECC_LEASE_C=0)"
+elif [ -d "$ART/gemm/cluster" ] && [ -x "$B/bench_gemm_gpu" ] && [ "$(left)" -gt $((TB + 120)) ]; then
+	timeout 90 "$B/bench_gemm_gpu" "$ART/gemm/cluster" "$LOG/cluster.jsonl" \
+		bf16.1x1:0.02 bf16.2x1:0.02 current_tensorwise.1x1:0.2 current_tensorwise.2x1:0.2 \
+		>"$LOG/cluster.log" 2>&1
+	echo "bench_gemm_gpu (clusters): exit $?"
+	grep -E 'BAD|not finite|run failed|cannot open' "$LOG/cluster.log" | head -5
+	python3 bench/gemm/cluster_compare.py "$LOG/cluster.jsonl" 2>&1 | tee "$LOG/cluster_compare.txt"
+else
+	echo "skipped: no $ART/gemm/cluster, no bench_gemm_gpu, or under $((TB + 120)) s left"
+fi
 
 echo "== S: compute-sanitizer ($(left) s left)"
 if [ "${PRECC_LEASE_SAN:-1}" = 0 ]; then

@@ -18,7 +18,8 @@
 #   PRECC_GPU_SLIM=1 sh tests/gpu/prepare.sh   only what an sm_90 GPU loads
 #
 # Layout: ARTIFACTS/<model>/<recipe>/manifest.json (mixtral-small too), ARTIFACTS/bench/<recipe>/,
-# ARTIFACTS/gemm/<recipe>/, ARTIFACTS/gemm-sm_90/<recipe>/, ARTIFACTS/grouped/<recipe>/,
+# ARTIFACTS/gemm/<recipe>/, ARTIFACTS/gemm/cluster/<recipe>.{1x1,2x1}/,
+# ARTIFACTS/gemm-sm_90/<recipe>/, ARTIFACTS/grouped/<recipe>/,
 # ARTIFACTS/torch_step/<recipe>/.
 # A recipe that does not build is listed in ARTIFACTS/FAILED (with the
 # error), which run.sh reports as failures; when it builds for the first
@@ -90,6 +91,17 @@ for rname in current_tensorwise deepseek_v3; do
 	build "gemm-sm_90/$rname" "recipes/$rname.lua" bench/gemm/shapes.lua \
 		"$OUT/gemm-sm_90/$rname" sm_90
 done
+# issue 28 §1: bf16 and current_tensorwise at --cluster=1x1 and 2x1 on
+# bench/gemm/cluster_shapes.lua (gemm/cluster/<recipe>.<cluster>), timed side by
+# side by lease.sh's part C (bench/gemm/lease_gemm.sh's cluster part)
+if PRECC=$PRECC PRECC_GEMM_ARTIFACTS="$OUT/gemm" sh bench/gemm/lease_gemm.sh cluster-prepare >"$OUT/build.log" 2>&1; then
+	built=$((built + 1))
+	echo "built  gemm/cluster"
+else
+	failed=$((failed + 1))
+	echo "FAILED gemm/cluster: $(tail -1 "$OUT/build.log")"
+	echo "gemm/cluster: $(tail -1 "$OUT/build.log")" >>"$OUT/FAILED"
+fi
 # bench_grouped_gpu's MoE blocks and the dense GEMMs of the same M
 # (bench/gemm/moe_shapes.lua, sm_90a): bench/gemm/lease_grouped.sh, lease.sh's part G
 for rname in deepseek_v3 bf16 mxfp8; do

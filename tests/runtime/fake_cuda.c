@@ -37,6 +37,19 @@
  * params must be the manifest's (fake_launch.c). A launch that fails a
  * check prints why on stderr, counts in fake_cuda_violations and returns
  * CUDA_ERROR_LAUNCH_FAILED, so no test can pass over it.
+ *
+ * Thread-block clusters (CUDA 12.0; built with -DFAKE_NO_CLUSTER it lacks
+ * both entry points, as an older driver): cuLaunchKernelEx takes only the
+ * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION attribute and refuses, as sm_90
+ * does, a grid that is not a multiple of the cluster in each dimension or
+ * a cluster over 8 CTAs (16 once the function has
+ * CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) with
+ * CUDA_ERROR_INVALID_CLUSTER_SIZE; a manifest kernel with "cluster" must
+ * come with exactly that cluster (a plain cuLaunchKernel of it is a
+ * violation: on a GPU its CTAs would wait for peers that never come).
+ * cuOccupancyMaxActiveClusters: the SMs split into $FAKE_CUDA_GPCS GPCs
+ * (default 1) as evenly as possible, a cluster inside one GPC, so with
+ * several GPCs it can be below SMs x CTAs per SM / cluster.
  */
 #include <cuda.h>
 #include <stdint.h>
@@ -53,7 +66,7 @@ static const char *mode(void)
 static struct CUctx_st { int id; } primary = {1}, user = {2}, other = {3};
 static CUcontext stack[16];
 static int depth, retained;
-static unsigned launched[7];
+static unsigned launched[7], launched_cluster[3] = {1, 1, 1};
 
 /* fake_launch.c */
 struct fake_kern;
@@ -61,7 +74,8 @@ int fake_launch_match(const char *image, const struct fake_kern **out, int max)
 	__attribute__((visibility("hidden")));
 int fake_launch_check(const struct fake_kern *const *k, int n, const char *entry,
                       const unsigned g[3], const unsigned b[3], unsigned smem, int coop,
-                      void **params, long resident, char *why, size_t whysz)
+                      const unsigned cluster[3], void **params, long resident,
+                      long clusters, char *why, size_t whysz)
 	__attribute__((visibility("hidden")));
 
 /* A module: the manifest kernels whose file it is (nk -1: no manifest). A
@@ -69,7 +83,7 @@ int fake_launch_check(const struct fake_kern *const *k, int n, const char *entry
  * freed when the module is unloaded (the manifest fuzzer loads millions). */
 #define FAKE_MOD_KERNELS 16
 struct CUmod_st { const struct fake_kern *k[FAKE_MOD_KERNELS]; int nk; };
-struct CUfunc_st { struct CUmod_st *mod; char name[128]; int max_dyn; };
+struct CUfunc_st { struct CUmod_st *mod; char name[128]; int max_dyn, nonportable; };
 static struct CUmod_st **mods;
 static struct CUfunc_st **fns;
 static int nmod, nfn;
@@ -95,6 +109,8 @@ CUcontext fake_cuda_user_ctx(void) { return &user; }
 CUcontext fake_cuda_other_ctx(void) { return &other; }   /* on device 1 */
 static int ctx_device(CUcontext c) { return c == &other; }
 const unsigned *fake_cuda_last_launch(void) { return launched; }
+/* the cluster dimension of the last launch ({1, 1, 1}: none) */
+const unsigned *fake_cuda_last_cluster(void) { return launched_cluster; }
 /* The next launches copy their first n kernel params (8 bytes each: the
  * launcher's pointers and i64 m / seed) for fake_cuda_last_params. */
 static int record_n, cooperative;
@@ -123,6 +139,7 @@ CUresult CUDAAPI cuGetErrorName(CUresult r, const char **s)
 	case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: *s = "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"; return 0;
 	case CUDA_ERROR_LAUNCH_FAILED: *s = "CUDA_ERROR_LAUNCH_FAILED"; return 0;
 	case CUDA_ERROR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; return 0;
+	case CUDA_ERROR_INVALID_CLUSTER_SIZE: *s = "CUDA_ERROR_INVALID_CLUSTER_SIZE"; return 0;
 	default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
 	}
 }
@@ -139,6 +156,7 @@ CUresult CUDAAPI cuGetErrorString(CUresult r, const char **s)
 	case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: *s = "too many blocks in cooperative launch"; return 0;
 	case CUDA_ERROR_LAUNCH_FAILED: *s = "unspecified launch failure"; return 0;
 	case CUDA_ERROR_INVALID_HANDLE: *s = "invalid resource handle"; return 0;
+	case CUDA_ERROR_INVALID_CLUSTER_SIZE: *s = "invalid cluster size"; return 0;
 	default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
 	}
 }
@@ -380,6 +398,8 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
 		f->max_dyn = v;
+	else if (a == CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)
+		f->nonportable = v != 0;
 	return CUDA_SUCCESS;
 }
 
@@ -415,14 +435,27 @@ CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType dt, 
 
 static int in_cooperative;   /* cuLaunchKernel called by the cooperative launch */
 /* what a NULL function launches as (tests call the launches directly) */
-static struct CUfunc_st no_function = {NULL, "(NULL)", DEFAULT_MAX_DYN};
+static struct CUfunc_st no_function = {NULL, "(NULL)", DEFAULT_MAX_DYN, 0};
 
-CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
-                                unsigned gz, unsigned bx, unsigned by,
-                                unsigned bz, unsigned smem, CUstream s,
-                                void **params, void **extra)
+/* the clusters of c CTAs resident at once: per GPC of $FAKE_CUDA_GPCS,
+ * its SMs x CTAs per SM / c, rounded down */
+static long max_clusters(int threads, size_t smem, unsigned c)
 {
-	NEED_CTX();
+	long n = 0;
+	int gpcs = env_int("FAKE_CUDA_GPCS", 1);
+	if (gpcs < 1)
+		gpcs = 1;
+	for (int i = 0; i < gpcs; i++) {
+		long gsms = sms() / gpcs + (i < sms() % gpcs);
+		n += gsms * resident(threads, smem) / (long)(c ? c : 1);
+	}
+	return n;
+}
+
+static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, unsigned smem, const unsigned cl[3],
+                       void **params)
+{
 	unsigned g[7] = {gx, gy, gz, bx, by, bz, smem};
 	int coop = in_cooperative;
 	in_cooperative = 0;
@@ -439,8 +472,9 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
 		char why[900];
 		long res = (long)resident((int)(bx * by * bz), smem) * sms();
 		nchecked++;
-		if (fake_launch_check(f->mod->k, f->mod->nk, f->name, l->g, l->b, smem, coop,
-		                      params, res, why, sizeof why)) {
+		if (fake_launch_check(f->mod->k, f->mod->nk, f->name, l->g, l->b, smem, coop, cl,
+		                      params, res, max_clusters((int)(bx * by * bz), smem, cl[0]),
+		                      why, sizeof why)) {
 			snprintf(violation, sizeof violation, "launch %ld: %s", nlaunch, why);
 			fprintf(stderr, "fake_cuda: %s\n", violation);
 			violations++;
@@ -448,10 +482,69 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
 		}
 	}
 	memcpy(launched, g, sizeof g);
+	memcpy(launched_cluster, cl, sizeof launched_cluster);
 	for (int i = 0; i < record_n; i++)
 		memcpy(&recorded[i], params[i], 8);
 	return 0;
 }
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
+                                unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned smem, CUstream s,
+                                void **params, void **extra)
+{
+	static const unsigned none[3] = {1, 1, 1};
+	NEED_CTX();
+	return launch(f, gx, gy, gz, bx, by, bz, smem, none, params);
+}
+
+#ifndef FAKE_NO_CLUSTER
+/* the cluster dimension of config's attributes ({1, 1, 1} without one);
+ * -1 on an attribute the fake does not know */
+static int config_cluster(const CUlaunchConfig *config, unsigned cl[3])
+{
+	cl[0] = cl[1] = cl[2] = 1;
+	for (unsigned i = 0; i < config->numAttrs; i++) {
+		const CUlaunchAttribute *a = &config->attrs[i];
+		if (a->id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+			return -1;
+		cl[0] = a->value.clusterDim.x;
+		cl[1] = a->value.clusterDim.y;
+		cl[2] = a->value.clusterDim.z;
+	}
+	return 0;
+}
+
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+                                  void **extra)
+{
+	unsigned cl[3];
+	NEED_CTX();
+	if (!config || (config->numAttrs && !config->attrs) || config_cluster(config, cl))
+		return CUDA_ERROR_INVALID_VALUE;
+	in_cooperative = 0;
+	/* sm_90: each grid dimension a multiple of the cluster's, at most 8
+	 * CTAs a cluster, 16 with the non-portable opt-in */
+	if (!cl[0] || !cl[1] || !cl[2] || config->gridDimX % cl[0] || config->gridDimY % cl[1]
+	    || config->gridDimZ % cl[2] || cl[0] * cl[1] * cl[2] > ((f && f->nonportable) ? 16u : 8u))
+		return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+	return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+	              config->blockDimY, config->blockDimZ, config->sharedMemBytes, cl, params);
+}
+
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *n, CUfunction f, const CUlaunchConfig *config)
+{
+	unsigned cl[3];
+	NEED_CTX();
+	if (!config || config_cluster(config, cl) || cl[1] != 1 || cl[2] != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (cl[0] > ((f && f->nonportable) ? 16u : 8u))
+		return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+	*n = (int)max_clusters((int)(config->blockDimX * config->blockDimY * config->blockDimZ),
+	                       config->sharedMemBytes, cl[0]);
+	return 0;
+}
+#endif
 
 CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned gx,
                                            unsigned gy, unsigned gz,

@@ -21,7 +21,10 @@
  *    ceil(rows / tile_rows), 1), flat (ceil(rows x cols / elems_per_cta),
  *    1, 1), phases summed on x; a cooperative or persistent kernel on
  *    min(tiles, resident CTAs) along x, launched cooperatively iff
- *    "cooperative".
+ *    "cooperative"; one with "cluster" c (the persistent GEMM in clusters
+ *    along its row tiles) launched with the cluster dimension (c, 1, 1) on
+ *    c x min(column tiles x ceil(row tiles / c), resident clusters) CTAs,
+ *    and any other kernel with no cluster.
  * Kernels whose files are equal (placeholders) are all candidates: the
  * launch must fit one of them.
  */
@@ -49,7 +52,7 @@ typedef struct FkGeom { int tiled, data; long epc, tile_rows, tile_cols; } FkGeo
 struct fake_kern {
 	char name[64], entry[128], bulk[128];
 	int threads, has_m, has_seed, has_cols, ntmap, nparam, nphase, cooperative, persistent;
-	long smem, sync_words, m_multiple;
+	long smem, sync_words, m_multiple, cluster;
 	FkType param[FK_MAXPARAM];
 	FkGeom phase[FK_MAXPHASE];
 	char *file[FK_MAXFILE];
@@ -184,6 +187,7 @@ static int read_kernel(const char *dir, const json *j, const json *params, struc
 	k->cooperative = !strcmp(str(j, "launch"), "cooperative");
 	k->persistent = !strcmp(str(j, "launch"), "persistent");
 	k->smem = num(j, "smem", 0);
+	k->cluster = num(j, "cluster", 1);
 	k->sync_words = num(j, "sync_words", 0);
 	k->m_multiple = g ? num(g, "m_multiple", 1) : 1;
 	const json *tm = json_get(j, "tmaps");
@@ -329,8 +333,8 @@ static int say(char *why, size_t whysz, const char *fmt, ...)
 }
 
 static int check_one(const struct fake_kern *k, const unsigned g[3], const unsigned b[3],
-                     unsigned smem, int coop, void **params, long resident, char *why,
-                     size_t whysz)
+                     unsigned smem, int coop, const unsigned cl[3], void **params,
+                     long resident, long clusters, char *why, size_t whysz)
 {
 	int n = 0;
 	int64_t m = 1;
@@ -345,6 +349,13 @@ static int check_one(const struct fake_kern *k, const unsigned g[3], const unsig
 	if (coop != k->cooperative)
 		return say(why, whysz, "launched %scooperatively, the manifest says \"%s\"",
 		           coop ? "" : "not ", k->cooperative ? "cooperative" : "normal");
+	/* a kernel in clusters launched without the attribute hangs on a GPU
+	 * (its CTAs wait for peers); one launched in clusters it was not
+	 * built for reads a peer's shared memory that is not its */
+	if (cl[0] != (unsigned)k->cluster || cl[1] != 1 || cl[2] != 1)
+		return say(why, whysz, "launched in clusters of %ux%ux%u, the kernel's are %ldx1x1%s",
+		           cl[0], cl[1], cl[2], k->cluster,
+		           k->cluster > 1 && cl[0] == 1 ? " (no CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)" : "");
 	/* i64 m first: the pointers' sizes depend on it */
 	if (k->has_m) {
 		memcpy(&m, params[k->nparam + (k->sync_words > 0)], 8);
@@ -404,14 +415,20 @@ static int check_one(const struct fake_kern *k, const unsigned g[3], const unsig
 		want[0] = k->nphase > 1 ? tiles : gx;
 		want[1] = k->nphase > 1 ? 1 : gy;
 	}
-	if (k->cooperative || k->persistent) {
+	if (k->cluster > 1) {
+		/* one tiled phase: want = (column tiles, row tiles) */
+		long n = want[0] * ((want[1] + k->cluster - 1) / k->cluster);
+		want[0] = k->cluster * (clusters >= 1 && clusters < n ? clusters : n);
+		want[1] = 1;
+	} else if (k->cooperative || k->persistent) {
 		want[0] = resident >= 1 && resident < tiles ? resident : tiles;
 		want[1] = 1;
 	}
 	if (g[0] != want[0] || g[1] != want[1] || g[2] != want[2])
 		return say(why, whysz, "grid (%u, %u, %u) at M=%lld, its data needs (%ld, %ld, 1)%s",
 		           g[0], g[1], g[2], (long long)m, want[0], want[1],
-		           k->cooperative || k->persistent ? " (min(tiles, resident CTAs))" : "");
+		           k->cluster > 1 ? " (cluster x min(cluster tiles, resident clusters))"
+		           : k->cooperative || k->persistent ? " (min(tiles, resident CTAs))" : "");
 	return 0;
 }
 
@@ -419,7 +436,8 @@ static int check_one(const struct fake_kern *k, const unsigned g[3], const unsig
  * a bulk_entry, whose table the manifest does not describe); -1 with why. */
 int fake_launch_check(const struct fake_kern *const *k, int n, const char *entry,
                       const unsigned g[3], const unsigned b[3], unsigned smem, int coop,
-                      void **params, long resident, char *why, size_t whysz)
+                      const unsigned cl[3], void **params, long resident, long clusters,
+                      char *why, size_t whysz)
 {
 	int tried = 0;
 
@@ -432,7 +450,7 @@ int fake_launch_check(const struct fake_kern *const *k, int n, const char *entry
 			return 0;
 		if (strcmp(k[i]->entry, entry))
 			continue;
-		if (check_one(k[i], g, b, smem, coop, params, resident, one, sizeof one) == 0)
+		if (check_one(k[i], g, b, smem, coop, cl, params, resident, clusters, one, sizeof one) == 0)
 			return 0;
 		if (!tried++)
 			snprintf(why, whysz, "kernel '%s' (%s): %s", k[i]->name, entry, one);

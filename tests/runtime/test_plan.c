@@ -466,6 +466,12 @@ static long fake_launches(void *h)
 	return n ? n() : -1;
 }
 
+static long fake_violations(void *h)
+{
+	long (*n)(void) = h ? (long (*)(void))dlsym(h, "fake_cuda_violations") : NULL;
+	return n ? n() : -1;
+}
+
 static void test_fake(const char *inputs, const char *lib)
 {
 	char dir[4096], why[512];
@@ -884,6 +890,150 @@ static void test_fake(const char *inputs, const char *lib)
 			unlink(dst);
 		}
 		rmdir(d2);
+	}
+	/* a persistent kernel in clusters of 2 (the sm_90a GEMM's
+	 * tile=BMxBN:2x1; Inputs/fused's kernel on one tiled 128x256 grid of
+	 * x, bf16[M,256]): cuLaunchKernelEx with the cluster dimension (2, 1,
+	 * 1), on 2 x min(column tiles x ceil(row tiles / 2), clusters) CTAs.
+	 * At M=640, 5 row tiles: 3 cluster tiles, 6 CTAs on 132 SMs (not the
+	 * 5 of one CTA a tile, which no cluster of 2 divides); on 6 SMs in 2
+	 * GPCs of 3 at one CTA an SM, cuOccupancyMaxActiveClusters' 2 clusters
+	 * (not 6 SMs / 2 = 3), 4 CTAs.
+	 * A driver without cuLaunchKernelEx (the fake built FAKE_NO_CLUSTER)
+	 * refuses it at load, naming the kernel; the manifest's refusals; and
+	 * the fake driver's own cluster checks */
+	{
+		char d2[] = "/tmp/precc_test_plan_cXXXXXX", src[4200], dst[4200];
+		const char *names[] = {"manifest.json", "k_00000000000000e1.sm_90a.ptx"};
+		const unsigned *(*lastc)(void) =
+			h ? (const unsigned *(*)(void))dlsym(h, "fake_cuda_last_cluster") : NULL;
+		int has_ex = h && dlsym(h, "cuLaunchKernelEx") != NULL;
+		char *text, *t1, *t2, *t3;
+		mkdtemp(d2);
+		setenv("FAKE_CUDA_MANIFEST", d2, 1);
+		snprintf(src, sizeof src, "%s/fused/%s", inputs, names[0]);
+		text = slurp(src);
+		/* one tiled grid: the phases cut out */
+		t1 = replace(text, "\"tiled\": false,\n        \"data\": \"x\",\n        \"elems_per_cta\": 0,\n"
+		             "        \"tile_rows\": 0,\n        \"tile_cols\": 0,",
+		             "\"tiled\": true,\n        \"data\": \"x\",\n        \"elems_per_cta\": 0,\n"
+		             "        \"tile_rows\": 128,\n        \"tile_cols\": 256,");
+		CHECK(t1 != NULL);
+		char *ph = t1 ? strstr(t1, "\"phases\": [") : NULL, *pe = ph ? strstr(ph, "],") : NULL;
+		CHECK(ph && pe);
+		if (ph && pe)
+			memmove(ph, pe + 2, strlen(pe + 2) + 1);
+		t2 = t1 ? replace(t1, "\"launch\": \"cooperative\"",
+		                  "\"launch\": \"persistent\",\n      \"cluster\": 2") : NULL;
+		CHECK(t2 != NULL);
+		snprintf(dst, sizeof dst, "%s/%s", d2, names[1]);
+		snprintf(src, sizeof src, "%s/fused/%s", inputs, names[1]);
+		t3 = slurp(src);
+		spit(dst, t3);
+		free(t3);
+		snprintf(dst, sizeof dst, "%s/%s", d2, names[0]);
+		spit(dst, t2 ? t2 : "");
+		for (int run = 0; run < 2 && t2 && lastc && last; run++) {
+			if (run == 1) {
+				setenv("FAKE_CUDA_SMS", "6", 1);
+				setenv("FAKE_CUDA_GPCS", "2", 1);
+				setenv("FAKE_CUDA_REGS", "255", 1);
+			}
+			rt = precc_rt_open(d2, PRECC_BACKEND_CUDA, why, sizeof why);
+			CHECK(has_ex == (rt != NULL));
+			if (!has_ex)
+				CHECK(contains(why, "cuda: kernel 'k_00000000000000e1' runs in clusters of 2 "
+				               "CTAs, which needs cuLaunchKernelEx (CUDA 12.0); this driver has none"));
+			if (rt) {
+				void *d[5];
+				long v0 = fake_violations(h);
+				for (int i = 0; i < 5; i++) {
+					precc_buffer_info bi;
+					precc_rt_buffer_info(rt, 0, i, 640, &bi);
+					d[i] = precc_rt_malloc(rt, bi.bytes);
+				}
+				CHECK(precc_rt_run_layer(rt, 0, 640, d, 0, NULL) == 0);
+				CHECK(fake_violations(h) == v0);
+				CHECK(lastc()[0] == 2 && lastc()[1] == 1 && lastc()[2] == 1);
+				CHECK(last()[0] == (run ? 4u : 6u) && last()[1] == 1 && last()[2] == 1);
+				CHECK(last()[0] % lastc()[0] == 0);
+				for (int i = 0; i < 5; i++)
+					precc_rt_free(rt, d[i]);
+			} else if (has_ex)
+				fprintf(stderr, "%s\n", why);
+			precc_rt_close(rt);
+			unsetenv("FAKE_CUDA_SMS");
+			unsetenv("FAKE_CUDA_GPCS");
+			unsetenv("FAKE_CUDA_REGS");
+		}
+		CHECK(lastc && last);
+		/* the manifest's refusals: a cluster the family does not emit, and
+		 * one whose grid the runtime does not size (not persistent) */
+		static const char *const bad_cluster[][2] = {
+			{"\"cluster\": 2", "\"cluster\": 3"},
+			{"\"launch\": \"persistent\"", "\"launch\": \"normal\""},
+		};
+		static const char *const bad_why[] = {
+			"kernels[0] 'k_00000000000000e1': 'cluster' is 3, expected an integer in [1, 2]",
+			"kernels[0] 'k_00000000000000e1': 'cluster' 2 needs \"launch\": \"persistent\" and one "
+			"tiled grid",
+		};
+		for (int i = 0; i < 2 && t2; i++) {
+			char *t4 = replace(t2, bad_cluster[i][0], bad_cluster[i][1]);
+			CHECK(t4 != NULL);
+			spit(dst, t4 ? t4 : "");
+			free(t4);
+			CHECK(precc_rt_open(d2, PRECC_BACKEND_CUDA, why, sizeof why) == NULL);
+			CHECK(contains(why, bad_why[i]));
+			if (!contains(why, bad_why[i]))
+				fprintf(stderr, "%s\n", why);
+		}
+		/* and on the phases' grid (the fused kernel as it was) */
+		{
+			char *t4 = replace(text, "\"launch\": \"cooperative\"",
+			                   "\"launch\": \"persistent\",\n      \"cluster\": 2");
+			spit(dst, t4 ? t4 : "");
+			free(t4);
+			CHECK(precc_rt_open(d2, PRECC_BACKEND_CUDA, why, sizeof why) == NULL);
+			CHECK(contains(why, bad_why[1]));
+		}
+		free(text);
+		free(t1);
+		free(t2);
+		for (int i = 0; i < 2; i++) {
+			snprintf(dst, sizeof dst, "%s/%s", d2, names[i]);
+			unlink(dst);
+		}
+		rmdir(d2);
+		/* the fake's own checks, as sm_90 refuses: a grid not a multiple of
+		 * the cluster, more than 8 CTAs a cluster (16: non-portable) */
+		typedef CUresult (*ex_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
+		ex_fn ex = has_ex ? (ex_fn)dlsym(h, "cuLaunchKernelEx") : NULL;
+		CUresult (*push)(CUcontext) = h ? (CUresult (*)(CUcontext))dlsym(h, "cuCtxPushCurrent_v2") : NULL;
+		CUresult (*pop)(CUcontext *) = h ? (CUresult (*)(CUcontext *))dlsym(h, "cuCtxPopCurrent_v2") : NULL;
+		CUcontext (*user)(void) = h ? (CUcontext (*)(void))dlsym(h, "fake_cuda_user_ctx") : NULL;
+		if (ex && push && pop && user) {
+			CUcontext c;
+			CUlaunchAttribute at;
+			memset(&at, 0, sizeof at);
+			at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+			at.value.clusterDim.x = 2, at.value.clusterDim.y = 1, at.value.clusterDim.z = 1;
+			CUlaunchConfig cfg = {4, 1, 1, 128, 1, 1, 0, NULL, &at, 1};
+			push(user());
+			CHECK(ex(&cfg, NULL, NULL, NULL) == 0);
+			CHECK(lastc()[0] == 2 && last()[0] == 4);
+			cfg.gridDimX = 5;
+			CHECK(ex(&cfg, NULL, NULL, NULL) == CUDA_ERROR_INVALID_CLUSTER_SIZE);
+			cfg.gridDimX = 16, at.value.clusterDim.x = 8;
+			CHECK(ex(&cfg, NULL, NULL, NULL) == 0);
+			at.value.clusterDim.x = 16;
+			CHECK(ex(&cfg, NULL, NULL, NULL) == CUDA_ERROR_INVALID_CLUSTER_SIZE);
+			cfg.numAttrs = 0;
+			CHECK(ex(&cfg, NULL, NULL, NULL) == 0);
+			CHECK(lastc()[0] == 1);
+			pop(&c);
+		}
+		CHECK(!has_ex || (ex && push && pop && user));
 	}
 	/* a PTX that fails to JIT: the error carries the driver's log */
 	{
