@@ -44,8 +44,8 @@ persist_group_16|codegen/k_gemm_sm90.c|codegen.emu_sm90a|	GROUP_N = 8,  |	GROUP_
 wgrad_scales_no_warp_sync|codegen/k_gemm_sm90.c|codegen.emu_sm90a|		asm90_warp_sync(cg);|		;
 interp_grouped_stats_group|ir/interp/interp.c|ir_interp.ops|		while (g < ng - 1 && r >= offs[g])|		while (g < ng - 1 && r > offs[g])
 persist_group_clamp|codegen/k_gemm_sm90.c|codegen.emu_sm90a|LLVMValueRef nin = sel(e, ult(e, left, c64(e, GROUP_N)), left, c64(e, GROUP_N));|LLVMValueRef nin = c64(e, GROUP_N);
-persist_grid_runtime|runtime/backend_cuda.c|runtime.plan|	if (k->cooperative \|\| k->persistent)|	if (k->cooperative)
-persist_grid_launcher|driver/artifacts.c|lit.build|		if (in->cooperative \|\| in->persistent)|		if (in->cooperative)
+persist_grid_runtime|runtime/backend_cuda.c|runtime.plan|	else if (k->cooperative \|\| k->persistent)|	else if (k->cooperative)
+persist_grid_launcher|driver/artifacts.c|lit.build|		else if (in->cooperative \|\| in->persistent)|		else if (in->cooperative)
 rowcol_bank_order|codegen/k_rowcol.c|codegen.emu|LLVMValueRef up = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, t, c64(e, 4), ""), c64(e, 0), "");|LLVMValueRef up = LLVMConstInt(e->g->i1, 0, 0);
 rowcol_one_group|codegen/k_rowcol.c|codegen.emu|		int ng = (int)(Bc / RT);|		int ng = 1;
 rowcol_no_barrier|codegen/k_rowcol.c|codegen.emu|			barrier(&e);      /* the whole tile is in */|			(void)0;
