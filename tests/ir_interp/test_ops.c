@@ -525,6 +525,29 @@ test_sr_threads(void)
 	ir_module_free(m);
 }
 
+/* f's interpreter with the quantize counts on (o.stats), at M = 1 */
+static IrInterp *
+start_stats(const Func *f)
+{
+	IrInterpOpts o;
+
+	ir_interp_opts_init(&o);
+	o.stats = true;
+	return start(f, 1, &o);
+}
+
+/* instruction ins's counts: n values, so many saturated, flushed, nonfinite */
+static void
+check_stats(const IrInterp *ip, int ins, long n, long sat, long flushed, long nonfinite)
+{
+	const IrQuantStats *st = ir_interp_quant_stats(ip, ins);
+
+	CHECK(st && st->n == n);
+	CHECK(st && st->saturated == sat);
+	CHECK(st && st->flushed == flushed);
+	CHECK(st && st->nonfinite == nonfinite);
+}
+
 /* the counts of a quantize with a scale per group of rows: each routed
  * row under its group's scale, the padding row past the last offset not
  * counted */
@@ -544,22 +567,14 @@ test_stats_grouped(void)
 	 * padding, whose 1e9 and 1e-9 would count as saturated and flushed */
 	float x[8] = {470, 0, 4.7f, 1e-6f, 1, 2, 1e9f, 1e-9f}, s[2] = {1, 100};
 	int32_t offs[2] = {1, 3};
-	IrInterpOpts o;
-	IrInterp *ip;
-	const IrQuantStats *st;
+	IrInterp *ip = start_stats(f);
 
-	ir_interp_opts_init(&o);
-	o.stats = true;
-	ip = start(f, 1, &o);
 	bind(ip, "x", x, sizeof x);
 	bind(ip, "offs", offs, sizeof offs);
 	bind(ip, "s", s, sizeof s);
 	run_ok(ip);
-	st = ir_interp_quant_stats(ip, 3);
-	CHECK(st && st->n == 6);
-	CHECK(st && st->saturated == 2);    /* 470 · 1 and 4.7 · 100 */
-	CHECK(st && st->flushed == 1);      /* 1e-6 · 100 */
-	CHECK(st && st->nonfinite == 0);
+	/* saturated: 470 · 1 and 4.7 · 100; flushed: 1e-6 · 100 */
+	check_stats(ip, 3, 6, 2, 1, 0);
 	ir_interp_free(ip);
 	ir_module_free(m);
 }
@@ -577,21 +592,14 @@ test_stats(void)
 		"}\n");
 	const Func *f = m->fn[0];
 	float x[4] = {460, 470, 1e-4f, INFINITY}, s[1] = {1};
-	IrInterpOpts o;
-	IrInterp *ip;
-	const IrQuantStats *st;
+	IrInterp *ip = start_stats(f);
 
-	ir_interp_opts_init(&o);
-	o.stats = true;
-	ip = start(f, 1, &o);
 	bind(ip, "x", x, sizeof x);
 	bind(ip, "s", s, sizeof s);
 	run_ok(ip);
-	st = ir_interp_quant_stats(ip, 2);
-	CHECK(st && st->n == 4);
-	CHECK(st && st->saturated == 1);    /* 460 rounds to 448; 470 is clipped */
-	CHECK(st && st->flushed == 1);      /* 1e-4 < half the smallest e4m3 step */
-	CHECK(st && st->nonfinite == 1);
+	/* saturated: 470 (460 rounds to 448); flushed: 1e-4, under half the
+	 * smallest e4m3 step */
+	check_stats(ip, 2, 4, 1, 1, 1);
 	CHECK(ir_interp_quant_stats(ip, 0) == NULL);
 	ir_interp_free(ip);
 	ir_module_free(m);
