@@ -407,6 +407,25 @@ int rt_cuda_tmap_encode(precc_rt *rt, const rt_tmap *t, CUdeviceptr base, long m
 	return rc;
 }
 
+/* The launch attribute CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = {cluster,
+ * 1, 1}, for cuLaunchKernelEx and cuOccupancyMaxActiveClusters alike */
+static void cluster_attr(CUlaunchAttribute *at, int cluster)
+{
+	memset(at, 0, sizeof *at);
+	at->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+	at->value.clusterDim.x = (unsigned)cluster;
+	at->value.clusterDim.y = at->value.clusterDim.z = 1;
+}
+
+/* -1 and the error for a kernel in clusters on a driver without
+ * cuLaunchKernelEx */
+static int no_launch_ex(const char *name, int cluster)
+{
+	rt_error("cuda: kernel '%s' runs in clusters of %d CTAs, which needs cuLaunchKernelEx "
+	         "(CUDA 12.0); this driver has none", name, cluster);
+	return -1;
+}
+
 /* CUDA Driver API cuLaunchKernelEx with one attribute,
  * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = {cluster, 1, 1} (cuda.h 13.0:
  * CUlaunchConfig at line 2349, CUlaunchAttribute at 2340, the value's
@@ -420,16 +439,9 @@ static int launch_cluster(precc_rt *rt, const rt_kernel *k, const unsigned grid[
 	CUresult r;
 	int pushed, rc;
 
-	if (!drv.cuLaunchKernelEx) {
-		rt_error("cuda: kernel '%s' runs in clusters of %d CTAs, which needs cuLaunchKernelEx "
-		         "(CUDA 12.0); this driver has none", k->name, k->cluster);
-		return -1;
-	}
-	memset(&at, 0, sizeof at);
-	at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-	at.value.clusterDim.x = (unsigned)k->cluster;
-	at.value.clusterDim.y = 1;
-	at.value.clusterDim.z = 1;
+	if (!drv.cuLaunchKernelEx)
+		return no_launch_ex(k->name, k->cluster);
+	cluster_attr(&at, k->cluster);
 	cfg = (CUlaunchConfig){grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
 	                       stream, &at, 1};
 	if (enter(rt, &pushed))
@@ -454,11 +466,8 @@ int rt_cuda_kernel_cluster(precc_rt *rt, rt_kernel *k, const char *name, int clu
 	k->clusters = 0;
 	if (cluster <= 1)
 		return 0;
-	if (!drv.cuLaunchKernelEx) {
-		rt_error("cuda: kernel '%s' runs in clusters of %d CTAs, which needs cuLaunchKernelEx "
-		         "(CUDA 12.0); this driver has none", name, cluster);
-		return -1;
-	}
+	if (!drv.cuLaunchKernelEx)
+		return no_launch_ex(name, cluster);
 	if (enter(rt, &pushed))
 		return -1;
 	/* more than 8 CTAs a cluster is non-portable: an opt-in per function */
@@ -470,10 +479,7 @@ int rt_cuda_kernel_cluster(precc_rt *rt, rt_kernel *k, const char *name, int clu
 	 * all even); without the query, that overcount, which costs a short
 	 * second wave of clusters, never a hang (the kernel loops) */
 	if (!rc && drv.cuOccupancyMaxActiveClusters) {
-		memset(&at, 0, sizeof at);
-		at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-		at.value.clusterDim.x = (unsigned)cluster;
-		at.value.clusterDim.y = at.value.clusterDim.z = 1;
+		cluster_attr(&at, cluster);
 		cfg = (CUlaunchConfig){(unsigned)cluster, 1, 1, (unsigned)threads, 1, 1, smem, NULL, &at, 1};
 		rc = CALL(cuOccupancyMaxActiveClusters, (&k->clusters, k->fn, &cfg),
 		          " of kernel '%s' (clusters of %d CTAs of %d threads, %u bytes of dynamic shared "
