@@ -497,6 +497,14 @@ cols_twin(const Job *j, const Job *o)
 	return j->chash && o->chash == j->chash && same_values(j->f, o->f);
 }
 
+/* j may take o's LLVM module (its PTX): the same kernel for another
+ * target, or the same but for its columns on any target */
+static int
+llvm_twin(const Job *j, const Job *o)
+{
+	return (o->xhash == j->xhash && o->t != j->t) || cols_twin(j, o);
+}
+
 /* LLVM runs once per kernel built for several of sm_89, sm_90 and sm_90a.
  * A kernel's canonical text (ir_func_hash without the target) fixes the
  * LLVM module codegen makes: the one target-dependent choice, wgmma, is
@@ -520,7 +528,7 @@ llvm_share(Build *b, Job *j)
 		for (int k = 0; k < b->njobs && !o; k++) {
 			const Job *c = &b->jobs[k];
 			if (c != j && c->llvm_state && c->llvm_state != 3
-			    && ((c->xhash == j->xhash && c->t != j->t) || cols_twin(j, c)))
+			    && llvm_twin(j, c))
 				o = c;
 		}
 		if (!o) {
@@ -768,7 +776,7 @@ job_twin(const Build *b, int k)
 		const Job *o = &b->jobs[i];
 		if (cols_twin(j, o) && o->t == j->t)
 			return 2;
-		if ((o->xhash == j->xhash && o->t != j->t) || cols_twin(j, o))
+		if (llvm_twin(j, o))
 			twin = 1;
 	}
 	return twin;
